@@ -1,0 +1,41 @@
+# Two commands for a new user: `make demo` and `make test`. Each creates .venv when it is missing.
+# TORCH_SPEC pins torch so that a CPU-only machine does not pull a multi-GB CUDA build;
+# override it for a GPU machine, e.g. `make test TORCH_SPEC="torch==2.13.0 --index-url ..."`.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.ihprobe-installed
+
+.PHONY: demo test test-fast bench hooks lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH_SPEC)
+	$(BIN)/python -c "import torch; print(f'torch=={torch.__version__.split(\"+\")[0]}')" > $(VENV)/constraints.txt
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[dev]"
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/ihprobe demo --out runs/demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" -x
+
+bench: $(STAMP)
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+lint: $(STAMP)
+	$(BIN)/ruff check ihprobe tests benchmarks
+	$(BIN)/ruff format --check ihprobe tests benchmarks
+
+hooks:
+	git config core.hooksPath hooks
+	@echo "git hooks installed from hooks/"
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,54 @@
+"""ihprobe: find, time and test induction heads.
+
+>>> import ihprobe
+>>> model = ihprobe.load("path/to/checkpoint")       # any HF causal LM, hub id or ihprobe run
+>>> scores = ihprobe.scan(model)                       # every head score in one forward pass
+>>> scores.to_frame().query("metric == 'prefix_matching'").nlargest(3, "value")
+
+Public names are imported lazily (``import ihprobe`` stays fast for the CLI); the table below
+says where each one lives.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # loading and checkpoints
+    "load": "ihprobe.models",
+    "checkpoints": "ihprobe.models",
+    "Checkpoint": "ihprobe.models",
+    # probes
+    "scan": "ihprobe.probes.battery",
+    "HeadScores": "ihprobe.scores",
+    # training and data
+    "train": "ihprobe.train",
+    "TrainConfig": "ihprobe.train",
+    "make_producer": "ihprobe.data",
+    # emergence and the law
+    "trajectory": "ihprobe.emergence",
+    "emergence": "ihprobe.emergence",
+    "predict_emergence": "ihprobe.emergence",
+    "fit_law": "ihprobe.emergence",
+    # causal ablation
+    "ablate": "ihprobe.ablation",
+    "ablate_heads": "ihprobe.ablation",
+    "AblationResult": "ihprobe.ablation",
+    # errors
+    "IhprobeError": "ihprobe.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'ihprobe' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,3 @@
+from ihprobe.cli import main
+
+raise SystemExit(main())

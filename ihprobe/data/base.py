@@ -1,0 +1,73 @@
+"""The one interface every data producer shares.
+
+A producer is a deterministic function of ``(seed, step)``: ``producer.sample(step)`` returns the
+same ``[batch_size, context]`` batch whenever it is called with the same step, in any order. So a
+resumed run continues exactly, and DDP ranks can each take their rows of the same global batch.
+
+>>> from ihprobe.data import make_producer
+>>> p = make_producer("iid", batch_size=4, context=16, seed=0, vocab_size=64)
+>>> b = p.sample(step=3)
+>>> tuple(b.tokens.shape), b.tokens.dtype
+((4, 16), torch.int64)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from jaxtyping import Int
+
+
+@dataclass
+class Batch:
+    """One training batch and what was realised in it."""
+
+    tokens: Int[torch.Tensor, "batch pos"]  # int64 token ids, [batch_size, context]
+    info: dict[str, float] = field(default_factory=dict)  # e.g. {"snippet_fraction": 0.47}
+
+
+class Producer(ABC):
+    """A seeded, vectorised source of token batches.
+
+    Subclasses set ``vocab_size`` and ``special`` in ``__init__`` and implement ``sample``,
+    ``config`` and ``tokenizer``.
+    """
+
+    name: str  # registry name, e.g. "bi-induct"
+    vocab_size: int  # number of token ids the model must embed
+    special: dict[str, int]  # special token ids, e.g. {"eos": 0, "sep": 1}
+
+    def __init__(self, *, batch_size: int, context: int, seed: int = 0, total_steps: int = 1):
+        self.batch_size = batch_size  # B: sequences per update (the global batch)
+        self.context = context  # C: tokens per sequence
+        self.seed = seed  # with the step, fixes every random draw
+        self.total_steps = total_steps  # T_total, for producers that anneal over training
+
+    @abstractmethod
+    def sample(self, step: int) -> Batch:
+        """The batch for training step ``step``; a pure function of (config, seed, step)."""
+
+    @abstractmethod
+    def config(self) -> dict:
+        """JSON-serialisable options that rebuild this producer with ``make_producer``."""
+
+    def tokenizer(self):
+        """An HF tokenizer for this producer's ids, or None when tokens have no text form."""
+        return None
+
+    def save_tokenizer(self, directory: str | Path) -> None:
+        """Write the tokenizer files into ``directory`` (a no-op when there is none)."""
+        tok = self.tokenizer()
+        if tok is not None:
+            tok.save_pretrained(str(directory))
+
+    def generator(self, step: int, stream: int = 0) -> torch.Generator:
+        """A CPU generator seeded by (seed, step, stream): independent draws for every step."""
+        key = f"{self.name}:{self.seed}:{step}:{stream}".encode()
+        g = torch.Generator()
+        g.manual_seed(int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1)
+        return g

@@ -1,0 +1,67 @@
+"""Tokenizers: a byte-level BPE trained locally, and a stand-in for checkpoints that have none.
+
+>>> from ihprobe.data.corpus import default_documents
+>>> tok = train_bpe(default_documents(), vocab_size=300)
+>>> tok.decode(tok("Induction heads copy.").input_ids)
+'Induction heads copy.'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from transformers import PreTrainedTokenizerFast
+
+from ihprobe.errors import IhprobeError
+
+EOS = "<|endoftext|>"  # document break; also BOS and PAD, as in GPT-2 and Pythia
+SEP = "<|sep|>"  # separator of Bi-Induct snippets [S, SEP, S]
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int = 512) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE (GPT-2 style) on ``texts``; ids 0 and 1 are EOS and SEP.
+
+    The result is an ordinary HF tokenizer: ``save_pretrained`` writes files that
+    ``AutoTokenizer.from_pretrained`` reads back, so trainer checkpoints stay standard.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if vocab_size < len(alphabet) + 2:
+        raise IhprobeError(
+            f"vocab_size={vocab_size} is too small for a byte-level BPE: it needs at least "
+            f"{len(alphabet) + 2} (256 bytes + EOS + SEP)."
+        )
+    texts = list(texts)
+    if not any(t.strip() for t in texts):
+        raise IhprobeError("cannot train a tokenizer on an empty corpus: pass non-empty text.")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS, SEP],
+        initial_alphabet=alphabet,
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=EOS,
+        eos_token=EOS,
+        pad_token=EOS,
+        additional_special_tokens=[SEP],
+    )
+
+
+def id_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
+    """A tokenizer whose token ``i`` is the string ``<i>``: for checkpoints saved without one.
+
+    The model then works on token ids and decodes to readable ids; no text meaning is implied.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {f"<{i}>": i for i in range(vocab_size)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<0>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern=">", behavior="merged_with_previous")
+    return PreTrainedTokenizerFast(tokenizer_object=tok)
