@@ -1,0 +1,88 @@
+"""Self-contained HTML reports: sections of prose, tables and plotly figures in one file.
+
+plotly.js is embedded once, inline, so a report opens anywhere with no network.
+
+>>> import plotly.graph_objects as go
+>>> page = html_page("Demo", [Section("A figure", [go.Figure(go.Bar(y=[1, 2]))])])
+>>> page.count("<script") >= 2 and "cdn.plot.ly" not in page
+True
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto;
+       max-width: 1100px; color: #222; line-height: 1.45; padding: 0 1rem; }
+h1 { font-size: 1.7rem; margin-bottom: .2rem; } h2 { font-size: 1.25rem; margin-top: 2.2rem;
+border-bottom: 1px solid #ddd; padding-bottom: .2rem; }
+table { border-collapse: collapse; font-size: .85rem; margin: .6rem 0; }
+th, td { border: 1px solid #ddd; padding: .25rem .55rem; text-align: right; }
+th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
+.note { color: #555; font-size: .9rem; } .figure { margin: .8rem 0; }
+code { background: #f4f4f4; padding: 0 .2rem; }
+"""
+
+
+@dataclass
+class Section:
+    """A titled part of a report: paragraphs (HTML strings), tables and figures, in order."""
+
+    title: str
+    blocks: list = field(default_factory=list)
+
+
+def html_page(title: str, sections: list[Section], subtitle: str = "") -> str:
+    """Render ``sections`` into one HTML document with plotly.js embedded once."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
+    if subtitle:
+        parts.append(f'<p class="note">{subtitle}</p>')
+    js_done = False
+    for section in sections:
+        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+        for block in section.blocks:
+            if isinstance(block, str):
+                parts.append(block if block.lstrip().startswith("<") else f"<p>{block}</p>")
+            elif isinstance(block, pd.DataFrame):
+                parts.append(
+                    block.to_html(
+                        index=False, float_format=lambda v: f"{v:.4g}", border=0, na_rep=""
+                    )
+                )
+            elif block is not None:  # a plotly figure
+                parts.append('<div class="figure">')
+                parts.append(
+                    block.to_html(
+                        full_html=False, include_plotlyjs=not js_done, config={"displaylogo": False}
+                    )
+                )
+                parts.append("</div>")
+                js_done = True
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(
+    path: str | os.PathLike, title: str, sections: list[Section], subtitle: str = ""
+) -> Path:
+    """Write the report atomically (temporary file + rename) and return its path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page = html_page(title, sections, subtitle)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(page)
+    os.replace(tmp, path)
+    return path
