@@ -1,0 +1,7 @@
+"""Head and model scores for induction circuits (SPEC sections 2-3).
+
+``attention`` reduces attention patterns inside hooks (prefix matching, previous and duplicate
+token, forward and anti-induction), ``copying`` scores OV circuits from weights, ``attribution``
+projects per-head outputs on the unembedding (LA, DLA), ``recall`` turns logits into model-level
+scores, and ``battery`` runs them all in one forward pass per input family: :func:`ihprobe.scan`.
+"""
