@@ -55,6 +55,15 @@ class Producer(ABC):
     def config(self) -> dict:
         """JSON-serialisable options that rebuild this producer with ``make_producer``."""
 
+    def base_config(self) -> dict:
+        """The options every producer shares, for ``config()`` to extend."""
+        return {
+            "batch_size": self.batch_size,
+            "context": self.context,
+            "seed": self.seed,
+            "total_steps": self.total_steps,
+        }
+
     def tokenizer(self):
         """An HF tokenizer for this producer's ids, or None when tokens have no text form."""
         return None

@@ -1,0 +1,51 @@
+"""Where producers keep what is expensive to rebuild: token streams, tokenizers, Markov matrices.
+
+The root is ``$IHPROBE_CACHE`` when set, else ``~/.cache/ihprobe``. Entries are keyed by a hash
+of everything that determines them, and written atomically (temp directory + rename), so two
+processes building the same entry never see half of it.
+
+>>> key({"source": "default", "vocab_size": 512})
+'4571a7af4e22d413'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def root() -> Path:
+    """The cache root directory (created on demand)."""
+    path = Path(os.environ.get("IHPROBE_CACHE") or Path.home() / ".cache" / "ihprobe")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def key(spec: dict) -> str:
+    """A short stable hash of a JSON-serialisable spec."""
+    text = json.dumps(spec, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def entry(kind: str, spec: dict, build: Callable[[Path], None]) -> Path:
+    """The directory of cache entry ``kind/key(spec)``, calling ``build(tmpdir)`` when missing."""
+    final = root() / kind / key(spec)
+    if final.is_dir():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+    try:
+        build(tmp)
+        (tmp / "spec.json").write_text(json.dumps(spec, sort_keys=True, default=str, indent=1))
+        os.replace(tmp, final)
+    except OSError:
+        if not final.is_dir():  # a real failure, not a concurrent writer that won the race
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
