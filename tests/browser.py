@@ -1,0 +1,96 @@
+"""Headless Chromium for tests: render an HTML file, collect JavaScript errors, take screenshots."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+# Recorded before any other script runs; read back from the rendered DOM.
+_ERROR_TRAP = """<script>
+window.__errors = [];
+window.addEventListener('error', e => window.__errors.push(String(e.message)));
+window.addEventListener('load', () => setTimeout(() => {
+  document.documentElement.setAttribute('data-jserrors', JSON.stringify(window.__errors));
+}, 500));
+</script>"""
+
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
+
+
+@dataclass
+class Rendered:
+    dom: str  # the DOM after scripts ran
+    errors: list[str]  # JavaScript errors raised while the page loaded
+
+    def count(self, pattern: str) -> int:
+        return len(re.findall(pattern, self.dom))
+
+
+def chromium() -> str:
+    """Path of a Chromium binary, or skip the test with the reason and the fix."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip("Chromium is not installed (apt-get install chromium); .ci/run installs it")
+
+
+def _run(html_file: Path, *extra: str) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(
+            [
+                chromium(),
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                "--virtual-time-budget=15000",
+                *extra,
+                html_file.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+
+def render(html_file: Path) -> Rendered:
+    """Load ``html_file`` (with an error trap injected) and return the DOM and JS errors."""
+    import json
+
+    source = html_file.read_text(encoding="utf-8")
+    trapped = html_file.with_name(f".trapped-{html_file.name}")
+    trapped.write_text(source.replace("<head>", "<head>" + _ERROR_TRAP, 1), encoding="utf-8")
+    try:
+        dom = _run(trapped, "--dump-dom").stdout
+    finally:
+        trapped.unlink()
+    found = re.search(r"data-jserrors=\"([^\"]*)\"", dom)
+    assert found, "the page never finished loading (no error report in the DOM)"
+    errors = json.loads(found.group(1).replace("&quot;", '"'))
+    return Rendered(dom=dom, errors=errors)
+
+
+def screenshot(html_file: Path, name: str, height: int = 4000) -> Path:
+    """Save a PNG of the page under test-artifacts/ and return its path."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    out = ARTIFACTS / name
+    _run(html_file, f"--screenshot={out}", f"--window-size=1200,{height}")
+    assert out.is_file() and out.stat().st_size > 10_000, f"no screenshot written to {out}"
+    return out
