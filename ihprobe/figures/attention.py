@@ -1,0 +1,68 @@
+"""Attention pattern of one head on one probe sequence, as a plotly heatmap.
+
+>>> fig = attention_figure(model, tokens[0], layer=1, head=2)      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import torch
+from jaxtyping import Float, Int
+
+
+def attention_pattern(
+    model, tokens: Int[torch.Tensor, "pos"], layer: int, head: int
+) -> Float[torch.Tensor, "query_pos key_pos"]:
+    """The post-softmax attention of head (layer, head) on one sequence, from one forward pass."""
+    kept: dict[str, torch.Tensor] = {}
+
+    def keep(pattern, hook):
+        kept["pattern"] = pattern[0, head].detach().cpu()  # [query_pos, key_pos]
+
+    with torch.no_grad():
+        model.run_with_hooks(tokens[None], fwd_hooks=[(f"blocks.{layer}.attn.hook_pattern", keep)])
+    return kept["pattern"]
+
+
+def attention_figure(
+    model, tokens: Int[torch.Tensor, "pos"], layer: int, head: int, title: str | None = None
+) -> go.Figure:
+    """Heatmap of the head's attention; hover shows query and key tokens and the weight.
+
+    On a repeated sequence ``[s_1..s_n, s_1..s_n]`` an induction head lights up the diagonal
+    ``key = query - n + 1``: each token attends to the token after its earlier occurrence.
+    """
+    pattern = attention_pattern(model, tokens, layer, head).numpy()
+    labels = _token_labels(model, tokens)
+    fig = go.Figure(
+        go.Heatmap(
+            z=pattern,
+            x=list(range(len(labels))),
+            y=list(range(len(labels))),
+            customdata=[
+                [[labels[q], labels[k]] for k in range(len(labels))] for q in range(len(labels))
+            ],
+            hovertemplate="query %{y} %{customdata[0]}<br>key %{x} %{customdata[1]}"
+            "<br>attention %{z:.3f}<extra></extra>",
+            colorscale="Blues",
+            zmin=0,
+            zmax=1,
+        )
+    )
+    fig.update_layout(
+        title=title or f"Attention of head L{layer}H{head}",
+        xaxis_title="key position",
+        yaxis_title="query position",
+        yaxis_autorange="reversed",
+        width=560,
+        height=520,
+        margin=dict(l=60, r=20, t=50, b=50),
+    )
+    return fig
+
+
+def _token_labels(model, tokens: torch.Tensor) -> list[str]:
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        return [f"<{int(t)}>" for t in tokens]
+    return [repr(tokenizer.decode([int(t)])) for t in tokens]
