@@ -17,9 +17,11 @@ import inspect
 
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.iid import IIDProducer
+from ihprobe.data.text import NaturalProducer
 from ihprobe.errors import IhprobeError
 
 PRODUCERS: dict[str, type[Producer]] = {
+    "natural": NaturalProducer,
     "iid": IIDProducer,
 }
 
