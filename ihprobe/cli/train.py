@@ -1,0 +1,129 @@
+"""``ihprobe train --out RUN_DIR [options]``: train a model from scratch and write checkpoints.
+
+Every option has a default (the tiny model of DESIGN.md on semi-natural data), so
+``ihprobe train --out runs/x --steps 20`` runs. Producer options go through ``-P KEY=VALUE``
+(values are read as JSON when they parse, e.g. ``-P repetition=0.9 -P vocab_size=256``).
+``--resume`` with no other flags continues the run with the settings in its ``run.json``.
+Under ``torchrun --nproc_per_node N -m ihprobe train ...`` it trains with DDP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+SUFFIXES = {"k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9}
+
+
+def count(text: str) -> int:
+    """``"250k"`` -> 250000, ``"0.25M"`` -> 250000, ``"2e6"`` -> 2000000."""
+    text = text.strip().lower().replace("_", "")
+    scale = SUFFIXES.get(text[-1:], 1)
+    number = float(text[:-1] if scale != 1 else text)
+    return int(round(number * scale))
+
+
+def checkpoints(text: str):
+    """``log``, ``linear`` or a comma-separated list of token counts (``250k,500k,1M``)."""
+    if text in ("log", "linear"):
+        return text
+    try:
+        return tuple(count(part) for part in text.split(",") if part.strip())
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not log, linear or a list of token counts such as 250k,500k,1M"
+        ) from err
+
+
+def option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` -> (key, JSON value or the string)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    try:
+        return key.replace("-", "_"), json.loads(value)
+    except json.JSONDecodeError:
+        return key.replace("-", "_"), value
+
+
+def clip(text: str) -> float | None:
+    return None if text.lower() in ("none", "0", "off") else float(text)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="train a small model from scratch, writing HF checkpoints on a token schedule",
+        argument_default=argparse.SUPPRESS,  # only flags given override TrainConfig / run.json
+    )
+    p.add_argument("--out", required=True, help="run directory")
+    data = p.add_argument_group("data")
+    data.add_argument("--producer", help="natural, bi-induct, semi-natural, markov or iid")
+    data.add_argument(
+        "-P",
+        "--producer-option",
+        dest="producer_option",
+        action="append",
+        type=option,
+        metavar="KEY=VALUE",
+        help="producer option, repeatable (e.g. -P repetition=0.9 -P reliability=0.9)",
+    )
+    model = p.add_argument_group("model")
+    model.add_argument("--arch", choices=("gpt-neox", "llama", "gpt2"))
+    model.add_argument("--layers", type=int)
+    model.add_argument("--heads", type=int)
+    model.add_argument("--kv-heads", dest="kv_heads", type=int, help="llama: key/value heads")
+    model.add_argument("--d-model", dest="d_model", type=int)
+    model.add_argument("--d-mlp", dest="d_mlp", type=int, help="default 4 * d_model")
+    opt = p.add_argument_group("optimisation")
+    opt.add_argument("-C", "--context", type=int, help="tokens per sequence (C)")
+    opt.add_argument("-B", "--batch-size", dest="batch_size", type=int, help="sequences/update")
+    budget = opt.add_mutually_exclusive_group()
+    budget.add_argument("--steps", type=count, help="updates (default 2000)")
+    budget.add_argument("--tokens", type=count, help="budget in tokens, e.g. 20M")
+    opt.add_argument("--lr", type=float)
+    opt.add_argument("--warmup", type=float, help="fraction of updates (default 0.01)")
+    opt.add_argument("--schedule", choices=("cosine", "constant"))
+    opt.add_argument("--weight-decay", dest="weight_decay", type=float)
+    opt.add_argument("--grad-clip", dest="grad_clip", type=clip, help="max norm, or none")
+    opt.add_argument("--grad-accum", dest="grad_accum", type=int, help="micro-batches/update")
+    opt.add_argument("--seed", type=int)
+    watch = p.add_argument_group("checkpoints and monitoring")
+    watch.add_argument("--checkpoints", type=checkpoints, help="log | linear | 250k,500k,1M,...")
+    watch.add_argument("--n-checkpoints", dest="n_checkpoints", type=int)
+    watch.add_argument("--live-probes", dest="live_probes", action="store_true")
+    watch.add_argument("--probe-batch", dest="probe_batch", type=int)
+    watch.add_argument("--log-every", dest="log_every", type=int)
+    watch.add_argument("--no-progress", dest="progress", action="store_false")
+    watch.add_argument("--resume", action="store_true", help="continue the run in --out")
+    watch.add_argument("--device", help="auto, cpu, cuda, cuda:1 ...")
+    p.set_defaults(func=run)
+
+
+def config_from_args(args):
+    """The TrainConfig the flags ask for (on top of run.json when resuming an existing run)."""
+    from pathlib import Path
+
+    from ihprobe.models import RUN_META
+    from ihprobe.train import TrainConfig, load_config
+
+    given = {k: v for k, v in vars(args).items() if k not in ("func", "command", "verbose")}
+    options = dict(given.pop("producer_option", []))
+    if given.get("resume") and (Path(args.out) / RUN_META).is_file():
+        base = load_config(args.out)
+        if options:
+            given["producer_options"] = {**base.producer_options, **options}
+        if "steps" in given or "tokens" in given:  # a budget flag replaces the stored budget
+            given.setdefault("steps", None)
+            given.setdefault("tokens", None)
+        return load_config(args.out, **given)
+    if options:
+        given["producer_options"] = options
+    return TrainConfig(**given)
+
+
+def run(args) -> int:
+    from ihprobe.train import train
+
+    print(train(config_from_args(args)))
+    return 0
