@@ -1,0 +1,75 @@
+"""TransformerLens forward hooks that keep small slices of activations, nothing more.
+
+A full ``run_with_cache`` keeps every activation of every layer; the probes need a few query
+positions of a few of them. The hooks here are built from a ``store`` dict, a key, and a
+``select`` function that cuts the slice; they run ``select`` on the activation as it passes and
+return None, so the forward pass itself is unchanged and the big tensor is freed as usual.
+
+Inside a hook, ``hook.name`` is the component's internal name, so the key (usually the layer
+index) is bound when the hook is made:
+
+>>> store = {}
+>>> hooks = [(f"blocks.{l}.attn.hook_pattern", keep(store, l, pattern_pairs(q, k)))
+...          for l in range(model.cfg.n_layers)]                     # doctest: +SKIP
+>>> model.run_with_hooks(tokens, fwd_hooks=hooks)                     # doctest: +SKIP
+>>> store[0].shape            # [batch, head, pairs]                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+import torch
+from jaxtyping import Float, Int
+
+Select = Callable[[torch.Tensor], torch.Tensor]
+
+
+def keep(store: dict, key: Hashable, select: Select) -> Callable:
+    """A forward hook that stores ``select(activation)`` under ``store[key]``.
+
+    Example:
+        >>> store = {}
+        >>> hook = keep(store, 0, lambda x: x[:, -1])
+        >>> hook(torch.arange(6.0).view(1, 2, 3), hook=None)
+        >>> store[0]
+        tensor([[3., 4., 5.]])
+    """
+
+    def hook(activation: torch.Tensor, hook) -> None:
+        store[key] = select(activation.detach())
+
+    return hook
+
+
+def pattern_pairs(
+    queries: Int[torch.Tensor, " pair"], keys: Int[torch.Tensor, " pair"]
+) -> Callable[[Float[torch.Tensor, "batch head query_pos key_pos"]], torch.Tensor]:
+    """Select ``pattern[:, :, queries[i], keys[i]]`` for every pair i: ``[batch, head, pair]``.
+
+    One advanced-indexing gather on ``blocks.{l}.attn.hook_pattern``; no loop over heads, rows
+    or pairs.
+
+    Example:
+        >>> pattern = torch.eye(3).expand(1, 2, 3, 3)
+        >>> pattern_pairs(torch.tensor([1, 2]), torch.tensor([1, 0]))(pattern)
+        tensor([[[1., 0.],
+                 [1., 0.]]])
+    """
+
+    def select(pattern: torch.Tensor) -> torch.Tensor:
+        return pattern[:, :, queries.to(pattern.device), keys.to(pattern.device)]
+
+    return select
+
+
+def positions(
+    pos: Int[torch.Tensor, " query"],
+) -> Callable[[Float[torch.Tensor, "batch pos ..."]], torch.Tensor]:
+    """Select ``activation[:, pos]`` of a ``[batch, pos, ...]`` activation (``hook_z``,
+    ``ln_final.hook_scale``)."""
+
+    def select(activation: torch.Tensor) -> torch.Tensor:
+        return activation[:, pos.to(activation.device)]
+
+    return select

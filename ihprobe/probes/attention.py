@@ -1,0 +1,117 @@
+"""Attention-pattern head scores as (query, key) position pairs (SPEC section 2).
+
+Every attention score here is the mean, over rows and over a fixed list of (query, key) pairs,
+of ``A[l,h][b, query, key]``. The pairs depend only on the probe's layout (``n``, snippet
+length, BOS), not on the row, so one gather on ``blocks.{l}.attn.hook_pattern`` inside the hook
+(:func:`ihprobe.hooks.pattern_pairs`) keeps ``[batch, head, pair]`` and drops the rest.
+
+On repeated tokens ``[s_1..s_n, s_1..s_n]`` (positions shifted by one with BOS), with
+second-half queries ``q``:
+
+============== ============ =================================================================
+score          key          meaning
+============== ============ =================================================================
+prefix_match   ``q - n + 1`` the token after the earlier occurrence of the current token
+previous_token ``q - 1``    the previous token
+duplicate      ``q - n``    the earlier occurrence of the current token
+============== ============ =================================================================
+
+Snippets of length ``L``: ``forward_induction`` on ``[S, SEP, S]`` pairs the k-th token of the
+copy (position ``L + 1 + k``) with key ``k + 1`` (query - L), k = 0..L-2; ``anti_induction``
+on ``[S, SEP, reverse(S)]`` pairs the copy's token ``s_k`` (position ``2L - k``) with key
+``k - 1``, just before the first occurrence of ``s_k``, k = 1..L-1 (an anti-diagonal).
+
+Correspondence with TransformerLens ``head_detector.detect_head(model, seq, name,
+error_measure="mul")`` on the same repeated tokens: its score per prompt is ``sum(A * D) /
+sum(A)``, where ``D`` is the detection pattern and ``sum(A)`` is the number of query rows
+``T`` (every row of a softmax sums to 1; ``exclude_bos=True`` subtracts the attention to
+position 0 instead). For ``"induction_head"`` and ``"duplicate_token_head"``, ``D`` marks
+exactly the ``n`` pairs above (``T = 2n``, or ``2n + 1`` when ``to_tokens`` prepends BOS, which
+it does by default), so ``detect_head = prefix_matching * n / T`` -- half of ihprobe's score
+without BOS -- averaged over prompts. Its ``"previous_token_head"`` averages over all ``T - 1``
+queries, not only the second half.
+
+>>> pairs = repeated_pairs(n=3)
+>>> pairs["prefix_matching"]
+(tensor([3, 4, 5]), tensor([1, 2, 3]))
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float, Int
+
+from ihprobe.probes.recall import query_positions
+
+Pairs = tuple[Int[torch.Tensor, " pair"], Int[torch.Tensor, " pair"]]
+
+REPEATED_SCORES = ("prefix_matching", "previous_token", "duplicate_token")
+SNIPPET_SCORES = ("forward_induction", "anti_induction")
+
+
+def repeated_pairs(n: int, bos: bool = False) -> dict[str, Pairs]:
+    """(queries, keys) of the repeated-token scores, one pair per second-half query.
+
+    >>> repeated_pairs(2, bos=True)["duplicate_token"]
+    (tensor([3, 4]), tensor([1, 2]))
+    """
+    q = query_positions(n, bos)
+    return {
+        "prefix_matching": (q, q - n + 1),
+        "previous_token": (q, q - 1),
+        "duplicate_token": (q, q - n),
+    }
+
+
+def forward_pairs(length: int, bos: bool = False) -> Pairs:
+    """(queries, keys) of forward induction on ``[S, SEP, S]`` with ``|S| = length``.
+
+    >>> forward_pairs(3)
+    (tensor([4, 5]), tensor([1, 2]))
+    """
+    k = torch.arange(length - 1)
+    return k + length + 1 + int(bos), k + 1 + int(bos)
+
+
+def backward_pairs(length: int, bos: bool = False) -> Pairs:
+    """(queries, keys) of anti-induction on ``[S, SEP, reverse(S)]`` with ``|S| = length``.
+
+    The copy holds ``s_k`` at position ``2 * length - k``; the correct next token
+    ``s_{k-1}`` sits at key ``k - 1``.
+
+    >>> backward_pairs(3)       # s_2 at 4 -> s_1 at 1; s_1 at 5 -> s_0 at 0
+    (tensor([4, 5]), tensor([1, 0]))
+    """
+    k = torch.arange(length - 1, 0, -1)
+    return 2 * length - k + int(bos), k - 1 + int(bos)
+
+
+def concat_pairs(named: dict[str, Pairs]) -> tuple[Pairs, dict[str, slice]]:
+    """All pairs in one list (for one gather in one hook) and each score's slice of it.
+
+    >>> (q, k), where = concat_pairs({"a": (torch.tensor([2]), torch.tensor([1])),
+    ...                               "b": (torch.tensor([3, 4]), torch.tensor([0, 0]))})
+    >>> q.tolist(), where["b"]
+    ([2, 3, 4], slice(1, 3, None))
+    """
+    where, start = {}, 0
+    for name, (q, _) in named.items():
+        where[name] = slice(start, start + len(q))
+        start += len(q)
+    queries = torch.cat([q for q, _ in named.values()])
+    keys = torch.cat([k for _, k in named.values()])
+    return (queries, keys), where
+
+
+def pair_mean(
+    attention: Float[torch.Tensor, "layer batch head pair"],
+) -> Float[torch.Tensor, "layer head"]:
+    """Mean over rows and pairs: the head score."""
+    return attention.mean(dim=(1, 3))
+
+
+def pair_sd(
+    attention: Float[torch.Tensor, "layer batch head pair"],
+) -> Float[torch.Tensor, "layer head"]:
+    """Population standard deviation over rows and pairs (numpy's ``std``, as [A]'s code)."""
+    return attention.transpose(1, 2).flatten(2).std(dim=2, correction=0)
