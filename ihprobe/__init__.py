@@ -28,11 +28,15 @@ _EXPORTS: dict[str, str] = {
     "train": "ihprobe.train",
     "TrainConfig": "ihprobe.train",
     "make_producer": "ihprobe.data",
-    # emergence and the law
-    "trajectory": "ihprobe.emergence",
-    "emergence": "ihprobe.emergence",
-    "predict_emergence": "ihprobe.emergence",
-    "fit_law": "ihprobe.emergence",
+    # emergence and the law (no module is named like a function: importing ihprobe.X as a
+    # submodule would replace the function ihprobe.X with the module)
+    "trajectory": "ihprobe.trajectories",
+    "emergence": "ihprobe.changepoint",
+    "EmergencePoint": "ihprobe.changepoint",
+    "predict_emergence": "ihprobe.law",
+    "fit_law": "ihprobe.law",
+    "LawFit": "ihprobe.law",
+    "Prediction": "ihprobe.law",
     # causal ablation
     "ablate": "ihprobe.ablation",
     "ablate_heads": "ihprobe.ablation",

@@ -1,0 +1,154 @@
+"""Change-point detection on curves with planted transitions, flat curves and noisy curves."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ihprobe
+from ihprobe.changepoint import curve, emergence
+from ihprobe.errors import IhprobeError
+
+# log-spaced checkpoints, two per doubling of tokens, after a step-0 checkpoint; B*C = 100
+TOKENS = np.array([0] + [100 * round(100 * 2 ** (k / 2)) for k in range(24)])
+SPACING = math.log10(2) / 2  # decades between checkpoints
+
+
+def table(values, metric="prefix_matching", tokens=TOKENS) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "model": "run",
+            "revision": None,
+            "step": tokens // 100,
+            "tokens": tokens,
+            "layer": 0 if metric == "prefix_matching" else np.nan,
+            "head": 0 if metric == "prefix_matching" else np.nan,
+            "metric": metric,
+            "value": values,
+        }
+    )
+
+
+@pytest.mark.parametrize("k", [4, 9, 15, 20])
+def test_step_is_located_between_the_checkpoints_where_it_jumps(k):
+    values = np.where(np.arange(len(TOKENS)) <= k, 0.02, 0.85)
+    p = emergence(table(values))
+    assert p.transition
+    assert (p.tokens_low, p.tokens_high) == (TOKENS[k], TOKENS[k + 1])
+    assert TOKENS[k] <= p.tokens < TOKENS[k + 1]
+    assert p.updates == pytest.approx(p.tokens / 100)  # steps interpolated: B*C = 100
+    assert p.threshold == 0.3 and p.threshold_tokens == TOKENS[k + 1]
+    assert p.threshold_step == TOKENS[k + 1] // 100
+    assert p.rise == pytest.approx(0.83, abs=1e-6)
+
+
+def _sigmoid(x0: float, width: float, noise: float, seed: int) -> np.ndarray:
+    x = np.log10(np.maximum(TOKENS, 1))
+    rng = np.random.default_rng(seed)
+    return 0.03 + 0.8 / (1 + np.exp(-(x - x0) / width)) + noise * rng.standard_normal(len(x))
+
+
+@pytest.mark.parametrize("width", [0.05, 0.15, 0.3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_noisy_sigmoid_knee_within_one_checkpoint(width, seed):
+    x0 = 5.0 + 0.37 * seed
+    p = emergence(table(_sigmoid(x0, width, noise=0.02, seed=seed)))
+    assert p.transition
+    # the steep segment of a logistic in log tokens starts about two widths before its centre
+    assert abs(math.log10(p.tokens) - (x0 - 2 * width)) <= SPACING
+    assert p.tokens_low <= p.tokens < p.tokens_high
+    assert math.log10(p.tokens_high / p.tokens_low) == pytest.approx(SPACING, abs=5e-3)
+    first_above = TOKENS[np.argmax(_sigmoid(x0, width, 0.02, seed) >= 0.3)]
+    assert p.threshold_tokens == first_above
+
+
+def test_flat_curve_reports_no_transition():
+    p = emergence(table(np.full(len(TOKENS), 0.02)))
+    assert not p.transition
+    assert p.tokens is None and p.updates is None and p.step is None
+    assert "never rises" in p.reason
+    assert p.threshold_tokens is None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_flat_noisy_curve_reports_no_transition(seed):
+    values = 0.03 + 0.01 * np.random.default_rng(seed).standard_normal(len(TOKENS))
+    assert not emergence(table(values)).transition
+    # without the metric's floor it is the noise criterion that says no
+    assert not emergence(table(values), min_rise=0).transition
+
+
+def test_small_rise_below_floor_is_no_transition():
+    values = np.where(np.arange(len(TOKENS)) <= 12, 0.02, 0.07)
+    p = emergence(table(values))
+    assert not p.transition and "min_rise" in p.reason
+    assert emergence(table(values), min_rise=0.01).transition
+
+
+def test_falling_metric_is_flipped():
+    loss = np.where(np.arange(len(TOKENS)) <= 10, 4.7, 2.5)
+    p = emergence(table(loss, metric="induction_loss"), "induction_loss")
+    assert p.transition and (p.tokens_low, p.tokens_high) == (TOKENS[10], TOKENS[11])
+    assert p.threshold == pytest.approx(3.6)  # half-way down the fitted drop
+    assert p.threshold_tokens == TOKENS[11]
+    flat = emergence(table(np.full(len(TOKENS), 4.7), "induction_loss"), "induction_loss")
+    assert not flat.transition and "never falls" in flat.reason
+
+
+def test_model_level_metric_and_batch_context_give_updates():
+    acc = np.where(np.arange(len(TOKENS)) <= 7, 0.0, 0.9)
+    t = table(acc, metric="ar_accuracy").assign(step=np.nan)  # e.g. hub revisions
+    p = emergence(t, "ar_accuracy", batch_size=4, context=25)
+    assert p.transition and p.updates == pytest.approx(p.tokens / 100)
+    assert p.step is None
+
+
+def _per_head_table() -> pd.DataFrame:
+    rows = []
+    for i, tok in enumerate(TOKENS):
+        for layer in range(2):
+            for head in range(3):
+                planted = (layer, head) == (1, 2) and i > 11
+                rows.append((tok // 100, tok, layer, head, 0.9 if planted else 0.01 * head))
+    frame = pd.DataFrame(rows, columns=["step", "tokens", "layer", "head", "value"])
+    return frame.assign(model="run", revision=None, metric="prefix_matching")
+
+
+def test_reduce_over_heads_or_one_head():
+    frame = _per_head_table()
+    assert curve(frame, reduce="max")["value"].iloc[-1] == 0.9
+    assert curve(frame, reduce="mean")["value"].iloc[-1] == pytest.approx(
+        (0.9 + 0.01 + 0.02 + 0.01) / 6
+    )
+    assert emergence(frame).tokens_low == TOKENS[11]
+    assert emergence(frame, reduce=(1, 2)).tokens_low == TOKENS[11]
+    assert not emergence(frame, reduce=(0, 2)).transition
+    with pytest.raises(IhprobeError, match="reduce"):
+        emergence(frame, reduce="median")
+
+
+def test_user_errors():
+    with pytest.raises(IhprobeError, match="too few"):
+        emergence(table(np.zeros(5), tokens=TOKENS[:5]))
+    with pytest.raises(IhprobeError, match="no 'ar_accuracy' rows"):
+        emergence(table(np.zeros(len(TOKENS))), "ar_accuracy")
+    with pytest.raises(IhprobeError, match="columns"):
+        emergence(pd.DataFrame({"value": [1.0]}))
+
+
+def test_result_serialises():
+    p = ihprobe.emergence(table(np.where(np.arange(len(TOKENS)) <= 4, 0.02, 0.85)))
+    d = p.to_dict()
+    assert d["transition"] is True and d["tokens_low"] == TOKENS[4] and "curve" not in d
+    assert p.to_frame().shape[0] == 1
+
+
+def test_public_names_stay_functions_after_their_modules_are_imported():
+    import ihprobe.changepoint  # noqa: F401
+    import ihprobe.law  # noqa: F401
+
+    assert callable(ihprobe.emergence) and callable(ihprobe.predict_emergence)
+    assert callable(ihprobe.fit_law)

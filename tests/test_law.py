@@ -1,0 +1,121 @@
+"""The law: predictions against hand computation and SPEC's numbers; refits recover known laws."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import ihprobe
+from ihprobe.changepoint import EmergencePoint
+from ihprobe.errors import IhprobeError
+from ihprobe.law import LAWS, Law, fit_law, predict_emergence
+
+
+@pytest.mark.parametrize(
+    ("B", "C", "about"),
+    [(4, 64, 34_000), (16, 64, 20_000), (1024, 2048, 500)],  # SPEC section 7
+)
+def test_fitted_law_matches_spec_and_hand_computation(B, C, about):
+    p = ihprobe.predict_emergence(B, C)
+    by_hand = 750_000 / (math.exp(0.37 * math.log(B)) * math.exp(0.62 * math.log(C)))
+    assert p.updates == pytest.approx(by_hand, rel=1e-12)
+    assert p.updates == pytest.approx(about, rel=0.03)
+    assert p.tokens == pytest.approx(by_hand * B * C, rel=1e-12)
+
+
+def test_hand_computed_values_to_the_unit():
+    # computed with bc -l: 4^0.37 = 1.6701758, 64^0.62 = 13.1774563, 16^0.37 = 2.7894873,
+    # 1024^0.37 * 2048^0.62 = 1468.37
+    assert predict_emergence(4, 64).updates == pytest.approx(34077.48, abs=0.01)
+    assert predict_emergence(16, 64).updates == pytest.approx(20403.53, abs=0.01)
+    assert predict_emergence(1024, 2048).updates == pytest.approx(510.77, abs=0.01)
+
+
+def test_sqrt_law_is_in_tokens():
+    p = predict_emergence(4, 64, law="sqrt")
+    assert p.tokens == pytest.approx(10**5.7 * 16, rel=1e-12)  # sqrt(4 * 64) = 16
+    assert p.updates == pytest.approx(10**5.7 * 16 / 256, rel=1e-12)
+    assert p.to_dict()["law"] == "sqrt"
+
+
+def test_constants_can_be_overridden():
+    p = predict_emergence(8, 32, T=1e5, b=0.5, c=1.0)
+    assert p.updates == pytest.approx(1e5 / (math.sqrt(8) * 32))
+    assert "T=100000" in p.law.name
+    assert predict_emergence(8, 32, law=Law(2e5, 0.0, 1.0)).updates == pytest.approx(2e5 / 32)
+
+
+def test_bad_inputs_say_what_to_do():
+    with pytest.raises(IhprobeError, match="fitted"):
+        predict_emergence(4, 64, law="cubic")
+    with pytest.raises(IhprobeError, match="positive"):
+        predict_emergence(0, 64)
+
+
+def _grid_points(law: Law, noise: float, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [
+        (B, C, law.updates(B, C) * math.exp(noise * rng.standard_normal()))
+        for B in (2, 4, 8, 16, 32, 64)
+        for C in (16, 32, 64, 128, 256)
+    ]
+
+
+def test_fit_recovers_exact_law():
+    fit = fit_law(_grid_points(LAWS["fitted"], noise=0.0))
+    assert fit.b == pytest.approx(0.37, abs=1e-9)
+    assert fit.c == pytest.approx(0.62, abs=1e-9)
+    assert fit.T == pytest.approx(750_000, rel=1e-9)
+    assert fit.r == pytest.approx(1.0)
+    assert np.abs(fit.residuals).max() < 1e-9
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fit_recovers_known_exponents_under_noise(seed):
+    truth = Law(T=2e5, b=0.25, c=0.8)
+    fit = fit_law(_grid_points(truth, noise=0.1, seed=seed))  # 10% multiplicative noise
+    assert fit.b == pytest.approx(0.25, abs=4 * fit.stderr["b"] + 1e-3)
+    assert fit.c == pytest.approx(0.8, abs=4 * fit.stderr["c"] + 1e-3)
+    assert abs(fit.b - 0.25) < 0.06 and abs(fit.c - 0.8) < 0.06
+    assert fit.T == pytest.approx(2e5, rel=0.5)
+    assert fit.r > 0.98
+    assert np.std(fit.residuals) == pytest.approx(0.1 / math.log(10), rel=0.5)
+    frame = fit.to_frame()
+    assert list(frame.columns) == [
+        "batch_size",
+        "context",
+        "updates",
+        "predicted",
+        "residual_log10",
+    ]
+    assert fit.predict(16, 64).updates == pytest.approx(fit.T / (16**fit.b * 64**fit.c))
+
+
+def test_fixed_exponent_when_one_batch_size():
+    points = [(8, C, LAWS["fitted"].updates(8, C)) for C in (32, 64, 128)]
+    with pytest.raises(IhprobeError, match="same batch size"):
+        fit_law(points)
+    fit = fit_law(points, b=0.37)
+    assert fit.c == pytest.approx(0.62) and fit.b == 0.37 and fit.fixed == ("b",)
+    assert fit.T == pytest.approx(750_000)
+
+
+def test_fit_accepts_emergence_points_and_skips_runs_without_transition():
+    law = LAWS["fitted"]
+    points = [
+        EmergencePoint(
+            "prefix_matching", "max", True, updates=law.updates(B, C), batch_size=B, context=C
+        )
+        for B, C in ((4, 32), (8, 64), (16, 32), (4, 128))
+    ]
+    none = EmergencePoint("prefix_matching", "max", False, batch_size=2, context=16)
+    fit = fit_law([*points, none])
+    assert len(fit.points) == 4
+    assert (fit.b, fit.c) == (pytest.approx(0.37), pytest.approx(0.62))
+
+
+def test_fit_rejects_points_without_values():
+    with pytest.raises(IhprobeError, match="positive"):
+        fit_law([(4, 64, 1000), (8, 64, None), (8, 32, 500)])
