@@ -1,0 +1,96 @@
+"""Trajectories over checkpoints: one table in token order, cached per weights hash."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+import ihprobe
+from ihprobe.probes import battery
+from tests.conftest import save_checkpoint, tiny_hf_model
+
+SCAN = {"n": 8, "batch": 4, "seed": 3}
+METRICS = ["prefix_matching", "ar_accuracy"]
+
+
+def _checkpoint(run, step, seed, tokenizer):
+    directory = save_checkpoint(
+        tiny_hf_model("gpt-neox", seed=seed, d_model=32, context=32),
+        run / "checkpoints" / f"step-{step:06d}",
+        tokenizer,
+    )
+    meta = {"step": step, "tokens": step * 64, "run": "tiny-run", "batch_size": 2, "context": 32}
+    (directory / "ihprobe.json").write_text(json.dumps(meta))
+    return directory
+
+
+@pytest.fixture()
+def run(tmp_path, tokenizer):
+    run = tmp_path / "run"
+    for step, seed in ((0, 0), (40, 2), (10, 1)):
+        _checkpoint(run, step, seed, tokenizer)
+    return run
+
+
+@pytest.fixture()
+def counted(monkeypatch):
+    calls = []
+    real = battery.scan
+
+    def scan(model, *args, **kwargs):
+        calls.append(ihprobe.models.provenance(model).step)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(battery, "scan", scan)
+    return calls
+
+
+def test_table_is_ordered_and_matches_direct_scans(run, tmp_path, counted):
+    table = ihprobe.trajectory(run, METRICS, cache=tmp_path / "cache", **SCAN)
+    assert list(table.columns) == [
+        "model", "revision", "step", "tokens", "layer", "head", "metric", "value", "duplicate_of",
+    ]  # fmt: skip
+    assert table["step"].unique().tolist() == [0, 10, 40]
+    assert table["tokens"].is_monotonic_increasing
+    assert set(table["model"]) == {"tiny-run"} and table["duplicate_of"].isna().all()
+    assert len(table) == 3 * (2 * 4 + 1)  # 2 layers x 4 heads of PS, one AR accuracy
+    # the values are what scanning each checkpoint on its own gives
+    direct = ihprobe.scan(ihprobe.load(run / "checkpoints" / "step-000010"), METRICS, **SCAN)
+    mine = table[table.step == 10].set_index(["metric", "layer", "head"])["value"]
+    ref = direct.to_frame().set_index(["metric", "layer", "head"])["value"]
+    pd.testing.assert_series_equal(mine.sort_index(), ref.sort_index(), check_exact=False)
+
+
+def test_cache_scans_only_new_checkpoints_and_flags_duplicates(run, tmp_path, counted, tokenizer):
+    cache = tmp_path / "cache"
+    first = ihprobe.trajectory(run, METRICS, cache=cache, **SCAN)
+    assert sorted(counted) == [0, 10, 40]
+    _checkpoint(run, 80, 3, tokenizer)  # training went on
+    shutil.copytree(run / "checkpoints" / "step-000010", run / "checkpoints" / "step-000020")
+    meta = run / "checkpoints" / "step-000020" / "ihprobe.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "step": 20, "tokens": 1280}))
+    counted.clear()
+    second = ihprobe.trajectory(run, METRICS, cache=cache, **SCAN)
+    assert counted == [80]  # step 20 has step 10's weights: served from the cache
+    assert second["step"].unique().tolist() == [0, 10, 20, 40, 80]
+    flagged = second.groupby("step")["duplicate_of"].first()
+    assert flagged[20].endswith("step-000010") and flagged.drop(20).isna().all()
+    same = second[second.step.isin([0, 10, 40])].drop(columns="duplicate_of")
+    pd.testing.assert_frame_equal(
+        same.reset_index(drop=True), first.drop(columns="duplicate_of").reset_index(drop=True)
+    )
+    counted.clear()
+    ihprobe.trajectory(run, METRICS, cache=cache, **{**SCAN, "seed": 4})  # other settings
+    assert sorted(counted) == [0, 10, 40, 80]
+
+
+def test_cache_location_from_environment(run, tmp_path, monkeypatch, counted):
+    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "env-cache"))
+    ihprobe.trajectory(run, ["prefix_matching"], **SCAN)
+    assert len(list((tmp_path / "env-cache" / "scans").glob("*.json"))) == 3
+    counted.clear()
+    ihprobe.trajectory(run, ["prefix_matching"], cache=False, **SCAN)
+    assert len(counted) == 3
