@@ -17,11 +17,13 @@ import inspect
 
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.iid import IIDProducer
+from ihprobe.data.seminatural import SemiNaturalProducer
 from ihprobe.data.text import NaturalProducer
 from ihprobe.errors import IhprobeError
 
 PRODUCERS: dict[str, type[Producer]] = {
     "natural": NaturalProducer,
+    "semi-natural": SemiNaturalProducer,
     "iid": IIDProducer,
 }
 
