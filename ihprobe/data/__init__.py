@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 
 from ihprobe.data.base import Batch, Producer
+from ihprobe.data.bi_induct import BiInductProducer
 from ihprobe.data.iid import IIDProducer
 from ihprobe.data.seminatural import SemiNaturalProducer
 from ihprobe.data.text import NaturalProducer
@@ -23,6 +24,7 @@ from ihprobe.errors import IhprobeError
 
 PRODUCERS: dict[str, type[Producer]] = {
     "natural": NaturalProducer,
+    "bi-induct": BiInductProducer,
     "semi-natural": SemiNaturalProducer,
     "iid": IIDProducer,
 }
@@ -63,9 +65,11 @@ def make_producer(
             f"unknown producer {name!r}: choose one of {', '.join(sorted(PRODUCERS))}."
         )
     cls = PRODUCERS[name]
-    known = set(inspect.signature(cls).parameters)
+    params = inspect.signature(cls).parameters
+    known = {k for k, v in params.items() if v.kind != inspect.Parameter.VAR_KEYWORD}
+    forwards = any(v.kind == inspect.Parameter.VAR_KEYWORD for v in params.values())
     unknown = sorted(set(options) - known)
-    if unknown:
+    if unknown and not forwards:  # a wrapper (bi-induct) checks its base's options itself
         valid = sorted(known - {"batch_size", "context", "seed", "total_steps"})
         raise IhprobeError(
             f"producer {name!r} has no option {', '.join(unknown)}; its options are: "

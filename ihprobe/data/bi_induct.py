@@ -1,0 +1,164 @@
+"""Bi-Induct ([B]): natural text with forward ``[S, SEP, S]`` and backward
+``[S, SEP, reverse(S)]`` copy snippets written over it.
+
+Snippets **replace** background tokens, so every variant sees the same tokens per update. The
+injection rate anneals linearly, m(t) = m0 (1 - t / total_steps). Token-level mixing (default):
+each row gets whole snippets at random non-overlapping offsets, their number drawn so that the
+expected share of snippet tokens is m(t) (stochastic rounding of m C / (2L + 1)). Sequence-level
+mixing: a row is, with probability m(t), filled with as many snippets as fit. S is the stretch
+of background the snippet starts on (default) or L distinct uniform random tokens; SEP is a
+dedicated id. Each batch reports its realised ``snippet_fraction`` and ``forward_fraction``.
+
+>>> p = BiInductProducer(batch_size=8, context=64, total_steps=100, vocab_size=300)
+>>> b = p.sample(0)
+>>> sorted(b.info)
+['forward_fraction', 'm', 'snippet_fraction']
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ihprobe.data.base import Batch, Producer
+from ihprobe.data.iid import check_probability
+from ihprobe.data.tokenizer import id_tokenizer
+from ihprobe.errors import IhprobeError
+
+MIXING = ("token", "sequence")
+DIRECTIONS = {"balanced": 0.5, "forward": 1.0, "backward": 0.0}  # P(forward) per snippet
+SOURCES = ("natural", "random")
+
+
+class BiInductProducer(Producer):
+    """Copy snippets written over a background producer (natural text by default).
+
+    Args:
+        snippet_length: L, the length of S; a snippet is 2L + 1 tokens.
+        m0: the injection rate at step 0; it falls linearly to 0 at ``total_steps``.
+        mixing: "token" (snippets inside every row) or "sequence" (whole rows of snippets).
+        direction: "balanced" (fair coin per snippet), "forward" or "backward".
+        snippet_source: "natural" (S is the background it replaces) or "random" (distinct
+            uniform tokens).
+        base: the background producer's name; ``base_options`` are passed to it (for
+            "natural": text, dataset, tokenizer, vocab_size, ...).
+    """
+
+    name = "bi-induct"
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        context: int,
+        seed: int = 0,
+        total_steps: int = 1,
+        snippet_length: int = 20,
+        m0: float = 0.5,
+        mixing: str = "token",
+        direction: str = "balanced",
+        snippet_source: str = "natural",
+        base: str = "natural",
+        **base_options,
+    ):
+        super().__init__(batch_size=batch_size, context=context, seed=seed, total_steps=total_steps)
+        from ihprobe.data import make_producer
+
+        self.snippet_length = int(snippet_length)
+        self.m0 = check_probability("m0", m0)
+        for value, valid, what in (
+            (mixing, MIXING, "mixing"),
+            (direction, DIRECTIONS, "direction"),
+            (snippet_source, SOURCES, "snippet_source"),
+        ):
+            if value not in valid:
+                raise IhprobeError(f"{what}={value!r}: use one of {', '.join(valid)}.")
+        self.mixing, self.direction, self.snippet_source = mixing, direction, snippet_source
+        span = 2 * self.snippet_length + 1
+        if self.snippet_length < 1 or span > context:
+            raise IhprobeError(
+                f"a snippet of length L={snippet_length} takes 2L+1={span} tokens, which does not "
+                f"fit in context={context}: use snippet_length <= {(context - 1) // 2}."
+            )
+        self.base_name, self.base_options = base, dict(base_options)
+        self.base = make_producer(
+            base,
+            batch_size=batch_size,
+            context=context,
+            seed=seed,
+            total_steps=total_steps,
+            **base_options,
+        )
+        self.special = dict(self.base.special)
+        self.vocab_size = self.base.vocab_size
+        if "sep" not in self.special:  # a background without SEP gets a new id for it
+            self.special["sep"] = self.vocab_size
+            self.vocab_size += 1
+        self.drawable = torch.ones(self.vocab_size, dtype=torch.bool)
+        self.drawable[list(self.special.values())] = False
+        if snippet_source == "random" and int(self.drawable.sum()) < self.snippet_length:
+            raise IhprobeError(
+                f"the vocabulary has {int(self.drawable.sum())} usable ids, too few for "
+                f"{self.snippet_length} distinct snippet tokens: use a smaller snippet_length."
+            )
+
+    def rate(self, step: int) -> float:
+        """m(t) = m0 (1 - t / total_steps), never below 0."""
+        return self.m0 * max(0.0, 1.0 - step / max(self.total_steps, 1))
+
+    def sample(self, step: int) -> Batch:
+        tokens = self.base.sample(step).tokens.clone()
+        g = self.generator(step)
+        b, c, n = self.batch_size, self.context, self.snippet_length
+        span, m = 2 * n + 1, self.rate(step)
+        fit = c // span  # most snippets a row can hold
+        if self.mixing == "token":
+            expected = torch.full((b,), m * c / span)
+            k = expected.floor() + (torch.rand(b, generator=g) < expected.frac())
+        else:
+            k = (torch.rand(b, generator=g) < m) * float(fit)
+        k = k.long().clamp(max=fit)
+        # k non-overlapping starts: k distinct slots of c - k (span - 1), spread out by span - 1
+        slots = c - k * (span - 1)
+        scores = torch.rand(b, c, generator=g).masked_fill(torch.arange(c) >= slots[:, None], 2.0)
+        chosen = scores.topk(fit, dim=1, largest=False).indices
+        live = torch.arange(fit) < k[:, None]  # [b, fit]: snippet i of row is real
+        chosen = chosen.masked_fill(~live, c).sort(dim=1).values
+        starts = (chosen + torch.arange(fit) * (span - 1))[live]  # [snippets]
+        rows = torch.arange(b)[:, None].expand(b, fit)[live]
+        s_pos = starts[:, None] + torch.arange(n)  # [snippets, n]
+        if self.snippet_source == "natural":
+            s = tokens[rows[:, None], s_pos]
+        else:
+            ids = self.drawable.nonzero().squeeze(1)
+            perm = torch.rand(len(rows), len(ids), generator=g).argsort(dim=1)[:, :n]
+            s = ids[perm]
+        forward = torch.rand(len(rows), generator=g) < DIRECTIONS[self.direction]
+        copy = torch.where(forward[:, None], s, s.flip(1))
+        tokens[rows[:, None], s_pos] = s
+        tokens[rows, starts + n] = self.special["sep"]
+        tokens[rows[:, None], s_pos + n + 1] = copy
+        info = {
+            "m": m,
+            "snippet_fraction": len(rows) * span / (b * c),
+            "forward_fraction": float(forward.float().mean()) if len(rows) else math.nan,
+        }
+        return Batch(tokens=tokens, info=info)
+
+    def config(self) -> dict:
+        return {
+            **self.base_config(),
+            "snippet_length": self.snippet_length,
+            "m0": self.m0,
+            "mixing": self.mixing,
+            "direction": self.direction,
+            "snippet_source": self.snippet_source,
+            "base": self.base_name,
+            **self.base_options,
+        }
+
+    def tokenizer(self):
+        if self.vocab_size == self.base.vocab_size:
+            return self.base.tokenizer()
+        return id_tokenizer(self.vocab_size)
