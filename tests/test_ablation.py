@@ -1,0 +1,206 @@
+"""ihprobe.ablate: head sets, statistics, a planted load-bearing head, a random-init null."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+import ihprobe
+from ihprobe.ablation import (
+    METRICS,
+    _statistics,
+    evaluate_groups,
+    head_sets,
+    heads_per_layer,
+    repeated_probe,
+)
+from ihprobe.errors import IhprobeError
+from ihprobe.masks import keep_mask
+from tests.conftest import save_checkpoint, tiny_hf_model
+
+V, C, HEADS, D_HEAD = 32, 32, 4, 32  # planted model: one-hot tokens and positions fit d_head
+PLANTED = 2  # the head of the last layer that carries the task
+N = C // 2  # the repeated-token probe's half length (its default for n_ctx 32)
+
+
+def planted_copy_model(layers: int = 2, seed: int = 0) -> GPT2LMHeadModel:
+    """GPT-2 whose last layer's head ``PLANTED`` alone solves [A]'s repeated-token task.
+
+    The residual stream has four subspaces of 32 dims: token one-hot, position one-hot, the
+    copied token (read by the unembedding) and junk. The planted head attends from position q
+    to q - N + 1 (query: position q; key: position j mapped to j + N - 1) and copies that
+    token into the copied-token subspace. Every other head has small random weights and writes
+    to the junk subspace, which the unembedding ignores; MLPs are off. LayerNorm sees a
+    constant number of ones per position, so it only rescales.
+    """
+    g = torch.Generator().manual_seed(seed)
+    d = 4 * D_HEAD
+    tok, pos, out, junk = (slice(i * D_HEAD, (i + 1) * D_HEAD) for i in range(4))
+    cfg = GPT2Config(
+        vocab_size=V, n_embd=d, n_layer=layers, n_head=HEADS, n_positions=C,
+        tie_word_embeddings=False, bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    model = GPT2LMHeadModel(cfg).eval()
+    state = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
+    eye = torch.eye(D_HEAD)
+    state["transformer.wte.weight"][:, tok] = eye
+    state["transformer.wpe.weight"][:, pos] = eye
+    for name in state:
+        if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+            state[name].fill_(1.0)
+    for layer in range(layers):
+        attn = state[f"transformer.h.{layer}.attn.c_attn.weight"]  # [d, q|k|v]
+        proj = state[f"transformer.h.{layer}.attn.c_proj.weight"]  # [heads * d_head, d]
+        for h in range(HEADS):
+            q, k, v = (slice(i * d + h * D_HEAD, i * d + (h + 1) * D_HEAD) for i in range(3))
+            o = slice(h * D_HEAD, (h + 1) * D_HEAD)
+            if layer == layers - 1 and h == PLANTED:
+                attn[pos, q] = 2 * eye  # sharp: the score margin is ~20
+                attn[pos, k] = torch.diag(torch.ones(D_HEAD - N + 1), N - 1)[:D_HEAD, :D_HEAD]
+                attn[tok, v] = eye
+                proj[o, out] = eye
+            else:
+                for part in (q, k, v):
+                    attn[:, part] = 0.3 * torch.randn(d, D_HEAD, generator=g)
+                proj[o, junk] = 0.01 * torch.randn(D_HEAD, D_HEAD, generator=g)
+    state["lm_head.weight"][:, out] = 0.5 * eye  # clean loss ~0.2, not 0
+    state["lm_head.weight"][:, tok] = 0.05 * torch.randn(V, D_HEAD, generator=g)  # no ties
+    model.load_state_dict(state)
+    return model
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("planted")
+    return ihprobe.load(save_checkpoint(planted_copy_model(), directory))
+
+
+@pytest.fixture(scope="module")
+def random_init(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("random-init")
+    model = tiny_hf_model("gpt2", vocab_size=V, heads=8, context=C, seed=3)
+    return ihprobe.load(save_checkpoint(model, directory))
+
+
+def _stats(result, metric):
+    return result.summary().set_index("metric").loc[metric]
+
+
+def test_planted_model_solves_the_task_with_one_head(planted):
+    scores = ihprobe.scan(planted, metrics=["prefix_matching"]).head["prefix_matching"]
+    assert scores[1].argmax() == PLANTED and scores[1, PLANTED] > 0.95
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["mean", "zero"])
+def test_load_bearing_head_drops_far_more_than_random(planted, mode):
+    metrics = ["ar_accuracy", "induction_loss"]
+    result = ihprobe.ablate(planted, random=20, mode=mode, batch=20, metrics=metrics)
+    assert (1, PLANTED) in result.top_heads
+    acc, loss = _stats(result, "ar_accuracy"), _stats(result, "induction_loss")
+    assert acc.clean > 0.95  # the planted circuit works...
+    assert acc.top < 0.3  # ...and removing its head breaks it
+    assert acc.top_drop < -0.7 and abs(acc.random_drop_mean) < 0.05
+    assert acc.p_value == 0 and loss.p_value == 0
+    assert loss.top_drop > 5 and loss.top_drop > 10 * abs(loss.random_drop_hi)
+
+
+@pytest.mark.slow
+def test_random_init_model_shows_no_significant_difference(random_init):
+    metrics = ["induction_loss", "ar_mean_rank"]
+    result = ihprobe.ablate(random_init, random=20, batch=20, metrics=metrics)
+    for metric in ("induction_loss", "ar_mean_rank"):
+        stats = _stats(result, metric)
+        assert stats.p_value > 0.05
+        assert stats.random_drop_lo - 1e-3 <= stats.top_drop <= stats.random_drop_hi + 1e-3
+
+
+def test_same_seed_same_result_other_seed_other_draws(random_init):
+    kwargs = {"random": 3, "batch": 4, "metrics": ["induction_loss"]}
+    a = ihprobe.ablate(random_init, seed=1, **kwargs)
+    b = ihprobe.ablate(random_init, seed=1, **kwargs)
+    c = ihprobe.ablate(random_init, seed=2, **kwargs)
+    assert a.random_heads == b.random_heads and a.top_heads == b.top_heads
+    assert torch.equal(a.values["induction_loss"], b.values["induction_loss"])
+    assert a.to_frame().equals(b.to_frame())
+    assert a.random_heads != c.random_heads
+
+
+def test_batched_groups_equal_separate_ablated_runs(planted):
+    probe = repeated_probe(planted, n=None, batch=6, seed=0, bos=False)
+    sets = [[], [(1, PLANTED)], [(0, 1), (1, 3)]]
+    keeps = torch.stack([keep_mask(planted, s) for s in sets])
+    together = evaluate_groups(planted, probe, keeps, None, max_logits=3 * C * V)  # 4 chunks
+    for g, heads in enumerate(sets):
+        with ihprobe.ablate_heads(planted, heads), torch.no_grad():
+            logits = planted(probe.tokens)
+        alone = probe.score(logits, torch.arange(len(probe.tokens)))
+        for name, rows in alone.items():
+            assert math.isclose(together[name][g], rows.double().mean(), abs_tol=1e-5)
+
+
+def test_statistics_against_hand_computed_values():
+    values = torch.tensor([2.0, 4.0, 2.2, 2.4, 2.0, 2.6, 5.0])  # a loss: clean, top, 5 random
+    stats = _statistics("induction_loss", values)
+    random_drops = torch.tensor([0.1, 0.2, 0.0, 0.3, 1.5])
+    assert stats["top_drop"] == pytest.approx(1.0)
+    assert stats["random_drop_mean"] == pytest.approx(0.42)
+    assert stats["random_drop_sd"] == pytest.approx(float(random_drops.std()))
+    assert stats["p_value"] == pytest.approx(0.2)  # one draw of five hurt at least as much
+    assert stats["ratio"] == pytest.approx(1.0 / 0.42)
+    flipped = _statistics("ar_accuracy", torch.tensor([0.5, 0.1, 0.5, 0.45, 0.05]))
+    assert flipped["p_value"] == pytest.approx(1 / 3)  # lower accuracy is worse
+    assert flipped["top_drop"] == pytest.approx(-0.8)
+
+
+@pytest.mark.parametrize(
+    "n_heads, top, k", [(12, 0.02, 1), (4, 0.02, 1), (100, 0.02, 2), (10, 0.3, 3), (8, 0.5, 4)]
+)
+def test_heads_per_layer_rule(n_heads, top, k):
+    assert heads_per_layer(n_heads, top) == k
+
+
+def test_head_sets_pick_top_per_layer_and_random_from_the_rest():
+    scores = torch.tensor([[0.1, 0.9, 0.2, 0.3, float("nan"), 0.0], [0.5, 0.5, 0.0, 0.7, 0.6, 0.1]])
+    top, draws = head_sets(scores, top=0.3, random=50, seed=0)  # k = ceil(1.8) = 2
+    assert top == [(0, 1), (0, 3), (1, 3), (1, 4)]
+    for draw in draws:
+        assert len(draw) == 4 and not set(draw) & set(top)
+        assert [layer for layer, _ in draw] == [0, 0, 1, 1] and len(set(draw)) == 4
+    picked = {h for draw in draws for h in draw}
+    assert picked == {(lay, h) for lay in (0, 1) for h in range(6)} - set(top)  # all others
+
+
+def test_input_errors_say_what_to_pass(random_init):
+    model = random_init
+    for top in (0, -0.1, 1.5):
+        with pytest.raises(IhprobeError, match=r"top=.* is not a fraction in \(0, 1\]"):
+            ihprobe.ablate(model, top=top)
+    with pytest.raises(IhprobeError, match="random=0: the baseline needs at least one"):
+        ihprobe.ablate(model, random=0)
+    with pytest.raises(IhprobeError, match="unknown head score by='nonsense'.*prefix_matching"):
+        ihprobe.ablate(model, by="nonsense")
+    with pytest.raises(IhprobeError, match="unknown metric"):
+        ihprobe.ablate(model, metrics=["bleu"])
+    with pytest.raises(IhprobeError, match="leaving 3 for the random baseline"):
+        ihprobe.ablate(model, top=0.6, scores=torch.zeros(2, 8))
+    with pytest.raises(IhprobeError, match="no text tokenizer"):
+        ihprobe.ablate(model, metrics=["icl_score"], scores=torch.zeros(2, 8))
+    with pytest.raises(IhprobeError, match="mode='half'"):
+        ihprobe.ablate(model, mode="half")
+
+
+def test_frame_has_the_shared_columns_and_every_statistic(random_init):
+    result = ihprobe.ablate(random_init, random=3, batch=4, metrics=["ar_accuracy"])
+    frame = result.to_frame()
+    assert list(frame.columns) == [
+        "model", "revision", "step", "tokens", "layer", "head", "metric", "value"
+    ]  # fmt: skip
+    metrics = set(frame.metric)
+    assert {"ar_accuracy.clean", "ar_accuracy.p_value", "ar_accuracy.ratio"} <= metrics
+    assert frame.query("metric == 'top_set'").value.sum() == 2  # one head in each layer
+    assert frame.query("metric == 'random_set'").value.sum() == 3 * 2
+    assert set(METRICS) >= {m.split(".")[0] for m in metrics if "." in m}
