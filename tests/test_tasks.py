@@ -1,0 +1,104 @@
+"""Function-style ICL tasks: the pairs are right, prompts are well formed, HITS@k is exact."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import ihprobe
+from ihprobe.errors import IhprobeError
+from ihprobe.tasks import SEQUENCES, builtin_tasks, hits_per_row, make_prompts, read_task
+from tests.conftest import save_checkpoint, tiny_hf_model
+
+
+def test_builtin_pairs_follow_their_rule():
+    tasks = {t.name: t.pairs for t in builtin_tasks(seed=3)}
+    assert all(len(p) == 60 for p in tasks.values())
+    for x, y in tasks["copy_word"]:
+        assert x == y and x.isalpha() and x.islower()
+    assert all(y == x.capitalize() for x, y in tasks["capitalize"])
+    assert all(y == x[0] for x, y in tasks["first_letter"])
+    assert all(y == x[-1] for x, y in tasks["last_letter"])
+    assert all(y == x.split(", ")[0] for x, y in tasks["first_item"])
+    assert all(y == x.split(", ")[-1] for x, y in tasks["last_item"])
+    assert all(3 <= len(x.split(", ")) <= 5 for x, _ in tasks["first_item"])
+    for x, y in tasks["next_item"]:
+        seq = next(list(s) for s in SEQUENCES if x in s)
+        assert seq[seq.index(x) + 1] == y
+    assert builtin_tasks(seed=3) == builtin_tasks(seed=3) != builtin_tasks(seed=4)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", ".tsv", ".csv"])
+def test_user_task_files(tmp_path, suffix):
+    pairs = [("hot", "cold"), ("up", "down"), ("big", "small")]
+    path = tmp_path / f"antonyms{suffix}"
+    if suffix == ".json":
+        path.write_text(json.dumps({"name": "opposites", "pairs": pairs}))
+    elif suffix == ".jsonl":
+        path.write_text("\n".join(json.dumps({"x": x, "y": y}) for x, y in pairs))
+    else:
+        sep = "\t" if suffix == ".tsv" else ","
+        path.write_text("\n".join(f"{x}{sep}{y}" for x, y in pairs) + "\n")
+    task = read_task(path)
+    assert task.pairs == tuple(pairs)
+    assert task.name == ("opposites" if suffix == ".json" else "antonyms")
+
+
+def test_bad_task_files_say_what_to_write(tmp_path):
+    with pytest.raises(IhprobeError, match="does not exist"):
+        read_task(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([["only-x"]]))
+    with pytest.raises(IhprobeError, match="not a list of \\(x, y\\) pairs"):
+        read_task(bad)
+    one = tmp_path / "one.tsv"
+    one.write_text("a\tb\n")
+    with pytest.raises(IhprobeError, match="at least 2"):
+        read_task(one)
+
+
+def test_prompts_are_few_shot_and_answers_are_first_tokens(tokenizer):
+    task = builtin_tasks()[3]  # capitalize
+    p = make_prompts(task, tokenizer, shots=3, prompts=5)
+    for b in range(5):
+        x, y = task.pairs[b]
+        text = tokenizer.decode(p.tokens[b, : p.last[b] + 1])
+        assert text.endswith(f"Q: {x}\nA:") and text.count("Q: ") == 4
+        assert text.startswith("Q: ") and f"Q: {x}\nA: {y}\n" not in text  # query not a demo
+        assert p.answer[b] == tokenizer(" " + y).input_ids[0]
+        assert p.valid[b].sum() == p.last[b] + 1 and not p.valid[b, p.last[b] + 1 :].any()
+    short = make_prompts(task, tokenizer, shots=5, prompts=3, max_length=30)
+    assert int(short.valid.sum(1).max()) <= 30  # fewer shots when the context is short
+    with pytest.raises(IhprobeError, match="no examples needs"):
+        make_prompts(task, tokenizer, max_length=3)
+
+
+def test_hits_at_k_against_hand_ranked_logits():
+    logits = torch.zeros(3, 4, 5)
+    logits[0, 1] = torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0])  # answer 0: rank 0
+    logits[1, 3] = torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0])  # answer 2: rank 2
+    logits[2, 2] = torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0])  # answer 4: rank 4
+    hits = hits_per_row(logits, torch.tensor([1, 3, 2]), torch.tensor([0, 2, 4]))
+    assert hits["hits@1"].tolist() == [1.0, 0.0, 0.0]
+    assert hits["hits@3"].tolist() == [1.0, 1.0, 0.0]
+
+
+def test_ablate_reports_hits_per_task_and_averaged(tmp_path, tokenizer):
+    directory = save_checkpoint(tiny_hf_model("gpt-neox"), tmp_path / "m", tokenizer)
+    model = ihprobe.load(directory)
+    user = tmp_path / "pairs.tsv"
+    user.write_text("one\ttwo\ntwo\tthree\nthree\tfour\n")
+    tasks = [builtin_tasks()[0], user]
+    result = ihprobe.ablate(
+        model, random=2, metrics=["hits@1", "hits@3"], tasks=tasks, scores=torch.rand(2, 4)
+    )
+    assert set(result.values) == {
+        "hits@1", "hits@3", "hits@1:copy_word", "hits@3:copy_word", "hits@1:pairs",
+        "hits@3:pairs",
+    }  # fmt: skip
+    for k in ("hits@1", "hits@3"):
+        mean = (result.values[f"{k}:copy_word"] + result.values[f"{k}:pairs"]) / 2
+        assert torch.allclose(result.values[k], mean)
+    assert (result.values["hits@1"] <= result.values["hits@3"]).all()
