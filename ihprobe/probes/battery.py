@@ -104,7 +104,7 @@ def scan(
         >>> scores = scan(model, n=32, batch=50, seed=1)                   # doctest: +SKIP
         >>> scores.top_heads("prefix_matching", k=3)                       # doctest: +SKIP
     """
-    requested = _check_metrics(metrics)
+    requested = check_metrics(metrics)
     wanted = [m for m in requested if m != "icl_score" or text is not None]
     settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": []}
     if "icl_score" in requested and text is None:
@@ -141,7 +141,7 @@ def scan(
     return HeadScores(ordered_head, ordered_model, provenance(model), settings)
 
 
-def _check_metrics(metrics: Sequence[str] | str | None) -> list[str]:
+def check_metrics(metrics: Sequence[str] | str | None) -> list[str]:
     """The requested metrics in canonical order; all of them for None."""
     if metrics is None:
         return list(METRICS)
