@@ -726,9 +726,10 @@ class _Trainer:
         from ihprobe.probes.battery import scan
 
         ckpt = self.run.checkpoint(step)
-        with torch.random.fork_rng(devices=[]):  # probing must not move the training RNG
+        # probing must not move the training RNG
+        with torch.random.fork_rng(devices=[]), _quiet_transformers():
             if self.probe_model is None:
-                self.probe_model = load(ckpt)
+                self.probe_model = load(ckpt, device=self.world.device)
             else:
                 load_weights(self.probe_model, ckpt)
             scores = scan(

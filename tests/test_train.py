@@ -208,7 +208,7 @@ def test_cli_trains_with_producer_options_and_reports_bad_flags(tmp_path, capsys
     from ihprobe.cli import main
 
     out = tmp_path / "cli"
-    argv = ["train", "--out", str(out), "--producer", "iid", "-P", "vocab_size=32"]
+    argv = ["train", "--out", str(out), "--producer", "iid", "--vocab-size", "32"]
     small = ["--layers", "1", "--heads", "2", "--d-model", "16", "-C", "16", "-B", "4"]
     assert main(argv + small + ["--steps", "3", "--checkpoints", "64,128", "--no-progress"]) == 0
     assert [c.step for c in checkpoints(out)] == [0, 1, 2, 3]
@@ -217,3 +217,19 @@ def test_cli_trains_with_producer_options_and_reports_bad_flags(tmp_path, capsys
     assert main(["train", "--out", str(out), "--resume"]) == 0  # finished: nothing to do
     assert main(["train", "--out", str(tmp_path / "bad"), "--heads", "5", "--steps", "1"]) == 2
     assert "heads=5 does not divide d_model=64" in capsys.readouterr().err
+
+
+def test_live_probes_log_what_a_fresh_scan_of_each_checkpoint_gives(tmp_path):
+    from ihprobe import scan
+
+    run = train(tiny(tmp_path, live_probes=True, probe_batch=8))
+    records = [json.loads(line) for line in (run / "probes.jsonl").read_text().splitlines()]
+    found = checkpoints(run)
+    assert [r["step"] for r in records] == [c.step for c in found]
+    for record, ckpt in zip(records, found, strict=True):
+        scores = scan(load(ckpt.source), metrics=["prefix_matching", "ar_accuracy"], batch=8)
+        ps = scores.head["prefix_matching"]
+        assert record["max_prefix_matching"] == pytest.approx(float(ps.max()), abs=1e-6)
+        assert ps[tuple(record["top_head"])] == ps.max()
+        assert record["ar_accuracy"] == pytest.approx(float(scores.model["ar_accuracy"]))
+        assert record["tokens"] == ckpt.tokens

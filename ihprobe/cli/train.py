@@ -46,6 +46,14 @@ def option(text: str) -> tuple[str, object]:
         return key.replace("-", "_"), value
 
 
+# Producer options common enough to get their own flag: same as -P KEY=VALUE.
+SHORTCUTS = (
+    ("repetition", float, "semi-natural/markov: P(A..A), same as -P repetition=..."),
+    ("reliability", float, "semi-natural/markov: P(B | AB..A)"),
+    ("vocab-size", int, "producer vocabulary (iid, markov, BPE size of text producers)"),
+)
+
+
 def clip(text: str) -> float | None:
     return None if text.lower() in ("none", "0", "off") else float(text)
 
@@ -66,8 +74,10 @@ def register(subparsers) -> None:
         action="append",
         type=option,
         metavar="KEY=VALUE",
-        help="producer option, repeatable (e.g. -P repetition=0.9 -P reliability=0.9)",
+        help="producer option, repeatable (e.g. -P repetition=0.9 -P marginal=zipf)",
     )
+    for flag, kind, text in SHORTCUTS:
+        data.add_argument(f"--{flag}", dest=flag.replace("-", "_"), type=kind, help=text)
     model = p.add_argument_group("model")
     model.add_argument("--arch", choices=("gpt-neox", "llama", "gpt2"))
     model.add_argument("--layers", type=int)
@@ -109,6 +119,9 @@ def config_from_args(args):
 
     given = {k: v for k, v in vars(args).items() if k not in ("func", "command", "verbose")}
     options = dict(given.pop("producer_option", []))
+    for flag, _, _ in SHORTCUTS:
+        if flag.replace("-", "_") in given:
+            options[flag.replace("-", "_")] = given.pop(flag.replace("-", "_"))
     if given.get("resume") and (Path(args.out) / RUN_META).is_file():
         base = load_config(args.out)
         if options:
