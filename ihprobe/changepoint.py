@@ -18,10 +18,13 @@ trajectories come from :mod:`ihprobe.trajectories`.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import logging
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -151,6 +154,52 @@ def curve(
     if out[order].isna().any():
         raise IhprobeError("every checkpoint needs its step or its token count to be ordered.")
     return out.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def run_shape(run_dir) -> tuple[int | None, int | None]:
+    """``(batch_size, context)`` of an ihprobe run (from ``run.json`` or a checkpoint's
+    ``ihprobe.json``); ``(None, None)`` for other directories."""
+    from ihprobe.models import RUN_META, checkpoint_meta, checkpoints
+
+    path = Path(run_dir)
+    if (path / RUN_META).is_file():
+        config = json.loads((path / RUN_META).read_text()).get("config", {})
+        if config.get("batch_size") and config.get("context"):
+            return int(config["batch_size"]), int(config["context"])
+    if path.is_dir():
+        meta = checkpoint_meta(Path(checkpoints(path)[-1].source))
+        if meta.get("batch_size") and meta.get("context"):
+            return int(meta["batch_size"]), int(meta["context"])
+    return None, None
+
+
+def run_emergence(
+    run_dir,
+    metric: str = "prefix_matching",
+    reduce: str | tuple[int, int] = "max",
+    threshold: float | None = None,
+    *,
+    cache=True,
+    progress: bool = False,
+    **scan_kwargs,
+) -> EmergencePoint:
+    """The emergence point of one run directory: its trajectory, then :func:`emergence`,
+    with the run's batch size and context filled in for :func:`~ihprobe.law.fit_law`.
+
+    Example:
+        >>> point = run_emergence("runs/B8-C64")                         # doctest: +SKIP
+        >>> point.updates, point.batch_size, point.context               # doctest: +SKIP
+        (912.4, 8, 64)
+    """
+    from ihprobe.trajectories import trajectory
+
+    table = trajectory(run_dir, [metric], cache=cache, progress=progress, **scan_kwargs)
+    batch_size, context = run_shape(run_dir)
+    point = emergence(table, metric, reduce, threshold, batch_size=batch_size, context=context)
+    return dataclasses.replace(point, model=str(run_dir))
 
 
 # ----------------------------------------------------------------------------- the point

@@ -198,3 +198,17 @@ def _write(file: Path, rows: pd.DataFrame) -> None:
     with os.fdopen(fd, "w") as fh:
         json.dump({"rows": records}, fh)
     os.replace(tmp, file)
+
+
+def run_losses(run_dir: str | os.PathLike) -> pd.DataFrame:
+    """The training loss a run logged (``metrics.jsonl``): columns ``step, tokens, loss``.
+
+    Example:
+        >>> run_losses("runs/demo").tail(1)                          # doctest: +SKIP
+    """
+    file = Path(run_dir) / "metrics.jsonl"
+    if not file.is_file():
+        return pd.DataFrame(columns=["step", "tokens", "loss"])
+    records = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+    frame = pd.DataFrame(records)
+    return frame[["step", "tokens", "loss"]].sort_values("step").reset_index(drop=True)

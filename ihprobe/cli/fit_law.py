@@ -1,0 +1,41 @@
+"""``ihprobe fit-law RUN_DIR... [--b 0.37] [--json]``: refit the emergence law to your runs."""
+
+from __future__ import annotations
+
+import json
+
+from ihprobe.cli.emergence import add_point_options, point_kwargs
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "fit-law", help="refit U = T / (B^b C^c) to the emergence points of several runs"
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories")
+    add_point_options(p)
+    p.add_argument("--b", type=float, help="fix the batch-size exponent instead of fitting it")
+    p.add_argument("--c", type=float, help="fix the context exponent instead of fitting it")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ihprobe.changepoint import run_emergence
+    from ihprobe.errors import IhprobeError
+    from ihprobe.law import fit_law
+
+    points = [run_emergence(r, **point_kwargs(args)) for r in args.runs]
+    unknown = [p.model for p in points if not (p.batch_size and p.context)]
+    if unknown:
+        raise IhprobeError(
+            f"{unknown[0]} does not record its batch size and context (no run.json); "
+            "fit_law needs runs written by ihprobe train."
+        )
+    fit = fit_law(points, b=args.b, c=args.c)
+    if args.json:
+        print(json.dumps({**fit.to_dict(), "runs": [p.to_dict() for p in points]}, indent=2))
+        return 0
+    print(f"U = {fit.T:,.0f} / (B^{fit.b:.3f} C^{fit.c:.3f})   r = {fit.r:.3f}   "
+          f"({len(fit.points)} runs; [A]: T=750,000, b=0.37, c=0.62)")  # fmt: skip
+    print(fit.to_frame().to_string(index=False))
+    return 0

@@ -1,0 +1,1 @@
+"""Plotly figures: one module per subject (attention patterns, emergence and the law)."""

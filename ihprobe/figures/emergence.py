@@ -1,0 +1,147 @@
+"""Figures of emergence: trajectories, per-head strips, the law's fit, the frontier map.
+
+>>> table = ihprobe.trajectory("runs/demo", ["prefix_matching", "ar_accuracy"])  # doctest: +SKIP
+>>> trajectory_figure(table, point=ihprobe.emergence(table),                     # doctest: +SKIP
+...                   prediction=ihprobe.predict_emergence(32, 64))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ihprobe.changepoint import EmergencePoint, curve
+
+# (metric, reduce, label) drawn by trajectory_figure when the table holds them
+TRAJECTORY_LINES = (
+    ("prefix_matching", "max", "max prefix matching"),
+    ("ar_accuracy", "max", "AR accuracy"),
+)
+
+
+def trajectory_figure(
+    table: pd.DataFrame,
+    point: EmergencePoint | None = None,
+    prediction=None,
+    losses: pd.DataFrame | None = None,
+    title: str | None = None,
+) -> go.Figure:
+    """Max PS and AR accuracy (left axis) and training loss (right axis) against tokens, log x.
+
+    The detected emergence point is a solid line with the bracketing checkpoints shaded, the
+    law's :class:`~ihprobe.law.Prediction` a dashed line.
+
+    Args:
+        table: a trajectory table of one run.
+        point: :func:`ihprobe.emergence` of it.
+        prediction: :func:`ihprobe.predict_emergence` for the run's B and C.
+        losses: ``tokens, loss`` rows, e.g. :func:`ihprobe.trajectories.run_losses`.
+    """
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for metric, reduce, label in TRAJECTORY_LINES:
+        if metric in set(table["metric"]):
+            c = curve(table, metric, reduce)
+            fig.add_scatter(x=c.tokens, y=c.value, name=label, mode="lines+markers")
+    if losses is not None and len(losses):
+        fig.add_scatter(x=losses.tokens, y=losses.loss, name="training loss", mode="lines",
+                        line={"color": "grey", "width": 1}, secondary_y=True)  # fmt: skip
+        fig.update_yaxes(title_text="loss", secondary_y=True)
+    if point is not None and point.transition:
+        fig.add_vrect(x0=point.tokens_low, x1=point.tokens_high, fillcolor="orange",
+                      opacity=0.15, line_width=0)  # fmt: skip
+        fig.add_vline(x=point.tokens, line={"color": "orange"},
+                      annotation_text=f"emergence ~{point.updates:,.0f} updates")  # fmt: skip
+    if prediction is not None:
+        fig.add_vline(x=prediction.tokens, line={"color": "black", "dash": "dash"},
+                      annotation_text=f"law ({prediction.law.name}): {prediction.updates:,.0f}",
+                      annotation_position="bottom right")  # fmt: skip
+    fig.update_xaxes(type="log", title_text="training tokens")
+    fig.update_yaxes(title_text="score", secondary_y=False)
+    heading = title or (f"{point.model}" if point is not None and point.model else "trajectory")
+    if point is not None and not point.transition:
+        heading += f" — no transition: {point.reason}"
+    fig.update_layout(title=heading, hovermode="x unified", template="plotly_white")
+    return fig
+
+
+def head_strip_figure(table: pd.DataFrame, metric: str = "prefix_matching") -> go.Figure:
+    """Every head's ``metric`` over training: heads as rows, checkpoints as columns."""
+    rows = table[(table["metric"] == metric) & table["layer"].notna()]
+    grid = rows.pivot_table(index=["layer", "head"], columns="tokens", values="value")
+    labels = [f"L{int(layer)}H{int(head)}" for layer, head in grid.index]
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid.to_numpy(),
+            x=[f"{int(t):,}" for t in grid.columns],
+            y=labels,
+            colorscale="Viridis",
+            colorbar={"title": metric},
+            hovertemplate="%{y} at %{x} tokens: %{z:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=f"{metric} per head over training",
+        xaxis_title="training tokens (checkpoint)",
+        yaxis={"autorange": "reversed"},
+        template="plotly_white",
+    )
+    return fig
+
+
+def law_figure(fit, reference=None) -> go.Figure:
+    """Measured against predicted emergence updates, log-log, for a :class:`~ihprobe.law.LawFit`;
+    ``reference`` (a law name or :class:`~ihprobe.law.Law`) adds its predictions too."""
+    from ihprobe.law import get_law
+
+    frame = fit.to_frame()
+    text = [f"B={int(b)} C={int(c)}" for b, c in zip(frame.batch_size, frame.context, strict=True)]
+    fig = go.Figure()
+    fig.add_scatter(x=frame.predicted, y=frame.updates, mode="markers+text", text=text,
+                    textposition="top center",
+                    name=f"refit: b={fit.b:.2f}, c={fit.c:.2f}, r={fit.r:.2f}")  # fmt: skip
+    if reference is not None:
+        law = get_law(reference)
+        ref = [law.updates(b, c) for b, c in zip(frame.batch_size, frame.context, strict=True)]
+        fig.add_scatter(x=ref, y=frame.updates, mode="markers", name=f"law {law.name}")
+    span = np.array([frame[["predicted", "updates"]].min().min(), frame.updates.max()])
+    if reference is not None:
+        span = np.array([min(span[0], min(ref)), max(span[1], max(ref))])
+    fig.add_scatter(x=span, y=span, mode="lines", line={"dash": "dot", "color": "grey"},
+                    name="measured = predicted")  # fmt: skip
+    fig.update_xaxes(type="log", title_text="predicted updates")
+    fig.update_yaxes(type="log", title_text="measured updates")
+    fig.update_layout(title="emergence law", template="plotly_white")
+    return fig
+
+
+def frontier_figure(
+    frame: pd.DataFrame, x: str = "repetition", y: str = "reliability", color: str = "updates"
+) -> go.Figure:
+    """A grid of runs placed by two data properties, coloured by emergence updates; runs
+    without a transition are marked "none" (the Pareto frontier of [A]'s experiment 2).
+
+    Args:
+        frame: one row per run with columns ``x``, ``y``, ``color`` and ``transition``.
+    """
+    formed = frame[frame["transition"].astype(bool)]
+    never = frame[~frame["transition"].astype(bool)]
+    fig = go.Figure()
+    fig.add_scatter(
+        x=formed[x], y=formed[y], mode="markers+text", name="emerged",
+        text=[f"{v:,.0f}" for v in formed[color]], textposition="top center",
+        marker={"size": 18, "color": np.log10(formed[color].astype(float)),
+                "colorscale": "Viridis_r", "colorbar": {"title": f"log10 {color}"}},
+    )  # fmt: skip
+    fig.add_scatter(
+        x=never[x], y=never[y], mode="markers+text", name="none", text=["none"] * len(never),
+        textposition="top center", marker={"size": 14, "symbol": "x", "color": "grey"},
+    )  # fmt: skip
+    fig.update_layout(
+        title=f"emergence over {x} x {y}",
+        xaxis_title=x,
+        yaxis_title=y,
+        template="plotly_white",
+    )
+    return fig

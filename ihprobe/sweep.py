@@ -1,0 +1,191 @@
+"""Sweeps: train a grid of runs, find each run's emergence point, fit the law, map the frontier.
+
+A grid axis is a :class:`~ihprobe.train.TrainConfig` field (``batch_size``, ``context``,
+``d_model``...) or a producer option (``repetition``, ``reliability``...). Every run is an
+independent ``python -m ihprobe train`` process writing its own run directory, so a grid can be
+spread over machines; a finished run is never trained again, an interrupted one is resumed.
+
+>>> plan(["batch_size=4,8", "context=32"], out="runs/law")[0].name     # doctest: +SKIP
+'batch_size=4_context=32'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ihprobe.errors import IhprobeError
+
+log = logging.getLogger(__name__)
+
+# producer options whose realised value each step logs (metrics.jsonl "data"); the frontier
+# map uses the realised values, as SPEC section 5 asks
+REALISED = ("repetition", "reliability")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One point of the grid: its settings and its run directory."""
+
+    settings: tuple[tuple[str, object], ...]
+    out: Path
+
+    @property
+    def name(self) -> str:
+        return self.out.name
+
+    def train_command(self, extra: tuple[str, ...] = ()) -> list[str]:
+        """The ``ihprobe train`` command line of this run."""
+        from ihprobe.train import TrainConfig
+
+        fields = {f.name for f in dataclasses.fields(TrainConfig)}
+        cmd = [sys.executable, "-m", "ihprobe", "train", "--out", str(self.out)]
+        for key, value in self.settings:
+            if key in fields:
+                cmd += [f"--{key.replace('_', '-')}", str(value)]
+            else:
+                cmd += ["-P", f"{key}={json.dumps(value)}"]
+        return [*cmd, *extra, "--no-progress"]
+
+
+def parse_axis(text: str) -> tuple[str, list]:
+    """``"batch_size=4,8,16"`` -> ``("batch_size", [4, 8, 16])`` (values read as JSON)."""
+    key, sep, values = text.partition("=")
+    if not sep or not key or not values:
+        raise IhprobeError(f"grid axis {text!r} is not KEY=V1,V2,..., e.g. batch_size=4,8,16.")
+    parsed = []
+    for part in values.split(","):
+        try:
+            parsed.append(json.loads(part))
+        except json.JSONDecodeError:
+            parsed.append(part)
+    return key.strip().replace("-", "_"), parsed
+
+
+def plan(axes: list[str], out: str | os.PathLike) -> list[Run]:
+    """Every combination of the axes, each with its run directory under ``out/runs``."""
+    if not axes:
+        raise IhprobeError("a sweep needs at least one --grid KEY=V1,V2,... axis.")
+    parsed = [parse_axis(a) for a in axes]
+    runs = []
+    for combo in itertools.product(*(values for _, values in parsed)):
+        settings = tuple((key, value) for (key, _), value in zip(parsed, combo, strict=True))
+        name = "_".join(f"{k}={v}" for k, v in settings)
+        runs.append(Run(settings, Path(out) / "runs" / name))
+    return runs
+
+
+def finished(run: Run) -> bool:
+    """Whether the run's final checkpoint is on disk."""
+    from ihprobe.models import RUN_META
+    from ihprobe.train import load_config
+
+    if not (run.out / RUN_META).is_file():
+        return False
+    total = load_config(run.out).total_steps
+    return (run.out / "checkpoints" / f"step-{total:06d}" / "config.json").is_file()
+
+
+def train_all(runs: list[Run], extra: tuple[str, ...] = (), jobs: int = 1) -> dict[str, int]:
+    """Train the runs that are not finished, ``jobs`` processes at a time.
+
+    Returns the exit status per trained run name (0 = success); logs go to ``RUN.log``
+    beside each run directory.
+    """
+    todo = [r for r in runs if not finished(r)]
+    for run in runs:
+        if run not in todo:
+            log.info("%s is finished; not training it again", run.name)
+    status: dict[str, int] = {}
+    running: list[tuple[Run, subprocess.Popen]] = []
+    queue = list(todo)
+    while queue or running:
+        while queue and len(running) < jobs:
+            run = queue.pop(0)
+            resume = ("--resume",) if run.out.exists() else ()
+            run.out.parent.mkdir(parents=True, exist_ok=True)
+            with open(run.out.parent / f"{run.name}.log", "a") as logfile:
+                cmd = run.train_command((*extra, *resume))
+                log.info("training %s: %s", run.name, " ".join(cmd))
+                running.append((run, subprocess.Popen(cmd, stdout=logfile, stderr=logfile)))
+        run, proc = running.pop(0)
+        status[run.name] = proc.wait()
+        if status[run.name]:
+            log.warning("%s failed (exit %d); see its .log", run.name, status[run.name])
+    return status
+
+
+def _realised(run_dir: Path) -> dict[str, float]:
+    """Mean realised data properties over the run's logged steps."""
+    file = run_dir / "metrics.jsonl"
+    if not file.is_file():
+        return {}
+    data = [json.loads(line).get("data", {}) for line in file.read_text().splitlines() if line]
+    frame = pd.DataFrame(data)
+    return {f"realised_{k}": float(frame[k].mean()) for k in REALISED if k in frame}
+
+
+def summarize(runs: list[Run], **point_kwargs) -> pd.DataFrame:
+    """One row per finished run: its grid settings, realised data properties, B, C and
+    emergence point (see :func:`ihprobe.changepoint.run_emergence` for ``point_kwargs``)."""
+    from ihprobe.changepoint import run_emergence
+
+    rows = []
+    for run in runs:
+        if not finished(run):
+            log.warning("%s is not finished; left out of the summary", run.name)
+            continue
+        point = run_emergence(run.out, **point_kwargs)
+        rows.append(
+            {
+                "run": run.name,
+                **dict(run.settings),
+                **_realised(run.out),
+                **{k: v for k, v in point.to_dict().items() if k not in dict(run.settings)},
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def report(table: pd.DataFrame, out: str | os.PathLike) -> dict[str, Path]:
+    """Write ``sweep.csv``, the law fit (``law.json``, when B and C vary) and ``sweep.html``
+    with the law figure and the frontier map (when repetition and reliability vary)."""
+    from ihprobe.figures.emergence import frontier_figure, law_figure
+    from ihprobe.law import fit_law
+    from ihprobe.report import Section, write_report
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {"table": out / "sweep.csv"}
+    table.to_csv(written["table"], index=False)
+    sections = [Section("Runs", [table.drop(columns=["curve"], errors="ignore")])]
+    formed = table[table["transition"].astype(bool)] if len(table) else table
+    if len(formed) and formed["batch_size"].nunique() > 1 and formed["context"].nunique() > 1:
+        fit = fit_law(formed[["batch_size", "context", "updates"]])
+        written["law"] = out / "law.json"
+        written["law"].write_text(json.dumps(fit.to_dict(), indent=2))
+        sections.append(
+            Section(
+                "The law",
+                [
+                    f"U = {fit.T:,.0f} / (B^{fit.b:.3f} C^{fit.c:.3f}), r = {fit.r:.3f} "
+                    f"over {len(formed)} runs ([A]: T = 750,000, b = 0.37, c = 0.62).",
+                    law_figure(fit, reference="fitted"),
+                ],
+            )
+        )
+    axes = [c for c in ("repetition", "reliability") if c in table and table[c].nunique() > 1]
+    if len(axes) == 2:
+        x, y = (f"realised_{a}" if f"realised_{a}" in table else a for a in axes)
+        sections.append(Section("Frontier", [frontier_figure(table, x=x, y=y)]))
+    written["report"] = write_report(out / "sweep.html", "ihprobe sweep", sections)
+    return written

@@ -1,0 +1,108 @@
+"""CLI of predict / emergence, sweep planning and summaries, and the emergence figures."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ihprobe import sweep
+from ihprobe.changepoint import emergence
+from ihprobe.cli import main
+from ihprobe.figures.emergence import (
+    frontier_figure,
+    head_strip_figure,
+    law_figure,
+    trajectory_figure,
+)
+from ihprobe.law import LAWS, fit_law, predict_emergence
+
+
+def test_predict_json(capsys):
+    assert main(["predict", "-B", "16", "-C", "64", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["updates"] == pytest.approx(20403.53, abs=0.01)  # bc -l, see test_law
+    assert out["tokens"] == pytest.approx(20403.53 * 16 * 64, rel=1e-6)
+    assert main(["predict", "-B", "4", "-C", "64", "--law", "sqrt", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == pytest.approx(10**5.7 * 16)
+
+
+def test_predict_text_and_errors(capsys):
+    assert main(["predict", "-B", "4", "-C", "64"]) == 0
+    assert "34,077 updates" in capsys.readouterr().out
+    assert main(["predict", "-B", "-1", "-C", "64"]) == 2
+    assert "positive" in capsys.readouterr().err
+
+
+def test_emergence_cli_on_a_bad_path(capsys, tmp_path):
+    assert main(["emergence", str(tmp_path / "nothing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_sweep_plan_names_runs_and_builds_train_commands(tmp_path):
+    runs = sweep.plan(["batch_size=4,8", "repetition=0.1,0.9"], tmp_path)
+    assert [r.name for r in runs] == [
+        "batch_size=4_repetition=0.1",
+        "batch_size=4_repetition=0.9",
+        "batch_size=8_repetition=0.1",
+        "batch_size=8_repetition=0.9",
+    ]
+    cmd = runs[1].train_command(("--steps", "10"))
+    assert cmd[:4] == [sys.executable, "-m", "ihprobe", "train"]
+    assert cmd[cmd.index("--batch-size") + 1] == "4"  # a TrainConfig field becomes its flag
+    assert cmd[cmd.index("-P") + 1] == "repetition=0.9"  # anything else a producer option
+    assert cmd[-3:] == ["--steps", "10", "--no-progress"]
+    assert not sweep.finished(runs[0])
+    with pytest.raises(sweep.IhprobeError, match="KEY=V1"):
+        sweep.plan(["batch_size"], tmp_path)
+
+
+def _sweep_table() -> pd.DataFrame:
+    rows = []
+    for B in (4, 8, 16):
+        for C in (32, 64):
+            rows.append({"run": f"B{B}C{C}", "batch_size": B, "context": C, "transition": True,
+                         "updates": LAWS["fitted"].updates(B, C), "repetition": B / 20,
+                         "reliability": C / 80})  # fmt: skip
+    rows[0]["transition"], rows[0]["updates"] = False, None
+    return pd.DataFrame(rows)
+
+
+def test_sweep_report_fits_the_law_and_maps_the_frontier(tmp_path):
+    written = sweep.report(_sweep_table(), tmp_path)
+    law = json.loads(written["law"].read_text())
+    assert law["b"] == pytest.approx(0.37) and law["c"] == pytest.approx(0.62)
+    assert law["n"] == 5  # the run without a transition is left out
+    page = written["report"].read_text()
+    assert "Frontier" in page and "The law" in page
+    assert pd.read_csv(written["table"]).shape[0] == 6
+
+
+def test_figures_mark_the_point_and_the_prediction():
+    tokens = np.array([0] + [1000 * 2**k for k in range(10)])
+    rows = []
+    for i, t in enumerate(tokens):
+        for head in range(2):
+            rows.append((t // 100, t, 1, head, "prefix_matching", 0.9 if i > 5 and head else 0.02))
+        rows.append((t // 100, t, None, None, "ar_accuracy", 0.8 if i > 6 else 0.0))
+    table = pd.DataFrame(rows, columns=["step", "tokens", "layer", "head", "metric", "value"])
+    table = table.assign(model="run", revision=None)
+    point = emergence(table)
+    fig = trajectory_figure(
+        table,
+        point,
+        predict_emergence(4, 25),
+        losses=pd.DataFrame({"tokens": tokens[1:], "loss": np.linspace(5, 2, 10)}),
+    )
+    assert {t.name for t in fig.data} == {"max prefix matching", "AR accuracy", "training loss"}
+    lines = [s for s in fig.layout.shapes if s.type == "line"]
+    assert sorted(s.x0 for s in lines) == sorted([point.tokens, predict_emergence(4, 25).tokens])
+    strip = head_strip_figure(table)
+    assert strip.data[0].z.shape == (2, len(tokens)) and strip.data[0].y == ("L1H0", "L1H1")
+    fit = fit_law([(4, 32, 3000), (8, 32, 2000), (8, 64, 1500), (16, 64, 1000)])
+    assert len(law_figure(fit, reference="fitted").data) == 3
+    frontier = frontier_figure(_sweep_table())
+    assert list(frontier.data[1].text) == ["none"]
