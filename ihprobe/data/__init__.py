@@ -18,6 +18,7 @@ import inspect
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.bi_induct import BiInductProducer
 from ihprobe.data.iid import IIDProducer
+from ihprobe.data.markov import MarkovProducer
 from ihprobe.data.seminatural import SemiNaturalProducer
 from ihprobe.data.text import NaturalProducer
 from ihprobe.errors import IhprobeError
@@ -26,6 +27,7 @@ PRODUCERS: dict[str, type[Producer]] = {
     "natural": NaturalProducer,
     "bi-induct": BiInductProducer,
     "semi-natural": SemiNaturalProducer,
+    "markov": MarkovProducer,
     "iid": IIDProducer,
 }
 

@@ -140,7 +140,7 @@ def generate(
     successor = np.zeros((b, v), dtype=np.int64)  # what followed A's most recent occurrence
     tally = np.zeros((b, 3), dtype=np.int64)
     prev_repeat = np.zeros(b, dtype=bool)
-    x = _inverse_cdf(np.broadcast_to(start.double().numpy(), (b, v)), u_draw[:, 0, -1])
+    x = inverse_cdf(np.broadcast_to(start.double().numpy(), (b, v)), u_draw[:, 0, -1])
     prev2 = prev = np.zeros(b, dtype=np.int64)
     for i in range(c):
         if i > 0:
@@ -157,7 +157,7 @@ def generate(
                 earlier = tokens[rep, :i]
                 not_b = earlier != np.where(prev_repeat[rep], b_tok[rep], -1)[:, None]
                 w = base.weights(prev[rep], prev2[rep], earlier) * (first[rep, :i] & not_b)
-                x[rep] = earlier[np.arange(rep.size), _inverse_cdf(w, u_draw[rep, i, -1])]
+                x[rep] = earlier[np.arange(rep.size), inverse_cdf(w, u_draw[rep, i, -1])]
             successor[rows, prev] = x
             if i - 1 >= c // 2:  # B position after a repeated A in the second half
                 tally[:, 1] += prev_repeat
@@ -184,11 +184,11 @@ def _fresh(base: BaseProcess, todo, prev, prev2, u, used) -> np.ndarray:
             return out[rows]
     everything = np.broadcast_to(np.arange(used.shape[1]), (todo.size, used.shape[1]))
     w = base.weights(prev[todo], prev2[todo], everything) * ~used[todo]
-    out[todo] = _inverse_cdf(w, u[todo, -1])  # an exact draw from the restricted row
+    out[todo] = inverse_cdf(w, u[todo, -1])  # an exact draw from the restricted row
     return out[rows]
 
 
-def _inverse_cdf(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+def inverse_cdf(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Per row, the index drawn with probability proportional to ``weights`` (u in (0, 1))."""
     cdf = np.cumsum(weights, axis=1)
     return np.minimum((cdf < u[:, None] * cdf[:, -1:]).sum(1), weights.shape[1] - 1)

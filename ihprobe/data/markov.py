@@ -1,0 +1,277 @@
+"""Synthetic Markov data ([A] experiment 3): transition matrices optimised to chosen properties.
+
+The order-1 matrix is ``softmax(W)`` with ``W`` fitted by Adam so that
+
+- its stationary distribution is the target **marginal** ("uniform", "gaussian" or "zipf"),
+  enforced as ``p T = p``;
+- its **entropy rate** sum_i p_i H(T_i) hits a target (bits; default half the marginal's entropy);
+- rows are not **pointy**: no row puts more than ``max_prob`` on one token;
+- with **categoriality**, rows fall in ``n_groups`` contiguous groups whose mean within-group
+  cosine similarity is 0.4 ("high") or 0.1 ("low") and across-group similarity 0.1.
+
+``local_dependency=False`` makes every row the marginal (i.i.d. tokens: no IHs can form).
+``order=2`` adds a seeded random table ``U`` so that P(w_i | w_{i-2}, w_{i-1}) =
+softmax(W[w_{i-1}] + U[w_{i-2}]) (2 V^2 numbers instead of V^3); the targets above hold for the
+order-1 part. ``repetition``/``reliability`` put the semi-natural repetition layer on top.
+Fitted matrices are cached on disk by a hash of the options that determine them.
+
+>>> p = MarkovProducer(batch_size=4, context=32, vocab_size=64, marginal="zipf", fit_steps=50)
+>>> p.sample(0).tokens.shape
+torch.Size([4, 32])
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from jaxtyping import Float
+
+from ihprobe.data import cache
+from ihprobe.data.base import Batch, Producer
+from ihprobe.data.iid import check_probability
+from ihprobe.data.marginals import marginal as make_marginal
+from ihprobe.data.seminatural import BigramProcess, RepetitionLayer, check_room, inverse_cdf
+from ihprobe.data.tokenizer import id_tokenizer
+from ihprobe.errors import IhprobeError
+
+log = logging.getLogger(__name__)
+
+CATEGORIALITY = {"high": (0.4, 0.1), "low": (0.1, 0.1)}  # (within-group, across-group) cosine
+LOSS_WEIGHTS = {"stationary": 100.0, "entropy": 10.0, "pointy": 100.0, "category": 100.0}
+
+
+def fit_transition(
+    target: Float[torch.Tensor, "vocab"],  # noqa: F821 - jaxtyping dim
+    *,
+    entropy_rate: float,
+    max_prob: float = 0.25,
+    categoriality: str | None = None,
+    n_groups: int = 8,
+    steps: int = 1000,
+    lr: float = 0.1,
+    seed: int = 0,
+) -> Float[torch.Tensor, "vocab vocab"]:  # noqa: F821 - jaxtyping dims
+    """Fit an order-1 transition matrix to the targets above; returns the row-stochastic matrix."""
+    v = len(target)
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(v, v, generator=g).requires_grad_()
+    opt = torch.optim.Adam([w], lr=lr)
+    p = target.double()
+    group = torch.arange(v) * n_groups // v
+    same = group[:, None] == group[None, :]
+    off_diag = ~torch.eye(v, dtype=torch.bool)
+    for _ in range(steps):
+        t = torch.softmax(w.double(), dim=1)
+        loss = LOSS_WEIGHTS["stationary"] * ((p @ t - p) ** 2).sum() / (p**2).sum()
+        h_rows = -(t * torch.log2(t.clamp_min(1e-30))).sum(1)
+        loss = loss + LOSS_WEIGHTS["entropy"] * ((p * h_rows).sum() - entropy_rate) ** 2
+        loss = loss + LOSS_WEIGHTS["pointy"] * torch.relu(t.max(1).values - max_prob).pow(2).sum()
+        if categoriality is not None:
+            within, across = CATEGORIALITY[categoriality]
+            cos = _cosines(t)
+            loss = loss + LOSS_WEIGHTS["category"] * (
+                (cos[same & off_diag].mean() - within) ** 2 + (cos[~same].mean() - across) ** 2
+            )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return torch.softmax(w.detach(), dim=1).float()
+
+
+def group_cosines(transition: torch.Tensor, n_groups: int) -> tuple[float, float]:
+    """Mean cosine similarity of rows within the same group and across groups."""
+    v = len(transition)
+    group = torch.arange(v) * n_groups // v
+    same = group[:, None] == group[None, :]
+    cos = _cosines(transition.double())
+    return float(cos[same & ~torch.eye(v, dtype=torch.bool)].mean()), float(cos[~same].mean())
+
+
+def _cosines(t: torch.Tensor) -> torch.Tensor:
+    n = t / t.norm(dim=1, keepdim=True)
+    return n @ n.T
+
+
+class Order2Process:
+    """P(w_i | w_{i-2}, w_{i-1}) = softmax(W[w_{i-1}] + U[w_{i-2}]), rows computed on demand."""
+
+    def __init__(self, logits: np.ndarray, second: np.ndarray):
+        self.logits, self.second = logits, second
+        self.vocab_size = len(logits)
+
+    def rows(self, prev: np.ndarray, prev2: np.ndarray) -> np.ndarray:
+        z = self.logits[prev] + self.second[prev2]
+        e = np.exp(z - z.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
+    def draw(self, prev, prev2, u):
+        w = self.rows(prev, prev2)
+        return np.stack([inverse_cdf(w, u[:, k]) for k in range(u.shape[1])], axis=1)
+
+    def weights(self, prev, prev2, tokens):
+        return np.take_along_axis(self.rows(prev, prev2), tokens, axis=1)
+
+
+class MarkovProducer(Producer):
+    """Rows sampled from an optimised synthetic Markov chain (see the module docstring).
+
+    Args:
+        vocab_size: number of token ids (no special tokens).
+        marginal: target stationary distribution ("uniform", "gaussian", "zipf" or weights).
+        zipf_exponent: exponent of the "zipf" marginal.
+        entropy_rate: target entropy rate in bits; None: half the marginal's entropy.
+        max_prob: upper bound on any single transition probability (low pointiness).
+        categoriality: None, "high" or "low".
+        n_groups: number of row groups for categoriality.
+        local_dependency: False samples i.i.d. from the marginal.
+        order: 1 or 2.
+        order2_scale: standard deviation of the w_{i-2} logit table for order 2.
+        repetition, reliability: when both are given, the semi-natural repetition layer.
+        matrix_seed: seed of the matrix fit (the data seed only affects sampling).
+        fit_steps, fit_lr: Adam settings of the fit.
+    """
+
+    name = "markov"
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        context: int,
+        seed: int = 0,
+        total_steps: int = 1,
+        vocab_size: int = 128,
+        marginal: str | Sequence[float] = "uniform",
+        zipf_exponent: float = 1.0,
+        entropy_rate: float | None = None,
+        max_prob: float = 0.25,
+        categoriality: str | None = None,
+        n_groups: int = 8,
+        local_dependency: bool = True,
+        order: int = 1,
+        order2_scale: float = 1.0,
+        repetition: float | None = None,
+        reliability: float | None = None,
+        matrix_seed: int = 0,
+        fit_steps: int = 1000,
+        fit_lr: float = 0.1,
+    ):
+        super().__init__(batch_size=batch_size, context=context, seed=seed, total_steps=total_steps)
+        if order not in (1, 2):
+            raise IhprobeError(f"order={order}: ihprobe supports order 1 and order 2.")
+        if categoriality not in (None, *CATEGORIALITY):
+            raise IhprobeError(f"categoriality={categoriality!r}: use None, 'high' or 'low'.")
+        if not 1 <= n_groups <= vocab_size:
+            raise IhprobeError(f"n_groups={n_groups} must be between 1 and vocab_size.")
+        if (repetition is None) != (reliability is None):
+            raise IhprobeError("pass both repetition and reliability (or neither).")
+        self.vocab_size = int(vocab_size)
+        self.special = {}
+        self.target = make_marginal(marginal, self.vocab_size, zipf_exponent=zipf_exponent)
+        h = float(-(self.target * torch.log2(self.target.clamp_min(1e-30))).sum())
+        if entropy_rate is not None and not 0 <= entropy_rate <= np.log2(vocab_size):
+            raise IhprobeError(
+                f"entropy_rate={entropy_rate} bits is outside [0, log2(vocab_size)="
+                f"{np.log2(vocab_size):.2f}]."
+            )
+        self.options = {
+            "vocab_size": self.vocab_size,
+            "marginal": marginal if isinstance(marginal, str) else [float(x) for x in marginal],
+            "zipf_exponent": float(zipf_exponent),
+            "entropy_rate": float(entropy_rate if entropy_rate is not None else h / 2),
+            "max_prob": check_probability("max_prob", max_prob),
+            "categoriality": categoriality,
+            "n_groups": int(n_groups),
+            "local_dependency": bool(local_dependency),
+            "order": int(order),
+            "order2_scale": float(order2_scale),
+            "repetition": None
+            if repetition is None
+            else check_probability("repetition", repetition),
+            "reliability": None
+            if reliability is None
+            else check_probability("reliability", reliability),
+            "matrix_seed": int(matrix_seed),
+            "fit_steps": int(fit_steps),
+            "fit_lr": float(fit_lr),
+        }
+        if repetition is not None:
+            check_room(self.vocab_size, context)
+        self.transition = self._transition()
+        if order == 2:
+            g = torch.Generator().manual_seed(matrix_seed + 1)
+            second = torch.randn(self.vocab_size, self.vocab_size, generator=g) * order2_scale
+            log_t = torch.log(self.transition.clamp_min(1e-30)).double().numpy()
+            self.process = Order2Process(log_t, second.double().numpy())
+        else:
+            self.process = BigramProcess(self.transition)
+        self.layer = None
+        if repetition is not None:
+            self.layer = RepetitionLayer(self, self.process, self.target, repetition, reliability)
+
+    def _transition(self) -> torch.Tensor:
+        o = self.options
+        if not o["local_dependency"]:
+            return self.target.expand(self.vocab_size, -1).clone()
+        spec = {
+            k: o[k]
+            for k in (
+                "vocab_size",
+                "marginal",
+                "zipf_exponent",
+                "entropy_rate",
+                "max_prob",
+                "categoriality",
+                "n_groups",
+                "matrix_seed",
+                "fit_steps",
+                "fit_lr",
+            )
+        }
+
+        def build(directory):
+            log.info(
+                "fitting a %d x %d Markov matrix (%d Adam steps)",
+                len(self.target),
+                len(self.target),
+                o["fit_steps"],
+            )
+            t = fit_transition(
+                self.target,
+                entropy_rate=o["entropy_rate"],
+                max_prob=o["max_prob"],
+                categoriality=o["categoriality"],
+                n_groups=o["n_groups"],
+                steps=o["fit_steps"],
+                lr=o["fit_lr"],
+                seed=o["matrix_seed"],
+            )
+            np.save(directory / "transition.npy", t.numpy())
+
+        path = cache.entry("markov", spec, build)
+        return torch.from_numpy(np.load(path / "transition.npy"))
+
+    def sample(self, step: int) -> Batch:
+        if self.layer is not None:
+            return self.layer.sample(step)
+        g = self.generator(step)
+        b, c = self.batch_size, self.context
+        u = torch.rand(b, c, generator=g, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12).numpy()
+        tokens = np.empty((b, c), dtype=np.int64)
+        start = np.broadcast_to(self.target.double().numpy(), (b, self.vocab_size))
+        tokens[:, 0] = inverse_cdf(start, u[:, 0])
+        prev2 = tokens[:, 0]
+        for i in range(1, c):
+            prev = tokens[:, i - 1]
+            tokens[:, i] = self.process.draw(prev, prev2, u[:, i : i + 1])[:, 0]
+            prev2 = prev
+        return Batch(tokens=torch.from_numpy(tokens))
+
+    def config(self) -> dict:
+        return {**self.base_config(), **self.options}
+
+    def tokenizer(self):
+        return id_tokenizer(self.vocab_size)
