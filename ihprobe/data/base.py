@@ -40,6 +40,7 @@ class Producer(ABC):
     name: str  # registry name, e.g. "bi-induct"
     vocab_size: int  # number of token ids the model must embed
     special: dict[str, int]  # special token ids, e.g. {"eos": 0, "sep": 1}
+    measure_from: float = 0.0  # share of each row before which repetition is not measured
 
     def __init__(self, *, batch_size: int, context: int, seed: int = 0, total_steps: int = 1):
         self.batch_size = batch_size  # B: sequences per update (the global batch)

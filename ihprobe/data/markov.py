@@ -210,6 +210,7 @@ class MarkovProducer(Producer):
             self.process = BigramProcess(self.transition)
         self.layer = None
         if repetition is not None:
+            self.measure_from = 0.5  # the layer's first half never repeats
             self.layer = RepetitionLayer(self, self.process, self.target, repetition, reliability)
 
     def _transition(self) -> torch.Tensor:

@@ -139,6 +139,31 @@ def corpus_stats(tokens: torch.Tensor | np.ndarray, context: int, *, start: int 
     }
 
 
+def producer_stats(producer, batches: int = 16) -> dict:
+    """:func:`corpus_stats` of ``batches`` consecutive batches of a producer, plus the mean of
+    what its batches report (e.g. ``snippet_fraction``) and its name.
+
+    A natural-text producer is measured on its whole token stream instead.
+
+    >>> from ihprobe.data import make_producer
+    >>> p = make_producer("iid", batch_size=8, context=32, vocab_size=16)
+    >>> round(producer_stats(p, batches=2)["unigram_entropy"])
+    4
+    """
+    corpus = getattr(producer, "corpus", None)
+    if producer.name == "natural" and corpus is not None:
+        result = corpus_stats(corpus.tokens, producer.context)
+    else:
+        samples = [producer.sample(step) for step in range(batches)]
+        tokens = torch.cat([b.tokens for b in samples])
+        start = int(producer.measure_from * producer.context)
+        result = corpus_stats(tokens, producer.context, start=start)
+        for key in sorted({k for b in samples for k in b.info}):
+            values = [b.info[key] for b in samples if key in b.info]
+            result[key] = float(np.nanmean(values)) if values else math.nan
+    return {"producer": producer.name, **result}
+
+
 def _entropy(counts: torch.Tensor) -> float:
     p = counts[counts > 0] / counts.sum()
     return float(-(p * torch.log2(p)).sum()) if len(p) else math.nan
