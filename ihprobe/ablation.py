@@ -28,7 +28,7 @@ import torch
 from jaxtyping import Float, Int
 
 from ihprobe.errors import IhprobeError
-from ihprobe.masks import ablate_heads, ablation_hooks, keep_mask, mask_hooks, mean_z
+from ihprobe.masks import MODES, ablate_heads, ablation_hooks, keep_mask, mask_hooks, mean_z
 
 __all__ = ["AblationResult", "METRICS", "ablate", "ablate_heads", "ablation_hooks", "head_sets"]
 
@@ -176,10 +176,7 @@ def head_sets(
         >>> all(len(d) == 2 and not set(d) & set(top) for d in rand)
         True
     """
-    if random < 1:
-        raise IhprobeError(
-            f"random={random}: the baseline needs at least one random draw (SPEC uses 20)."
-        )
+    check_settings(top=top, random=random, mode="zero")
     n_layers, n_heads = scores.shape
     k = heads_per_layer(n_heads, top)
     if n_heads - k < k:
@@ -396,11 +393,8 @@ def ablate(
     """
     from ihprobe.models import provenance
 
-    heads_per_layer(model.cfg.n_heads, top)  # validate before any work
-    if mode not in ("zero", "mean"):
-        raise IhprobeError(f"mode={mode!r} is not one of ('zero', 'mean').")
-    if random < 1:
-        head_sets(torch.zeros(1, 2), random=random)  # raises the message for random < 1
+    check_settings(top=top, random=random, mode=mode, metrics=metrics)
+    heads_per_layer(model.cfg.n_heads, top)
     wanted = _metrics(model, metrics)
     scores = _scores(model, by, scores, n=n, batch=batch, seed=seed, bos=bos)
     top_set, random_sets = head_sets(scores, top=top, random=random, seed=seed)
@@ -454,17 +448,34 @@ def ablate(
     )
 
 
+def check_settings(
+    *, top: float, random: int, mode: str, metrics: Sequence[str] | None = None
+) -> None:
+    """Raise :class:`IhprobeError` for settings ``ablate`` cannot run, before any model work.
+
+    >>> check_settings(top=0.02, random=20, mode="mean")
+    """
+    heads_per_layer(1, top)
+    if random < 1:
+        raise IhprobeError(
+            f"random={random}: the baseline needs at least one random draw (SPEC uses 20)."
+        )
+    if mode not in MODES:
+        raise IhprobeError(f"mode={mode!r} is not one of {MODES}.")
+    if metrics is not None:
+        unknown = [m for m in metrics if m not in METRICS]
+        if unknown:
+            raise IhprobeError(f"unknown metric(s) {unknown}; choose from {list(METRICS)}.")
+        if not metrics:
+            raise IhprobeError(f"metrics is empty; choose some of {list(METRICS)}.")
+
+
 def _metrics(model, metrics: Sequence[str] | None) -> list[str]:
     if metrics is None:
         text_ok = reads_text(getattr(model, "tokenizer", None))
         if not text_ok:
             log.info("no text tokenizer: natural-text and task metrics are left out")
         return [m for m in METRICS if text_ok or m not in TEXT_METRICS + TASK_METRICS]
-    unknown = [m for m in metrics if m not in METRICS]
-    if unknown:
-        raise IhprobeError(f"unknown metric(s) {unknown}; choose from {list(METRICS)}.")
-    if not metrics:
-        raise IhprobeError(f"metrics is empty; choose some of {list(METRICS)}.")
     return list(dict.fromkeys(metrics))
 
 

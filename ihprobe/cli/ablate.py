@@ -1,0 +1,126 @@
+"""``ihprobe ablate SOURCE...``: top heads per layer against random baselines, with a report.
+
+Writes ``OUT/ablation.csv`` (the long table of :meth:`ihprobe.AblationResult.to_frame`, one block
+per checkpoint) and ``OUT/report.html`` (method, head sets, per-metric charts, the numbers; on a
+run directory also the signature-vs-load-bearing curve over training).
+
+    ihprobe ablate runs/demo --out ablation/demo --metrics ar_accuracy,induction_loss
+    ihprobe ablate path/to/checkpoint --by logit_attribution --random 50 --mode zero
+"""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "ablate", help="ablate the top heads per layer vs random heads; CSV + HTML report"
+    )
+    p.add_argument(
+        "sources", nargs="+", metavar="SOURCE", help="checkpoint, run directory or hub id"
+    )
+    p.add_argument("--revision", action="append", default=None, help="hub revision (repeatable)")
+    p.add_argument("--out", default="ablation", help="output directory (default: ./ablation)")
+    p.add_argument("--by", default="prefix_matching", help="head score that ranks heads")
+    p.add_argument("--top", type=float, default=0.02, help="fraction of heads per layer")
+    p.add_argument("--random", type=int, default=20, help="random draws (default 20)")
+    p.add_argument("--mode", choices=("mean", "zero"), default="mean", help="ablation kind")
+    p.add_argument("--metrics", help="comma-separated metrics (default: all the model can run)")
+    p.add_argument("--seed", type=int, default=0, help="seed of probe inputs and random draws")
+    p.add_argument("--n", type=int, help="half-length of the repeated tokens")
+    p.add_argument("--batch", type=int, default=100, help="repeated-token rows (default 100)")
+    p.add_argument("--text", help="text file for the ICL score and natural loss")
+    p.add_argument("--task", action="append", default=None, help="task file of (x, y) pairs")
+    p.add_argument("--force", action="store_true", help="overwrite existing output files")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import dataclasses
+    import os
+    import tempfile
+    from pathlib import Path
+
+    import pandas as pd
+    from tqdm import tqdm
+
+    from ihprobe import models
+    from ihprobe.ablation import ablate, check_settings
+    from ihprobe.errors import IhprobeError
+    from ihprobe.figures.ablation import write_ablation_report
+
+    metrics = args.metrics.split(",") if args.metrics else None
+    check_settings(top=args.top, random=args.random, mode=args.mode, metrics=metrics)
+    out = Path(args.out)
+    targets = [out / "ablation.csv", out / "report.html"]
+    existing = [str(t) for t in targets if t.exists()]
+    if existing and not args.force:
+        raise IhprobeError(
+            f"{', '.join(existing)} already exist; pass --force to overwrite or another --out."
+        )
+    text = None
+    if args.text:
+        try:
+            text = Path(args.text).read_text(encoding="utf-8")
+        except OSError as err:
+            raise IhprobeError(f"cannot read --text {args.text}: {err.strerror}.") from err
+    kwargs = {
+        "by": args.by, "top": args.top, "random": args.random, "mode": args.mode,
+        "metrics": metrics, "seed": args.seed,
+        "n": args.n, "batch": args.batch, "text": text, "tasks": args.task,
+    }  # fmt: skip
+    plan = [_checkpoints(source, args.revision) for source in args.sources]
+    results = []
+    with tqdm(total=sum(map(len, plan)), desc="ablate", unit="ckpt", disable=None) as bar:
+        for ckpts in plan:
+            model = None
+            for ckpt in ckpts:
+                bar.set_postfix_str(ckpt.label)
+                if model is None:
+                    model = models.load(ckpt.source, revision=ckpt.revision)
+                else:  # one skeleton per source: swap the weights in
+                    models.load_weights(model, ckpt.source, revision=ckpt.revision)
+                result = ablate(model, **kwargs)
+                results.append(
+                    dataclasses.replace(
+                        result,
+                        step=result.step if result.step is not None else ckpt.step,
+                        tokens=result.tokens if result.tokens is not None else ckpt.tokens,
+                    )
+                )
+                bar.update()
+
+    out.mkdir(parents=True, exist_ok=True)
+    frame = pd.concat([r.to_frame() for r in results], ignore_index=True)
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".ablation.csv.", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        frame.to_csv(fh, index=False)
+    os.chmod(tmp, 0o644)  # mkstemp creates it private
+    os.replace(tmp, targets[0])
+    write_ablation_report(targets[1], results)
+    for result in results:
+        top = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
+        where = f" step {result.step}" if result.step is not None else ""
+        print(f"{result.model}{where}: top set {top}")
+        for row in result.summary().itertuples():
+            if ":" not in row.metric:
+                print(
+                    f"  {row.metric}: clean {row.clean:.4g}, top drop {row.top_drop:+.3g}, "
+                    f"random {row.random_drop_mean:+.3g} [{row.random_drop_lo:+.3g}, "
+                    f"{row.random_drop_hi:+.3g}], p {row.p_value:.3g}"
+                )
+    print(f"wrote {targets[0]} ({len(frame)} rows) and {targets[1]}")
+    return 0
+
+
+def _checkpoints(source: str, revisions: list[str] | None):
+    """The checkpoints of one SOURCE: a run's, the hub revisions asked for, or itself."""
+    from pathlib import Path
+
+    from ihprobe import models
+
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return models.checkpoints(path)
+    if revisions:
+        return models.checkpoints(source, revisions=revisions)
+    return [models.Checkpoint(source)]

@@ -1,0 +1,80 @@
+"""``ihprobe ablate`` over a run directory, the report in a real browser, and input errors."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+import ihprobe
+from ihprobe.cli import main
+from tests.browser import render
+from tests.conftest import save_checkpoint, tiny_hf_model
+
+STEPS = (0, 10, 100)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, tokenizer):
+    root = tmp_path_factory.mktemp("run")
+    for i, step in enumerate(STEPS):
+        directory = root / "checkpoints" / f"step-{step:06d}"
+        save_checkpoint(tiny_hf_model("gpt-neox", seed=i, context=64), directory, tokenizer)
+        meta = {"step": step, "tokens": step * 1024, "run": "demo"}
+        (directory / "ihprobe.json").write_text(json.dumps(meta))
+    (root / "run.json").write_text("{}")
+    return root
+
+
+@pytest.mark.slow
+def test_ablate_a_run_writes_csv_and_report(run_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["ablate", str(run_dir), "--out", str(out), "--random", "3", "--batch", "6",
+            "--metrics", "induction_loss,natural_loss", "--mode", "zero"]  # fmt: skip
+    assert main(argv) == 0
+    frame = pd.read_csv(out / "ablation.csv")
+    assert sorted(frame.step.unique()) == list(STEPS)
+    assert sorted(frame.tokens.unique()) == [s * 1024 for s in STEPS]
+    assert (frame.model == "demo").all()
+    per_ckpt = frame.groupby("step")
+    assert (per_ckpt.apply(lambda f: (f.metric == "top_set").sum()) == 8).all()
+    assert (per_ckpt.apply(lambda f: f.query("metric == 'top_set'").value.sum()) == 2).all()
+    assert {"induction_loss.p_value", "natural_loss.top_drop"} <= set(frame.metric)
+    printed = capsys.readouterr().out
+    assert printed.count("top set") == len(STEPS) and "wrote" in printed
+    page = (out / "report.html").read_text()
+    assert "<script src=" not in page and page.count("plotly.js v") == 1
+    assert "Signature vs load-bearing over training" in page
+    rendered = render(out / "report.html")
+    assert rendered.errors == []
+    # 1 curve + per checkpoint a head-set heatmap and a drop chart
+    assert rendered.count(r'class="main-svg"') >= 1 + 2 * len(STEPS)
+    assert main(argv) == 2  # outputs exist: refuse without --force
+    assert "pass --force" in capsys.readouterr().err
+
+
+def test_result_figure_and_single_checkpoint_report(run_dir, tmp_path):
+    from ihprobe.figures.ablation import write_ablation_report
+
+    model = ihprobe.load(run_dir / "checkpoints" / "step-000010")
+    result = ihprobe.ablate(model, random=3, batch=4, metrics=["induction_loss", "ar_accuracy"])
+    fig = result.figure()
+    assert len(fig.data) == 4  # random box + top marker for each metric
+    assert fig.data[1].y[0] == pytest.approx(float(result.drops("induction_loss")[1]))
+    page = write_ablation_report(tmp_path / "r.html", [result]).read_text()
+    assert "over training" not in page and "L0H" in page
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--top", "0"], "top=0.0 is not a fraction"),
+        (["--random", "0"], "random=0"),
+        (["--metrics", "bleu"], "unknown metric"),
+    ],
+)
+def test_bad_flags_fail_in_one_line_before_loading(tmp_path, capsys, flags, message):
+    assert main(["ablate", str(tmp_path / "missing"), *flags]) == 2  # the source is never read
+    err = capsys.readouterr().err
+    assert message in err and err.strip().count("\n") == 0
