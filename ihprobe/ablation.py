@@ -48,7 +48,10 @@ METRICS: dict[str, int] = {
 TEXT_METRICS = ("icl_score", "natural_loss")  # need natural text the model's tokenizer can read
 TASK_METRICS = ("hits@1", "hits@3")  # need function-style task prompts (ihprobe.tasks)
 TEXT_LENGTH = 512  # tokens per natural-text row (enough for Olsson's tokens 50 and 500)
-MAX_LOGITS = 2**26  # logits held at once (256 MB in float32); bounds each chunk of rows
+# Logits held at once, which bounds each chunk of stacked rows. On CPU, time is linear in rows
+# and small chunks stay in cache (16 MB measured fastest, benchmarks/bench_ablation.py); an
+# accelerator wants large chunks to fill its parallel units (1 GB).
+MAX_LOGITS = {"cpu": 2**22, "accelerator": 2**28}
 
 
 @dataclass
@@ -225,7 +228,7 @@ def evaluate_groups(
     keeps: Float[torch.Tensor, "group layer head"],
     replacement: Float[torch.Tensor, "layer head d_head"] | None,
     *,
-    max_logits: int = MAX_LOGITS,
+    max_logits: int | None = None,
 ) -> dict[str, Float[torch.Tensor, " group"]]:
     """Every metric of ``probe`` for every group's keep-mask, in a few stacked forward passes.
 
@@ -239,6 +242,9 @@ def evaluate_groups(
     """
     n_rows, n_pos = probe.tokens.shape
     total = len(keeps) * n_rows
+    if max_logits is None:
+        on_cpu = torch.device(model.cfg.device).type == "cpu"
+        max_logits = MAX_LOGITS["cpu" if on_cpu else "accelerator"]
     chunk = max(1, min(total, max_logits // (n_pos * model.cfg.d_vocab)))
     parts: dict[str, list[torch.Tensor]] = {}
     for start in range(0, total, chunk):

@@ -1,0 +1,115 @@
+"""Batched random baselines vs a plain loop vs one clean evaluation, measured side by side.
+
+``ihprobe.ablate`` evaluates the clean model, the top set and R random draws by stacking the
+same probe rows once per group, each group with its own head mask inside the ``hook_z`` hook.
+This script times, on the same rows and the same model:
+
+- clean: one evaluation of the probe metrics on the unablated model;
+- loop: the plain way, 1 + R separate ablated evaluations (top set, then each random draw);
+- batched: what ``ablate`` does, all 2 + R groups (clean included) in stacked chunks.
+
+It prints a markdown table and writes it to ``benchmarks/RESULTS_ablation.md``.
+Run: ``.venv/bin/python benchmarks/bench_ablation.py``.
+"""
+
+from __future__ import annotations
+
+import platform
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+RANDOM = 20
+REPEATS = 2
+CASES = (  # name, HF config overrides, probe rows, half-length n
+    ("2L x 4H, d64, V512", {"layers": 2, "heads": 4, "d_model": 64}, 100, 50),
+    ("2L x 4H, d64, V512", {"layers": 2, "heads": 4, "d_model": 64}, 10, 50),
+    ("4L x 8H, d128, V2048", {"layers": 4, "heads": 8, "d_model": 128, "vocab": 2048}, 20, 50),
+)
+
+
+def tiny_model(directory: Path, layers: int, heads: int, d_model: int, vocab: int = 512):
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    import ihprobe
+
+    torch.manual_seed(0)
+    cfg = GPTNeoXConfig(
+        vocab_size=vocab, hidden_size=d_model, num_hidden_layers=layers,
+        num_attention_heads=heads, intermediate_size=4 * d_model, max_position_embeddings=128,
+    )  # fmt: skip
+    GPTNeoXForCausalLM(cfg).save_pretrained(directory)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ihprobe.load(directory)
+
+
+def best_of(fn, repeats: int = REPEATS) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def bench(name: str, overrides: dict, rows: int, n: int) -> dict:
+    from ihprobe.ablation import evaluate_groups, head_sets, repeated_probe
+    from ihprobe.masks import keep_mask, mean_z
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = tiny_model(Path(tmp), **overrides)
+    probe = repeated_probe(model, n=n, batch=rows, seed=0, bos=False)
+    means = mean_z(model, probe.tokens)
+    scores = torch.rand(model.cfg.n_layers, model.cfg.n_heads, generator=torch.Generator())
+    top, draws = head_sets(scores, random=RANDOM, seed=0)
+    masks = [keep_mask(model, s) for s in [top, *draws]]
+    clean = keep_mask(model, [])
+
+    def run_clean():
+        evaluate_groups(model, probe, clean[None], means)
+
+    def run_loop():
+        for mask in masks:
+            evaluate_groups(model, probe, mask[None], means)
+
+    def run_batched():
+        evaluate_groups(model, probe, torch.stack([clean, *masks]), means)
+
+    run_clean()  # warm-up
+    t_clean, t_loop, t_batched = best_of(run_clean), best_of(run_loop), best_of(run_batched)
+    return {
+        "model": name, "rows": rows, "tokens/row": 2 * n, "clean s": t_clean,
+        "loop of 21 s": t_loop, "batched 22 groups s": t_batched,
+        "batched / clean": t_batched / t_clean, "loop / batched": t_loop / t_batched,
+    }  # fmt: skip
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    results = [bench(*case) for case in CASES]
+    header = list(results[0])
+    lines = [
+        "# Ablation benchmark: batched random baselines",
+        "",
+        f"Top set + {RANDOM} random draws on mean-ablated repeated-token probes (AR accuracy, "
+        "AR mean rank, induction loss), best of "
+        f"{REPEATS}; torch {torch.__version__}, 1 CPU thread, {platform.processor() or 'cpu'}.",
+        "Target in the issue: batched <= 4x one clean evaluation.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for r in results:
+        cells = [f"{v:.3f}" if isinstance(v, float) else str(v) for v in r.values()]
+        lines.append("| " + " | ".join(cells) + " |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    (Path(__file__).parent / "RESULTS_ablation.md").write_text(table)
+
+
+if __name__ == "__main__":
+    main()
