@@ -74,7 +74,7 @@ class EmergencePoint:
     threshold_tokens: float | None = None
     rise: float = 0.0
     noise: float = 0.0
-    breaks_tokens: tuple[float, ...] = ()
+    breaks: tuple[float, ...] = ()  # of the fit, in tokens (in steps when tokens are unknown)
     slopes: tuple[float, ...] = ()
     reason: str = ""
     model: str | None = None
@@ -229,9 +229,10 @@ def emergence(
             up the fitted steep segment.
         segments: pieces of the piecewise-linear fit against log10(tokens).
         min_rise: least rise of the steep segment that counts as a transition (default per
-            metric: 0.1 for PS, AR accuracy, LA, forward induction; 0 otherwise). The rise must
-            also exceed 4 noise sds, the noise being estimated from checkpoint-to-checkpoint
-            differences.
+            metric: 0.1 for PS, AR accuracy, LA, forward induction; 0 otherwise). The change
+            must also persist: the median of the checkpoints after the steep segment must
+            exceed the median before it by 4 noise sds (noise from checkpoint-to-checkpoint
+            differences and from the fit's residuals, whichever is larger).
         batch_size, context: the run's B and C, for :func:`fit_law`; they also turn tokens into
             updates when the table has no steps.
 
@@ -272,7 +273,7 @@ def emergence(
     base.update(
         rise=rise,
         noise=noise,
-        breaks_tokens=tuple(float(10**b) for b in breaks),
+        breaks=tuple(float(10**b) for b in breaks),
         slopes=tuple(float(s) for s in slopes),
     )
     reason = ""
