@@ -80,8 +80,9 @@ def mean_z(
             else valid[start : start + chunk].to(torch.float64)
         )
 
-        def add(z, hook, layer, weight=weight):
-            sums[layer] += torch.einsum("bphd,bp->hd", z.double().cpu(), weight)
+        def add(z, hook, layer, weight=weight):  # reduce on the device, accumulate in float64
+            w = weight.to(z.device, torch.float32)
+            sums[layer] += torch.einsum("bphd,bp->hd", z.float(), w).double().cpu()
             return z
 
         hooks = [(HOOK_Z.format(layer=i), _bind(add, i)) for i in range(cfg.n_layers)]

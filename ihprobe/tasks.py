@@ -217,7 +217,9 @@ def task_probes(model, tasks: Sequence[Task | str | Path] | None = None, *, seed
             "function-style tasks need a tokenizer that reads text; this model has token ids "
             "only. Load it with tokenizer=... or leave hits@1/hits@3 out of metrics."
         )
-    tasks = builtin_tasks(seed=seed) if tasks is None else tasks
+    tasks = builtin_tasks(seed=seed) if tasks is None else list(tasks)
+    if not tasks:
+        raise IhprobeError("tasks is empty; pass task files or leave tasks=None for the built-ins.")
     probes = []
     for task in tasks:
         task = task if isinstance(task, Task) else read_task(task)

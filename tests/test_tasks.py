@@ -85,6 +85,7 @@ def test_hits_at_k_against_hand_ranked_logits():
     assert hits["hits@3"].tolist() == [1.0, 1.0, 0.0]
 
 
+@pytest.mark.slow
 def test_ablate_reports_hits_per_task_and_averaged(tmp_path, tokenizer):
     directory = save_checkpoint(tiny_hf_model("gpt-neox"), tmp_path / "m", tokenizer)
     model = ihprobe.load(directory)
@@ -102,3 +103,5 @@ def test_ablate_reports_hits_per_task_and_averaged(tmp_path, tokenizer):
         mean = (result.values[f"{k}:copy_word"] + result.values[f"{k}:pairs"]) / 2
         assert torch.allclose(result.values[k], mean)
     assert (result.values["hits@1"] <= result.values["hits@3"]).all()
+    with pytest.raises(IhprobeError, match="tasks is empty"):
+        ihprobe.ablate(model, metrics=["hits@1"], tasks=[], scores=torch.rand(2, 4))
