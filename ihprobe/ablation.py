@@ -8,7 +8,7 @@ far more than random heads.
 
 All groups are evaluated together: the same evaluation rows are stacked once per group (clean,
 top, then the random draws), each group with its own ``[layer, head]`` keep-mask applied in the
-``hook_z`` hooks (:mod:`ihprobe.masks`), and the stacked batch runs in a few large chunks.
+``hook_z`` hooks (:mod:`ihprobe.masks`), and the stacked batch runs in memory-bounded chunks.
 
 >>> result = ihprobe.ablate(model, by="prefix_matching", top=0.02, random=20)   # doctest: +SKIP
 >>> result.summary()[["metric", "top_drop", "random_drop_mean", "p_value"]]     # doctest: +SKIP
