@@ -106,3 +106,62 @@ def test_figures_mark_the_point_and_the_prediction():
     assert len(law_figure(fit, reference="fitted").data) == 3
     frontier = frontier_figure(_sweep_table())
     assert list(frontier.data[1].text) == ["none"]
+
+
+def _fake_run(run_dir, steps: int, done: bool):
+    """A run directory as ihprobe train leaves it: run.json, and the final checkpoint if done."""
+    run_dir.mkdir(parents=True)
+    config = {"steps": steps, "batch_size": 4, "context": 32}
+    (run_dir / "run.json").write_text(json.dumps({"config": config}))
+    (run_dir / "metrics.jsonl").write_text(
+        "\n".join(
+            json.dumps({"step": s, "data": {"repetition": r}}) for s, r in ((1, 0.2), (2, 0.4))
+        )
+    )
+    if done:
+        final = run_dir / "checkpoints" / f"step-{steps:06d}"
+        final.mkdir(parents=True)
+        (final / "config.json").write_text("{}")
+
+
+def test_sweep_trains_only_unfinished_runs_and_resumes_started_ones(tmp_path, monkeypatch):
+    runs = sweep.plan(["batch_size=4", "context=16,32,64"], tmp_path)
+    _fake_run(runs[0].out, 10, done=True)
+    _fake_run(runs[1].out, 10, done=False)
+    launched = []
+
+    class Proc:
+        def __init__(self, cmd, **kwargs):
+            self.cmd = cmd
+            launched.append(cmd)
+
+        def wait(self):
+            return 0 if "--resume" in self.cmd else 3
+
+    monkeypatch.setattr(sweep.subprocess, "Popen", Proc)
+    status = sweep.train_all(runs, ("--steps", "10"), jobs=2)
+    assert sweep.finished(runs[0]) and not sweep.finished(runs[1])
+    assert [cmd[cmd.index("--out") + 1] for cmd in launched] == [str(runs[1].out), str(runs[2].out)]
+    assert "--resume" in launched[0] and "--resume" not in launched[1]
+    assert status == {runs[1].name: 0, runs[2].name: 3}
+    assert sweep._realised(runs[0].out) == {"realised_repetition": pytest.approx(0.3)}
+
+
+def test_fit_law_cli_refits_from_run_points(tmp_path, monkeypatch, capsys):
+    from ihprobe import changepoint
+    from ihprobe.changepoint import EmergencePoint
+
+    law = LAWS["fitted"]
+    shapes = {"a": (4, 32), "b": (8, 32), "c": (8, 64), "d": (16, 128)}
+
+    def planted(run_dir, **kwargs):
+        B, C = shapes[run_dir]
+        return EmergencePoint("prefix_matching", "max", True, updates=law.updates(B, C),
+                              batch_size=B, context=C, model=run_dir)  # fmt: skip
+
+    monkeypatch.setattr(changepoint, "run_emergence", planted)
+    assert main(["fit-law", *shapes, "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert (fit["b"], fit["c"], fit["n"]) == (pytest.approx(0.37), pytest.approx(0.62), 4)
+    assert main(["fit-law", *shapes]) == 0
+    assert "r = 1.000" in capsys.readouterr().out
