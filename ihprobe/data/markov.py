@@ -31,6 +31,7 @@ from jaxtyping import Float
 
 from ihprobe.data import cache
 from ihprobe.data.base import Batch, Producer
+from ihprobe.data.blocks import StepBlocks
 from ihprobe.data.iid import check_probability
 from ihprobe.data.marginals import marginal as make_marginal
 from ihprobe.data.seminatural import BigramProcess, RepetitionLayer, check_room, inverse_cdf
@@ -209,6 +210,7 @@ class MarkovProducer(Producer):
         else:
             self.process = BigramProcess(self.transition)
         self.layer = None
+        self.blocks = StepBlocks(self, self._draw, self._generate)
         if repetition is not None:
             self.measure_from = 0.5  # the layer's first half never repeats
             self.layer = RepetitionLayer(self, self.process, self.target, repetition, reliability)
@@ -258,18 +260,23 @@ class MarkovProducer(Producer):
     def sample(self, step: int) -> Batch:
         if self.layer is not None:
             return self.layer.sample(step)
-        g = self.generator(step)
-        b, c = self.batch_size, self.context
-        u = torch.rand(b, c, generator=g, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12).numpy()
-        tokens = np.empty((b, c), dtype=np.int64)
-        start = np.broadcast_to(self.target.double().numpy(), (b, self.vocab_size))
+        return Batch(tokens=self.blocks.rows(step)[0])
+
+    def _draw(self, g: torch.Generator) -> tuple[np.ndarray]:
+        u = torch.rand(self.batch_size, self.context, generator=g, dtype=torch.float64)
+        return (u.clamp_(1e-12, 1 - 1e-12).numpy(),)
+
+    def _generate(self, u: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
+        n, c = u.shape
+        tokens = np.empty((n, c), dtype=np.int64)
+        start = np.broadcast_to(self.target.double().numpy(), (n, self.vocab_size))
         tokens[:, 0] = inverse_cdf(start, u[:, 0])
         prev2 = tokens[:, 0]
         for i in range(1, c):
             prev = tokens[:, i - 1]
             tokens[:, i] = self.process.draw(prev, prev2, u[:, i : i + 1])[:, 0]
             prev2 = prev
-        return Batch(tokens=torch.from_numpy(tokens))
+        return torch.from_numpy(tokens), np.zeros((n, 0))
 
     def config(self) -> dict:
         return {**self.base_config(), **self.options}

@@ -27,11 +27,11 @@ import torch
 from jaxtyping import Float, Int
 
 from ihprobe.data.base import Batch, Producer
+from ihprobe.data.blocks import StepBlocks
 from ihprobe.data.iid import check_probability
 from ihprobe.data.text import load_corpus
 from ihprobe.errors import IhprobeError
 
-ROWS_PER_BLOCK = 512  # rows generated per call: batches of consecutive steps share the overhead
 REJECTION_ROUNDS = 3  # unrestricted draws tried per fresh token before an exact restricted one
 
 
@@ -46,23 +46,52 @@ class BaseProcess(Protocol):
 
 
 class BigramProcess:
-    """An order-1 transition matrix; draws by one binary search in a flattened CDF."""
+    """An order-1 transition matrix; draws in O(1) from per-row alias tables (Walker/Vose)."""
 
     def __init__(self, transition: Float[torch.Tensor, "vocab vocab"]):  # noqa: F821
         t = transition.double().numpy()
         self.vocab_size = len(t)
         self.matrix = t
-        cdf = np.cumsum(t / t.sum(1, keepdims=True), axis=1)
-        cdf[:, -1] = 1.0
-        # row r occupies [r, r + 1): a draw from row r is a search for r + u
-        self.flat_cdf = (cdf + np.arange(self.vocab_size)[:, None]).ravel()
+        self.accept, self.alias = alias_tables(t / t.sum(1, keepdims=True))
 
     def draw(self, prev, prev2, u):
-        # each row ends exactly at r + 1, so r + u with u in (0, 1) always lands in row r
-        return np.searchsorted(self.flat_cdf, prev[:, None] + u) - prev[:, None] * self.vocab_size
+        scaled = u * self.vocab_size
+        col = scaled.astype(np.int64)
+        keep = (scaled - col) < self.accept[prev[:, None], col]
+        return np.where(keep, col, self.alias[prev[:, None], col])
 
     def weights(self, prev, prev2, tokens):
         return self.matrix[prev[:, None], tokens]
+
+
+def alias_tables(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Walker alias tables of every row of a row-stochastic matrix, built for all rows at once.
+
+    A draw from row r: column k uniform, keep k with probability ``accept[r, k]``, else take
+    ``alias[r, k]``. Vose's pairing, vectorised over rows: each pass settles one cell per row,
+    a small one (scaled probability <= 1) against a large one, walking the sorted cells from
+    both ends; a large cell that drops below 1 is settled next.
+    """
+    n, v = probs.shape
+    rows = np.arange(n)
+    q = probs * v
+    order = q.argsort(1)
+    accept = np.ones((n, v))
+    alias = np.tile(np.arange(v), (n, 1))
+    lo, hi = np.zeros(n, dtype=np.int64), np.full(n, v - 1)
+    dropped = np.full(n, -1)  # a former large cell now below 1, settled in the next pass
+    for _ in range(v - 1):
+        large = order[rows, hi]
+        use_dropped = dropped >= 0
+        small = np.where(use_dropped, dropped, order[rows, lo])
+        lo += ~use_dropped
+        accept[rows, small] = np.clip(q[rows, small], 0.0, 1.0)
+        alias[rows, small] = large
+        q[rows, large] -= 1.0 - q[rows, small]
+        drop = q[rows, large] < 1.0
+        dropped = np.where(drop, large, -1)
+        hi -= drop
+    return accept, alias
 
 
 def steady_state_repetition(repetition: float, reliability: float) -> float:
@@ -197,9 +226,8 @@ def inverse_cdf(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
 class RepetitionLayer:
     """Batches of the repetition/reliability process over a base process, for a producer.
 
-    Rows for ``ROWS_PER_BLOCK // batch_size`` consecutive steps are generated in one call (each
-    step's rows from that step's own generator, so a batch is still a pure function of
-    (seed, step)); a trainer asking for consecutive steps pays the per-position overhead once.
+    Rows of consecutive steps are generated together (:class:`~ihprobe.data.blocks.StepBlocks`);
+    each batch reports its realised second-half repetition and reliability.
     """
 
     def __init__(
@@ -210,36 +238,29 @@ class RepetitionLayer:
         repetition: float,
         reliability: float,
     ):
-        self.producer, self.base, self.start = producer, base, start
-        self.repetition, self.reliability = repetition, reliability
-        self.steps_per_block = max(1, ROWS_PER_BLOCK // producer.batch_size)
-        self._block: tuple[int, torch.Tensor, np.ndarray] | None = None
+        self.producer = producer
+        self.blocks = StepBlocks(
+            producer,
+            lambda g: uniforms(g, producer.batch_size, producer.context),
+            lambda u_choice, u_draw: generate(
+                base,
+                start,
+                repetition=repetition,
+                reliability=reliability,
+                u_choice=u_choice,
+                u_draw=u_draw,
+            ),
+        )
 
     def sample(self, step: int) -> Batch:
-        p, m = self.producer, self.steps_per_block
-        block = step // m
-        if self._block is None or self._block[0] != block:
-            draws = [
-                uniforms(p.generator(s), p.batch_size, p.context)
-                for s in range(block * m, (block + 1) * m)
-            ]
-            tokens, tally = generate(
-                self.base,
-                self.start,
-                repetition=self.repetition,
-                reliability=self.reliability,
-                u_choice=np.concatenate([d[0] for d in draws]),
-                u_draw=np.concatenate([d[1] for d in draws]),
-            )
-            self._block = (block, tokens, tally)
-        rows = slice((step - block * m) * p.batch_size, (step - block * m + 1) * p.batch_size)
-        repeats, followers, hits = self._block[2][rows].sum(0).tolist()
-        half = p.context - p.context // 2
+        p = self.producer
+        tokens, tally = self.blocks.rows(step)
+        repeats, followers, hits = tally.sum(0).tolist()
         info = {
-            "repetition": repeats / (half * p.batch_size),
+            "repetition": repeats / ((p.context - p.context // 2) * p.batch_size),
             "reliability": hits / followers if followers else float("nan"),
         }
-        return Batch(tokens=self._block[1][rows].clone(), info=info)
+        return Batch(tokens=tokens, info=info)
 
 
 class SemiNaturalProducer(Producer):
