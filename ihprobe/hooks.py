@@ -2,8 +2,10 @@
 
 A full ``run_with_cache`` keeps every activation of every layer; the probes need a few query
 positions of a few of them. The hooks here are built from a ``store`` dict, a key, and a
-``select`` function that cuts the slice; they run ``select`` on the activation as it passes and
-return None, so the forward pass itself is unchanged and the big tensor is freed as usual.
+``select`` function that cuts the slice; :func:`keep` runs ``select`` on the activation as it
+passes and returns None, so the forward pass itself is unchanged and the big tensor is freed as
+usual. :func:`replace_with` is the one hook that changes the pass: on ``unembed.hook_in`` it
+lets only the query positions through, so that logits are computed where they are read.
 
 Inside a hook, ``hook.name`` is the component's internal name, so the key (usually the layer
 index) is bound when the hook is made:
@@ -38,6 +40,23 @@ def keep(store: dict, key: Hashable, select: Select) -> Callable:
 
     def hook(activation: torch.Tensor, hook) -> None:
         store[key] = select(activation.detach())
+
+    return hook
+
+
+def replace_with(select: Select) -> Callable:
+    """A forward hook that passes ``select(activation)`` on instead of the activation.
+
+    Used on ``unembed.hook_in`` to unembed only the positions a probe reads.
+
+    Example:
+        >>> hook = replace_with(lambda x: x[:, 1:])
+        >>> hook(torch.zeros(2, 3, 4), hook=None).shape
+        torch.Size([2, 2, 4])
+    """
+
+    def hook(activation: torch.Tensor, hook) -> torch.Tensor:
+        return select(activation)
 
     return hook
 

@@ -4,8 +4,9 @@ Input families and what each gives (SPEC sections 1-3):
 
 * repeated random tokens ``[s, s]`` -- one pass with hooks that keep, per layer, the attention
   at the (query, key) pairs of the pattern scores (``[batch, head, pair]``), ``hook_z`` at the
-  ``n`` second-half queries, and ``ln_final.hook_scale`` there; the logits give the recall
-  scores. Nothing else of the pass is kept (no ``run_with_cache``).
+  ``n`` second-half queries, and ``ln_final.hook_scale`` there; only those queries are
+  unembedded, and their logits give the recall scores. Nothing else of the pass is kept (no
+  ``run_with_cache``).
 * Bi-Induct snippets -- forward ``[S, SEP, S]`` and backward ``[S, SEP, reverse(S)]`` rows in
   one pass, attention pairs only.
 * weights -- the OV copying score, no pass at all.
@@ -234,7 +235,12 @@ def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str]):
         fwd_hooks.append(
             ("ln_final.hook_scale", hooks.keep(kept_scale, 0, hooks.positions(queries)))
         )
+    # unembed only the query positions (none when no logit metric is wanted)
+    unembedded = queries if any(m in LOGIT_METRICS for m in wanted) else queries[:0]
+    fwd_hooks.append(("unembed.hook_in", hooks.replace_with(hooks.positions(unembedded))))
     logits = model.run_with_hooks(probe, fwd_hooks=fwd_hooks)
+    if logits.shape[1] != len(unembedded):  # a model whose unembedding ignored the slice
+        logits = logits[:, unembedded.to(logits.device)]
 
     head: dict[str, torch.Tensor] = {}
     per_pair = {}
@@ -269,16 +275,15 @@ def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str]):
             ).mean(dim=(1, 3))
 
     model_scores = {}
+    targets = recall.induction_targets(probe, n, bos)
     if "ar_accuracy" in wanted or "ar_mean_rank" in wanted:
-        accuracy, mean_rank = recall.associative_recall_per_row(logits, probe, n, bos)
+        accuracy, mean_rank = recall.query_recall(logits, targets)
         if "ar_accuracy" in wanted:
             model_scores["ar_accuracy"] = float(accuracy.mean())
         if "ar_mean_rank" in wanted:
             model_scores["ar_mean_rank"] = float(mean_rank.mean())
     if "induction_loss" in wanted:
-        model_scores["induction_loss"] = float(
-            recall.induction_loss_per_row(logits, probe, n, bos).mean()
-        )
+        model_scores["induction_loss"] = float(recall.query_loss(logits, targets).mean())
     return head, model_scores
 
 

@@ -81,7 +81,15 @@ def associative_recall_per_row(
         >>> acc, rank = associative_recall_per_row(model(x), x, n=50)  # doctest: +SKIP
     """
     q = query_positions(n, bos).to(logits.device)
-    ranks = target_ranks(logits[:, q], induction_targets(tokens, n, bos))
+    return query_recall(logits[:, q], induction_targets(tokens, n, bos))
+
+
+def query_recall(
+    query_logits: Float[torch.Tensor, "batch query vocab"],
+    targets: Int[torch.Tensor, "batch query"],
+) -> tuple[Float[torch.Tensor, " batch"], Float[torch.Tensor, " batch"]]:
+    """(accuracy, mean rank) per row from the logits at the query positions only."""
+    ranks = target_ranks(query_logits, targets)
     return (ranks == 0).float().mean(1), ranks.float().mean(1)
 
 
@@ -97,8 +105,17 @@ def induction_loss_per_row(
         >>> loss = induction_loss_per_row(model(x), x, n=50)           # doctest: +SKIP
     """
     q = query_positions(n, bos).to(logits.device)
-    logp = logits[:, q].float().log_softmax(-1)
-    return -logp.gather(-1, induction_targets(tokens, n, bos).unsqueeze(-1)).squeeze(-1).mean(1)
+    return query_loss(logits[:, q], induction_targets(tokens, n, bos))
+
+
+def query_loss(
+    query_logits: Float[torch.Tensor, "batch query vocab"],
+    targets: Int[torch.Tensor, "batch query"],
+) -> Float[torch.Tensor, " batch"]:
+    """Mean cross-entropy per row from the logits at the query positions only."""
+    logits = query_logits.float()
+    target = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return (logits.logsumexp(-1) - target).mean(1)
 
 
 def token_losses(
