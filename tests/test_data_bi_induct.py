@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -87,6 +89,7 @@ def test_snippet_fraction_follows_linear_anneal():
         assert p.rate(step) == pytest.approx(m)
         assert abs(frac - m) < 0.03, (step, frac)
     assert p.sample(100).info["snippet_fraction"] == 0.0
+    json.dumps(p.sample(100).info, allow_nan=False)  # strict JSON for the trainer's logs
 
 
 def test_sequence_level_mixing_fills_whole_rows():

@@ -97,16 +97,17 @@ def _cosines(t: torch.Tensor) -> torch.Tensor:
 
 
 class Order2Process:
-    """P(w_i | w_{i-2}, w_{i-1}) = softmax(W[w_{i-1}] + U[w_{i-2}]), rows computed on demand."""
+    """P(w_i | w_{i-2}, w_{i-1}) = softmax(W[w_{i-1}] + U[w_{i-2}]), rows computed on demand
+    as the product exp(W[w_{i-1}]) * exp(U[w_{i-2}]) of two precomputed tables."""
 
     def __init__(self, logits: np.ndarray, second: np.ndarray):
-        self.logits, self.second = logits, second
+        self.first = np.exp(logits - logits.max(1, keepdims=True))
+        self.second = np.exp(second - second.max(1, keepdims=True))
         self.vocab_size = len(logits)
 
     def rows(self, prev: np.ndarray, prev2: np.ndarray) -> np.ndarray:
-        z = self.logits[prev] + self.second[prev2]
-        e = np.exp(z - z.max(1, keepdims=True))
-        return e / e.sum(1, keepdims=True)
+        """Unnormalised next-token weights ``[n, vocab]``."""
+        return self.first[prev] * self.second[prev2]
 
     def draw(self, prev, prev2, u):
         w = self.rows(prev, prev2)

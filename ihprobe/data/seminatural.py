@@ -32,6 +32,7 @@ from ihprobe.data.iid import check_probability
 from ihprobe.data.text import load_corpus
 from ihprobe.errors import IhprobeError
 
+MAX_VOCAB = 8192  # the bigram matrix is dense: 8192^2 float32 = 256 MB
 REJECTION_ROUNDS = 3  # unrestricted draws tried per fresh token before an exact restricted one
 
 
@@ -256,10 +257,9 @@ class RepetitionLayer:
         p = self.producer
         tokens, tally = self.blocks.rows(step)
         repeats, followers, hits = tally.sum(0).tolist()
-        info = {
-            "repetition": repeats / ((p.context - p.context // 2) * p.batch_size),
-            "reliability": hits / followers if followers else float("nan"),
-        }
+        info = {"repetition": repeats / ((p.context - p.context // 2) * p.batch_size)}
+        if followers:  # undefined without repeats: left out so logs stay strict JSON
+            info["reliability"] = hits / followers
         return Batch(tokens=tokens, info=info)
 
 
@@ -313,6 +313,11 @@ class SemiNaturalProducer(Producer):
             "docstrings": docstrings,
         }
         self.corpus = load_corpus(**self.corpus_options)
+        if self.corpus.vocab_size > MAX_VOCAB:
+            raise IhprobeError(
+                f"the tokenizer has {self.corpus.vocab_size} ids; the dense bigram matrix of "
+                f"semi-natural data supports at most {MAX_VOCAB}: use a local BPE (vocab_size)."
+            )
         self.vocab_size = self.corpus.vocab_size
         self.special = {"eos": self.corpus.eos, "sep": self.corpus.sep}
         stream = torch.from_numpy(self.corpus.tokens.astype("int64"))
