@@ -28,6 +28,7 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of probe inputs and random draws")
     p.add_argument("--n", type=int, help="half-length of the repeated tokens")
     p.add_argument("--batch", type=int, default=100, help="repeated-token rows (default 100)")
+    p.add_argument("--bos", action="store_true", help="prepend the tokenizer's BOS to probe rows")
     p.add_argument("--text", help="text file for the ICL score and natural loss")
     p.add_argument("--task", action="append", default=None, help="task file of (x, y) pairs")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
@@ -66,7 +67,7 @@ def run(args) -> int:
     kwargs = {
         "by": args.by, "top": args.top, "random": args.random, "mode": args.mode,
         "metrics": metrics, "seed": args.seed,
-        "n": args.n, "batch": args.batch, "text": text, "tasks": args.task,
+        "n": args.n, "batch": args.batch, "bos": args.bos, "text": text, "tasks": args.task,
     }  # fmt: skip
     plan = [_checkpoints(source, args.revision) for source in args.sources]
     results = []
