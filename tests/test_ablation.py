@@ -204,3 +204,26 @@ def test_frame_has_the_shared_columns_and_every_statistic(random_init):
     assert frame.query("metric == 'top_set'").value.sum() == 2  # one head in each layer
     assert frame.query("metric == 'random_set'").value.sum() == 3 * 2
     assert set(METRICS) >= {m.split(".")[0] for m in metrics if "." in m}
+
+
+@pytest.mark.slow
+def test_grouped_kv_model_end_to_end_clean_group_is_the_plain_model(tmp_path, tokenizer):
+    from ihprobe.ablation import natural_rows
+    from ihprobe.inputs import repeated_tokens
+    from ihprobe.probes.recall import icl_positions, icl_score_per_row, induction_loss_per_row
+
+    directory = save_checkpoint(tiny_hf_model("llama", context=64), tmp_path / "llama", tokenizer)
+    model = ihprobe.load(directory)
+    metrics = ["induction_loss", "natural_loss", "icl_score"]
+    result = ihprobe.ablate(model, random=2, batch=6, text_rows=3, metrics=metrics, seed=4)
+    assert list(result.values) == metrics
+    assert all(torch.isfinite(v).all() for v in result.values.values())
+    with torch.no_grad():
+        x = repeated_tokens(model, batch=6, seed=4)
+        loss = induction_loss_per_row(model(x), x, n=x.shape[1] // 2).mean()
+        text = natural_rows(model, rows=3, length=64)
+        early, late = icl_positions(64)
+        icl = icl_score_per_row(model(text), text, early, late).mean()
+    assert math.isclose(result.values["induction_loss"][0], loss, abs_tol=1e-5)
+    assert math.isclose(result.values["icl_score"][0], icl, abs_tol=1e-5)
+    assert not torch.equal(result.values["natural_loss"][1], result.values["natural_loss"][0])
