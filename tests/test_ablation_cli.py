@@ -72,6 +72,7 @@ def test_result_figure_and_single_checkpoint_report(run_dir, tmp_path):
         (["--top", "0"], "top=0.0 is not a fraction"),
         (["--random", "0"], "random=0"),
         (["--metrics", "bleu"], "unknown metric"),
+        (["--by", "bleu"], "unknown head score --by bleu"),
     ],
 )
 def test_bad_flags_fail_in_one_line_before_loading(tmp_path, capsys, flags, message):

@@ -48,9 +48,14 @@ def run(args) -> int:
     from ihprobe.ablation import ablate, check_settings
     from ihprobe.errors import IhprobeError
     from ihprobe.figures.ablation import write_ablation_report
+    from ihprobe.probes.battery import HEAD_METRICS
 
     metrics = args.metrics.split(",") if args.metrics else None
     check_settings(top=args.top, random=args.random, mode=args.mode, metrics=metrics)
+    if args.by not in HEAD_METRICS:
+        raise IhprobeError(
+            f"unknown head score --by {args.by}; choose one of {list(HEAD_METRICS)}."
+        )
     out = Path(args.out)
     targets = [out / "ablation.csv", out / "report.html"]
     existing = [str(t) for t in targets if t.exists()]
