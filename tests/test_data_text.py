@@ -108,3 +108,8 @@ def test_bad_sources(cache_dir, tmp_path):
         make_producer("natural", batch_size=2, context=64, text=str(short), vocab_size=260)
     with pytest.raises(IhprobeError, match="too small"):
         make_producer("natural", batch_size=2, context=8, text=str(short), vocab_size=100)
+
+
+def test_unreachable_dataset_name_is_a_clear_error(cache_dir):
+    with pytest.raises(IhprobeError, match="cannot load dataset"):
+        make_producer("natural", batch_size=2, context=8, dataset="nobody/no-such-dataset")
