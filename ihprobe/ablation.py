@@ -376,7 +376,9 @@ def ablate(
         mode: ``"mean"`` (a head's z is replaced by its mean) or ``"zero"``.
         metrics: subset of ``METRICS``; default all that the model can run (text and task
             metrics need a tokenizer that reads text).
-        seed: seeds the probe inputs and the random draws; same seed, same result.
+        seed: seeds the probe inputs and the random draws; same seed, same result. Heads
+            are ranked on the repeated tokens of ``seed`` and the metrics are measured on
+            those of ``seed + 1``, so the top set is not chosen on the rows that judge it.
         scores: ``[layer, head]`` scores to rank by instead of running ``scan``.
         n, batch, bos: the repeated-token probe (as in ``ihprobe.scan``).
         text: natural text for ``icl_score`` and ``natural_loss`` (default: ihprobe's corpus).
@@ -505,7 +507,8 @@ def _scores(model, by, scores, **scan_kwargs) -> torch.Tensor:
 def _probes(model, wanted, *, n, batch, seed, bos, text, rows, tasks) -> list[Probe]:
     probes = []
     if any(m in wanted for m in ("ar_accuracy", "ar_mean_rank", "induction_loss")):
-        probes.append(repeated_probe(model, n=n, batch=batch, seed=seed, bos=bos))
+        # fresh rows: heads are ranked on scan's batch (seed), metrics measured on another
+        probes.append(repeated_probe(model, n=n, batch=batch, seed=seed + 1, bos=bos))
     if any(m in wanted for m in TEXT_METRICS):
         probes.append(text_probe(model, text=text, rows=rows))
     if any(m in wanted for m in TASK_METRICS):
