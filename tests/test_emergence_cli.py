@@ -165,3 +165,21 @@ def test_fit_law_cli_refits_from_run_points(tmp_path, monkeypatch, capsys):
     assert (fit["b"], fit["c"], fit["n"]) == (pytest.approx(0.37), pytest.approx(0.62), 4)
     assert main(["fit-law", *shapes]) == 0
     assert "r = 1.000" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_sweep_cli_trains_through_ihprobe_train_and_skips_it_the_second_time(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    args = ["sweep", "--out", str(out), "--grid", "batch_size=2", "--grid", "context=16",
+            "-n", "4", "--batch", "4", "--", "--producer", "iid", "--steps", "12",
+            "--layers", "1", "--d-model", "16", "--heads", "2", "--n-checkpoints", "8"]  # fmt: skip
+    assert main(args) == 0
+    table = pd.read_csv(out / "sweep.csv")
+    assert table["run"].tolist() == ["batch_size=2_context=16"]
+    assert not table["transition"].iloc[0]  # i.i.d. tokens: no induction heads ([A])
+    assert (table["batch_size"].iloc[0], table["context"].iloc[0]) == (2, 16)
+    log = out / "runs" / "batch_size=2_context=16.log"
+    size = log.stat().st_size
+    assert main(args) == 0  # finished: not trained again, nothing appended to its log
+    assert log.stat().st_size == size
+    assert (out / "sweep.html").is_file()

@@ -35,6 +35,7 @@ def register(subparsers) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories")
     add_point_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--html", metavar="FILE", help="write trajectory figures to an HTML page")
     p.set_defaults(func=run)
 
 
@@ -54,22 +55,50 @@ def describe(point) -> str:
 
 
 def run(args) -> int:
-    from ihprobe.changepoint import run_emergence
-    from ihprobe.law import predict_emergence
+    import dataclasses
 
-    results = []
+    from ihprobe.changepoint import emergence, run_shape
+    from ihprobe.law import predict_emergence
+    from ihprobe.trajectories import trajectory
+
+    kwargs = point_kwargs(args)
+    metric, reduce, threshold = kwargs.pop("metric"), kwargs.pop("reduce"), kwargs.pop("threshold")
+    metrics = [metric, *(["ar_accuracy"] if args.html and metric != "ar_accuracy" else [])]
+    results, sections = [], []
     for run_dir in args.runs:
-        point = run_emergence(run_dir, **point_kwargs(args))
+        table = trajectory(run_dir, metrics, **kwargs)
+        batch_size, context = run_shape(run_dir)
+        point = emergence(table, metric, reduce, threshold, batch_size=batch_size, context=context)
+        point = dataclasses.replace(point, model=str(run_dir))
+        law = predict_emergence(batch_size, context) if batch_size and context else None
         record = point.to_dict()
-        if point.batch_size and point.context:
-            law = predict_emergence(point.batch_size, point.context)
+        if law is not None:
             record["predicted_updates"] = law.updates
         results.append(record)
+        if args.html:
+            sections.append(_section(run_dir, table, point, law))
         if not args.json:
             line = describe(point)
-            if "predicted_updates" in record:
-                line += f"; the law predicts ~{record['predicted_updates']:,.0f} updates"
+            if law is not None:
+                line += f"; the law predicts ~{law.updates:,.0f} updates"
             print(line)
     if args.json:
         print(json.dumps(results, indent=2))
+    if args.html:
+        from ihprobe.report import write_report
+
+        path = write_report(args.html, "ihprobe emergence", sections)
+        if not args.json:
+            print(f"figures: {path}")
     return 0
+
+
+def _section(run_dir, table, point, law):
+    from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
+    from ihprobe.report import Section
+    from ihprobe.trajectories import run_losses
+
+    blocks = [describe(point), trajectory_figure(table, point, law, run_losses(run_dir))]
+    if table.loc[table["metric"] == point.metric, "layer"].notna().any():
+        blocks.append(head_strip_figure(table, point.metric))
+    return Section(str(run_dir), blocks)
