@@ -452,6 +452,7 @@ def ablate(
             "bos": bos,
             "heads_per_layer": heads_per_layer(model.cfg.n_heads, top),
             "reference": "given" if reference is not None else "each probe's own rows",
+            "probes": {p.name: list(p.tokens.shape) for p in probes},  # rows, positions
         },
     )
 
