@@ -13,6 +13,7 @@ one call, so the time per batch is an average over consecutive steps, as a train
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -103,13 +104,21 @@ def main() -> int:
     header = [
         f"Producers at batch {BATCH} x context {CONTEXT}, {args.steps} consecutive batches per "
         f"round, medians of {args.rounds} rounds alternating with 10 training steps; "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads.",
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f} at the end (the ratio is what counts).",
         "",
         "| producer | vocab | ms / batch | tokens/s made | ms / train step | tokens/s trained "
         "| generation / step | goal <= 10% |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    table = "\n".join(header + rows) + "\n"
+    note = [
+        "",
+        "The time per batch of row-by-row producers (semi-natural, markov) is the average over "
+        "consecutive steps, whose rows are generated in blocks. These ratios are against a CPU "
+        "training step; on an accelerator a step of this tiny model takes a few ms, so a trainer "
+        "there should prefetch batches in a background thread.",
+    ]
+    table = "\n".join(header + rows + note) + "\n"
     if args.out:
         with open(args.out, "w") as f:
             f.write("# Data producer benchmark\n\n" + table)
