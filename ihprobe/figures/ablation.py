@@ -187,8 +187,9 @@ def _label(result) -> str:
 
 
 def report_sections(results: Sequence, metric: str | None = None) -> list:
-    """Sections of the ablation report: method, per-checkpoint charts and numbers, and (with
-    several checkpoints) the signature-vs-load-bearing curve of ``metric``.
+    """Sections of the ablation report: method, per-checkpoint charts and numbers, and for
+    every model with several checkpoints (known step or tokens) the signature-vs-load-bearing
+    curve of ``metric`` (default: the first of ``CURVE_METRICS`` defined at every checkpoint).
 
     Example:
         >>> write_report("r.html", "ablation", report_sections([result]))  # doctest: +SKIP
@@ -207,13 +208,16 @@ def report_sections(results: Sequence, metric: str | None = None) -> list:
         random=s.get("random"), seed=s.get("seed"), mean_note=mean_note,
     )  # fmt: skip
     sections = [Section("Method", [method])]
-    if len(results) > 1:
-        frame = pd.concat([r.to_frame() for r in results], ignore_index=True)
-        metric = metric or _curve_metric(frame, list(first.values))
+    for model in dict.fromkeys(r.model for r in results):  # one curve per training run
+        run = [r for r in results if r.model == model]
+        if len(run) < 2 or any(r.step is None and r.tokens is None for r in run):
+            continue
+        frame = pd.concat([r.to_frame() for r in run], ignore_index=True)
+        curve_metric = metric or _curve_metric(frame, list(first.values))
         sections.append(
             Section(
-                "Signature vs load-bearing over training",
-                [load_bearing_figure(frame, metric, first.by)],
+                f"Signature vs load-bearing over training: {model}",
+                [load_bearing_figure(frame, curve_metric, first.by)],
             )
         )
     for result in results:
