@@ -221,3 +221,15 @@ def test_same_seed_same_scores_and_bos_shifts_positions(loaded):
     assert torch.allclose(given.head["prefix_matching"][1], expected, atol=1e-6)
     assert given.settings["n"] == N and given.settings["tokens"] == "given"
     assert math.isfinite(float(given.head["prefix_matching"].sum()))
+
+
+def test_chunks_bound_memory_without_changing_scores(loaded):
+    _, model = loaded
+    one = ihprobe.scan(model, n=N, batch=BATCH, seed=2, snippet_length=LENGTH)
+    chunked = ihprobe.scan(model, n=N, batch=BATCH, seed=2, snippet_length=LENGTH, chunk=4)
+    for metric, value in one.head.items():
+        assert torch.allclose(chunked.head[metric], value, atol=1e-6), metric
+    for metric, value in one.model.items():
+        assert chunked.model[metric] == pytest.approx(value, abs=1e-6), metric
+    with pytest.raises(ihprobe.IhprobeError, match="chunk must be"):
+        ihprobe.scan(model, chunk=0)

@@ -76,6 +76,7 @@ def scan(
     tokens: Int[torch.Tensor, "batch pos"] | None = None,
     text: str | Sequence[str] | Int[torch.Tensor, "batch pos"] | None = None,
     snippet_length: int | None = None,
+    chunk: int | None = None,
 ) -> HeadScores:
     """Score every head and the model on the probes of SPEC sections 2-3.
 
@@ -92,6 +93,9 @@ def scan(
         text: natural text for the ICL score -- a string, a list of documents, or token ids
             ``[rows, pos]``; cut into up to ``batch`` rows.
         snippet_length: ``|S|`` of the snippets; default 20, less when the context is short.
+        chunk: rows per forward pass; None runs each input family's rows in one pass. Smaller
+            chunks bound memory (every score is a mean over rows, so the numbers do not
+            change); they cost a little time on accelerators.
 
     Returns:
         :class:`~ihprobe.scores.HeadScores` with provenance and settings.
@@ -107,6 +111,8 @@ def scan(
     """
     requested = check_metrics(metrics)
     wanted = [m for m in requested if m != "icl_score" or text is not None]
+    if chunk is not None and chunk < 1:
+        raise IhprobeError(f"chunk must be a positive number of rows or None (got {chunk}).")
     settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": []}
     if "icl_score" in requested and text is None:
         note = "icl_score skipped: pass text=... (natural text) to compute it"
@@ -118,7 +124,7 @@ def scan(
         if any(m in REPEATED_METRICS for m in wanted):
             probe, n = _repeated_probe(model, tokens, n=n, batch=batch, seed=seed, bos=bos)
             settings.update(n=n, tokens="given" if tokens is not None else "random")
-            h, m = _repeated_pass(model, probe, n, bos, wanted)
+            h, m = _repeated_pass(model, probe, n, bos, wanted, chunk)
             head.update(h)
             model_scores.update(m)
         if any(m in attention.SNIPPET_SCORES for m in wanted):
@@ -126,7 +132,7 @@ def scan(
                 inputs.SNIPPET_LENGTH, (model.cfg.n_ctx - 1 - int(bos)) // 2
             )
             settings["snippet_length"] = length
-            head.update(_snippet_pass(model, wanted, length, batch, seed, bos))
+            head.update(_snippet_pass(model, wanted, length, batch, seed, bos, chunk))
         if "copying" in wanted:
             head["copying"] = copying.copying_scores(model)
         if "icl_score" in wanted:
@@ -203,7 +209,27 @@ def check_repeated(
     return tokens.to(model.cfg.device)
 
 
-def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str]):
+def _run_kept(model, rows, make_hooks, chunk: int | None, reduce_logits=None) -> dict:
+    """Run ``rows`` through the model ``chunk`` rows at a time (all at once for None).
+
+    ``make_hooks(store)`` gives the hooks of one pass, which fill ``store``; the slices they
+    keep, and ``reduce_logits(logits, rows)`` per row when given, are concatenated over the
+    chunks along the batch dimension. Chunking bounds the memory of the pass; every score is a
+    mean over rows, so it does not change the numbers.
+    """
+    kept: dict = {}
+    for part in rows.split(chunk or len(rows)):
+        store: dict = {}
+        logits = model.run_with_hooks(part, fwd_hooks=make_hooks(store))
+        if reduce_logits is not None:
+            store["logits"] = reduce_logits(logits, part)
+        for key, value in store.items():
+            kept.setdefault(key, []).append(value)
+        del logits
+    return {key: torch.cat(values, dim=0) for key, values in kept.items()}
+
+
+def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str], chunk: int | None):
     """One forward pass on repeated tokens; every score of that family from small slices."""
     n_layers = model.cfg.n_layers
     named = attention.repeated_pairs(n, bos)
@@ -214,38 +240,40 @@ def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str]):
     queries = recall.query_positions(n, bos)
     need_z = any(m in Z_METRICS for m in wanted)
     need_scale = "direct_logit_attribution" in wanted
-
-    kept_pattern: dict = {}
-    kept_z: dict = {}
-    kept_scale: dict = {}
-    fwd_hooks = []
+    need_logits = any(m in LOGIT_METRICS for m in wanted)
     if patterns:
         pairs, where = attention.concat_pairs(patterns)
-        select = hooks.pattern_pairs(*pairs)
-        fwd_hooks += [
-            (f"blocks.{layer}.attn.hook_pattern", hooks.keep(kept_pattern, layer, select))
-            for layer in range(n_layers)
-        ]
-    if need_z:
-        fwd_hooks += [
-            (f"blocks.{layer}.attn.hook_z", hooks.keep(kept_z, layer, hooks.positions(queries)))
-            for layer in range(n_layers)
-        ]
-    if need_scale:
-        fwd_hooks.append(
-            ("ln_final.hook_scale", hooks.keep(kept_scale, 0, hooks.positions(queries)))
-        )
+        select_pairs = hooks.pattern_pairs(*pairs)
+    at_queries = hooks.positions(queries)
     # unembed only the query positions (none when no logit metric is wanted)
-    unembedded = queries if any(m in LOGIT_METRICS for m in wanted) else queries[:0]
-    fwd_hooks.append(("unembed.hook_in", hooks.replace_with(hooks.positions(unembedded))))
-    logits = model.run_with_hooks(probe, fwd_hooks=fwd_hooks)
-    if logits.shape[1] != len(unembedded):  # a model whose unembedding ignored the slice
-        logits = logits[:, unembedded.to(logits.device)]
+    unembedded = queries if need_logits else queries[:0]
+
+    def make_hooks(store: dict) -> list:
+        found = [("unembed.hook_in", hooks.replace_with(hooks.positions(unembedded)))]
+        for layer in range(n_layers):
+            if patterns:
+                name = f"blocks.{layer}.attn.hook_pattern"
+                found.append((name, hooks.keep(store, ("pattern", layer), select_pairs)))
+            if need_z:
+                name = f"blocks.{layer}.attn.hook_z"
+                found.append((name, hooks.keep(store, ("z", layer), at_queries)))
+        if need_scale:
+            found.append(("ln_final.hook_scale", hooks.keep(store, "scale", at_queries)))
+        return found
+
+    def recall_rows(logits, rows):  # [rows, 3]: AR accuracy, AR mean rank, induction loss
+        if logits.shape[1] != len(unembedded):  # a model whose unembedding ignored the slice
+            logits = logits[:, unembedded.to(logits.device)]
+        targets = recall.induction_targets(rows, n, bos)
+        accuracy, mean_rank = recall.query_recall(logits, targets)
+        return torch.stack([accuracy, mean_rank, recall.query_loss(logits, targets)], dim=1)
+
+    kept = _run_kept(model, probe, make_hooks, chunk, recall_rows if need_logits else None)
 
     head: dict[str, torch.Tensor] = {}
     per_pair = {}
     if patterns:
-        stacked = torch.stack([kept_pattern[layer] for layer in range(n_layers)])
+        stacked = torch.stack([kept[("pattern", layer)] for layer in range(n_layers)])
         per_pair = {name: stacked[..., where[name]] for name in patterns}  # [l, b, h, pair]
         for metric in ("prefix_matching", "previous_token", "duplicate_token"):
             if metric in wanted:
@@ -253,7 +281,7 @@ def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str]):
         if "prefix_matching_sd" in wanted:
             head["prefix_matching_sd"] = attention.pair_sd(per_pair["prefix_matching"])
     if need_z:
-        z = torch.stack([kept_z[layer] for layer in range(n_layers)])  # [l, b, q, h, e]
+        z = torch.stack([kept[("z", layer)] for layer in range(n_layers)])  # [l, b, q, h, e]
         if "logit_attribution" in wanted or "ps_la_correlation" in wanted:
             row_tokens = probe[:, int(bos) : int(bos) + n]
             target_index = (torch.arange(n) + 1) % n  # y_q = x[q - n + 1] = s_{(i + 1) mod n}
@@ -269,21 +297,17 @@ def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str]):
                 model.W_O,
                 model.W_U,
                 recall.induction_targets(probe, n, bos),
-                kept_scale[0],
+                kept["scale"],
                 weight,
                 centre,
             ).mean(dim=(1, 3))
 
     model_scores = {}
-    targets = recall.induction_targets(probe, n, bos)
-    if "ar_accuracy" in wanted or "ar_mean_rank" in wanted:
-        accuracy, mean_rank = recall.query_recall(logits, targets)
-        if "ar_accuracy" in wanted:
-            model_scores["ar_accuracy"] = float(accuracy.mean())
-        if "ar_mean_rank" in wanted:
-            model_scores["ar_mean_rank"] = float(mean_rank.mean())
-    if "induction_loss" in wanted:
-        model_scores["induction_loss"] = float(recall.query_loss(logits, targets).mean())
+    if need_logits:
+        per_row = kept["logits"].mean(0)
+        for i, metric in enumerate(LOGIT_METRICS):
+            if metric in wanted:
+                model_scores[metric] = float(per_row[i])
     return head, model_scores
 
 
@@ -299,7 +323,7 @@ def _final_norm(model) -> tuple[bool, torch.Tensor | None]:
     return NORM_CENTRES[kind], weight
 
 
-def _snippet_pass(model, wanted: list[str], length: int, batch: int, seed: int, bos: bool):
+def _snippet_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, chunk):
     """Forward and backward snippets stacked into one pass; attention pairs only."""
     families = {
         "forward_induction": (False, attention.forward_pairs(length, bos)),
@@ -315,16 +339,17 @@ def _snippet_pass(model, wanted: list[str], length: int, batch: int, seed: int, 
         ]
     )
     pairs, where = attention.concat_pairs({name: p for name, (_, p) in families.items()})
-    kept: dict = {}
     select = hooks.pattern_pairs(*pairs)
-    model.run_with_hooks(
-        rows,
-        fwd_hooks=[
-            (f"blocks.{layer}.attn.hook_pattern", hooks.keep(kept, layer, select))
-            for layer in range(model.cfg.n_layers)
-        ],
-    )
-    stacked = torch.stack([kept[layer] for layer in range(model.cfg.n_layers)])
+    n_layers = model.cfg.n_layers
+
+    def make_hooks(store: dict) -> list:
+        return [("unembed.hook_in", hooks.replace_with(lambda x: x[:, :0]))] + [
+            (f"blocks.{layer}.attn.hook_pattern", hooks.keep(store, layer, select))
+            for layer in range(n_layers)
+        ]
+
+    kept = _run_kept(model, rows, make_hooks, chunk)
+    stacked = torch.stack([kept[layer] for layer in range(n_layers)])
     return {
         name: attention.pair_mean(stacked[:, i * batch : (i + 1) * batch, :, where[name]])
         for i, name in enumerate(families)
