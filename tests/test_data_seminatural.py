@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from ihprobe.data import make_producer
-from ihprobe.data.seminatural import bigram_matrix, steady_state_repetition
+from ihprobe.data.repetition import steady_state_repetition
+from ihprobe.data.seminatural import bigram_matrix
 from ihprobe.data.stats import repeat_structure, repetition_reliability
 from ihprobe.errors import IhprobeError
 

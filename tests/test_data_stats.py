@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ihprobe.cli import main
-from ihprobe.data.seminatural import steady_state_repetition
+from ihprobe.data.repetition import steady_state_repetition
 from ihprobe.data.stats import corpus_stats, entropies, repetition_reliability, zipf_exponent
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 from jaxtyping import Int
 
+from ihprobe.errors import IhprobeError
+
 
 @dataclass
 class Batch:
@@ -81,3 +83,11 @@ class Producer(ABC):
         g = torch.Generator()
         g.manual_seed(int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1)
         return g
+
+
+def check_probability(name: str, value: float) -> float:
+    """``value`` as a float, or an :class:`IhprobeError` when it is not in [0, 1]."""
+    value = float(value)
+    if not 0.0 <= value <= 1.0:
+        raise IhprobeError(f"{name}={value} is not a probability: pass a value in [0, 1].")
+    return value

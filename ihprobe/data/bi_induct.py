@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ihprobe.data.base import Batch, Producer
-from ihprobe.data.iid import check_probability
+from ihprobe.data.base import Batch, Producer, check_probability
 from ihprobe.data.tokenizer import id_tokenizer
 from ihprobe.errors import IhprobeError
 

@@ -14,7 +14,6 @@ import torch
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.marginals import marginal as make_marginal
 from ihprobe.data.tokenizer import id_tokenizer
-from ihprobe.errors import IhprobeError
 
 
 class IIDProducer(Producer):
@@ -66,11 +65,3 @@ class IIDProducer(Producer):
 
     def tokenizer(self):
         return id_tokenizer(self.vocab_size)
-
-
-def check_probability(name: str, value: float) -> float:
-    """``value`` as a float, or an :class:`IhprobeError` when it is not in [0, 1]."""
-    value = float(value)
-    if not 0.0 <= value <= 1.0:
-        raise IhprobeError(f"{name}={value} is not a probability: pass a value in [0, 1].")
-    return value

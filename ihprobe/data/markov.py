@@ -12,7 +12,8 @@ The order-1 matrix is ``softmax(W)`` with ``W`` fitted by Adam so that
 ``local_dependency=False`` makes every row the marginal (i.i.d. tokens: no IHs can form).
 ``order=2`` adds a seeded random table ``U`` so that P(w_i | w_{i-2}, w_{i-1}) =
 softmax(W[w_{i-1}] + U[w_{i-2}]) (2 V^2 numbers instead of V^3); the targets above hold for the
-order-1 part. ``repetition``/``reliability`` put the semi-natural repetition layer on top.
+order-1 part. ``repetition``/``reliability`` put the repetition layer of
+:mod:`ihprobe.data.repetition` on top.
 Fitted matrices are cached on disk by a hash of the options that determine them.
 
 >>> p = MarkovProducer(batch_size=4, context=32, vocab_size=64, marginal="zipf", fit_steps=50)
@@ -30,11 +31,11 @@ import torch
 from jaxtyping import Float
 
 from ihprobe.data import cache
-from ihprobe.data.base import Batch, Producer
+from ihprobe.data.base import Batch, Producer, check_probability
 from ihprobe.data.blocks import StepBlocks
-from ihprobe.data.iid import check_probability
 from ihprobe.data.marginals import marginal as make_marginal
-from ihprobe.data.seminatural import BigramProcess, RepetitionLayer, check_room, inverse_cdf
+from ihprobe.data.repetition import RepetitionLayer, check_room
+from ihprobe.data.sampling import BigramProcess, inverse_cdf
 from ihprobe.data.tokenizer import id_tokenizer
 from ihprobe.errors import IhprobeError
 
@@ -55,7 +56,20 @@ def fit_transition(
     lr: float = 0.1,
     seed: int = 0,
 ) -> Float[torch.Tensor, "vocab vocab"]:  # noqa: F821 - jaxtyping dims
-    """Fit an order-1 transition matrix to the targets above; returns the row-stochastic matrix."""
+    """Fit an order-1 transition matrix to the targets above; returns the row-stochastic matrix.
+
+    Runs on one thread: the matrices are small, and on a busy machine intra-op threads make
+    each of the thousands of tiny steps wait on the others (measured: 40x slower at load 10).
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _fit(target, entropy_rate, max_prob, categoriality, n_groups, steps, lr, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit(target, entropy_rate, max_prob, categoriality, n_groups, steps, lr, seed):
     v = len(target)
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(v, v, generator=g).requires_grad_()
