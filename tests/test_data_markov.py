@@ -99,8 +99,9 @@ def test_order_two_depends_on_the_token_before_last():
     assert cmi[1] > cmi[0] + 0.3
 
 
-def test_repetition_layer_on_top():
-    p = markov(repetition=0.8, reliability=0.8, batch_size=256, context=24)
+@pytest.mark.parametrize("order", [1, 2])
+def test_repetition_layer_on_top(order):
+    p = markov(repetition=0.8, reliability=0.8, batch_size=256, context=24, order=order)
     rep, rel = repetition_reliability(p.sample(0).tokens, 24, start=12)
     assert rel == pytest.approx(0.8, abs=0.03)
     assert p.sample(0).info["reliability"] == pytest.approx(rel)
