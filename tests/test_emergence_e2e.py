@@ -1,0 +1,69 @@
+"""End to end: train a tiny 2-layer model until induction heads form, then find when they did."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from ihprobe import data
+from ihprobe.changepoint import run_emergence
+from ihprobe.cli import main
+from ihprobe.data.base import Batch, Producer
+
+
+class Periodic(Producer):
+    """Random tokens that repeat with a period drawn per row from 8..32 (DESIGN.md sizing):
+    variable periods make induction, not fixed-offset attention, the way to predict them."""
+
+    name = "periodic"
+
+    def __init__(self, *, batch_size, context, seed=0, total_steps=1, vocab_size=128):
+        super().__init__(batch_size=batch_size, context=context, seed=seed, total_steps=total_steps)
+        self.vocab_size, self.special = vocab_size, {}
+
+    def sample(self, step):
+        g = self.generator(step)
+        periods = torch.randint(8, 33, (self.batch_size,), generator=g)
+        base = torch.randint(self.vocab_size, (self.batch_size, 32), generator=g)
+        pos = torch.arange(self.context)
+        return Batch(tokens=base.gather(1, pos[None] % periods[:, None]))
+
+    def config(self):
+        return {**self.base_config(), "vocab_size": self.vocab_size}
+
+    def tokenizer(self):
+        return None
+
+
+@pytest.mark.slow
+def test_transition_is_found_where_prefix_matching_jumps(tmp_path, monkeypatch, capsys):
+    from ihprobe.train import TrainConfig, train
+
+    monkeypatch.setitem(data.PRODUCERS, "periodic", Periodic)
+    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
+    config = TrainConfig(
+        out=str(tmp_path / "run"), producer="periodic", producer_options={}, layers=2,
+        heads=4, d_model=64, context=64, batch_size=32, steps=560, lr=3e-3,
+        schedule="constant", n_checkpoints=12, progress=False,
+    )  # fmt: skip
+    run = train(config)
+    scan = {"n": 16, "batch": 20}
+    point = run_emergence(run, "prefix_matching", **scan)
+    assert point.transition, point.reason
+    assert (point.batch_size, point.context) == (32, 64)
+    ps = point.curve  # the max-PS trajectory the point was found on
+    values, tokens = ps["value"].to_numpy(), ps["tokens"].to_numpy()
+    assert values[0] < 0.1 and values[-1] > 0.5, values  # induction heads formed in training
+    jump = int(np.argmax(np.diff(values)))  # PS jumps most between checkpoints jump, jump+1
+    assert tokens[jump - 1] <= point.tokens_low <= tokens[jump], (tokens, point)
+    assert point.tokens_low <= point.tokens < point.tokens_high
+    assert point.updates == pytest.approx(point.tokens / (32 * 64))
+    assert point.threshold_tokens == tokens[np.argmax(values >= 0.3)]
+    # the CLI reports the same point, from the cache
+    assert main(["emergence", str(run), "-n", "16", "--batch", "20", "--json"]) == 0
+    (reported,) = json.loads(capsys.readouterr().out)
+    assert reported["tokens"] == pytest.approx(point.tokens)
+    assert reported["predicted_updates"] > 0
