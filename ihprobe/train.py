@@ -506,6 +506,7 @@ class _Trainer:
         )
         self.sizes = model_sizes(config, producer.vocab_size, producer.special)
         self.raw = build_model(config, producer.vocab_size, producer.special).to(world.device)
+        self.raw.train()
         self.model = self.raw
         if world.size > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -567,7 +568,7 @@ class _Trainer:
                     "lr": lr,
                     "grad_norm": norm.item(),
                     "tokens_per_s": speed,
-                    "data": batch.info,
+                    "data": {k: float(v) for k, v in batch.info.items()},
                 }
                 if world.main:
                     self.run.append(METRICS, record)
@@ -602,6 +603,11 @@ class _Trainer:
     def _start(self) -> int:
         """The first update to run: 0 for a new run, the saved step for a resumed one."""
         latest = self.run.latest_state() if self.config.resume else None
+        if latest is None and any(self.run.checkpoints.glob("step-*")):
+            raise IhprobeError(
+                f"{self.run.root} has checkpoints but no training state in {self.run.state} to "
+                "resume from; start a new --out."
+            )
         if self.world.main:
             self.run.root.mkdir(parents=True, exist_ok=True)
             self.run.remove_partial_writes()
@@ -618,14 +624,10 @@ class _Trainer:
             torch.cuda.set_rng_state(state["rng_cuda"].cpu(), self.world.device)
         self.last_loss = state["loss"].item() if state["loss"].numel() else None
         step = int(state["step"])
-        if self.world.main:
+        if self.world.main:  # the logs continue from the state as if never interrupted
             self.run.truncate(METRICS, step)
             self.run.truncate(PROBES, step)
             self.probed = {r["step"] for r in self.run.records(PROBES)}
-            for stale in sorted(self.run.checkpoints.glob("step-*")):
-                if int(stale.name.split("-")[1]) > step:  # saved after the state: redone
-                    log.warning("removing %s: it is redone from the state at %d", stale, step)
-                    shutil.rmtree(stale)
         log.info("resuming %s from update %d", self.run.root, step)
         self.world.barrier()
         return step

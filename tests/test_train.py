@@ -15,6 +15,15 @@ from ihprobe.schedule import checkpoint_steps, learning_rate
 from ihprobe.train import TrainConfig, load_config, train
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models gain nothing from a second thread, and lose a lot on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def tiny(tmp_path, name="run", **overrides) -> TrainConfig:
     """A config that trains in well under a second: 1 layer, d_model 16, B=4, C=16."""
     base = dict(
