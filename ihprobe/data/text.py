@@ -33,8 +33,13 @@ from ihprobe.errors import IhprobeError
 log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".txt", ".md", ".rst", ".text")  # files taken from a directory
-DATASET_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv"}
-DATASET_BUILDERS[".parquet"] = "parquet"
+DATASET_BUILDERS = {  # local data file suffix -> HF `datasets` builder
+    ".txt": "text",
+    ".json": "json",
+    ".jsonl": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+}
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ def load_corpus(
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cached(cache_root: str, spec_json: str) -> Corpus:  # cache_root: part of the memo key
+def _load_cached(cache_root: str, spec_json: str) -> Corpus:  # the root keys the memo too
     spec = json.loads(spec_json)
 
     def build(directory: Path) -> None:
