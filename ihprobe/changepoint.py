@@ -258,8 +258,8 @@ def emergence(
             f"(need {2 * segments}); save more checkpoints (TrainConfig.n_checkpoints) or pass "
             "segments=2."
         )
-    x = np.log10(fit_rows[axis].to_numpy(dtype=float))
-    y = sign * fit_rows["value"].to_numpy(dtype=float)
+    x = np.log10(_floats(fit_rows[axis]))
+    y = sign * _floats(fit_rows["value"])
     breaks, levels = _piecewise_fit(x, y, segments)
     widths = np.diff(breaks)
     slopes = np.where(widths > 1e-12, np.diff(levels) / np.maximum(widths, 1e-12), 0.0)
@@ -356,14 +356,14 @@ def _first_crossing(data: pd.DataFrame, threshold: float, sign: float):
 
 def _locate(data: pd.DataFrame, axis: str, at: float, batch_size, context) -> dict:
     """Tokens, updates and the bracketing checkpoints of a point at ``at`` on ``axis``."""
-    positions = data[axis].to_numpy(dtype=float)
+    positions = _floats(data[axis])
     nearest = positions[np.argmin(np.abs(positions - at))]
     at = nearest if abs(nearest - at) <= 1e-9 * at else at  # undo 10**log10 rounding
     below, above = data[positions <= at], data[positions > at]
     low = below.iloc[-1] if len(below) else data.iloc[0]
     high = above.iloc[0] if len(above) else data.iloc[-1]
     per_update = batch_size * context if batch_size and context else None
-    steps = data["step"].to_numpy(dtype=float)
+    steps = _floats(data["step"])
     if axis == "tokens":
         tokens = at
         known = ~np.isnan(steps)
@@ -385,6 +385,11 @@ def _locate(data: pd.DataFrame, axis: str, at: float, batch_size, context) -> di
         "updates_low": _float(low["step"]),
         "updates_high": _float(high["step"]),
     }
+
+
+def _floats(column: pd.Series) -> np.ndarray:
+    """A column as float64, missing values (NaN, ``<NA>`` of nullable ints) as NaN."""
+    return column.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
 
 
 def _int(value) -> int | None:

@@ -100,7 +100,8 @@ def test_falling_metric_is_flipped():
 
 def test_model_level_metric_and_batch_context_give_updates():
     acc = np.where(np.arange(len(TOKENS)) <= 7, 0.0, 0.9)
-    t = table(acc, metric="ar_accuracy").assign(step=np.nan)  # e.g. hub revisions
+    steps = pd.array([None] * len(TOKENS), dtype="Int64")  # nullable, as trajectory() has it
+    t = table(acc, metric="ar_accuracy").assign(step=steps)  # e.g. hub revisions
     p = emergence(t, "ar_accuracy", batch_size=4, context=25)
     assert p.transition and p.updates == pytest.approx(p.tokens / 100)
     assert p.step is None
@@ -152,3 +153,13 @@ def test_public_names_stay_functions_after_their_modules_are_imported():
 
     assert callable(ihprobe.emergence) and callable(ihprobe.predict_emergence)
     assert callable(ihprobe.fit_law)
+
+
+def test_steps_stand_in_for_unknown_tokens():
+    values = np.where(np.arange(len(TOKENS)) <= 9, 0.02, 0.85)
+    t = table(values).assign(tokens=pd.array([None] * len(TOKENS), dtype="Int64"))
+    p = emergence(t)
+    assert p.transition and (p.updates_low, p.updates_high) == (TOKENS[9] // 100, TOKENS[10] // 100)
+    assert p.tokens is None and p.tokens_low is None
+    with_shape = emergence(t, batch_size=4, context=25)
+    assert with_shape.tokens == pytest.approx(with_shape.updates * 100)
