@@ -28,6 +28,7 @@ import torch
 from jaxtyping import Float, Int
 
 from ihprobe.errors import IhprobeError
+from ihprobe.hooks import replace_with
 from ihprobe.masks import MODES, ablate_heads, ablation_hooks, keep_mask, mask_hooks, mean_z
 
 __all__ = ["AblationResult", "METRICS", "ablate", "ablate_heads", "ablation_hooks", "head_sets"]
@@ -52,6 +53,7 @@ TEXT_LENGTH = 512  # tokens per natural-text row (enough for Olsson's tokens 50 
 # and small chunks stay in cache (16 MB measured fastest, benchmarks/bench_ablation.py); an
 # accelerator wants large chunks to fill its parallel units (1 GB).
 MAX_LOGITS = {"cpu": 2**22, "accelerator": 2**28}
+MAX_TOKENS = {"cpu": 2**13, "accelerator": 2**18}  # tokens per chunk when few logits are read
 
 
 @dataclass
@@ -211,12 +213,15 @@ class Probe:
     """Evaluation rows and how to score them: ``score(logits, rows) -> {metric: [batch]}``.
 
     ``rows`` are the indices into ``tokens`` of the batch that produced ``logits``, so a scorer
-    can look up per-row answers. ``valid`` marks real (non-padding) positions.
+    can look up per-row answers. When ``positions`` is set, only the positions
+    ``positions(rows)`` (``[batch, k]``) are unembedded and ``logits`` is ``[batch, k, vocab]``;
+    otherwise it covers every position. ``valid`` marks real (non-padding) positions.
     """
 
     name: str
     tokens: Int[torch.Tensor, "batch pos"]
     score: Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]
+    positions: Callable[[torch.Tensor], torch.Tensor] | None = None
     valid: torch.Tensor | None = None
     task: bool = False  # a function-style task: its metrics are averaged over tasks
 
@@ -233,7 +238,8 @@ def evaluate_groups(
     """Every metric of ``probe`` for every group's keep-mask, in a few stacked forward passes.
 
     Group ``g`` runs all rows of ``probe.tokens`` with heads switched off where
-    ``keeps[g] == 0``; row scores are averaged per group.
+    ``keeps[g] == 0``; row scores are averaged per group. Only the positions the probe reads
+    are unembedded (a hook on ``unembed.hook_in``), so logits cost memory and time only there.
 
     Example:
         >>> keeps = torch.stack([keep_mask(model, []), keep_mask(model, [(1, 0)])])
@@ -242,56 +248,90 @@ def evaluate_groups(
     """
     n_rows, n_pos = probe.tokens.shape
     total = len(keeps) * n_rows
-    if max_logits is None:
-        on_cpu = torch.device(model.cfg.device).type == "cpu"
-        max_logits = MAX_LOGITS["cpu" if on_cpu else "accelerator"]
-    chunk = max(1, min(total, max_logits // (n_pos * model.cfg.d_vocab)))
+    where = "cpu" if torch.device(model.cfg.device).type == "cpu" else "accelerator"
+    max_logits = max_logits or MAX_LOGITS[where]
+    read = n_pos if probe.positions is None else probe.positions(torch.arange(1)).shape[1]
+    chunk = min(max_logits // (read * model.cfg.d_vocab), MAX_TOKENS[where] // n_pos)
+    chunk = max(1, min(total, chunk))
     parts: dict[str, list[torch.Tensor]] = {}
     for start in range(0, total, chunk):
         index = torch.arange(start, min(start + chunk, total))
         rows, groups = index % n_rows, index // n_rows
         hooks = mask_hooks(keeps[groups], replacement)
+        if probe.positions is not None:
+            at = probe.positions(rows)
+            hooks.append(("unembed.hook_in", replace_with(lambda x, at=at: _gather(x, at))))
         logits = model.run_with_hooks(probe.tokens[rows], fwd_hooks=hooks)
+        if probe.positions is not None and logits.shape[1] != at.shape[1]:
+            logits = _gather(logits, at)  # a model whose unembedding ignored the slice
         for name, value in probe.score(logits, rows).items():
             parts.setdefault(name, []).append(value.double().cpu())
     return {name: torch.cat(v).view(len(keeps), n_rows).mean(1) for name, v in parts.items()}
 
 
+def _gather(x: Float[torch.Tensor, "batch pos d"], at: Int[torch.Tensor, "batch k"]):
+    """``x[b, at[b, j]]`` as ``[batch, k, d]``."""
+    at = at.to(x.device)
+    return x.gather(1, at.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+
+
 def repeated_probe(model, *, n: int | None, batch: int, seed: int, bos: bool) -> Probe:
     """AR accuracy, AR mean rank and induction loss on [A]'s repeated random tokens."""
     from ihprobe.inputs import default_n, repeated_tokens
-    from ihprobe.probes.recall import associative_recall_per_row, induction_loss_per_row
+    from ihprobe.probes.recall import (
+        induction_targets,
+        query_loss,
+        query_positions,
+        query_recall,
+    )
 
     tokens = repeated_tokens(model, n=n, batch=batch, seed=seed, bos=bos)
     half = n if n is not None else default_n(model.cfg.n_ctx - int(bos))
+    queries = query_positions(half, bos)
+    targets = induction_targets(tokens, half, bos)
 
     def score(logits, rows):
-        x = tokens[rows]
-        acc, rank = associative_recall_per_row(logits, x, half, bos)
+        acc, rank = query_recall(logits, targets[rows].to(logits.device))
         return {
             "ar_accuracy": acc,
             "ar_mean_rank": rank,
-            "induction_loss": induction_loss_per_row(logits, x, half, bos),
+            "induction_loss": query_loss(logits, targets[rows].to(logits.device)),
         }
 
-    return Probe("repeated tokens", tokens, score)
+    return Probe("repeated tokens", tokens, score, lambda rows: queries.expand(len(rows), -1))
 
 
-def text_probe(model, *, text: str | Sequence[str] | None, rows: int) -> Probe:
-    """ICL score and natural-text loss on rows of natural text (ihprobe's corpus by default)."""
-    from ihprobe.probes.recall import icl_positions, icl_score_per_row, token_losses
+def text_probe(
+    model, *, text: str | Sequence[str] | None, rows: int, natural_loss: bool = True
+) -> Probe:
+    """ICL score and (when ``natural_loss``) the natural-text loss on rows of natural text.
+
+    Without ``natural_loss`` only the two positions of the ICL score are unembedded.
+    """
+    from ihprobe.probes.recall import icl_positions, icl_score_per_row, query_loss, token_losses
 
     tokens = natural_rows(model, text, rows=rows, length=min(model.cfg.n_ctx, TEXT_LENGTH))
     early, late = icl_positions(tokens.shape[1])
+    if natural_loss:
 
-    def score(logits, idx):
-        x = tokens[idx]
+        def score(logits, idx):
+            x = tokens[idx]
+            return {
+                "icl_score": icl_score_per_row(logits, x, early, late),
+                "natural_loss": token_losses(logits, x).mean(1),
+            }
+
+        return Probe("natural text", tokens, score)
+    read = torch.tensor([[early - 1, late - 1]])  # logits there predict tokens early and late
+    targets = tokens[:, [early, late]]
+
+    def icl_only(logits, idx):
+        t = targets[idx].to(logits.device)
         return {
-            "icl_score": icl_score_per_row(logits, x, early, late),
-            "natural_loss": token_losses(logits, x).mean(1),
+            "icl_score": query_loss(logits[:, 1:], t[:, 1:]) - query_loss(logits[:, :1], t[:, :1])
         }
 
-    return Probe("natural text", tokens, score)
+    return Probe("natural text", tokens, icl_only, lambda idx: read.expand(len(idx), -1))
 
 
 def natural_rows(
@@ -511,7 +551,9 @@ def _probes(model, wanted, *, n, batch, seed, bos, text, rows, tasks) -> list[Pr
         # fresh rows: heads are ranked on scan's batch (seed), metrics measured on another
         probes.append(repeated_probe(model, n=n, batch=batch, seed=seed + 1, bos=bos))
     if any(m in wanted for m in TEXT_METRICS):
-        probes.append(text_probe(model, text=text, rows=rows))
+        probes.append(
+            text_probe(model, text=text, rows=rows, natural_loss="natural_loss" in wanted)
+        )
     if any(m in wanted for m in TASK_METRICS):
         from ihprobe.tasks import task_probes
 

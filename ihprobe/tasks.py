@@ -226,8 +226,11 @@ def task_probes(model, tasks: Sequence[Task | str | Path] | None = None, *, seed
         p = make_prompts(task, model.tokenizer, max_length=model.cfg.n_ctx, seed=seed)
         device = model.cfg.device
 
-        def score(logits, rows, p=p):
-            return hits_per_row(logits, p.last[rows], p.answer[rows])
+        def score(logits, rows, p=p):  # logits at each prompt's last position only
+            return hits_per_row(logits, torch.zeros_like(rows), p.answer[rows])
 
-        probes.append(Probe(task.name, p.tokens.to(device), score, p.valid.to(device), task=True))
+        def last(rows, p=p):
+            return p.last[rows].unsqueeze(1)
+
+        probes.append(Probe(task.name, p.tokens.to(device), score, last, p.valid.to(device), True))
     return probes

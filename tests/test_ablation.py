@@ -16,9 +16,11 @@ from ihprobe.ablation import (
     head_sets,
     heads_per_layer,
     repeated_probe,
+    text_probe,
 )
 from ihprobe.errors import IhprobeError
 from ihprobe.masks import keep_mask
+from ihprobe.probes.recall import associative_recall_per_row, induction_loss_per_row
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 V, C, HEADS, D_HEAD = 32, 32, 4, 32  # planted model: one-hot tokens and positions fit d_head
@@ -133,13 +135,21 @@ def test_batched_groups_equal_separate_ablated_runs(planted):
     probe = repeated_probe(planted, n=None, batch=6, seed=0, bos=False)
     sets = [[], [(1, PLANTED)], [(0, 1), (1, 3)]]
     keeps = torch.stack([keep_mask(planted, s) for s in sets])
-    together = evaluate_groups(planted, probe, keeps, None, max_logits=3 * C * V)  # 4 chunks
+    together = evaluate_groups(planted, probe, keeps, None, max_logits=3 * N * V)  # 6 chunks
+    clean = keep_mask(planted, [])[None]
     for g, heads in enumerate(sets):
-        with ihprobe.ablate_heads(planted, heads), torch.no_grad():
-            logits = planted(probe.tokens)
-        alone = probe.score(logits, torch.arange(len(probe.tokens)))
-        for name, rows in alone.items():
-            assert math.isclose(together[name][g], rows.double().mean(), abs_tol=1e-5)
+        with ihprobe.ablate_heads(planted, heads):
+            alone = evaluate_groups(planted, probe, clean, None)
+        for name in alone:
+            assert math.isclose(together[name][g], alone[name][0], abs_tol=1e-5)
+    # only the query positions are unembedded: same numbers as the full-logit definitions
+    with torch.no_grad():
+        logits = planted(probe.tokens)
+    acc, rank = associative_recall_per_row(logits, probe.tokens, N)
+    loss = induction_loss_per_row(logits, probe.tokens, N)
+    assert math.isclose(together["ar_accuracy"][0], acc.mean(), abs_tol=1e-6)
+    assert math.isclose(together["ar_mean_rank"][0], rank.mean(), abs_tol=1e-4)
+    assert math.isclose(together["induction_loss"][0], loss.mean(), abs_tol=1e-5)
 
 
 def test_statistics_against_hand_computed_values():
@@ -227,3 +237,7 @@ def test_grouped_kv_model_end_to_end_clean_group_is_the_plain_model(tmp_path, to
     assert math.isclose(result.values["induction_loss"][0], loss, abs_tol=1e-5)
     assert math.isclose(result.values["icl_score"][0], icl, abs_tol=1e-5)
     assert not torch.equal(result.values["natural_loss"][1], result.values["natural_loss"][0])
+    icl_only = text_probe(model, text=None, rows=3, natural_loss=False)  # reads 2 positions
+    found = evaluate_groups(model, icl_only, keep_mask(model, [])[None], None)
+    assert list(found) == ["icl_score"]
+    assert math.isclose(found["icl_score"][0], icl, abs_tol=1e-5)

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 import torch
 
 import ihprobe
+from ihprobe.ablation import evaluate_groups
 from ihprobe.errors import IhprobeError
-from ihprobe.tasks import SEQUENCES, builtin_tasks, hits_per_row, make_prompts, read_task
+from ihprobe.masks import keep_mask
+from ihprobe.tasks import (
+    SEQUENCES,
+    builtin_tasks,
+    hits_per_row,
+    make_prompts,
+    read_task,
+    task_probes,
+)
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 
@@ -103,5 +113,22 @@ def test_ablate_reports_hits_per_task_and_averaged(tmp_path, tokenizer):
         mean = (result.values[f"{k}:copy_word"] + result.values[f"{k}:pairs"]) / 2
         assert torch.allclose(result.values[k], mean)
     assert (result.values["hits@1"] <= result.values["hits@3"]).all()
+    prompts = make_prompts(tasks[0], tokenizer, max_length=model.cfg.n_ctx, seed=0)
+    with torch.no_grad():  # the full-logit definition on the clean model
+        clean = hits_per_row(model(prompts.tokens), prompts.last, prompts.answer)
+    assert result.values["hits@3:copy_word"][0] == pytest.approx(float(clean["hits@3"].mean()))
+    probe = task_probes(model, tasks[:1])[0]  # only each prompt's last position is unembedded
+    seen = {}
+
+    def spy_score(logits, rows):
+        seen["x"] = logits
+        return {}
+
+    spy = dataclasses.replace(probe, score=spy_score)
+    evaluate_groups(model, spy, keep_mask(model, [])[None], None)
+    with torch.no_grad():
+        full = model(prompts.tokens)[torch.arange(len(prompts.last)), prompts.last]
+    assert seen["x"].shape == (len(prompts.last), 1, 512)
+    assert torch.allclose(seen["x"][:, 0], full, atol=1e-5)
     with pytest.raises(IhprobeError, match="tasks is empty"):
         ihprobe.ablate(model, metrics=["hits@1"], tasks=[], scores=torch.rand(2, 4))
