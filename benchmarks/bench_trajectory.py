@@ -87,8 +87,10 @@ def main() -> None:
     )
     print(table)
     out = Path(__file__).with_name("RESULTS_trajectory.md")
-    out.write_text(f"# Trajectory cache\n\nCommand: `.venv/bin/python {Path(__file__).name}`"
-                   f" (from benchmarks/)\n\n{table}\n")  # fmt: skip
+    out.write_text(
+        f"# Trajectory cache\n\nCommand: `.venv/bin/python benchmarks/bench_trajectory.py`\n\n"
+        f"{table}\n"
+    )
 
 
 if __name__ == "__main__":
