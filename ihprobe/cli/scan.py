@@ -34,6 +34,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--batch", type=int, default=100, help="probe rows (default 100)")
     p.add_argument("--seed", type=int, default=0, help="seed of the probe inputs")
+    p.add_argument("--chunk", type=int, help="rows per forward pass (bounds memory)")
     p.add_argument("--bos", action="store_true", help="prepend the tokenizer's BOS to probe rows")
     p.add_argument("--text", help="text file for the ICL score (skipped without it)")
     p.add_argument("--top", type=int, default=3, help="heads listed per checkpoint (default 3)")
@@ -71,7 +72,14 @@ def run(args) -> int:
             raise IhprobeError(f"cannot read --text {args.text}: {err.strerror}.") from err
     plan = [(source, _checkpoints(source, args.revision)) for source in args.sources]
     total = sum(len(ckpts) for _, ckpts in plan)
-    kwargs = {"n": args.n, "batch": args.batch, "seed": args.seed, "bos": args.bos, "text": text}
+    kwargs = {
+        "n": args.n,
+        "batch": args.batch,
+        "seed": args.seed,
+        "bos": args.bos,
+        "text": text,
+        "chunk": args.chunk,
+    }
 
     frames, last = [], []
     with tqdm(total=total, desc="scan", unit="ckpt", disable=None) as bar:
