@@ -102,6 +102,7 @@ def trajectory(
     directory = cache_dir(cache)
     settings = _settings_key(metrics, scan_kwargs)
     seen: dict[str, str] = {}  # weights hash -> label of the first checkpoint with it
+    scanned: dict[str, pd.DataFrame] = {}  # weights hash -> scan rows, within this call
     scanner = _Scanner()
     frames = []
     for ckpt in tqdm(sources_of(source_or_sources, revisions), disable=not progress):
@@ -112,11 +113,14 @@ def trajectory(
             log.warning("%s has the same weights as %s", ckpt.label, duplicate)
         seen.setdefault(digest, f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source)
         file = directory / "scans" / f"{digest[:32]}-{settings}.json" if directory else None
-        rows = _read(file) if file is not None else None
+        rows = scanned.get(digest)
+        if rows is None and file is not None:
+            rows = _read(file)
         if rows is None:
             rows = scanner.scan(ckpt, metrics, scan_kwargs)
             if file is not None:
                 _write(file, rows)
+        scanned[digest] = rows
         meta = checkpoint_meta(path)
         step = ckpt.step if ckpt.step is not None else meta.get("step")
         tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
