@@ -525,60 +525,67 @@ class _Trainer:
         start = self._start()
         if start == self.total and self.run.checkpoint(self.total).is_dir():
             return self.run.root
-        cfg, world = self.config, self.world
-        rows = cfg.batch_size // world.size
-        micro = rows // cfg.grad_accum
-        bar = _progress(self.total, start, cfg.progress and world.main)
-        window = torch.zeros((), device=world.device)
-        window_start, busy = start, 0.0
-        tick = time.perf_counter()
+        saves = set(self.schedule)
+        bar = _progress(self.total, start, self.config.progress and self.world.main)
+        self.window = _Window(start, self.world.device)
         for step in range(start, self.total):
-            if step in self.schedule:
-                busy += self._save(step)
-            lr = learning_rate(
-                step, lr=cfg.lr, total=self.total, warmup=cfg.warmup, schedule=cfg.schedule
-            )
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            batch = self.producer.sample(step)
-            mine = batch.tokens[world.rank * rows : (world.rank + 1) * rows].to(world.device)
-            for i in range(cfg.grad_accum):
-                sync = i == cfg.grad_accum - 1 or world.size == 1
-                with contextlib.nullcontext() if sync else self.model.no_sync():
-                    loss = causal_lm_loss(self.model, mine[i * micro : (i + 1) * micro])
-                    (loss / cfg.grad_accum).backward()
-                window += loss.detach() / cfg.grad_accum
-            norm = torch.nn.utils.clip_grad_norm_(
-                self.raw.parameters(), cfg.grad_clip or math.inf, foreach=True
-            )
-            self.bad |= ~torch.isfinite(norm) | ~torch.isfinite(loss.detach())
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+            if step in saves:
+                self.window.pause(self._save(step))
+            lr, norm, info = self._update(step)
             done = step + 1
-            if done % cfg.log_every == 0 or done == self.total:
-                self._check_finite(done)
-                mean = world.mean(window / (done - window_start)).item()
-                self.last_loss = mean
-                elapsed = time.perf_counter() - tick - busy
-                speed = (done - window_start) * cfg.tokens_per_update / max(elapsed, 1e-9)
-                record = {
-                    "step": done,
-                    "tokens": done * cfg.tokens_per_update,
-                    "loss": mean,
-                    "lr": lr,
-                    "grad_norm": norm.item(),
-                    "tokens_per_s": speed,
-                    "data": {k: float(v) for k, v in batch.info.items()},
-                }
-                if world.main:
-                    self.run.append(METRICS, record)
-                bar.set_postfix(self._postfix(mean, speed), refresh=False)
-                window.zero_()
-                window_start, busy, tick = done, 0.0, time.perf_counter()
+            if done % self.config.log_every == 0 or done == self.total:
+                self._log(done, lr, norm, info, bar)
             bar.update(1)
         self._save(self.total)
         bar.close()
         return self.run.root
+
+    def _update(self, step: int) -> tuple[float, torch.Tensor, dict]:
+        """One optimiser update on this rank's rows of the global batch of ``step``."""
+        cfg, world = self.config, self.world
+        lr = learning_rate(
+            step, lr=cfg.lr, total=self.total, warmup=cfg.warmup, schedule=cfg.schedule
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        batch = self.producer.sample(step)
+        rows = cfg.batch_size // world.size
+        mine = batch.tokens[world.rank * rows : (world.rank + 1) * rows].to(world.device)
+        micros = mine.chunk(cfg.grad_accum)  # DDP syncs gradients on the last one only
+        for i, micro in enumerate(micros):
+            sync = i == len(micros) - 1 or world.size == 1
+            with contextlib.nullcontext() if sync else self.model.no_sync():
+                loss = causal_lm_loss(self.model, micro)
+                (loss / cfg.grad_accum).backward()
+            self.window.add(loss.detach() / cfg.grad_accum)
+            self.bad |= ~torch.isfinite(loss.detach())
+        norm = torch.nn.utils.clip_grad_norm_(
+            self.raw.parameters(), cfg.grad_clip or math.inf, foreach=True
+        )
+        self.bad |= ~torch.isfinite(norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return lr, norm, batch.info
+
+    def _log(self, done: int, lr: float, norm: torch.Tensor, info: dict, bar) -> None:
+        """Append the metrics of the updates since the last log; refresh the progress bar."""
+        self._check_finite(done)
+        loss = self.world.mean(self.window.mean(done)).item()
+        speed = self.window.tokens_per_s(done, self.config.tokens_per_update)
+        self.last_loss = loss
+        if self.world.main:
+            record = {
+                "step": done,
+                "tokens": done * self.config.tokens_per_update,
+                "loss": loss,
+                "lr": lr,
+                "grad_norm": norm.item(),
+                "tokens_per_s": speed,
+                "data": {k: float(v) for k, v in info.items()},
+            }
+            self.run.append(METRICS, record)
+        bar.set_postfix(self._postfix(loss, speed), refresh=False)
+        self.window.reset(done)
 
     def _check_finite(self, step: int) -> None:
         bad = self.world.mean(self.bad.float()) > 0
@@ -752,14 +759,39 @@ class _Trainer:
         self.probed.add(step)
 
 
+class _Window:
+    """Loss sum and training time since the last log (time spent saving does not count)."""
+
+    def __init__(self, start: int, device: torch.device):
+        self.loss = torch.zeros((), device=device)
+        self.reset(start)
+
+    def reset(self, step: int) -> None:
+        self.loss.zero_()
+        self.start, self.paused, self.tick = step, 0.0, time.perf_counter()
+
+    def add(self, loss: torch.Tensor) -> None:
+        self.loss += loss
+
+    def pause(self, seconds: float) -> None:
+        self.paused += seconds
+
+    def mean(self, step: int) -> torch.Tensor:
+        return self.loss / max(1, step - self.start)
+
+    def tokens_per_s(self, step: int, tokens_per_update: int) -> float:
+        elapsed = time.perf_counter() - self.tick - self.paused
+        return (step - self.start) * tokens_per_update / max(elapsed, 1e-9)
+
+
 def _adamw(model, config: TrainConfig) -> torch.optim.AdamW:
-    """AdamW (0.9, 0.999); weight decay on matrices only, as in nanoGPT."""
+    """Fused AdamW (0.9, 0.999); weight decay on matrices only, as in nanoGPT."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.999), foreach=True)
+    return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.999), fused=True)
 
 
 @contextlib.contextmanager

@@ -242,3 +242,17 @@ def test_live_probes_log_what_a_fresh_scan_of_each_checkpoint_gives(tmp_path):
         assert ps[tuple(record["top_head"])] == ps.max()
         assert record["ar_accuracy"] == pytest.approx(float(scores.model["ar_accuracy"]))
         assert record["tokens"] == ckpt.tokens
+
+
+def test_resume_clears_interrupted_writes_and_needs_a_training_state(tmp_path):
+    run = train(tiny(tmp_path, steps=4))
+    partial = run / "checkpoints" / ".tmp-step-000002-abc"
+    partial.mkdir()
+    (partial / "model.safetensors").write_bytes(b"cut short")
+    train(load_config(run, resume=True))
+    assert not partial.exists()
+    assert [c.step for c in checkpoints(run)] == [0, 2, 4]
+    for state in (run / "state").iterdir():
+        state.unlink()
+    with pytest.raises(IhprobeError, match="no training state"):
+        train(load_config(run, resume=True))
