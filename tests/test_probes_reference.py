@@ -233,3 +233,17 @@ def test_chunks_bound_memory_without_changing_scores(loaded):
         assert chunked.model[metric] == pytest.approx(value, abs=1e-6), metric
     with pytest.raises(ihprobe.IhprobeError, match="chunk must be"):
         ihprobe.scan(model, chunk=0)
+
+
+def test_models_without_the_unembed_hook_get_the_same_scores(loaded, monkeypatch):
+    """Models without ``unembed.hook_in`` (legacy HookedTransformer) unembed every position;
+    scan then slices the logits itself."""
+    from ihprobe.probes import battery
+
+    _, model = loaded
+    metrics = ["ar_accuracy", "ar_mean_rank", "induction_loss", "forward_induction"]
+    sliced = ihprobe.scan(model, metrics, n=N, batch=BATCH, snippet_length=LENGTH)
+    monkeypatch.setattr(battery, "UNEMBED_IN", "no.such.hook")
+    full = ihprobe.scan(model, metrics, n=N, batch=BATCH, snippet_length=LENGTH)
+    assert full.model == pytest.approx(sliced.model, abs=1e-6)
+    assert torch.allclose(full.head["forward_induction"], sliced.head["forward_induction"])

@@ -62,6 +62,7 @@ REPEATED_PATTERNS = {
 Z_METRICS = ("logit_attribution", "ps_la_correlation", "direct_logit_attribution")
 LOGIT_METRICS = ("ar_accuracy", "ar_mean_rank", "induction_loss")
 REPEATED_METRICS = (*REPEATED_PATTERNS, *Z_METRICS, *LOGIT_METRICS)
+UNEMBED_IN = "unembed.hook_in"
 NORM_CENTRES = {"LN": True, "LNPre": True, "RMS": False, "RMSPre": False}
 
 
@@ -249,7 +250,7 @@ def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str], chunk: in
     unembedded = queries if need_logits else queries[:0]
 
     def make_hooks(store: dict) -> list:
-        found = [("unembed.hook_in", hooks.replace_with(hooks.positions(unembedded)))]
+        found = _unembed_only(model, hooks.positions(unembedded))
         for layer in range(n_layers):
             if patterns:
                 name = f"blocks.{layer}.attn.hook_pattern"
@@ -311,6 +312,14 @@ def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str], chunk: in
     return head, model_scores
 
 
+def _unembed_only(model, select) -> list:
+    """The hook that unembeds only ``select``-ed positions, where the model has that hook
+    point (TransformerBridge); other models unembed everything and the caller slices."""
+    if UNEMBED_IN not in getattr(model, "hook_dict", {}):
+        return []
+    return [(UNEMBED_IN, hooks.replace_with(select))]
+
+
 def _final_norm(model) -> tuple[bool, torch.Tensor | None]:
     """(centre?, weight) of the final norm, read from the architecture table above."""
     kind = getattr(model.cfg, "normalization_type", None)
@@ -343,7 +352,7 @@ def _snippet_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, 
     n_layers = model.cfg.n_layers
 
     def make_hooks(store: dict) -> list:
-        return [("unembed.hook_in", hooks.replace_with(lambda x: x[:, :0]))] + [
+        return _unembed_only(model, lambda x: x[:, :0]) + [
             (f"blocks.{layer}.attn.hook_pattern", hooks.keep(store, layer, select))
             for layer in range(n_layers)
         ]
