@@ -247,3 +247,15 @@ def test_models_without_the_unembed_hook_get_the_same_scores(loaded, monkeypatch
     full = ihprobe.scan(model, metrics, n=N, batch=BATCH, snippet_length=LENGTH)
     assert full.model == pytest.approx(sliced.model, abs=1e-6)
     assert torch.allclose(full.head["forward_induction"], sliced.head["forward_induction"])
+
+
+def test_icl_text_as_token_ids(loaded):
+    _, model = loaded
+    early, late = recall.icl_positions(model.cfg.n_ctx)
+    rows = torch.randint(2, 512, (3, late + 5), generator=torch.Generator().manual_seed(0))
+    scores = ihprobe.scan(model, ["icl_score"], text=rows)
+    with torch.no_grad():
+        expected = recall.icl_score_per_row(model(rows), rows, early, late).mean()
+    assert scores.model["icl_score"] == pytest.approx(float(expected), abs=1e-5)
+    with pytest.raises(ihprobe.IhprobeError, match=f"rows need at least {late + 1}"):
+        ihprobe.scan(model, ["icl_score"], text=rows[:, :late])

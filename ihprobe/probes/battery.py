@@ -12,7 +12,9 @@ Input families and what each gives (SPEC sections 1-3):
 * weights -- the OV copying score, no pass at all.
 * natural text, when given -- one plain pass for the ICL score.
 
-A family whose metrics were not asked for is not run.
+A family whose metrics were not asked for is not run. How prefix matching and duplicate-token
+scores relate to TransformerLens ``detect_head`` is spelled out in
+:mod:`ihprobe.probes.attention` (``detect_head = score * n / T`` with ``error_measure="mul"``).
 
 >>> scores = scan(model)                                                   # doctest: +SKIP
 >>> scores.top_heads("prefix_matching", 3)                                 # doctest: +SKIP
