@@ -62,6 +62,13 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "train",
         help="train a small model from scratch, writing HF checkpoints on a token schedule",
+        description=(
+            "Train a decoder-only model from scratch on a data producer, writing HF checkpoints "
+            "on a token schedule. Defaults: semi-natural data (repetition 0.9, reliability 0.9), "
+            "gpt-neox, 2 layers, 4 heads, d_model 64, d_mlp 4*d_model, C=64, B=32, 2000 updates, "
+            "AdamW lr 3e-3, 1% warm-up then cosine, weight decay 0, grad clip 1, seed 0, 20 "
+            "log-spaced checkpoints, device auto."
+        ),
         argument_default=argparse.SUPPRESS,  # only flags given override TrainConfig / run.json
     )
     p.add_argument("--out", required=True, help="run directory")
