@@ -14,6 +14,7 @@ Run: ``.venv/bin/python benchmarks/bench_ablation.py``.
 
 from __future__ import annotations
 
+import os
 import platform
 import tempfile
 import time
@@ -104,7 +105,8 @@ def main() -> None:
         "",
         f"Top set + {RANDOM} random draws on mean-ablated repeated-token probes (AR accuracy, "
         "AR mean rank, induction loss), best of "
-        f"{REPEATS}; torch {torch.__version__}, 1 CPU thread, {platform.processor() or 'cpu'}.",
+        f"{REPEATS}; torch {torch.__version__}, 1 CPU thread, {platform.processor() or 'cpu'}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared machine).",
         "Target in the issue: batched <= 4x one clean evaluation.",
         "",
         "| " + " | ".join(header) + " |",

@@ -337,7 +337,8 @@ def text_probe(
 def natural_rows(
     model, text: str | Sequence[str] | None = None, *, rows: int = 32, length: int = TEXT_LENGTH
 ) -> Int[torch.Tensor, "batch pos"]:
-    """``rows`` consecutive chunks of ``length`` tokens of ``text``, documents joined by EOS.
+    """Up to ``rows`` consecutive chunks of ``length`` tokens of ``text``, documents joined by
+    EOS (fewer when the text is shorter; at least one must fit).
 
     ``text`` defaults to ihprobe's embedded corpus (``ihprobe.data.corpus``).
 
@@ -366,12 +367,12 @@ def natural_rows(
             stream.append(eos)
         if len(stream) >= need:
             break
-    if len(stream) < need:
+    rows = min(rows, len(stream) // length)
+    if rows == 0:
         raise IhprobeError(
-            f"the text holds {len(stream)} tokens but {rows} rows of {length} need {need}; "
-            "pass more text or fewer rows."
+            f"the text holds {len(stream)} tokens, less than one row of {length}; pass more text."
         )
-    return torch.tensor(stream[:need]).view(rows, length).to(model.cfg.device)
+    return torch.tensor(stream[: rows * length]).view(rows, length).to(model.cfg.device)
 
 
 def reads_text(tokenizer) -> bool:

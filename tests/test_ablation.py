@@ -237,6 +237,12 @@ def test_grouped_kv_model_end_to_end_clean_group_is_the_plain_model(tmp_path, to
     assert math.isclose(result.values["induction_loss"][0], loss, abs_tol=1e-5)
     assert math.isclose(result.values["icl_score"][0], icl, abs_tol=1e-5)
     assert not torch.equal(result.values["natural_loss"][1], result.values["natural_loss"][0])
+    short = "a short text " * 30
+    fits = (len(tokenizer(short, add_special_tokens=False).input_ids) + 1) // 64  # + EOS
+    assert 1 <= fits < 3
+    assert natural_rows(model, short, rows=3, length=64).shape == (fits, 64)
+    with pytest.raises(IhprobeError, match="less than one row of 64"):
+        natural_rows(model, "too short", length=64)
     icl_only = text_probe(model, text=None, rows=3, natural_loss=False)  # reads 2 positions
     found = evaluate_groups(model, icl_only, keep_mask(model, [])[None], None)
     assert list(found) == ["icl_score"]
