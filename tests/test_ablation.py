@@ -237,7 +237,7 @@ def test_grouped_kv_model_end_to_end_clean_group_is_the_plain_model(tmp_path, to
     assert math.isclose(result.values["induction_loss"][0], loss, abs_tol=1e-5)
     assert math.isclose(result.values["icl_score"][0], icl, abs_tol=1e-5)
     assert not torch.equal(result.values["natural_loss"][1], result.values["natural_loss"][0])
-    short = "a short text " * 30
+    short = "a short text " * 12
     fits = (len(tokenizer(short, add_special_tokens=False).input_ids) + 1) // 64  # + EOS
     assert 1 <= fits < 3
     assert natural_rows(model, short, rows=3, length=64).shape == (fits, 64)
