@@ -113,3 +113,11 @@ def test_bad_sources(cache_dir, tmp_path):
 def test_unreachable_dataset_name_is_a_clear_error(cache_dir):
     with pytest.raises(IhprobeError, match="cannot load dataset"):
         make_producer("natural", batch_size=2, context=8, dataset="nobody/no-such-dataset")
+
+
+def test_docstrings_extend_the_embedded_corpus():
+    from ihprobe.data.corpus import default_documents
+
+    plain, more = default_documents(), default_documents(docstrings=True)
+    assert more[: len(plain)] == plain  # importing the modules ran nothing (no __main__)
+    assert sum(map(len, more)) > 2 * sum(map(len, plain))

@@ -75,6 +75,8 @@ def _stdlib_docstrings() -> list[str]:
         ]
         if hasattr(module, "__path__"):
             for info in pkgutil.iter_modules(module.__path__):
+                if info.name.startswith("_"):  # e.g. unittest.__main__ runs tests on import
+                    continue
                 try:
                     members.append(importlib.import_module(f"{name}.{info.name}"))
                 except Exception:  # noqa: BLE001 - optional submodules may need extras
