@@ -38,6 +38,11 @@ def test_entropies_and_zipf_on_planted_streams():
     counts = [round(10_000 * r**-1.5) for r in range(1, 30)]
     planted = torch.cat([torch.full((c,), i) for i, c in enumerate(counts)])
     assert zipf_exponent(planted) == pytest.approx(1.5, abs=0.02)
+    big = torch.randint(
+        50_000, (20_000,), generator=g
+    )  # a GPT-2-sized vocabulary: counted sparsely
+    h2, h1 = entropies(big, 100)
+    assert h2 <= h1 and h1 == pytest.approx(14.0, abs=0.3)
     stats = corpus_stats(iid, 100)
     assert set(stats) >= {"repetition", "reliability", "bigram_entropy", "unigram_entropy"}
 

@@ -86,16 +86,11 @@ def repetition_reliability(
 def entropies(tokens: torch.Tensor | np.ndarray, context: int) -> tuple[float, float]:
     """(bigram conditional entropy H(w_i | w_{i-1}), unigram entropy H(w)) in bits, in windows."""
     rows = windows(tokens, context)
-    flat = rows.flatten()
-    ids, inv = torch.unique(flat, return_inverse=True)
-    inv = inv.view(rows.shape)
-    v = len(ids)
-    uni = torch.bincount(inv.flatten(), minlength=v).double()
-    pair = torch.bincount((inv[:, :-1] * v + inv[:, 1:]).flatten(), minlength=v * v).double()
-    pair = pair.view(v, v)
-    h_uni = _entropy(uni)
-    h_joint = _entropy(pair.flatten())
-    h_prev = _entropy(pair.sum(1))
+    v = int(rows.max()) + 1
+    pairs = (rows[:, :-1] * v + rows[:, 1:]).flatten()  # counted sparsely: v^2 may be huge
+    h_joint = _entropy(torch.unique(pairs, return_counts=True)[1].double())
+    h_prev = _entropy(torch.unique(rows[:, :-1], return_counts=True)[1].double())
+    h_uni = _entropy(torch.unique(rows, return_counts=True)[1].double())
     return h_joint - h_prev, h_uni
 
 
