@@ -2,7 +2,8 @@
 
 Names: "natural" (text files or the embedded default corpus), "bi-induct" (natural text with
 forward/backward copy snippets), "semi-natural" (a bigram model of real text with repetition
-and reliability knobs), "markov" (optimised synthetic transition matrices), "iid" (control).
+and reliability knobs), "markov" (optimised synthetic transition matrices), "iid" (control),
+"repeats" (background text that turns periodic at a random point with a random period).
 
 >>> from ihprobe.data import make_producer
 >>> p = make_producer("iid", batch_size=4, context=16, seed=0, vocab_size=64)
@@ -19,6 +20,7 @@ from ihprobe.data.base import Batch, Producer
 from ihprobe.data.bi_induct import BiInductProducer
 from ihprobe.data.iid import IIDProducer
 from ihprobe.data.markov import MarkovProducer
+from ihprobe.data.repeats import RepeatsProducer
 from ihprobe.data.seminatural import SemiNaturalProducer
 from ihprobe.data.text import NaturalProducer
 from ihprobe.errors import IhprobeError
@@ -29,6 +31,7 @@ PRODUCERS: dict[str, type[Producer]] = {
     "semi-natural": SemiNaturalProducer,
     "markov": MarkovProducer,
     "iid": IIDProducer,
+    "repeats": RepeatsProducer,
 }
 
 
