@@ -70,10 +70,10 @@ def generate(
     """Sample rows with the repetition/reliability process above, vectorised over the batch.
 
     Each row depends only on its own uniforms (from :func:`uniforms`), so rows of several
-    batches can be generated in one call. Fresh tokens are drawn from the base row by rejection
-    (unrestricted draws until one is unused, at most ``REJECTION_ROUNDS``, then an exact restricted
-    draw), repeats from the base row restricted to the row's earlier tokens: both are exact draws
-    from the restricted distribution.
+    batches can be generated in one call. Fresh and repeated tokens are drawn from the base row
+    restricted to their candidates by rejection (unrestricted O(1) draws until one is a
+    candidate, at most ``REJECTION_ROUNDS``, then an exact restricted draw): exact draws from the
+    restricted distribution.
 
     Args:
         base: the base process; it must give zero weight to tokens that may not appear.
@@ -109,10 +109,10 @@ def generate(
                 x[fresh] = _fresh(base, fresh, prev, prev2, u_draw[:, i], used)
             rep = np.flatnonzero(repeat)
             if rep.size:
-                earlier = tokens[rep, :i]
-                not_b = earlier != np.where(prev_repeat[rep], b_tok[rep], -1)[:, None]
-                w = base.weights(prev[rep], prev2[rep], earlier) * (first[rep, :i] & not_b)
-                x[rep] = earlier[np.arange(rep.size), inverse_cdf(w, u_draw[rep, i, -1])]
+                excluded = np.where(prev_repeat[rep], b_tok[rep], -1)  # B, when A repeated
+                x[rep] = _repeat(
+                    base, rep, excluded, prev, prev2, u_draw[:, i], used, tokens, first, i
+                )
             successor[rows, prev] = x
             if i - 1 >= c // 2:  # B position after a repeated A in the second half
                 tally[:, 1] += prev_repeat
@@ -127,20 +127,52 @@ def generate(
     return torch.from_numpy(tokens), tally
 
 
-def _fresh(base: BaseProcess, todo, prev, prev2, u, used) -> np.ndarray:
-    """One unused token for each row in ``todo``, from its base row restricted to unused tokens."""
-    rows, out = todo, np.zeros(len(used), dtype=np.int64)
-    for k in range(REJECTION_ROUNDS):  # most rows accept their first draw
-        cand = base.draw(prev[todo], prev2[todo], u[todo, k : k + 1])[:, 0]
-        ok = ~used[todo, cand]
+def _restricted(base: BaseProcess, rows, prev, prev2, u, allowed, exact) -> np.ndarray:
+    """One token for each row in ``rows`` from its base row restricted to ``allowed(rows,
+    tokens)``: unrestricted draws until one is allowed (at most ``REJECTION_ROUNDS``), then
+    ``exact(rows, u)`` for the rows still open. Either way an exact restricted draw."""
+    out, todo = np.zeros(len(rows), dtype=np.int64), np.arange(len(rows))
+    for k in range(REJECTION_ROUNDS):
+        r = rows[todo]
+        cand = base.draw(prev[r], prev2[r], u[r, k : k + 1])[:, 0]
+        ok = allowed(todo, cand)
         out[todo[ok]] = cand[ok]
         todo = todo[~ok]
         if not todo.size:
-            return out[rows]
-    everything = np.broadcast_to(np.arange(used.shape[1]), (todo.size, used.shape[1]))
-    w = base.weights(prev[todo], prev2[todo], everything) * ~used[todo]
-    out[todo] = inverse_cdf(w, u[todo, -1])  # an exact draw from the restricted row
-    return out[rows]
+            return out
+    out[todo] = exact(todo, u[rows[todo], -1])
+    return out
+
+
+def _fresh(base: BaseProcess, rows, prev, prev2, u, used) -> np.ndarray:
+    """An unused token for each row in ``rows``."""
+    v = used.shape[1]
+
+    def exact(todo, u_last):
+        r = rows[todo]
+        everything = np.broadcast_to(np.arange(v), (len(r), v))
+        return inverse_cdf(base.weights(prev[r], prev2[r], everything) * ~used[r], u_last)
+
+    return _restricted(
+        base, rows, prev, prev2, u, lambda todo, cand: ~used[rows[todo], cand], exact
+    )
+
+
+def _repeat(base: BaseProcess, rows, excluded, prev, prev2, u, used, tokens, first, i):
+    """An earlier token of the row, other than ``excluded`` (A's successor B, or -1), for each
+    row in ``rows``; the exact fallback weighs the row's first occurrences so far."""
+
+    def allowed(todo, cand):
+        return used[rows[todo], cand] & (cand != excluded[todo])
+
+    def exact(todo, u_last):
+        r = rows[todo]
+        earlier = tokens[r, :i]
+        keep = first[r, :i] & (earlier != excluded[todo][:, None])
+        w = base.weights(prev[r], prev2[r], earlier) * keep
+        return earlier[np.arange(len(r)), inverse_cdf(w, u_last)]
+
+    return _restricted(base, rows, prev, prev2, u, allowed, exact)
 
 
 class RepetitionLayer:
