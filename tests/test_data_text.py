@@ -82,6 +82,7 @@ def test_glob_list_and_changed_file_gets_new_cache_entry(cache_dir, docs_dir):
 
 
 def test_given_hf_tokenizer_and_local_dataset(cache_dir, tmp_path, tokenizer):
+    pytest.importorskip("datasets")  # an optional dependency
     tok_dir = tmp_path / "tok"
     tokenizer.save_pretrained(str(tok_dir))
     data = tmp_path / "d.jsonl"
@@ -111,6 +112,7 @@ def test_bad_sources(cache_dir, tmp_path):
 
 
 def test_unreachable_dataset_name_is_a_clear_error(cache_dir):
+    pytest.importorskip("datasets")  # an optional dependency
     with pytest.raises(IhprobeError, match="cannot load dataset"):
         make_producer("natural", batch_size=2, context=8, dataset="nobody/no-such-dataset")
 
