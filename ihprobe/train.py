@@ -11,7 +11,8 @@ A run directory holds::
     metrics.jsonl            one line per logged update: step, tokens, loss, lr, grad_norm, data
     probes.jsonl             with live probes: step, tokens, max_prefix_matching, ar_accuracy
     checkpoints/step-NNNNNN/ HF directories (config, safetensors, tokenizer) + ihprobe.json
-    state/step-NNNNNN.pt     the latest training state (weights, optimiser, RNG) for --resume
+    state/step-NNNNNN.pt     the latest training state (weights, optimiser, RNG) for --resume,
+                             written at every checkpoint and every ``state_every`` updates
 
 Under ``torchrun --nproc_per_node N -m ihprobe train ...`` each rank takes its rows of the same
 global batch ``producer.sample(step)``, so ``batch_size`` stays the sequences per update.
@@ -45,7 +46,15 @@ STATE_DIR = "state"
 METRICS = "metrics.jsonl"
 PROBES = "probes.jsonl"
 # Fields that may change when a run is resumed: they do not change the weights it ends with.
-RESUMABLE_CHANGES = ("resume", "device", "live_probes", "probe_batch", "progress", "log_every")
+RESUMABLE_CHANGES = (
+    "resume",
+    "device",
+    "live_probes",
+    "probe_batch",
+    "progress",
+    "log_every",
+    "state_every",
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ class TrainConfig:
     resume: bool = False  # continue the run in `out` from its latest training state
     device: str = "auto"  # "auto" (cuda when available) | "cpu" | "cuda" | "cuda:1" ...
     log_every: int = 10  # updates between metrics.jsonl lines
+    state_every: int = 1000  # updates between training states for --resume (0: checkpoints only)
     probe_batch: int = 20  # rows of repeated random tokens for the live probes
     progress: bool = True  # tqdm bar on rank 0
 
@@ -275,6 +285,8 @@ def check_config(config: TrainConfig, world_size: int = 1) -> None:
         problems.append(f"grad_clip={config.grad_clip} must be positive (or None for no clipping)")
     if config.log_every < 1:
         problems.append(f"log_every={config.log_every} must be at least 1")
+    if config.state_every < 0:
+        problems.append(f"state_every={config.state_every} must be >= 0 (0: only at checkpoints)")
     split = world_size * config.grad_accum
     if config.batch_size >= 1 and config.batch_size % split:
         problems.append(
@@ -531,6 +543,8 @@ class _Trainer:
         for step in range(start, self.total):
             if step in saves:
                 self.window.pause(self._save(step))
+            elif self.config.state_every and step > start and step % self.config.state_every == 0:
+                self.window.pause(self._save(step, checkpoint=False))
             lr, norm, info = self._update(step)
             done = step + 1
             if done % self.config.log_every == 0 or done == self.total:
@@ -663,16 +677,20 @@ class _Trainer:
 
     # -- checkpoints
 
-    def _save(self, step: int) -> float:
-        """State, checkpoint and live probes for ``step`` (those not there yet); seconds taken."""
+    def _save(self, step: int, checkpoint: bool = True) -> float:
+        """State, checkpoint and live probes for ``step`` (those not there yet); seconds taken.
+
+        The state goes first: a kill between the two leaves a state that the resumed run
+        continues from, and it then writes the missing checkpoint.
+        """
         begin = time.perf_counter()
         self._check_finite(step)
         if self.world.main:
             if not self.run.state_file(step).is_file():
                 self._write_state(step)
-            if not self.run.checkpoint(step).is_dir():
+            if checkpoint and not self.run.checkpoint(step).is_dir():
                 self._write_checkpoint(step)
-            if self.config.live_probes and step not in self.probed:
+            if checkpoint and self.config.live_probes and step not in self.probed:
                 self._probe(step)
         self.world.barrier()
         return time.perf_counter() - begin

@@ -256,3 +256,34 @@ def test_resume_clears_interrupted_writes_and_needs_a_training_state(tmp_path):
         state.unlink()
     with pytest.raises(IhprobeError, match="no training state"):
         train(load_config(run, resume=True))
+
+
+def test_a_crash_between_checkpoints_resumes_from_the_last_state_to_identical_weights(
+    tmp_path, monkeypatch
+):
+    import ihprobe.train as trainer
+
+    config = tiny(tmp_path, steps=10, checkpoints=(0,), state_every=3)
+    reference = final_weights(train(tiny(tmp_path, "reference", steps=10, checkpoints=(0,))))
+
+    real, calls = trainer.causal_lm_loss, []
+
+    def crash_in_update_8(model, tokens):
+        calls.append(1)
+        if len(calls) == 8:
+            raise RuntimeError("power cut")
+        return real(model, tokens)
+
+    monkeypatch.setattr(trainer, "causal_lm_loss", crash_in_update_8)
+    with pytest.raises(RuntimeError, match="power cut"):
+        train(config)
+    run = tmp_path / "run"
+    assert [p.name for p in (run / "state").iterdir()] == ["step-000006.pt"]
+    assert [c.step for c in checkpoints(run)] == [0]
+
+    monkeypatch.setattr(trainer, "causal_lm_loss", real)
+    train(load_config(run, resume=True))
+    resumed = final_weights(run)
+    assert [c.step for c in checkpoints(run)] == [0, 10]
+    for name in reference:
+        assert torch.equal(resumed[name], reference[name]), name

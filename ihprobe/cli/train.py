@@ -111,6 +111,9 @@ def register(subparsers) -> None:
     watch.add_argument("--live-probes", dest="live_probes", action="store_true")
     watch.add_argument("--probe-batch", dest="probe_batch", type=int)
     watch.add_argument("--log-every", dest="log_every", type=int)
+    watch.add_argument(
+        "--state-every", dest="state_every", type=int, help="updates between resume states"
+    )
     watch.add_argument("--no-progress", dest="progress", action="store_false")
     watch.add_argument("--resume", action="store_true", help="continue the run in --out")
     watch.add_argument("--device", help="auto, cpu, cuda, cuda:1 ...")
