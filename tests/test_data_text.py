@@ -123,3 +123,13 @@ def test_docstrings_extend_the_embedded_corpus():
     plain, more = default_documents(), default_documents(docstrings=True)
     assert more[: len(plain)] == plain  # importing the modules ran nothing (no __main__)
     assert sum(map(len, more)) > 2 * sum(map(len, plain))
+
+
+def test_dataset_without_the_datasets_package_says_how_to_get_it(cache_dir, tmp_path, monkeypatch):
+    import sys
+
+    data = tmp_path / "d.txt"
+    data.write_text("hello world\n" * 20)
+    monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
+    with pytest.raises(IhprobeError, match="pip install datasets"):
+        make_producer("natural", batch_size=2, context=8, dataset=str(data))
