@@ -58,6 +58,11 @@ def fit_transition(
 ) -> Float[torch.Tensor, "vocab vocab"]:  # noqa: F821 - jaxtyping dims
     """Fit an order-1 transition matrix to the targets above; returns the row-stochastic matrix.
 
+    >>> from ihprobe.data.marginals import marginal
+    >>> t = fit_transition(marginal("uniform", 16), entropy_rate=2.0, steps=300)
+    >>> bool(torch.allclose(t.sum(1), torch.ones(16)))
+    True
+
     Runs on one thread: the matrices are small, and on a busy machine intra-op threads make
     each of the thousands of tiny steps wait on the others (measured: 40x slower at load 10).
     """
@@ -145,7 +150,7 @@ class MarkovProducer(Producer):
         local_dependency: False samples i.i.d. from the marginal.
         order: 1 or 2.
         order2_scale: standard deviation of the w_{i-2} logit table for order 2.
-        repetition, reliability: when both are given, the semi-natural repetition layer.
+        repetition, reliability: when both are given, the repetition layer on top.
         matrix_seed: seed of the matrix fit (the data seed only affects sampling).
         fit_steps, fit_lr: Adam settings of the fit.
     """

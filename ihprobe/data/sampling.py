@@ -53,6 +53,10 @@ def alias_tables(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``alias[r, k]``. Vose's pairing, vectorised over rows: each pass settles one cell per row,
     a small one (scaled probability <= 1) against a large one, walking the sorted cells from
     both ends; a large cell that drops below 1 is settled next.
+
+    >>> accept, alias = alias_tables(np.array([[0.25, 0.75]]))
+    >>> accept.tolist(), alias.tolist()       # column 0 kept half the time, else column 1
+    ([[0.5, 1.0]], [[1, 1]])
     """
     n, v = probs.shape
     rows = np.arange(n)

@@ -29,7 +29,11 @@ MAX_VOCAB = 8192  # the bigram matrix is dense: 8192^2 float32 = 256 MB
 def bigram_matrix(
     stream: Int[torch.Tensor, "n"], vocab_size: int, smoothing: float = 0.1
 ) -> Float[torch.Tensor, "vocab vocab"]:  # noqa: F821 - jaxtyping dims
-    """Row-normalised bigram counts of a token stream, each count plus ``smoothing``."""
+    """Row-normalised bigram counts of a token stream, each count plus ``smoothing``.
+
+    >>> bigram_matrix(torch.tensor([0, 1, 0, 1, 0]), 2, smoothing=0.0).tolist()
+    [[0.0, 1.0], [1.0, 0.0]]
+    """
     s = stream.long()
     counts = torch.bincount(s[:-1] * vocab_size + s[1:], minlength=vocab_size**2).double()
     counts = counts.view(vocab_size, vocab_size) + smoothing

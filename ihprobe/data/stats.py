@@ -73,6 +73,10 @@ def repetition_reliability(
     Args:
         start: count only positions ``>= start`` of each window (e.g. ``context // 2`` for the
             semi-natural producer, whose first half never repeats by construction).
+
+    >>> rep, rel = repetition_reliability(torch.tensor([[1, 2, 1, 2, 1, 3]]), 6)
+    >>> rep, round(rel, 3)        # 1, 2, 1 repeat; 2 and 1 follow as before, 3 does not
+    (0.5, 0.667)
     """
     rows = windows(tokens, context)
     is_repeat, successor = repeat_structure(rows)
