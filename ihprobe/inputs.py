@@ -36,7 +36,7 @@ def content_ids(model) -> Int[torch.Tensor, " ids"]:
     tok = getattr(model, "tokenizer", None)
     keep = torch.ones(vocab, dtype=torch.bool)
     if tok is not None:
-        if len(tok) < vocab and len(tok) > 1:  # embedding rows padded past the tokenizer
+        if 1 < len(tok) < vocab:  # embedding rows padded past the tokenizer: never trained
             keep[len(tok) :] = False
         special = [i for i in tok.all_special_ids if i is not None and 0 <= i < vocab]
         keep[special] = False
