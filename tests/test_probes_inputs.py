@@ -132,3 +132,9 @@ def test_icl_positions_follow_spec():
     assert recall.icl_positions(500) == (50, 400)
     assert recall.icl_positions(64) == (6, 51)
     assert recall.icl_positions(8) == (1, 6)
+
+
+def test_padded_embedding_rows_are_never_drawn(tokenizer):
+    """Pythia pads its embedding past the tokenizer (50304 vs 50277): those rows are untrained."""
+    x = repeated_tokens(fake_model(vocab=600, tokenizer=tokenizer), n=50, batch=200)
+    assert x.max() < len(tokenizer) == 512
