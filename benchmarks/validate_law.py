@@ -41,7 +41,7 @@ def main() -> None:
     from ihprobe import data
     from ihprobe.changepoint import run_emergence
     from ihprobe.law import fit_law, predict_emergence
-    from ihprobe.train import TrainConfig, train
+    from ihprobe.trainer import TrainConfig, train
     from tests.test_emergence_e2e import Periodic
 
     data.PRODUCERS["periodic"] = Periodic

@@ -16,6 +16,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+# Public name -> module. No module may be named like a public name: importing the submodule
+# ihprobe.X sets the attribute ihprobe.X to the module, hiding the function of that name.
 _EXPORTS: dict[str, str] = {
     # loading and checkpoints
     "load": "ihprobe.models",
@@ -25,11 +27,10 @@ _EXPORTS: dict[str, str] = {
     "scan": "ihprobe.probes.battery",
     "HeadScores": "ihprobe.scores",
     # training and data
-    "train": "ihprobe.train",
-    "TrainConfig": "ihprobe.train",
+    "train": "ihprobe.trainer",
+    "TrainConfig": "ihprobe.trainer",
     "make_producer": "ihprobe.data",
-    # emergence and the law (no module is named like a function: importing ihprobe.X as a
-    # submodule would replace the function ihprobe.X with the module)
+    # emergence and the law
     "trajectory": "ihprobe.trajectories",
     "emergence": "ihprobe.changepoint",
     "EmergencePoint": "ihprobe.changepoint",

@@ -150,7 +150,7 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> dict:
 
 def _train(config: DemoConfig, out: Path, producer: str, options: dict) -> Path:
     """Train the run, or return it untouched when a run with the same config finished."""
-    from ihprobe.train import TrainConfig, train
+    from ihprobe.trainer import TrainConfig, train
 
     train_config = TrainConfig(
         out=str(out), producer=producer, producer_options=options, layers=config.layers,

@@ -1,6 +1,6 @@
 """Sweeps: train a grid of runs, find each run's emergence point, fit the law, map the frontier.
 
-A grid axis is a :class:`~ihprobe.train.TrainConfig` field (``batch_size``, ``context``,
+A grid axis is a :class:`~ihprobe.trainer.TrainConfig` field (``batch_size``, ``context``,
 ``d_model``...) or a producer option (``repetition``, ``reliability``...). Every run is an
 independent ``python -m ihprobe train`` process writing its own run directory, so a grid can be
 spread over machines; a finished run is never trained again, an interrupted one is resumed.
@@ -45,7 +45,7 @@ class Run:
 
     def train_command(self, extra: tuple[str, ...] = ()) -> list[str]:
         """The ``ihprobe train`` command line of this run."""
-        from ihprobe.train import TrainConfig
+        from ihprobe.trainer import TrainConfig
 
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
         cmd = [sys.executable, "-m", "ihprobe", "train", "--out", str(self.out)]
@@ -87,7 +87,7 @@ def plan(axes: list[str], out: str | os.PathLike) -> list[Run]:
 def finished(run: Run) -> bool:
     """Whether the run's final checkpoint is on disk."""
     from ihprobe.models import RUN_META
-    from ihprobe.train import load_config
+    from ihprobe.trainer import load_config
 
     if not (run.out / RUN_META).is_file():
         return False

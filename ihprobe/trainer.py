@@ -500,7 +500,7 @@ def _check_run_dir(run: RunDir, config: TrainConfig) -> None:
         diffs = ", ".join(f"{k}: {before.get(k)!r} -> {now[k]!r}" for k in changed)
         raise IhprobeError(
             f"cannot resume {run.root} with a different config ({diffs}); resume with the same "
-            "settings (ihprobe.train.load_config reads them) or start a new --out."
+            "settings (ihprobe.trainer.load_config reads them) or start a new --out."
         )
 
 

@@ -40,7 +40,7 @@ class Periodic(Producer):
 
 @pytest.mark.slow
 def test_transition_is_found_where_prefix_matching_jumps(tmp_path, monkeypatch, capsys):
-    from ihprobe.train import TrainConfig, train
+    from ihprobe.trainer import TrainConfig, train
 
     monkeypatch.setitem(data.PRODUCERS, "periodic", Periodic)
     monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))

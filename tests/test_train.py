@@ -12,7 +12,7 @@ from ihprobe import checkpoints, load
 from ihprobe.errors import IhprobeError
 from ihprobe.models import read_state_dict, resolve
 from ihprobe.schedule import checkpoint_steps, learning_rate
-from ihprobe.train import TrainConfig, load_config, train
+from ihprobe.trainer import TrainConfig, load_config, train
 
 
 @pytest.fixture(autouse=True)
@@ -194,7 +194,7 @@ def test_gradient_accumulation_gives_the_same_update_as_the_whole_batch(tmp_path
 
 
 def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
-    import ihprobe.train as trainer
+    import ihprobe.trainer as trainer
 
     real = trainer.causal_lm_loss
     calls = []
@@ -261,7 +261,7 @@ def test_resume_clears_interrupted_writes_and_needs_a_training_state(tmp_path):
 def test_a_crash_between_checkpoints_resumes_from_the_last_state_to_identical_weights(
     tmp_path, monkeypatch
 ):
-    import ihprobe.train as trainer
+    import ihprobe.trainer as trainer
 
     config = tiny(tmp_path, steps=10, checkpoints=(0,), state_every=3)
     reference = final_weights(train(tiny(tmp_path, "reference", steps=10, checkpoints=(0,))))

@@ -15,7 +15,7 @@ import torch
 
 from ihprobe import checkpoints
 from ihprobe.models import read_state_dict, resolve
-from ihprobe.train import TrainConfig, load_config, train
+from ihprobe.trainer import TrainConfig, load_config, train
 
 pytestmark = pytest.mark.slow
 

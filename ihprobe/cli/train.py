@@ -125,7 +125,7 @@ def config_from_args(args):
     from pathlib import Path
 
     from ihprobe.models import RUN_META
-    from ihprobe.train import TrainConfig, load_config
+    from ihprobe.trainer import TrainConfig, load_config
 
     given = {k: v for k, v in vars(args).items() if k not in ("func", "command", "verbose")}
     options = dict(given.pop("producer_option", []))
@@ -146,7 +146,7 @@ def config_from_args(args):
 
 
 def run(args) -> int:
-    from ihprobe.train import train
+    from ihprobe.trainer import train
 
     print(train(config_from_args(args)))
     return 0
