@@ -142,10 +142,7 @@ def scan(
             rows = text_rows(model, text, batch)
             early, late = recall.icl_positions(model.cfg.n_ctx)
             settings.update(icl_positions=[early, late], icl_rows=len(rows))
-            logits = model(rows[:, : late + 1])
-            model_scores["icl_score"] = float(
-                recall.icl_score_per_row(logits, rows, early, late).mean()
-            )
+            model_scores["icl_score"] = _icl_pass(model, rows, early, late, chunk)
     ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head}
     ordered_model = {k: model_scores[k] for k in METRICS if k in model_scores}
     return HeadScores(ordered_head, ordered_model, provenance(model), settings)
@@ -365,6 +362,30 @@ def _snippet_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, 
         name: attention.pair_mean(stacked[:, i * batch : (i + 1) * batch, :, where[name]])
         for i, name in enumerate(families)
     }
+
+
+def _icl_pass(model, rows, early: int, late: int, chunk: int | None) -> float:
+    """The ICL score over ``rows``, unembedding only the two positions that predict tokens
+    ``early`` and ``late`` (a 2048-token context would otherwise hold [rows, 2048, vocab])."""
+    predicting = torch.tensor([early - 1, late - 1])
+
+    def icl_rows(logits, part):
+        if logits.shape[1] != len(predicting):
+            logits = logits[:, predicting.to(logits.device)]
+        losses = [
+            recall.query_loss(logits[:, i : i + 1], part[:, [t]])
+            for i, t in enumerate((early, late))
+        ]
+        return losses[1] - losses[0]
+
+    kept = _run_kept(
+        model,
+        rows[:, : late + 1],
+        lambda store: _unembed_only(model, hooks.positions(predicting)),
+        chunk,
+        icl_rows,
+    )
+    return float(kept["logits"].mean())
 
 
 def text_rows(
