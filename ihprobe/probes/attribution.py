@@ -42,9 +42,9 @@ def logit_attribution(
 
     Example:
         >>> z = torch.ones(1, 1, 1, 1, 1); W_O = torch.ones(1, 1, 1, 2)
-        >>> W_U = torch.tensor([[1.0, 0.0, 3.0], [0.0, 0.0, 0.0]])
-        >>> logit_attribution(z, W_O, W_U, torch.tensor([[0, 1, 2]]), torch.tensor([2]))
-        tensor([[[[0.7500]]]])
+        >>> W_U = torch.tensor([[1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 0.0, 0.0]])  # s = 1, 2, 3, 4
+        >>> logit_attribution(z, W_O, W_U, torch.tensor([[0, 1, 2, 3]]), torch.tensor([2]))
+        tensor([[[[0.2500]]]])
     """
     directions = W_U[:, row_tokens].to(z.dtype)  # [d_model, batch, n]
     out = []

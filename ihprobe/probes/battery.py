@@ -395,6 +395,10 @@ def text_rows(
 
     Documents are tokenized with the model's tokenizer and joined with its EOS token (when it
     has one) into one stream; token-id tensors ``[rows, pos]`` are used as given.
+
+    Example:
+        >>> text_rows(model, open("book.txt").read(), batch=16).shape       # doctest: +SKIP
+        torch.Size([16, 501])
     """
     early, late = recall.icl_positions(model.cfg.n_ctx)
     need = late + 1

@@ -60,7 +60,7 @@ def next_token_ranks(
 
     Example:
         >>> logits = torch.tensor([[[0.0, 2.0, 1.0], [3.0, 1.0, 2.0]]])
-        >>> next_token_ranks(logits, torch.tensor([[0, 2, 1]]))
+        >>> next_token_ranks(logits, torch.tensor([[0, 2]]))  # logit 1.0 of id 2: one above
         tensor([[1]])
     """
     return target_ranks(logits[:, :-1], tokens[:, 1:])
