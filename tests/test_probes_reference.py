@@ -79,8 +79,9 @@ def reference_repeated(model, tokens, n):
     return out, model_scores
 
 
-def reference_snippet_score(model, tokens, length, backward):
-    """Attention from each copy token to where the next token sits, found by token equality."""
+def reference_snippet_score(model, tokens, length, backward, offset=0):
+    """Attention from each copy token to where the next token sits, found by token equality
+    (``offset`` 1 when the rows start with BOS)."""
     _, cache = _cache(model, tokens)
     L, H = model.cfg.n_layers, model.cfg.n_heads
     out = torch.zeros(L, H)
@@ -89,13 +90,13 @@ def reference_snippet_score(model, tokens, length, backward):
         for h in range(H):
             values = []
             for b in range(tokens.shape[0]):
-                first = tokens[b, :length].tolist()
-                for p in range(length + 1, 2 * length + 1):
+                first = tokens[b, offset : offset + length].tolist()
+                for p in range(offset + length + 1, offset + 2 * length + 1):
                     k = first.index(int(tokens[b, p]))  # the copy holds s_k here
                     if backward and k >= 1:
-                        values.append(float(A[b, h, p, k - 1]))
+                        values.append(float(A[b, h, p, offset + k - 1]))
                     if not backward and k <= length - 2:
-                        values.append(float(A[b, h, p, k + 1]))
+                        values.append(float(A[b, h, p, offset + k + 1]))
             out[layer, h] = np.mean(values)
     return out
 
@@ -261,3 +262,18 @@ def test_icl_text_as_token_ids(loaded):
     assert scores.model["icl_score"] == pytest.approx(float(expected), abs=1e-5)
     with pytest.raises(ihprobe.IhprobeError, match=f"rows need at least {late + 1}"):
         ihprobe.scan(model, ["icl_score"], text=rows[:, :late])
+
+
+def test_snippet_scores_with_bos(loaded):
+    _, model = loaded
+    scores = ihprobe.scan(
+        model, ["forward_induction", "anti_induction"], batch=BATCH, seed=1, bos=True,
+        snippet_length=LENGTH,
+    )  # fmt: skip
+    for metric, backward in (("forward_induction", False), ("anti_induction", True)):
+        rows = inputs.snippets(
+            model, backward=backward, length=LENGTH, batch=BATCH, seed=1, bos=True
+        )
+        assert (rows[:, 0] == model.tokenizer.bos_token_id).all()
+        expected = reference_snippet_score(model, rows, LENGTH, backward, offset=1)
+        assert torch.allclose(scores.head[metric], expected, atol=1e-5), metric
