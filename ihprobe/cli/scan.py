@@ -45,7 +45,6 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import dataclasses
     import os
-    import tempfile
     from pathlib import Path
 
     import pandas as pd
@@ -102,9 +101,8 @@ def run(args) -> int:
             last.append(scores)
 
     out.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".scores.csv.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        pd.concat(frames, ignore_index=True).to_csv(fh, index=False)
+    tmp = out / f".scores.csv.{os.getpid()}.tmp"  # atomic: write aside, then rename
+    pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
     os.replace(tmp, targets[0])
     sections = [
         Section(_label(s), [s.heatmap(metric) for metric in s.head]) for s in last if s.head

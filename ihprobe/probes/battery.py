@@ -118,7 +118,7 @@ def scan(
         raise IhprobeError(f"chunk must be a positive number of rows or None (got {chunk}).")
     settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": []}
     if "icl_score" in requested and text is None:
-        note = "icl_score skipped: pass text=... (natural text) to compute it"
+        note = "icl_score skipped: pass natural text (text=..., or --text FILE) to compute it"
         settings["notes"].append(note)
         log.info(note)
     head: dict[str, torch.Tensor] = {}
