@@ -80,7 +80,9 @@ def _emergence_section(prefix: str, study: dict) -> Section:
         found = (
             f"Prefix matching rose from chance: the steep segment of a 3-piece fit against "
             f"log(tokens) starts at about <b>{point.updates:,.0f} updates</b> "
-            f"(between checkpoints at steps {point.step_low} and {point.step_high})."
+            f"(between checkpoints at updates {point.updates_low:,.0f} and "
+            f"{point.updates_high:,.0f}); max PS first crosses {point.threshold} at step "
+            f"{point.threshold_step}."
         )
     else:
         found = f"No induction-head transition was detected: {html.escape(str(point.reason))}."
@@ -93,13 +95,14 @@ def _heads_section(prefix: str, study: dict) -> Section:
     steps = sorted(table.step.dropna().unique())
     point = study["point"]
     chosen = [steps[0], steps[-1]]
-    if point.transition and point.step_high is not None:
-        chosen.insert(1, min(steps, key=lambda s: abs(s - point.step_high)))
+    if point.transition and point.step is not None:
+        chosen.insert(1, point.step)
     blocks = [
         "Per-head prefix-matching score at the first, the emergence and the final checkpoint."
     ]
     for step in dict.fromkeys(chosen):
-        blocks.append(scores_at(table, int(step)).heatmap("prefix_matching"))
+        fig = scores_at(table, int(step)).heatmap("prefix_matching")
+        blocks.append(fig.update_traces(zmin=0, zmax=1))  # one scale: checkpoints compare
     return Section(f"{prefix}Heads at chosen checkpoints", blocks)
 
 
@@ -112,9 +115,9 @@ def scores_at(table: pd.DataFrame, step: int) -> HeadScores:
     head = {}
     for metric, group in rows.groupby("metric"):
         values = torch.full((n_layers, n_heads), float("nan"))
-        values[group["layer"].astype(int).to_numpy(), group["head"].astype(int).to_numpy()] = (
-            torch.tensor(group["value"].to_numpy(copy=True), dtype=torch.float32)
-        )
+        layers = torch.tensor(group["layer"].astype(int).tolist())
+        heads = torch.tensor(group["head"].astype(int).tolist())
+        values[layers, heads] = torch.tensor(group["value"].tolist(), dtype=torch.float32)
         head[str(metric)] = values
     first = rows.iloc[0]
     tokens = None if pd.isna(first.tokens) else int(first.tokens)

@@ -13,6 +13,7 @@ when the caller passes ``trust_remote_code=True``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -125,7 +126,7 @@ def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = 
     """The HF model of a checked checkpoint directory (HF maps old tensor names)."""
     from transformers import AutoModelForCausalLM
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _quiet_progress():
         warnings.simplefilter("ignore")
         return AutoModelForCausalLM.from_pretrained(
             str(path),
@@ -136,6 +137,20 @@ def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = 
             trust_remote_code=trust_remote_code,
             local_files_only=True,
         )
+
+
+@contextlib.contextmanager
+def _quiet_progress():
+    """No "Loading weights" bars from transformers while a checkpoint loads."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
 
 
 def _bridge(hf_model, name: str, tokenizer, device, dtype):

@@ -84,5 +84,6 @@ def write_report(
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(page)
+    os.chmod(tmp, 0o644)  # mkstemp makes files private; a report is meant to be shared
     os.replace(tmp, path)
     return path

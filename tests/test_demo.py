@@ -1,0 +1,66 @@
+"""The main job: the default demo shows a real induction-head phase transition, and its report
+renders in a browser with every figure and no JavaScript errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from ihprobe.demo import DemoConfig, run_demo
+from tests.browser import render, screenshot
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The default demo, as `make demo` runs it (a few minutes on one core)."""
+    out = tmp_path_factory.mktemp("demo")
+    return run_demo(DemoConfig(out=str(out), progress=False))
+
+
+def test_default_demo_shows_the_phase_transition(demo):
+    s = demo.summary.set_index("run").loc["main"]
+    assert s.ps_start < 0.05  # chance is about ln2/32 = 0.022
+    assert s.ps_final > 0.5
+    assert s.ar_start < 0.02 and s.ar_final > 0.1  # AR accuracy rises with it (chance 1/300)
+    assert s.emergence_updates is not None and 200 < s.emergence_updates < 2000
+    assert s.emergence_low <= s.emergence_updates <= s.emergence_high
+    table = pd.read_csv(demo.tables["main/trajectory"])
+    assert table.step.nunique() == 21  # step 0 and 20 linear checkpoints, all scanned
+
+
+def test_demo_report_renders(demo):
+    rendered = render(demo.report)
+    assert rendered.errors == []
+    figures = rendered.dom.count('class="figure"')
+    assert figures >= 8  # trajectory, head strip, 3 heatmaps, attention, head sets, drops
+    assert rendered.count(r'class="main-svg"') >= figures  # every figure drew
+    assert "emergence" in rendered.dom.lower() and "law" in rendered.dom
+    screenshot(demo.report, "demo-report.png")
+
+
+def test_compare_adds_natural_and_bi_induct_runs(tmp_path):
+    config = replace(DemoConfig(out=str(tmp_path), progress=False, compare=True), steps=30,
+                     n_checkpoints=7, random=2)  # fmt: skip
+    result = run_demo(config)
+    assert list(result.summary.run) == ["main", "natural", "bi-induct"]
+    assert all(path.is_file() for path in result.tables.values())
+    rendered = render(result.report)
+    assert rendered.errors == [] and "Natural vs Bi-Induct" in rendered.dom
+
+
+def test_cli_demo_prints_where_files_are(tmp_path):
+    out = tmp_path / "d"
+    result = subprocess.run(
+        [sys.executable, "-m", "ihprobe", "demo", "--out", str(out), "--steps", "20",
+         "--random", "2", "--no-progress"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"report:  {out / 'report.html'}" in result.stdout
+    assert (out / "report.html").is_file() and (out / "main-trajectory.csv").is_file()
