@@ -49,6 +49,7 @@ def run(args) -> int:
     from ihprobe.errors import IhprobeError
     from ihprobe.figures.ablation import write_ablation_report
     from ihprobe.probes.battery import HEAD_METRICS
+    from ihprobe.trajectories import sources_of
 
     metrics = args.metrics.split(",") if args.metrics else None
     check_settings(top=args.top, random=args.random, mode=args.mode, metrics=metrics)
@@ -74,7 +75,7 @@ def run(args) -> int:
         "metrics": metrics, "seed": args.seed,
         "n": args.n, "batch": args.batch, "bos": args.bos, "text": text, "tasks": args.task,
     }  # fmt: skip
-    plan = [_checkpoints(source, args.revision) for source in args.sources]
+    plan = [sources_of(source, args.revision or None) for source in args.sources]
     results = []
     with tqdm(total=sum(map(len, plan)), desc="ablate", unit="ckpt", disable=None) as bar:
         for ckpts in plan:
@@ -116,17 +117,3 @@ def run(args) -> int:
                 )
     print(f"wrote {targets[0]} ({len(frame)} rows) and {targets[1]}")
     return 0
-
-
-def _checkpoints(source: str, revisions: list[str] | None):
-    """The checkpoints of one SOURCE: a run's, the hub revisions asked for, or itself."""
-    from pathlib import Path
-
-    from ihprobe import models
-
-    path = Path(source).expanduser()
-    if path.is_dir():
-        return models.checkpoints(path)
-    if revisions:
-        return models.checkpoints(source, revisions=revisions)
-    return [models.Checkpoint(source)]

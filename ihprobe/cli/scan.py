@@ -54,6 +54,7 @@ def run(args) -> int:
     from ihprobe.errors import IhprobeError
     from ihprobe.probes.battery import check_metrics, scan
     from ihprobe.report import Section, write_report
+    from ihprobe.trajectories import sources_of
 
     check_metrics(args.metrics)  # before any model is loaded
     out = Path(args.out)
@@ -69,7 +70,7 @@ def run(args) -> int:
             text = Path(args.text).read_text(encoding="utf-8")
         except OSError as err:
             raise IhprobeError(f"cannot read --text {args.text}: {err.strerror}.") from err
-    plan = [(source, _checkpoints(source, args.revision)) for source in args.sources]
+    plan = [(source, sources_of(source, args.revision or None)) for source in args.sources]
     total = sum(len(ckpts) for _, ckpts in plan)
     kwargs = {
         "n": args.n,
@@ -123,20 +124,6 @@ def run(args) -> int:
             print(f"  note: {note}")
     print(f"wrote {targets[0]} ({sum(len(f) for f in frames)} rows) and {targets[1]}")
     return 0
-
-
-def _checkpoints(source: str, revisions: list[str] | None):
-    """The checkpoints of one SOURCE: a run's, the hub revisions asked for, or itself."""
-    from pathlib import Path
-
-    from ihprobe import models
-
-    path = Path(source).expanduser()
-    if path.is_dir():
-        return models.checkpoints(path)
-    if revisions:
-        return models.checkpoints(source, revisions=revisions)
-    return [models.Checkpoint(source)]
 
 
 def _label(scores) -> str:
