@@ -46,6 +46,7 @@ def run(args) -> int:
 
     from ihprobe import models
     from ihprobe.ablation import ablate, check_settings
+    from ihprobe.cli._common import read_text_option, refuse_overwrite
     from ihprobe.errors import IhprobeError
     from ihprobe.figures.ablation import write_ablation_report
     from ihprobe.probes.battery import HEAD_METRICS
@@ -59,17 +60,8 @@ def run(args) -> int:
         )
     out = Path(args.out)
     targets = [out / "ablation.csv", out / "report.html"]
-    existing = [str(t) for t in targets if t.exists()]
-    if existing and not args.force:
-        raise IhprobeError(
-            f"{', '.join(existing)} already exist; pass --force to overwrite or another --out."
-        )
-    text = None
-    if args.text:
-        try:
-            text = Path(args.text).read_text(encoding="utf-8")
-        except OSError as err:
-            raise IhprobeError(f"cannot read --text {args.text}: {err.strerror}.") from err
+    refuse_overwrite(targets, args.force)
+    text = read_text_option(args.text)
     kwargs = {
         "by": args.by, "top": args.top, "random": args.random, "mode": args.mode,
         "metrics": metrics, "seed": args.seed,

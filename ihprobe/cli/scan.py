@@ -51,7 +51,7 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from ihprobe import models
-    from ihprobe.errors import IhprobeError
+    from ihprobe.cli._common import read_text_option, refuse_overwrite
     from ihprobe.probes.battery import check_metrics, scan
     from ihprobe.report import Section, write_report
     from ihprobe.trajectories import sources_of
@@ -59,17 +59,8 @@ def run(args) -> int:
     check_metrics(args.metrics)  # before any model is loaded
     out = Path(args.out)
     targets = [out / "scores.csv", out / "heatmaps.html"]
-    existing = [str(t) for t in targets if t.exists()]
-    if existing and not args.force:
-        raise IhprobeError(
-            f"{', '.join(existing)} already exist; pass --force to overwrite or another --out."
-        )
-    text = None
-    if args.text:
-        try:
-            text = Path(args.text).read_text(encoding="utf-8")
-        except OSError as err:
-            raise IhprobeError(f"cannot read --text {args.text}: {err.strerror}.") from err
+    refuse_overwrite(targets, args.force)
+    text = read_text_option(args.text)
     plan = [(source, sources_of(source, args.revision or None)) for source in args.sources]
     total = sum(len(ckpts) for _, ckpts in plan)
     kwargs = {
