@@ -5,8 +5,9 @@ GPT-NeoX (4 layers x 8 heads by default):
 
 * ``forward``   -- one bare forward pass (``model(tokens)``): the floor, the model has to run.
 * ``ihprobe``   -- ``ihprobe.scan`` of every metric of the repeated-token family plus the
-  weight-only copying score, scores reduced inside the hooks.
-* ``ihprobe, chunk C`` -- the same, ``C`` rows per forward pass (``scan(chunk=C)``).
+  weight-only copying score, scores reduced inside the hooks, all rows in one pass
+  (``chunk=None``).
+* ``ihprobe, chunk C`` -- the same, ``C`` rows per forward pass (``scan``'s default, C=25).
 * ``cache``     -- the straightforward TransformerLens way: ``run_with_cache`` of everything,
   then each metric from the cache.
 * ``detect_head`` -- ``transformer_lens.head_detector.detect_head(model, prompts,
@@ -211,14 +212,14 @@ def main() -> int:
 
     routes = {
         "forward": lambda: model(tokens),
-        "ihprobe": lambda: ihprobe.scan(model, REPEATED, tokens=tokens),
+        "ihprobe": lambda: ihprobe.scan(model, REPEATED, tokens=tokens, chunk=None),
         f"ihprobe, chunk {args.chunk}": lambda: ihprobe.scan(
             model, REPEATED, tokens=tokens, chunk=args.chunk
         ),
         "cache": lambda: cache_route(model, tokens, args.n),
         "detect_head": lambda: detect_head(model, prompts, "induction_head"),
         "detect_head x3": lambda: [detect_head(model, prompts, kind) for kind in HEAD_KINDS],
-        "scan (all)": lambda: ihprobe.scan(model, tokens=tokens, batch=args.batch),
+        "scan (all)": lambda: ihprobe.scan(model, tokens=tokens, batch=args.batch, chunk=None),
     }
     times: dict[str, list[float]] = {name: [] for name in routes}
     cpu: dict[str, list[float]] = {name: [] for name in routes}

@@ -226,7 +226,7 @@ def test_same_seed_same_scores_and_bos_shifts_positions(loaded):
 
 def test_chunks_bound_memory_without_changing_scores(loaded):
     _, model = loaded
-    one = ihprobe.scan(model, n=N, batch=BATCH, seed=2, snippet_length=LENGTH)
+    one = ihprobe.scan(model, n=N, batch=BATCH, seed=2, snippet_length=LENGTH, chunk=None)
     chunked = ihprobe.scan(model, n=N, batch=BATCH, seed=2, snippet_length=LENGTH, chunk=4)
     for metric, value in one.head.items():
         assert torch.allclose(chunked.head[metric], value, atol=1e-6), metric

@@ -65,6 +65,7 @@ Z_METRICS = ("logit_attribution", "ps_la_correlation", "direct_logit_attribution
 LOGIT_METRICS = ("ar_accuracy", "ar_mean_rank", "induction_loss")
 REPEATED_METRICS = (*REPEATED_PATTERNS, *Z_METRICS, *LOGIT_METRICS)
 UNEMBED_IN = "unembed.hook_in"
+DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score unchanged
 NORM_CENTRES = {"LN": True, "LNPre": True, "RMS": False, "RMSPre": False}
 
 
@@ -79,7 +80,7 @@ def scan(
     tokens: Int[torch.Tensor, "batch pos"] | None = None,
     text: str | Sequence[str] | Int[torch.Tensor, "batch pos"] | None = None,
     snippet_length: int | None = None,
-    chunk: int | None = None,
+    chunk: int | None = DEFAULT_CHUNK,
 ) -> HeadScores:
     """Score every head and the model on the probes of SPEC sections 2-3.
 
@@ -96,9 +97,11 @@ def scan(
         text: natural text for the ICL score -- a string, a list of documents, or token ids
             ``[rows, pos]``; cut into up to ``batch`` rows.
         snippet_length: ``|S|`` of the snippets; default 20, less when the context is short.
-        chunk: rows per forward pass; None runs each input family's rows in one pass. Smaller
-            chunks bound memory (every score is a mean over rows, so the numbers do not
-            change); they cost a little time on accelerators.
+        chunk: rows per forward pass (default 25); None runs each input family's rows in one
+            pass. Chunks bound memory (every score is a mean over rows, so the numbers do not
+            change): 48x less peak memory than ``run_with_cache`` at batch 100, and, like one
+            pass, within 1.3x of a bare forward on a CPU (``benchmarks/RESULTS_probes.md``);
+            on an accelerator larger chunks or None can be a little faster.
 
     Returns:
         :class:`~ihprobe.scores.HeadScores` with provenance and settings.
