@@ -36,6 +36,7 @@ RUN_META = "run.json"  # written by ihprobe's trainer at the top of a run direct
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
 PROCESSING = ("none", "tl")
+CONFIG_NAMES = ("_name_or_path", "transformers_version")  # config keys that name, not shape
 
 
 @dataclass(frozen=True)
@@ -177,8 +178,17 @@ def load_weights(model, source: str | os.PathLike, *, revision: str | None = Non
             "load the checkpoint with ihprobe.load instead."
         )
     path = resolve(source, revision=revision)
+    config = causal_lm_config(path)
+    loaded, wanted = model.original_model.config.to_dict(), config.to_dict()
+    differ = sorted(k for k in set(loaded) | set(wanted)
+                    if k not in CONFIG_NAMES and loaded.get(k) != wanted.get(k))  # fmt: skip
+    if differ:
+        raise IhprobeError(
+            f"{path} has another architecture than the loaded model (config differs in "
+            f"{', '.join(differ[:5])}); load it with ihprobe.load instead."
+        )
     check_weights(path)
-    state = _hf_model(path, model.original_model.config, model.cfg.dtype).state_dict()
+    state = _hf_model(path, config, model.cfg.dtype).state_dict()
     mismatched = sorted(k for k in targets if k not in state or state[k].shape != targets[k].shape)
     if mismatched:
         raise IhprobeError(
@@ -195,6 +205,27 @@ def load_weights(model, source: str | os.PathLike, *, revision: str | None = Non
     model.ihprobe_provenance = Provenance(
         model=old.model, revision=revision, step=meta.get("step"), tokens=meta.get("tokens")
     )
+
+
+def load_or_swap(model, source: str | os.PathLike, *, revision: str | None = None):
+    """``source`` as a hooked model, reusing ``model``'s skeleton when it can.
+
+    With no ``model`` (None), or one of another architecture, this is :func:`load`; otherwise
+    the weights of ``source`` are copied into ``model`` (:func:`load_weights`). Sweeping a run
+    with it builds the model once.
+
+    Example:
+        >>> model = None
+        >>> for ckpt in checkpoints("runs/demo/main"):                  # doctest: +SKIP
+        ...     model = load_or_swap(model, ckpt.source)
+    """
+    if model is not None:
+        try:
+            load_weights(model, source, revision=revision)
+            return model
+        except IhprobeError:  # another architecture, or not a swappable model: load afresh
+            pass
+    return load(source, revision=revision)
 
 
 def _resplit_fused_qkv(model) -> None:

@@ -145,16 +145,10 @@ class _Scanner:
         self.model = None
 
     def scan(self, ckpt: Checkpoint, metrics, scan_kwargs) -> pd.DataFrame:
-        from ihprobe.models import load, load_weights
+        from ihprobe.models import load_or_swap
         from ihprobe.probes.battery import scan
 
-        if self.model is None:
-            self.model = load(ckpt.source, revision=ckpt.revision)
-        else:
-            try:
-                load_weights(self.model, ckpt.source, revision=ckpt.revision)
-            except IhprobeError:  # another architecture in the list: load it afresh
-                self.model = load(ckpt.source, revision=ckpt.revision)
+        self.model = load_or_swap(self.model, ckpt.source, revision=ckpt.revision)
         frame = scan(self.model, metrics, **scan_kwargs).to_frame()
         return frame[["layer", "head", "metric", "value"]].reset_index(drop=True)
 

@@ -234,3 +234,24 @@ def test_cli_info_describes_a_checkpoint(tiny_checkpoint):
     info = json.loads(result.stdout)
     assert info["n_layers"] == 2 and info["d_vocab"] == 512
     assert info["n_key_value_heads"] == (2 if arch == "llama" else 4)
+
+
+def test_load_or_swap_reuses_a_skeleton_and_reloads_another_architecture(tmp_path):
+    run = _fake_run(tmp_path / "run", [0, 10])
+    first, second = ihprobe.checkpoints(run)
+    model = models.load_or_swap(None, first.source)
+    swapped = models.load_or_swap(model, second.source)
+    assert swapped is model
+    tokens = torch.randint(0, 512, (2, 16))
+    with torch.no_grad():
+        assert torch.allclose(swapped(tokens), _hf_logits(second.source, tokens), atol=1e-4)
+    other = save_checkpoint(tiny_hf_model("llama"), tmp_path / "llama")
+    fresh = models.load_or_swap(model, other)
+    assert fresh is not model and type(fresh.original_model).__name__ == "LlamaForCausalLM"
+
+
+def test_load_weights_refuses_another_architecture(tmp_path):
+    model = ihprobe.load(save_checkpoint(tiny_hf_model("gpt-neox"), tmp_path / "neox"))
+    other = save_checkpoint(tiny_hf_model("llama"), tmp_path / "llama")
+    with pytest.raises(IhprobeError, match="another architecture"):
+        models.load_weights(model, other)

@@ -74,10 +74,7 @@ def run(args) -> int:
             model = None
             for ckpt in ckpts:
                 bar.set_postfix_str(ckpt.label)
-                if model is None:
-                    model = models.load(ckpt.source, revision=ckpt.revision)
-                else:  # one skeleton per source: swap the weights in
-                    models.load_weights(model, ckpt.source, revision=ckpt.revision)
+                model = models.load_or_swap(model, ckpt.source, revision=ckpt.revision)
                 result = ablate(model, **kwargs)
                 results.append(
                     dataclasses.replace(

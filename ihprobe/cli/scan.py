@@ -78,10 +78,7 @@ def run(args) -> int:
             model = None
             for ckpt in ckpts:
                 bar.set_postfix_str(ckpt.label)
-                if model is None:
-                    model = models.load(ckpt.source, revision=ckpt.revision)
-                else:  # one skeleton per source: swap the weights in
-                    models.load_weights(model, ckpt.source, revision=ckpt.revision)
+                model = models.load_or_swap(model, ckpt.source, revision=ckpt.revision)
                 scores = scan(model, args.metrics, **kwargs)
                 scores.provenance = dataclasses.replace(
                     scores.provenance,
