@@ -36,20 +36,10 @@ PRODUCERS = {  # label -> (name, options)
 
 
 def tiny_trainer(vocab_size: int):
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    """One AdamW step of the trainer's default model (GPT-NeoX 2 x 4 heads, d_model 64)."""
+    from ihprobe.trainer import TrainConfig, build_model
 
-    torch.manual_seed(0)
-    cfg = GPTNeoXConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=256,
-        max_position_embeddings=CONTEXT,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    model = GPTNeoXForCausalLM(cfg)
+    model = build_model(TrainConfig(context=CONTEXT, batch_size=BATCH), vocab_size).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     def step(tokens):

@@ -10,7 +10,7 @@ import torch
 
 import ihprobe
 from ihprobe.data.tokenizer import id_tokenizer
-from tests.conftest import save_checkpoint
+from tests.conftest import save_checkpoint, tiny_hf_model
 
 VOCAB, CONTEXT, BATCH = 128, 64, 32
 
@@ -24,20 +24,7 @@ def periodic_rows(generator: torch.Generator) -> torch.Tensor:
 
 
 def train_two_layer(max_updates=2500, target_loss=2.8):
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
-    torch.manual_seed(0)
-    config = GPTNeoXConfig(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=256,
-        max_position_embeddings=CONTEXT,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    model = GPTNeoXForCausalLM(config).train()
+    model = tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=CONTEXT).train()
     optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(0)
     recent = []
