@@ -25,6 +25,8 @@ from jaxtyping import Int
 from ihprobe.data.options import ProducerOptions
 from ihprobe.errors import IhprobeError
 
+SHARED = ("batch_size", "context", "seed", "total_steps")  # settings outside a producer's options
+
 
 @dataclass
 class Batch:
@@ -67,12 +69,7 @@ class Producer(ABC):
 
     def base_config(self) -> dict:
         """The options every producer shares, for ``config()`` to extend."""
-        return {
-            "batch_size": self.batch_size,
-            "context": self.context,
-            "seed": self.seed,
-            "total_steps": self.total_steps,
-        }
+        return {name: getattr(self, name) for name in SHARED}
 
     def tokenizer(self):
         """An HF tokenizer for this producer's ids, or None when tokens have no text form."""

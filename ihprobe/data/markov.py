@@ -189,15 +189,16 @@ class MarkovOptions(MarginalOptions):
                 check_probability(name, getattr(self, name))
 
 
-FIT = (
-    "entropy_rate",
-    "max_prob",
-    "categoriality",
-    "n_groups",
-    "matrix_seed",
-    "fit_steps",
-    "fit_lr",
-)  # fmt: skip - with the marginal, the options that determine a fitted matrix
+# With the marginal, the options that determine a fitted matrix -> fit_transition's arguments.
+FIT = {
+    "entropy_rate": "entropy_rate",
+    "max_prob": "max_prob",
+    "categoriality": "categoriality",
+    "n_groups": "n_groups",
+    "matrix_seed": "seed",
+    "fit_steps": "steps",
+    "fit_lr": "lr",
+}
 
 
 class MarkovProducer(Producer):
@@ -247,16 +248,7 @@ class MarkovProducer(Producer):
         def build(directory):
             log.info("fitting a %d x %d Markov matrix (%d Adam steps)", self.vocab_size,
                      self.vocab_size, o.fit_steps)  # fmt: skip
-            t = fit_transition(
-                self.target,
-                entropy_rate=o.entropy_rate,
-                max_prob=o.max_prob,
-                categoriality=o.categoriality,
-                n_groups=o.n_groups,
-                steps=o.fit_steps,
-                lr=o.fit_lr,
-                seed=o.matrix_seed,
-            )
+            t = fit_transition(self.target, **{arg: every[k] for k, arg in FIT.items()})
             np.save(directory / "transition.npy", t.numpy())
 
         path = cache.entry("markov", spec, build)

@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ihprobe.data.base import Producer
+from ihprobe.data.base import SHARED, Producer
 from ihprobe.data.options import ProducerOptions
 from ihprobe.errors import IhprobeError
 
 PRODUCERS: dict[str, type[Producer]] = {}  # name -> class, filled by ihprobe.data
-SHARED = ("batch_size", "context", "seed", "total_steps")  # arguments outside the options
 
 
 def make_producer(
