@@ -90,16 +90,17 @@ def normalise(name: str, value: Any, hint: Any) -> Any:
             element = typing.get_args(member)[0]
             return tuple(normalise(name, v, element) for v in value)
         if member in SCALARS and isinstance(value, (*SCALARS,)):
-            if member is int and value != int(value):
+            if member is int and not float(value).is_integer():
                 break
             return member(value)
-        if member in (str, Any) and isinstance(value, str if member is str else object):
+        if member is Any or (member is str and isinstance(value, str)):
             return value
     choices = [c for m in members if typing.get_origin(m) is Literal for c in typing.get_args(m)]
     if choices:
         none = ["None"] if type(None) in members else []
         raise IhprobeError(f"{name}={value!r}: use one of {', '.join([*none, *choices])}.")
-    raise IhprobeError(f"{name}={value!r} is not of the type this option takes ({hint}).")
+    wanted = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+    raise IhprobeError(f"{name}={value!r}: this option takes {wanted}.")
 
 
 def _jsonable(value: Any) -> Any:
