@@ -11,8 +11,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
+import plotly.graph_objects as go
 import torch
 
+from ihprobe.changepoint import curve
+from ihprobe.figures.ablation import drop_figure, head_sets_figure
+from ihprobe.figures.attention import attention_figure
+from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
+from ihprobe.inputs import repeated_tokens
+from ihprobe.models import Provenance
 from ihprobe.report import Section, write_report
 from ihprobe.scores import HeadScores
 
@@ -36,7 +43,6 @@ LAW_NOTE = (
 
 def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Path:
     """Write the demo report for ``studies`` (run name -> study dict from ``ihprobe.demo``)."""
-    from ihprobe.figures.ablation import drop_figure, head_sets_figure
 
     sections = [Section("What ran", [INTRO.format(**asdict(config)), _summary_table(summary)])]
     for name, study in studies.items():
@@ -73,7 +79,6 @@ def _summary_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def _emergence_section(prefix: str, study: dict) -> Section:
-    from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
 
     point, prediction = study["point"], study["prediction"]
     if point.transition:
@@ -108,7 +113,6 @@ def _heads_section(prefix: str, study: dict) -> Section:
 
 def scores_at(table: pd.DataFrame, step: int) -> HeadScores:
     """The per-head scores of one checkpoint of a trajectory table, as a ``HeadScores``."""
-    from ihprobe.models import Provenance
 
     rows = table[(table["step"] == step) & table["layer"].notna()]
     n_layers, n_heads = int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1
@@ -126,8 +130,6 @@ def scores_at(table: pd.DataFrame, step: int) -> HeadScores:
 
 
 def _attention_section(prefix: str, study: dict) -> Section:
-    from ihprobe.figures.attention import attention_figure
-    from ihprobe.inputs import repeated_tokens
 
     model = study["model"]
     layer, head, value = study["scores"].top_heads("prefix_matching", k=1)[0]
@@ -157,9 +159,6 @@ def _ablation_text(study: dict) -> str:
 
 
 def _comparison_section(studies: dict) -> Section:
-    import plotly.graph_objects as go
-
-    from ihprobe.changepoint import curve
 
     fig = go.Figure()
     for name, study in studies.items():

@@ -8,6 +8,7 @@ interrupted ones resumed), finds each run's emergence point and writes ``DIR/swe
 
 from __future__ import annotations
 
+from ihprobe.cli._common import positive_int
 from ihprobe.cli.emergence import add_point_options, point_kwargs
 
 
@@ -18,7 +19,7 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True, help="sweep directory")
     p.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2,...",
                    help="TrainConfig field or producer option and values")  # fmt: skip
-    p.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
+    p.add_argument("--jobs", type=positive_int, default=1, help="runs trained at once")
     p.add_argument("--no-train", dest="train", action="store_false",
                    help="only summarise the runs already there")  # fmt: skip
     add_point_options(p)

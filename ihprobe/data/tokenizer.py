@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from transformers import PreTrainedTokenizerFast
 
 from ihprobe.errors import IhprobeError
+from ihprobe.standin import id_tokenizer  # noqa: F401 - the producers' stand-in lives there
 
 EOS = "<|endoftext|>"  # document break; also BOS and PAD, as in GPT-2 and Pythia
 SEP = "<|sep|>"  # separator of Bi-Induct snippets [S, SEP, S]
@@ -52,16 +53,3 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 512) -> PreTrainedTokenize
         pad_token=EOS,
         additional_special_tokens=[SEP],
     )
-
-
-def id_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
-    """A tokenizer whose token ``i`` is the string ``<i>``: for checkpoints saved without one.
-
-    The model then works on token ids and decodes to readable ids; no text meaning is implied.
-    """
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {f"<{i}>": i for i in range(vocab_size)}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<0>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(pattern=">", behavior="merged_with_previous")
-    return PreTrainedTokenizerFast(tokenizer_object=tok)
