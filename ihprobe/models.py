@@ -82,7 +82,7 @@ def load(
     tokenizer=None,
     processing: str = "none",
     trust_remote_code: bool = False,
-):
+) -> TransformerBridge:
     """Load a checkpoint as a TransformerLens ``TransformerBridge`` ready for the probes.
 
     Args:
@@ -170,7 +170,9 @@ def _bridge(hf_model, name: str, tokenizer, device, dtype):
         )
 
 
-def load_weights(model, source: str | os.PathLike, *, revision: str | None = None) -> None:
+def load_weights(
+    model: TransformerBridge, source: str | os.PathLike, *, revision: str | None = None
+) -> None:
     """Copy the weights of another checkpoint into an already loaded ``model``, in place.
 
     Sweeping the checkpoints of one run this way reuses one skeleton instead of rebuilding the
@@ -206,7 +208,7 @@ def load_weights(model, source: str | os.PathLike, *, revision: str | None = Non
     )
 
 
-def _check_same_config(model, path: Path, config) -> None:
+def _check_same_config(model: TransformerBridge, path: Path, config) -> None:
     """Raise unless ``config`` describes the same architecture as ``model``'s."""
     current, wanted = model.original_model.config.to_dict(), config.to_dict()
     differ = sorted(k for k in set(current) | set(wanted)
@@ -218,7 +220,9 @@ def _check_same_config(model, path: Path, config) -> None:
         )
 
 
-def load_or_swap(model, source: str | os.PathLike, *, revision: str | None = None):
+def load_or_swap(
+    model: TransformerBridge | None, source: str | os.PathLike, *, revision: str | None = None
+) -> TransformerBridge:
     """``source`` as a hooked model, reusing ``model``'s skeleton when it can.
 
     With no ``model`` (None), or one of another architecture, this is :func:`load`; otherwise
@@ -239,14 +243,14 @@ def load_or_swap(model, source: str | os.PathLike, *, revision: str | None = Non
     return load(source, revision=revision)
 
 
-def _resplit_fused_qkv(model) -> None:
+def _resplit_fused_qkv(model: TransformerBridge) -> None:
     """Fused-QKV bridges (GPT-NeoX) keep q/k/v as copies made at boot: make them again."""
     for module in model.modules():
         if isinstance(module, JointQKVAttentionBridge):
             module.set_original_component(module.original_component)
 
 
-def provenance(model) -> Provenance:
+def provenance(model: torch.nn.Module) -> Provenance:
     """The provenance ``load`` recorded, or the model's name for models loaded elsewhere."""
     loaded = _LOADED.get(model)
     if loaded is not None:
@@ -254,7 +258,9 @@ def provenance(model) -> Provenance:
     return Provenance(model=str(getattr(model.cfg, "model_name", "model")))
 
 
-def fill_provenance(model, *, step: int | None = None, tokens: int | None = None) -> None:
+def fill_provenance(
+    model: torch.nn.Module, *, step: int | None = None, tokens: int | None = None
+) -> None:
     """Record the step and tokens of a model ``load`` built, where its checkpoint did not say.
 
     Example:

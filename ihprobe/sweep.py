@@ -26,7 +26,7 @@ import pandas as pd
 from ihprobe.changepoint import run_emergence
 from ihprobe.errors import IhprobeError
 from ihprobe.figures.emergence import frontier_figure, law_figure
-from ihprobe.files import atomic_write
+from ihprobe.files import atomic_write, check_writable_dir
 from ihprobe.law import fit_law
 from ihprobe.report import Section, write_report
 from ihprobe.runs import data_means, is_finished
@@ -182,3 +182,26 @@ def report(table: pd.DataFrame, out: str | os.PathLike) -> dict[str, Path]:
         sections.append(Section("Frontier", [frontier_figure(table, x=x, y=y)]))
     written["report"] = write_report(out / "sweep.html", "ihprobe sweep", sections)
     return written
+
+
+def run_sweep(
+    axes: list[str],
+    out: str | os.PathLike,
+    *,
+    train_args: tuple[str, ...] = (),
+    jobs: int = 1,
+    train: bool = True,
+    **point_kwargs,
+) -> tuple[dict[str, Path], dict[str, int]]:
+    """Plan the grid, train its unfinished runs, summarise and report them.
+
+    Returns the files written (:func:`report`) and the exit status of each run that failed.
+
+    Example:
+        >>> written, failed = run_sweep(["batch_size=4,8"], "runs/law")    # doctest: +SKIP
+    """
+    check_writable_dir(out)
+    runs = plan(axes, out)
+    status = train_all(runs, train_args, jobs) if train else {}
+    failed = {name: code for name, code in status.items() if code}
+    return report(summarize(runs, **point_kwargs), out), failed

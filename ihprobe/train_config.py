@@ -150,6 +150,8 @@ def check_config(config: TrainConfig, world_size: int = 1) -> None:
         problems.append(f"weight_decay={config.weight_decay} must be >= 0")
     if config.grad_clip is not None and not config.grad_clip > 0:
         problems.append(f"grad_clip={config.grad_clip} must be positive (or None for no clipping)")
+    if config.probe_batch < 1:
+        problems.append(f"probe_batch={config.probe_batch} must be at least 1")
     if config.log_every < 1:
         problems.append(f"log_every={config.log_every} must be at least 1")
     if config.state_every < 0:

@@ -29,16 +29,12 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ihprobe import sweep
+    from ihprobe.sweep import run_sweep
 
-    runs = sweep.plan(args.grid, args.out)
-    failed = {}
-    if args.train:
-        failed = {
-            k: v for k, v in sweep.train_all(runs, tuple(args.train_args), args.jobs).items() if v
-        }
-    table = sweep.summarize(runs, **point_kwargs(args))
-    written = sweep.report(table, args.out)
+    written, failed = run_sweep(
+        args.grid, args.out, train_args=tuple(args.train_args), jobs=args.jobs,
+        train=args.train, **point_kwargs(args),
+    )  # fmt: skip
     for name, path in written.items():
         print(f"{name}: {path}")
     for name, code in failed.items():
