@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from ihprobe.errors import IhprobeError
+from ihprobe.validation import quiet_transformers, validate_checkpoint, validate_loaded
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +128,9 @@ def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = 
     """The HF model of a checked checkpoint directory (HF maps old tensor names)."""
     from transformers import AutoModelForCausalLM
 
-    with warnings.catch_warnings(), _quiet_progress():
+    with warnings.catch_warnings(), _quiet_progress(), quiet_transformers():
         warnings.simplefilter("ignore")
-        return AutoModelForCausalLM.from_pretrained(
+        model, info = AutoModelForCausalLM.from_pretrained(
             str(path),
             config=config,
             dtype=dtype,
@@ -137,7 +138,11 @@ def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = 
             use_safetensors=_has_safetensors(path),
             trust_remote_code=trust_remote_code,
             local_files_only=True,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # reported in info and refused by validate_loaded
         )
+    validate_loaded(path, model, info)  # no tensor missing/unexpected/reshaped; causal
+    return model
 
 
 @contextlib.contextmanager
@@ -347,10 +352,7 @@ def causal_lm_config(path: Path, *, trust_remote_code: bool = False):
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    try:
-        raw = json.loads((path / "config.json").read_text())
-    except json.JSONDecodeError as err:
-        raise IhprobeError(f"{path / 'config.json'} is not valid JSON ({err}).") from err
+    raw = validate_checkpoint(path)  # files, config schema, safetensors headers, finite tensors
     model_type = raw.get("model_type")
     architectures = raw.get("architectures") or []
     supported = supported_architectures()

@@ -35,6 +35,7 @@ from ihprobe.errors import IhprobeError
 from ihprobe.models import provenance
 from ihprobe.probes import attention, attribution, copying, recall
 from ihprobe.scores import HeadScores
+from ihprobe.validation import check_scores
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,7 @@ def scan(
             model_scores["icl_score"] = _icl_pass(model, rows, early, late, chunk)
     ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head}
     ordered_model = {k: model_scores[k] for k in METRICS if k in model_scores}
+    check_scores(ordered_head, ordered_model)  # a NaN/inf score is an error naming the metric
     return HeadScores(ordered_head, ordered_model, provenance(model), settings)
 
 

@@ -1,0 +1,72 @@
+"""One validation layer for checkpoints, run at the boundary before anything is built.
+
+:func:`validate_checkpoint` runs before a model is allocated: the directory's files, the config
+schema, every safetensors header, shard indexes, and the finiteness of every tensor.
+:func:`validate_loaded` runs on the HF model just built: nothing missing, unexpected or of
+another shape, and a causal model. Every failure is an :class:`~ihprobe.errors.IhprobeError`
+with one line saying what is wrong.
+
+>>> raw_config = validate_checkpoint(Path("runs/demo/checkpoints/step-000100"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ihprobe.errors import IhprobeError
+from ihprobe.validation import config, files, tensors
+from ihprobe.validation.numerics import check_scores, require_finite
+from ihprobe.validation.tensors import quiet_transformers
+
+__all__ = [
+    "check_scores",
+    "quiet_transformers",
+    "require_finite",
+    "validate_checkpoint",
+    "validate_loaded",
+]
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def validate_checkpoint(path: Path, *, size_limits: bool | None = None) -> dict:
+    """Check a checkpoint directory before loading it; return its parsed ``config.json``.
+
+    Args:
+        path: the checkpoint directory (``config.json`` + weights).
+        size_limits: refuse configs over the size limits of :mod:`ihprobe.validation.config`;
+            default on unless ``IHPROBE_NO_SIZE_LIMITS=1`` is set in the environment.
+
+    Example:
+        >>> validate_checkpoint(Path("ckpt"), size_limits=False)["model_type"]  # doctest: +SKIP
+        'gpt_neox'
+    """
+    path = Path(path)
+    files.check_directory(path)
+    raw = config.read_config(path / "config.json")
+    config.check_config(raw, str(path / "config.json"), size_limits=size_limits)
+    files.check_shard_indexes(path)
+    weights = weight_files(path)
+    for file in weights:
+        if file.suffix == ".safetensors":
+            files.safetensors_header(file)
+    tensors.check_finite_files(weights)
+    return raw
+
+
+def weight_files(path: Path) -> list[Path]:
+    """The weight files HF will read: safetensors when there are any, else pickled ones."""
+    found = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    safes = [p for p in found if p.suffix == ".safetensors"]
+    if not found:
+        raise IhprobeError(
+            f"{path} has no weights: looked for *.safetensors, *.bin, *.pt. "
+            "Save the model with save_pretrained()."
+        )
+    return safes or found
+
+
+def validate_loaded(path: Path, hf_model, info: dict) -> None:
+    """Check the HF model built from ``path`` (``info`` from ``output_loading_info=True``)."""
+    tensors.check_loading_info(Path(path), info)
+    tensors.check_causal(hf_model, Path(path))
