@@ -35,7 +35,7 @@ from ihprobe.errors import IhprobeError
 from ihprobe.models import provenance
 from ihprobe.probes import attention, attribution, copying, recall
 from ihprobe.scores import HeadScores
-from ihprobe.validation import check_scores
+from ihprobe.validation import check_scores, require_finite
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +269,7 @@ def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str], chunk: in
     def recall_rows(logits, rows):  # [rows, 3]: AR accuracy, AR mean rank, induction loss
         if logits.shape[1] != len(unembedded):  # a model whose unembedding ignored the slice
             logits = logits[:, unembedded.to(logits.device)]
+        require_finite(", ".join(m for m in wanted if m in LOGIT_METRICS), logits=logits)
         targets = recall.induction_targets(rows, n, bos)
         accuracy, mean_rank = recall.query_recall(logits, targets)
         return torch.stack([accuracy, mean_rank, recall.query_loss(logits, targets)], dim=1)
