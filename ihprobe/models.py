@@ -352,7 +352,7 @@ def causal_lm_config(path: Path, *, trust_remote_code: bool = False):
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    raw = validate_checkpoint(path)  # files, config schema, safetensors headers, finite tensors
+    raw = validate_checkpoint(path, weight_files(path))  # files, config, headers, finite tensors
     model_type = raw.get("model_type")
     architectures = raw.get("architectures") or []
     supported = supported_architectures()

@@ -122,6 +122,7 @@ WRONG_TENSORS = {
     "half the tensors": (lambda s: dict(list(s.items())[::2]), "tensors missing"),
     "every key renamed": (lambda s: {f"x.{k}": v for k, v in s.items()}, "tensors missing"),
     "one extra tensor": (lambda s: {**s, "gpt_neox.extra": torch.zeros(2)}, "1 tensors unexpected"),
+    "integer weights": (lambda s: {**s, QKV: s[QKV].to(torch.int8)}, f"{QKV} is stored as I8"),
     "one of another shape": (
         lambda s: {**s, QKV: torch.zeros(3, 3)},
         f"1 tensors of another shape than config.json implies ({QKV})",

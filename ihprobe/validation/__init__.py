@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ihprobe.errors import IhprobeError
 from ihprobe.validation import config, files, tensors
 from ihprobe.validation.numerics import check_scores, require_finite
 from ihprobe.validation.tensors import quiet_transformers
@@ -26,19 +25,20 @@ __all__ = [
     "validate_loaded",
 ]
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
-
-def validate_checkpoint(path: Path, *, size_limits: bool | None = None) -> dict:
+def validate_checkpoint(
+    path: Path, weights: list[Path], *, size_limits: bool | None = None
+) -> dict:
     """Check a checkpoint directory before loading it; return its parsed ``config.json``.
 
     Args:
         path: the checkpoint directory (``config.json`` + weights).
+        weights: its weight files that will be read (``ihprobe.models.weight_files``).
         size_limits: refuse configs over the size limits of :mod:`ihprobe.validation.config`;
             default on unless ``IHPROBE_NO_SIZE_LIMITS=1`` is set in the environment.
 
     Example:
-        >>> validate_checkpoint(Path("ckpt"), size_limits=False)["model_type"]  # doctest: +SKIP
+        >>> validate_checkpoint(ckpt, weight_files(ckpt))["model_type"]  # doctest: +SKIP
         'gpt_neox'
     """
     path = Path(path)
@@ -46,27 +46,17 @@ def validate_checkpoint(path: Path, *, size_limits: bool | None = None) -> dict:
     raw = config.read_config(path / "config.json")
     config.check_config(raw, str(path / "config.json"), size_limits=size_limits)
     files.check_shard_indexes(path)
-    weights = weight_files(path)
     for file in weights:
+        files.check_regular(file)
         if file.suffix == ".safetensors":
             files.safetensors_header(file)
     tensors.check_finite_files(weights)
     return raw
 
 
-def weight_files(path: Path) -> list[Path]:
-    """The weight files HF will read: safetensors when there are any, else pickled ones."""
-    found = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
-    safes = [p for p in found if p.suffix == ".safetensors"]
-    if not found:
-        raise IhprobeError(
-            f"{path} has no weights: looked for *.safetensors, *.bin, *.pt. "
-            "Save the model with save_pretrained()."
-        )
-    return safes or found
-
-
 def validate_loaded(path: Path, hf_model, info: dict) -> None:
-    """Check the HF model built from ``path`` (``info`` from ``output_loading_info=True``)."""
+    """Check the HF model built from ``path`` (``info`` from ``output_loading_info=True``):
+    every tensor loaded, none unexpected or reshaped, float weights stored as floats, causal."""
     tensors.check_loading_info(Path(path), info)
+    tensors.check_dtypes(sorted(Path(path).glob("*.safetensors")), hf_model)
     tensors.check_causal(hf_model, Path(path))

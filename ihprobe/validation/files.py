@@ -40,6 +40,12 @@ def check_directory(path: Path) -> None:
             )
 
 
+def check_regular(file: Path) -> None:
+    """Refuse ``file`` unless it is a regular file (``os.stat``, so nothing is opened)."""
+    if not stat.S_ISREG(file.stat().st_mode):
+        raise IhprobeError(f"{file} is not a regular file; ihprobe reads only regular files.")
+
+
 def _check_link(entry: Path, directory: Path) -> None:
     target = Path(os.path.realpath(entry))
     if not target.exists():

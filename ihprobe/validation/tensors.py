@@ -17,7 +17,9 @@ from pathlib import Path
 import torch
 
 from ihprobe.errors import IhprobeError
+from ihprobe.validation.files import safetensors_header
 
+NOT_FLOAT = ("I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL")
 CAUSAL_PROBE_LENGTH = 8  # tokens of the future-token test; its first half must not change
 
 
@@ -76,6 +78,23 @@ def check_loading_info(path: Path, info: dict) -> None:
             f"{path}: the weights do not match the architecture: {'; '.join(problems)}. "
             "Re-save the checkpoint with save_pretrained."
         )
+
+
+def check_dtypes(files: list[Path], hf_model) -> None:
+    """Refuse a floating-point weight of the model stored as integers or booleans in ``files``.
+
+    Example:
+        >>> check_dtypes([Path("ckpt/model.safetensors")], hf_model)     # doctest: +SKIP
+    """
+    expected = hf_model.state_dict()
+    for file in files:
+        for name, entry in safetensors_header(file).items():
+            tensor = expected.get(name)
+            if tensor is not None and tensor.is_floating_point() and entry["dtype"] in NOT_FLOAT:
+                raise IhprobeError(
+                    f"{file}: tensor {name} is stored as {entry['dtype']}, but the model's "
+                    f"{name} holds floating-point weights; re-save the checkpoint."
+                )
 
 
 def _name(key) -> str:
