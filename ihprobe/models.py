@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from ihprobe.errors import IhprobeError
-from ihprobe.validation import quiet_transformers, validate_checkpoint, validate_loaded
+from ihprobe.validation import hf_loading, validate_checkpoint, validate_loaded
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = 
     """The HF model of a checked checkpoint directory (HF maps old tensor names)."""
     from transformers import AutoModelForCausalLM
 
-    with warnings.catch_warnings(), _quiet_progress(), quiet_transformers():
+    with warnings.catch_warnings(), _quiet_progress(), hf_loading(path):
         warnings.simplefilter("ignore")
         model, info = AutoModelForCausalLM.from_pretrained(
             str(path),
@@ -367,7 +367,7 @@ def causal_lm_config(path: Path, *, trust_remote_code: bool = False):
             f"{', '.join(SUPPORTED_EXAMPLES)} (all {len(supported)}: "
             "ihprobe.models.supported_architectures())."
         )
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), hf_loading(path):
         warnings.simplefilter("ignore")
         return AutoConfig.from_pretrained(
             str(path), trust_remote_code=trust_remote_code, local_files_only=True

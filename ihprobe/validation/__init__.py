@@ -15,11 +15,11 @@ from pathlib import Path
 
 from ihprobe.validation import config, files, tensors
 from ihprobe.validation.numerics import check_scores, require_finite
-from ihprobe.validation.tensors import quiet_transformers
+from ihprobe.validation.tensors import hf_loading
 
 __all__ = [
     "check_scores",
-    "quiet_transformers",
+    "hf_loading",
     "require_finite",
     "validate_checkpoint",
     "validate_loaded",

@@ -83,6 +83,7 @@ def check_config(raw: dict, where: str, *, size_limits: bool | None = None) -> d
             ``IHPROBE_NO_SIZE_LIMITS=1`` is set.
     """
     _check_finite_numbers(raw, where)
+    _check_names(raw, where)
     found = {name: _integer_field(raw, field, where) for name, field in FIELDS.items()}
     found = {k: v for k, v in found.items() if v is not None}
     _check_epsilons(raw, where)
@@ -104,6 +105,18 @@ def _check_finite_numbers(value, where: str, key: str = "config") -> None:
     elif isinstance(value, list):
         for v in value:
             _check_finite_numbers(v, where, key)
+
+
+def _check_names(raw: dict, where: str) -> None:
+    model_type, architectures = raw.get("model_type"), raw.get("architectures")
+    if model_type is not None and not isinstance(model_type, str):
+        raise IhprobeError(f"{where}: model_type must be a string (got {model_type!r}).")
+    if architectures is not None and not (
+        isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)
+    ):
+        raise IhprobeError(
+            f"{where}: architectures must be a list of class names (got {architectures!r})."
+        )
 
 
 def _integer_field(raw: dict, field: Field, where: str) -> int | None:

@@ -128,13 +128,25 @@ def check_causal(hf_model, path: Path) -> None:
 
 
 @contextlib.contextmanager
-def quiet_transformers():
-    """No load reports from transformers on stderr: ihprobe refuses or accepts the load itself."""
+def hf_loading(path: Path):
+    """Quiet HF while it reads ``path``, and turn its errors into one line.
+
+    Its load report is not printed (ihprobe refuses or accepts the load itself), and a config
+    value HF cannot build a model from (``hidden_act: "x"``, a dropout of 3) raises
+    :class:`IhprobeError` naming the checkpoint instead of a traceback from inside HF.
+    """
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
         yield
+    except (IhprobeError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as err:  # noqa: BLE001 - HF raises many types for bad configs
+        reason = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        raise IhprobeError(
+            f"transformers could not build a model from {path} ({reason}); fix config.json."
+        ) from err
     finally:
         hf_logging.set_verbosity(level)
