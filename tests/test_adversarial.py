@@ -296,10 +296,15 @@ def test_bad_config_values_refused_before_allocation(ckpt, tmp_path, capsys, mon
     refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
 
 
+DEEP = b'{"a": ' * 900 + b"1.5" + b"}" * 900  # parses; checking it must not recurse 900 deep
+TOO_DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
 @pytest.mark.parametrize(
     "content, match",
     [(b"null", "JSON NoneType"), (b"[1, 2]", "JSON list"), (b"\x89PNG\x00\xff", "not valid JSON"),
-     (b'"text"', "JSON str"), (b"{", "not valid JSON")],
+     (b'"text"', "JSON str"), (b"{", "not valid JSON"), (TOO_DEEP, "not valid JSON"),
+     (b'{"vocab_size": 0, "deep": ' + DEEP + b"}", "vocab_size must be at least 1")],
 )  # fmt: skip
 def test_config_that_is_not_an_object_refused(ckpt, tmp_path, capsys, monkeypatch, content, match):
     (ckpt / "config.json").write_bytes(content)

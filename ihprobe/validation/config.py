@@ -96,15 +96,17 @@ def check_config(raw: dict, where: str, *, size_limits: bool | None = None) -> d
     return found
 
 
-def _check_finite_numbers(value, where: str, key: str = "config") -> None:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise IhprobeError(f"{where}: {key} is {value}; numbers in config.json must be finite.")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _check_finite_numbers(v, where, str(k))
-    elif isinstance(value, list):
-        for v in value:
-            _check_finite_numbers(v, where, key)
+def _check_finite_numbers(raw: dict, where: str) -> None:
+    """Every float anywhere in ``raw`` is finite (iterative: nesting depth cannot overflow)."""
+    stack = [("config", raw)]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise IhprobeError(f"{where}: {key} is {value}; numbers in config.json must be finite.")
+        if isinstance(value, dict):
+            stack.extend((str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((key, v) for v in value)
 
 
 def _check_names(raw: dict, where: str) -> None:

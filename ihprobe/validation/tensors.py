@@ -46,7 +46,7 @@ def _tensors(file: Path):
                 yield name, handle.get_tensor(name)
         return
     try:
-        state = torch.load(str(file), map_location="cpu", weights_only=True, mmap=True)
+        state = torch.load(str(file), map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - UnpicklingError and friends
         raise IhprobeError(
             f"refused to load {file}: it is not a plain tensor file ({type(err).__name__}). "
