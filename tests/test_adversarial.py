@@ -137,6 +137,18 @@ def test_missing_unexpected_or_reshaped_tensors_refused(ckpt, tmp_path, capsys, 
     refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
 
 
+def test_buffers_of_older_checkpoints_are_not_unexpected(tmp_path):
+    """GPT-2 checkpoints saved by older transformers: no prefix, causal-mask buffers."""
+    ckpt = save_checkpoint(tiny_hf_model("gpt2", vocab_size=VOCAB), tmp_path / "gpt2")
+    state = {k.removeprefix("transformer."): v for k, v in load_file(ckpt / WEIGHTS).items()}
+    for layer in range(2):
+        state[f"h.{layer}.attn.bias"] = torch.ones(1, 1, 128, 128).tril()
+        state[f"h.{layer}.attn.masked_bias"] = torch.tensor(-1e4)
+    save_file(state, ckpt / WEIGHTS, metadata={"format": "pt"})
+    id_tokenizer(VOCAB).save_pretrained(ckpt)
+    assert ihprobe.load(ckpt).cfg.n_layers == 2
+
+
 # ----------------------------------------------------------------------------- safetensors headers
 
 

@@ -20,6 +20,9 @@ from ihprobe.errors import IhprobeError
 from ihprobe.validation.files import safetensors_header
 
 NOT_FLOAT = ("I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL")
+# buffers older transformers saved (causal masks, rotary frequencies); HF recomputes them
+LEGACY_BUFFERS = ("attn.bias", "attn.masked_bias", "attention.bias", "attention.masked_bias",
+                  "inv_freq")  # fmt: skip
 CAUSAL_PROBE_LENGTH = 8  # tokens of the future-token test; its first half must not change
 
 
@@ -61,7 +64,8 @@ def check_loading_info(path: Path, info: dict) -> None:
     """Refuse a load in which HF found tensors missing, unexpected or of another shape.
 
     ``info`` is what ``from_pretrained(..., output_loading_info=True)`` returns; HF fills missing
-    tensors with random values, which would be probed as if they were the checkpoint's.
+    tensors with random values, which would be probed as if they were the checkpoint's. Buffers
+    of older checkpoints (:data:`LEGACY_BUFFERS`) are not unexpected.
     """
     problems = []
     for key, what in (
@@ -70,6 +74,8 @@ def check_loading_info(path: Path, info: dict) -> None:
         ("mismatched_keys", "of another shape than config.json implies"),
     ):
         names = sorted(_name(k) for k in info.get(key) or ())
+        if key == "unexpected_keys":
+            names = [n for n in names if not n.endswith(LEGACY_BUFFERS)]
         if names:
             first = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             problems.append(f"{len(names)} tensors {what} ({first})")
