@@ -26,9 +26,9 @@ from safetensors.torch import load_file, save_file
 
 import ihprobe
 from ihprobe.cli import main
-from ihprobe.data.tokenizer import id_tokenizer
 from ihprobe.errors import IhprobeError
 from ihprobe.probes.copying import ov_eigen_score
+from ihprobe.standin import id_tokenizer
 from ihprobe.validation import check_scores
 from ihprobe.validation.config import SIZE_LIMIT_ENV, check_config
 from ihprobe.validation.files import safetensors_header
@@ -380,11 +380,12 @@ def test_scan_of_a_model_broken_after_loading_names_the_metric(base):
     from ihprobe.probes.battery import scan
 
     model = ihprobe.load(base)
-    tensors = model.ihprobe_hf_tensors
+    tensors = {name.replace("._original_component", ""): p for name, p in model.named_parameters()}
     with torch.no_grad():
         tensors["gpt_neox.final_layer_norm.weight"].fill_(float("nan"))
     # argmax of NaN logits would give a plausible accuracy; 4 rows x 8 queries x VOCAB logits
-    with pytest.raises(IhprobeError, match=f"ar_accuracy: logits holds {4 * 8 * VOCAB} NaN/inf"):
+    match = f"repeated tokens probe: logits holds {4 * 8 * VOCAB} NaN/inf"
+    with pytest.raises(IhprobeError, match=match):
         scan(model, ["ar_accuracy"], batch=4, n=8)
     with torch.no_grad():
         tensors["gpt_neox.embed_in.weight"][:, 0] = float("nan")

@@ -1,12 +1,12 @@
 """One validation layer for checkpoints, run at the boundary before anything is built.
 
-:func:`validate_checkpoint` runs before a model is allocated: the directory's files, the config
+:func:`check_checkpoint` runs before a model is allocated: the directory's files, the config
 schema, every safetensors header, shard indexes, and the finiteness of every tensor.
-:func:`validate_loaded` runs on the HF model just built: nothing missing, unexpected or of
+:func:`check_loaded` runs on the HF model just built: nothing missing, unexpected or of
 another shape, and a causal model. Every failure is an :class:`~ihprobe.errors.IhprobeError`
 with one line saying what is wrong.
 
->>> raw_config = validate_checkpoint(Path("runs/demo/checkpoints/step-000100"))  # doctest: +SKIP
+>>> raw_config = check_checkpoint(Path("runs/demo/checkpoints/step-000100"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ __all__ = [
     "check_scores",
     "hf_loading",
     "require_finite",
-    "validate_checkpoint",
-    "validate_loaded",
+    "check_checkpoint",
+    "check_loaded",
 ]
 
 
-def validate_checkpoint(
+def check_checkpoint(
     path: Path, weights: list[Path], *, size_limits: bool | None = None
 ) -> dict:
     """Check a checkpoint directory before loading it; return its parsed ``config.json``.
@@ -38,7 +38,7 @@ def validate_checkpoint(
             default on unless ``IHPROBE_NO_SIZE_LIMITS=1`` is set in the environment.
 
     Example:
-        >>> validate_checkpoint(ckpt, weight_files(ckpt))["model_type"]  # doctest: +SKIP
+        >>> check_checkpoint(ckpt, weight_files(ckpt))["model_type"]  # doctest: +SKIP
         'gpt_neox'
     """
     path = Path(path)
@@ -54,7 +54,7 @@ def validate_checkpoint(
     return raw
 
 
-def validate_loaded(path: Path, hf_model, info: dict) -> None:
+def check_loaded(path: Path, hf_model, info: dict) -> None:
     """Check the HF model built from ``path`` (``info`` from ``output_loading_info=True``):
     every tensor loaded, none unexpected or reshaped, float weights stored as floats, causal."""
     tensors.check_loading_info(Path(path), info)
