@@ -6,6 +6,8 @@ line naming the problem, with no traceback, no ``.tmp-*`` file and nothing writt
 output directory. A FIFO and a NaN checkpoint also run as a separate process, where a hang or a
 LAPACK crash (segfault, double free) would show. ``hypothesis`` fuzzes the config schema and
 safetensors headers, which must give an ``IhprobeError`` or pass, never another exception.
+Every numeric flag of every command is tried at 0, -1, NaN, inf, overflow, empty and a word,
+against a table of which flags may be 0 or negative written from what each flag means.
 """
 
 from __future__ import annotations
@@ -472,3 +474,58 @@ def test_fuzzed_config_values_through_info(base, tmp_path_factory, capsys, chang
     err = capsys.readouterr().err
     assert code in (0, 2) and "Traceback" not in err
     assert code == 0 or len(err.strip().splitlines()) == 1, err
+
+
+# ----------------------------------------------------------------------------- CLI numbers
+
+# Flags where 0 or a negative number means something (a seed, a threshold on a log scale, a
+# law coefficient, "never", a probability or fraction that may be 0); every other numeric flag
+# counts or sizes something and must refuse both. Written from the flags' meaning, not the code.
+ZERO_ALLOWED = {"--seed", "--threshold", "--b", "--c", "--state-every", "--reliability",
+                "--repetition", "--warmup", "--weight-decay", "--grad-clip"}  # fmt: skip
+NEGATIVE_ALLOWED = {"--seed", "--threshold", "--b", "--c"}
+NEVER_ALLOWED = ("nan", "inf", "-inf", "x", "", "1e999")
+
+
+def numeric_flags() -> list[tuple[str, str, str]]:
+    """(command, flag, how argparse names it) for every option that takes a number."""
+    import argparse
+
+    from ihprobe.cli import build_parser
+
+    found = []
+    subparsers = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    for command, parser in sorted(subparsers.choices.items()):
+        for action in parser._actions:
+            if action.option_strings and action.type is not None and _is_numeric(action.type):
+                flag = max(action.option_strings, key=len)
+                found.append((command, flag, "/".join(action.option_strings)))
+    return found
+
+
+def _is_numeric(kind) -> bool:
+    try:
+        return isinstance(kind("1"), (int, float))
+    except Exception:  # noqa: BLE001 - a non-numeric type rejects "1" in its own way
+        return False
+
+
+def flag_refused(command: str, flag: str, named: str, value: str, capsys) -> bool:
+    """Parse only: an unknown flag at the end stops the command before it does any work."""
+    capsys.readouterr()
+    code = main([command, f"{flag}={value}", "--no-such-flag"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in lines[0], lines
+    return f"argument {named}:" in lines[0]
+
+
+@pytest.mark.parametrize("command, flag, named", numeric_flags())
+def test_every_numeric_flag_refuses_nonsense_in_one_line(command, flag, named, capsys):
+    for value in NEVER_ALLOWED:
+        assert flag_refused(command, flag, named, value, capsys), value
+    assert flag_refused(command, flag, named, "0", capsys) == (flag not in ZERO_ALLOWED)
+    assert flag_refused(command, flag, named, "-1", capsys) == (flag not in NEGATIVE_ALLOWED)
+    valid = [v for v in ("1", "0.5") if not flag_refused(command, flag, named, v, capsys)]
+    assert valid, "no ordinary value accepted"
