@@ -26,9 +26,7 @@ __all__ = [
 ]
 
 
-def check_checkpoint(
-    path: Path, weights: list[Path], *, size_limits: bool | None = None
-) -> dict:
+def check_checkpoint(path: Path, weights: list[Path], *, size_limits: bool | None = None) -> dict:
     """Check a checkpoint directory before loading it; return its parsed ``config.json``.
 
     Args:
