@@ -6,7 +6,7 @@ schema, every safetensors header, shard indexes, and the finiteness of every ten
 another shape, and a causal model. Every failure is an :class:`~ihprobe.errors.IhprobeError`
 with one line saying what is wrong.
 
->>> raw_config = check_checkpoint(Path("runs/demo/checkpoints/step-000100"))  # doctest: +SKIP
+>>> raw_config = check_checkpoint(ckpt, weight_files(ckpt))              # doctest: +SKIP
 """
 
 from __future__ import annotations
