@@ -17,11 +17,11 @@ Before any probe (or with only the untrained model's) the forecast is exactly th
 ``docs/forecast.md`` explains the choices.
 
 >>> prior = law_prior(32, 64)
->>> f = forecast([], prior)
+>>> f = forecast_emergence([], prior)
 >>> round(f.updates), f.detected
 (15788, False)
 >>> records = [{"step": s, "max_prefix_matching": 0.05} for s in range(0, 700, 100)]
->>> forecast(records, prior).updates_low > 600      # flat so far: not before the data's end
+>>> forecast_emergence(records, prior).updates_low > 600   # flat so far: not before 600
 True
 """
 
@@ -194,7 +194,7 @@ def _fixed_exponents(points: list[EmergencePoint], base: Law) -> dict[str, float
 # ----------------------------------------------------------------------------- the update
 
 
-def forecast(
+def forecast_emergence(
     records: Sequence[dict], prior: Prior, *, level: float = LEVEL, threshold: float | None = None
 ) -> Forecast:
     """The forecast from the live probes so far (``probes.jsonl`` records: ``step`` and
@@ -202,7 +202,7 @@ def forecast(
 
     Example:
         >>> prior = law_prior(32, 64, spread=0.3)
-        >>> forecast([{"step": 0, "max_prefix_matching": 0.1}], prior).source
+        >>> forecast_emergence([{"step": 0, "max_prefix_matching": 0.1}], prior).source
         'law'
     """
     if not 0 < level < 1:
@@ -240,7 +240,7 @@ def forecast_records(records: Sequence[dict], prior: Prior, **kwargs) -> list[Fo
         [0, 100, 200]
     """
     ordered = sorted(records, key=lambda r: r["step"])
-    return [forecast(ordered[: i + 1], prior, **kwargs) for i in range(len(ordered))]
+    return [forecast_emergence(ordered[: i + 1], prior, **kwargs) for i in range(len(ordered))]
 
 
 def detect(

@@ -9,7 +9,7 @@ import pytest
 
 from ihprobe.changepoint import EmergencePoint
 from ihprobe.errors import IhprobeError
-from ihprobe.forecast import DEFAULT_SPREAD, Prior, forecast, forecast_records, law_prior
+from ihprobe.forecast import DEFAULT_SPREAD, Prior, forecast_emergence, forecast_records, law_prior
 from ihprobe.law import predict_emergence
 
 # A recorded probes.jsonl: the demo configuration at B=16 (seed 0), max PS per checkpoint.
@@ -38,7 +38,7 @@ def test_before_any_data_the_forecast_is_the_laws_value():
     law = predict_emergence(32, 64)
     prior = law_prior(32, 64)
     for data in ([], records([(0, 0.04)])):  # nothing, then only the untrained model's probe
-        f = forecast(data, prior)
+        f = forecast_emergence(data, prior)
         assert f.source == "law"
         assert f.updates == law.updates
         assert f.tokens == law.tokens
@@ -52,7 +52,7 @@ def test_before_any_data_the_forecast_is_the_laws_value():
 def test_flat_data_pushes_the_forecast_past_the_data():
     prior = Prior(updates=600, spread=0.3, law="test", batch_size=32, context=64)
     flat = records([(s, 0.05 + 0.003 * (-1) ** (s // 100)) for s in range(0, 1001, 100)])
-    f = forecast(flat, prior)
+    f = forecast_emergence(flat, prior)
     assert f.source == "posterior"
     assert f.updates > 1000  # the prior's median (600) is ruled out: nothing rose by 1000
     assert f.updates_low > 600
@@ -64,9 +64,9 @@ def test_a_known_onset_is_inside_the_interval_once_the_rise_starts(onset):
     run = ramp_run(onset, steps)
     prior = Prior(updates=onset * 2.5, spread=0.4, law="test", batch_size=32, context=64)
     first_rise = min(s for s in steps if s > onset)
-    after = forecast(run[: steps.index(first_rise) + 2], prior)  # two checkpoints into the rise
+    after = forecast_emergence(run[: steps.index(first_rise) + 2], prior)  # 2 points into the rise
     assert after.covers(onset), after
-    final = forecast(run, prior)
+    final = forecast_emergence(run, prior)
     assert final.detected and final.covers(onset)
     assert final.updates_high - final.updates_low <= 100  # collapses to one checkpoint gap
 
@@ -85,7 +85,7 @@ def test_a_recorded_run_is_covered_at_30_percent_and_collapses_after_detection()
 
 def test_nothing_detected_below_the_threshold():
     data = records([(s, 0.05 if s < 1000 else 0.25) for s in range(0, 2001, 100)])
-    f = forecast(data, Prior(800, 0.3, "test", 32, 64))
+    f = forecast_emergence(data, Prior(800, 0.3, "test", 32, 64))
     assert not f.detected  # PS never reached 0.3
 
 
@@ -125,4 +125,4 @@ def test_law_from_runs_without_transition_is_an_error():
 
 def test_bad_level_is_an_error():
     with pytest.raises(IhprobeError, match="level"):
-        forecast([], law_prior(32, 64), level=80)
+        forecast_emergence([], law_prior(32, 64), level=80)

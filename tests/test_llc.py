@@ -28,6 +28,7 @@ def small_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_llc_is_finite_at_every_checkpoint_and_cached(small_run, tmp_path):
+    pytest.importorskip("devinterp")
     traj = llc_trajectory(small_run, FEW, cache=tmp_path)
     assert list(traj.frame.step) == [0, 10, 40]
     assert np.isfinite(traj.frame.llc_mean).all()
