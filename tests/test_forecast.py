@@ -126,3 +126,17 @@ def test_law_from_runs_without_transition_is_an_error():
 def test_bad_level_is_an_error():
     with pytest.raises(IhprobeError, match="level"):
         forecast_emergence([], law_prior(32, 64), level=80)
+
+
+def test_the_figure_draws_forecast_interval_and_measured_point():
+    from ihprobe.figures.forecast import forecast_figure
+
+    data = records(RECORDED[:8])
+    forecasts = forecast_records(data, Prior(1800, 0.3, "test", 16, 64))
+    measured = EmergencePoint("prefix_matching", "max", True, updates=880.0,
+                              updates_low=750.0, updates_high=900.0)  # fmt: skip
+    fig = forecast_figure(forecasts, measured)
+    median = next(t for t in fig.data if t.name == "forecast (median)")
+    assert list(median.x) == [s for s, _ in RECORDED[:8]]
+    assert list(median.y) == [f.updates for f in forecasts]
+    assert any(shape.y0 == 880.0 for shape in fig.layout.shapes)  # the measured line

@@ -82,3 +82,21 @@ def test_llc_stages_find_a_planted_step():
     traj = LLCTrajectory(frame, pd.DataFrame(), FEW, "planted")
     stage = llc_stages(traj)
     assert stage.transition and 900 <= stage.updates <= 1000
+
+
+def test_the_llc_figure_draws_llc_ps_and_every_chain():
+    import pandas as pd
+
+    from ihprobe.figures.forecast import llc_figure
+    from ihprobe.llc import LLCTrajectory
+
+    frame = pd.DataFrame({"step": [0, 10], "tokens": [0, 640], "llc_mean": [3.0, 9.0],
+                          "llc_std": [0.5, 1.0], "init_loss": [5.0, 4.0]})  # fmt: skip
+    traces = pd.DataFrame({"step": [0, 0, 10, 10] * 2, "chain": [0, 0, 0, 0, 1, 1, 1, 1],
+                           "draw": [0, 1] * 4, "loss": [5.0, 5.1, 4.0, 4.2] * 2})  # fmt: skip
+    table = pd.DataFrame({"step": [0, 10], "tokens": [0, 640], "metric": "prefix_matching",
+                          "value": [0.1, 0.6]})  # fmt: skip
+    fig = llc_figure(LLCTrajectory(frame, traces, FEW, "r"), table)
+    names = [t.name for t in fig.data]
+    assert "LLC" in names and "max PS" in names
+    assert sum(name.startswith("step ") for name in names) == 4  # 2 checkpoints x 2 chains
