@@ -43,9 +43,12 @@ AT = 0.3  # the forecast checked is the one made after this fraction of the run
 
 def train_run(out: Path, seed: int, shape: dict) -> tuple[Path, float]:
     """Train (or finish, or reuse) one run; seconds spent."""
+    import ihprobe
     from ihprobe.trainer import TrainConfig, train
 
     begin = time.perf_counter()
+    if (out / "run.json").is_file() and ihprobe.checkpoints(out)[-1].step == shape["steps"]:
+        return out, 0.0  # finished (perhaps under another spelling of its path)
     config = TrainConfig(out=str(out), seed=seed, resume=True, progress=False, **DEMO, **shape)
     return train(config), time.perf_counter() - begin
 
