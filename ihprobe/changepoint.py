@@ -20,30 +20,26 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import logging
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ihprobe.errors import IhprobeError
+from ihprobe.probes.engine import METRIC_TABLE
+from ihprobe.runs import run_shape
+from ihprobe.scores import Provenance
 
 log = logging.getLogger(__name__)
 
 # Metrics that fall when induction heads form; their curves are flipped before fitting.
-DECREASING = frozenset({"induction_loss", "ar_mean_rank", "icl_score", "loss"})
+DECREASING = frozenset(m.name for m in METRIC_TABLE.values() if m.direction == "lower")
 # Default threshold per metric (SPEC 7: PS 0.3). Other metrics use the half-rise level of the fit.
-THRESHOLDS: dict[str, float] = {"prefix_matching": 0.3}
+THRESHOLDS = {m.name: m.threshold for m in METRIC_TABLE.values() if m.threshold is not None}
 # The least rise of the steep segment that counts as a transition, in the metric's own units.
-MIN_RISE: dict[str, float] = {
-    "prefix_matching": 0.1,
-    "ar_accuracy": 0.1,
-    "logit_attribution": 0.1,
-    "forward_induction": 0.1,
-}
+MIN_RISE = {m.name: m.min_rise for m in METRIC_TABLE.values() if m.min_rise}
 NOISE_FACTOR = 4.0  # the steep segment must also rise this many noise sds
 REDUCERS = ("max", "mean", "min")
 
@@ -81,6 +77,11 @@ class EmergencePoint:
     batch_size: int | None = None
     context: int | None = None
     curve: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False, compare=False)
+
+    @property
+    def provenance(self) -> Provenance:
+        """The run the point was found in (a run, so no revision, step or tokens of its own)."""
+        return Provenance(str(self.model))
 
     def to_dict(self) -> dict:
         """Every field but the curve, JSON-ready."""
@@ -157,23 +158,6 @@ def curve(
 
 
 # ----------------------------------------------------------------------------- runs
-
-
-def run_shape(run_dir) -> tuple[int | None, int | None]:
-    """``(batch_size, context)`` of an ihprobe run (from ``run.json`` or a checkpoint's
-    ``ihprobe.json``); ``(None, None)`` for other directories."""
-    from ihprobe.models import RUN_META, checkpoint_meta, checkpoints
-
-    path = Path(run_dir)
-    if (path / RUN_META).is_file():
-        config = json.loads((path / RUN_META).read_text()).get("config", {})
-        if config.get("batch_size") and config.get("context"):
-            return int(config["batch_size"]), int(config["context"])
-    if path.is_dir():
-        meta = checkpoint_meta(Path(checkpoints(path)[-1].source))
-        if meta.get("batch_size") and meta.get("context"):
-            return int(meta["batch_size"]), int(meta["context"])
-    return None, None
 
 
 def run_emergence(
