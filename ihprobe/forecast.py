@@ -41,9 +41,11 @@ from scipy.stats import norm
 from ihprobe.changepoint import THRESHOLDS, EmergencePoint, emergence
 from ihprobe.errors import IhprobeError
 from ihprobe.law import Law, fit_law, get_law, predict_emergence
+from ihprobe.runs import PROBES, RUN_META, RunDir, run_meta
 
 log = logging.getLogger(__name__)
 
+FORECAST = "forecast.jsonl"  # one line per live probe in the run directory
 METRIC = "prefix_matching"
 VALUE = "max_prefix_matching"  # the live probes' field (probes.jsonl)
 DEFAULT_SPREAD = 0.3  # sd of log10 updates around a law without residuals to measure it
@@ -313,3 +315,42 @@ def _quantiles(grid: np.ndarray, weights: np.ndarray, probs: Sequence[float]) ->
     cdf = np.cumsum(weights)
     cdf = cdf / cdf[-1]
     return [float(np.interp(p, cdf, grid)) for p in probs]
+
+
+# ----------------------------------------------------------------------------- live, in a run
+
+
+class LiveForecast:
+    """The trainer's probe hook: after each live probe, the forecast from the run's probes so
+    far goes to ``forecast.jsonl``; the first detection is also written to ``run.json``
+    (``"emergence"``). ``latest`` is the newest forecast, for the progress bar.
+
+    Example:
+        >>> hook = LiveForecast("runs/x", law_prior(32, 64))              # doctest: +SKIP
+        >>> train(config, on_probe=hook)                                   # doctest: +SKIP
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, prior: Prior, level: float = LEVEL):
+        self.run, self.prior, self.level = RunDir(run_dir), prior, level
+        self.latest: Forecast | None = None
+
+    def __call__(self, record: dict) -> None:
+        records = [r for r in self.run.records(PROBES) if r["step"] <= record["step"]]
+        latest = forecast_emergence(records, self.prior, level=self.level)
+        line = {"step": latest.at_step, **latest.to_dict(), "prior_updates": self.prior.updates,
+                "prior_spread": self.prior.spread, "law": self.prior.law}  # fmt: skip
+        self.run.append(FORECAST, line)
+        if latest.detected and (self.latest is None or not self.latest.detected):
+            self._record_detection(latest)
+        self.latest = latest
+
+    def _record_detection(self, found: Forecast) -> None:
+        meta = run_meta(self.run.root)
+        if meta is None:
+            return
+        meta["emergence"] = {
+            "detected_at_step": found.at_step, "updates": found.updates,
+            "updates_low": found.updates_low, "updates_high": found.updates_high,
+            "tokens": found.tokens, "law_updates": self.prior.updates, "law": self.prior.law,
+        }  # fmt: skip
+        self.run.write_json(RUN_META, meta)

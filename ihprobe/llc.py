@@ -33,8 +33,10 @@ import torch
 
 from ihprobe.changepoint import EmergencePoint, emergence
 from ihprobe.errors import IhprobeError
-from ihprobe.models import RUN_META, check_weights, checkpoints, weights_hash
+from ihprobe.files import atomic_write
+from ihprobe.runs import RUN_META, checkpoints, run_meta
 from ihprobe.trajectories import cache_dir
+from ihprobe.weights import check_weights, weights_hash
 
 log = logging.getLogger(__name__)
 
@@ -215,13 +217,13 @@ class _quiet_chains:
 
 
 def _run_config(run) -> dict:
-    path = Path(run) / RUN_META
-    if not path.is_file():
+    meta = run_meta(run)
+    if meta is None:
         raise IhprobeError(
             f"{run} is not an ihprobe run directory (no {RUN_META}); the LLC samples the run's "
             "own data, so pass a directory written by `ihprobe train`."
         )
-    return json.loads(path.read_text())["config"]
+    return meta["config"]
 
 
 def _rows(config: dict, settings: SGLDSettings) -> torch.Tensor:
@@ -267,12 +269,7 @@ def _read(file: Path | None) -> dict | None:
 
 
 def _write(file: Path, result: dict) -> None:
-    """Atomic write (temp file + rename): an interrupted run leaves no half file."""
-    file.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(result, fh)
-    os.replace(tmp, file)
+    atomic_write(file, json.dumps(result))  # an interrupted run leaves no half file
 
 
 def stage_sentence(llc_point: EmergencePoint, ps_point: EmergencePoint) -> str:

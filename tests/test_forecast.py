@@ -140,3 +140,50 @@ def test_the_figure_draws_forecast_interval_and_measured_point():
     assert list(median.x) == [s for s, _ in RECORDED[:8]]
     assert list(median.y) == [f.updates for f in forecasts]
     assert any(shape.y0 == 880.0 for shape in fig.layout.shapes)  # the measured line
+
+
+def test_live_hook_writes_forecast_jsonl_and_records_detection_in_run_json(tmp_path):
+    import json
+
+    from ihprobe.forecast import FORECAST, LiveForecast
+    from ihprobe.runs import PROBES, RUN_META, RunDir
+
+    run = RunDir(tmp_path)
+    run.write_json(RUN_META, {"config": {"batch_size": 16, "context": 64}})
+    hook = LiveForecast(tmp_path, Prior(1800, 0.3, "test", 16, 64))
+    for record in records(RECORDED):
+        run.append(PROBES, record)
+        hook(record)
+    lines = run.records(FORECAST)
+    assert [line["step"] for line in lines] == [s for s, _ in RECORDED]
+    assert lines[0]["updates"] == 1800 and lines[0]["source"] == "law"
+    assert lines[-1]["detected"] and hook.latest.postfix().startswith("emerged")
+    first = next(line for line in lines if line["detected"])
+    meta = json.loads((tmp_path / RUN_META).read_text())
+    assert meta["emergence"]["detected_at_step"] == first["step"]
+    assert 750 <= meta["emergence"]["updates"] <= 1200
+
+
+@pytest.mark.slow
+def test_train_with_forecast_starts_at_the_laws_value(tmp_path):
+    from ihprobe.forecast import FORECAST
+    from ihprobe.runs import PROBES, RunDir
+    from ihprobe.trainer import TrainConfig, train
+
+    config = TrainConfig(out=str(tmp_path / "run"), producer="iid", layers=1, heads=2,
+                         d_model=16, context=16, batch_size=8, steps=20, checkpoints="linear",
+                         n_checkpoints=2, live_probes=True, forecast=True,
+                         progress=False)  # fmt: skip
+    run = RunDir(train(config))
+    lines, probes = run.records(FORECAST), run.records(PROBES)
+    assert [line["step"] for line in lines] == [p["step"] for p in probes] == [0, 10, 20]
+    assert lines[0]["updates"] == predict_emergence(8, 16).updates
+
+
+def test_forecast_without_live_probes_is_a_config_error():
+    from ihprobe.train_config import TrainConfig, check_config
+
+    with pytest.raises(IhprobeError, match="live_probes"):
+        check_config(TrainConfig(forecast=True))
+    with pytest.raises(IhprobeError, match="forecast"):
+        check_config(TrainConfig(live_probes=True, law_from=("runs/a",)))
