@@ -34,6 +34,7 @@ import torch
 from ihprobe.changepoint import EmergencePoint, emergence
 from ihprobe.errors import IhprobeError
 from ihprobe.files import atomic_write
+from ihprobe.models import quiet_progress
 from ihprobe.runs import RUN_META, checkpoints, run_meta
 from ihprobe.trajectories import cache_dir
 from ihprobe.weights import check_weights, weights_hash
@@ -197,9 +198,10 @@ def _hf_model(path: Path):
     from transformers import AutoModelForCausalLM
 
     check_weights(path)
-    return AutoModelForCausalLM.from_pretrained(
-        str(path), use_safetensors=True, local_files_only=True, dtype=torch.float32
-    )
+    with quiet_progress():
+        return AutoModelForCausalLM.from_pretrained(
+            str(path), use_safetensors=True, local_files_only=True, dtype=torch.float32
+        )
 
 
 class _quiet_chains:
