@@ -31,7 +31,7 @@ import logging
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -318,6 +318,20 @@ def _quantiles(grid: np.ndarray, weights: np.ndarray, probs: Sequence[float]) ->
 
 
 # ----------------------------------------------------------------------------- live, in a run
+
+
+def read_forecasts(run_dir: str | os.PathLike) -> list[Forecast]:
+    """The forecasts a run recorded while training (``forecast.jsonl``); [] when it has none.
+
+    Example:
+        >>> read_forecasts("runs/demo")[-1].detected                    # doctest: +SKIP
+        True
+    """
+    names = {f.name for f in fields(Forecast)}
+    return [
+        Forecast(**{k: v for k, v in line.items() if k in names})
+        for line in RunDir(run_dir).records(FORECAST)
+    ]
 
 
 class LiveForecast:

@@ -187,3 +187,16 @@ def test_forecast_without_live_probes_is_a_config_error():
         check_config(TrainConfig(forecast=True))
     with pytest.raises(IhprobeError, match="forecast"):
         check_config(TrainConfig(live_probes=True, law_from=("runs/a",)))
+
+
+def test_read_forecasts_gives_back_what_the_hook_wrote(tmp_path):
+    from ihprobe.forecast import LiveForecast, read_forecasts
+    from ihprobe.runs import PROBES, RunDir
+
+    hook = LiveForecast(tmp_path, Prior(1800, 0.3, "test", 16, 64))
+    for record in records(RECORDED[:6]):
+        RunDir(tmp_path).append(PROBES, record)
+        hook(record)
+    back = read_forecasts(tmp_path)
+    assert back[-1] == hook.latest and len(back) == 6
+    assert read_forecasts(tmp_path / "elsewhere") == []
