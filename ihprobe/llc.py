@@ -63,6 +63,7 @@ class SGLDSettings:
     chains: int = 4  # [num_chains]
     draws: int = 200  # SGLD steps per chain, each one a draw [num_draws]
     batch_size: int = 32  # rows per SGLD step [batch_size]
+    init_batches: int = 8  # minibatches that measure loss(w*) [num_init_loss_batches]
     rows: int = 1024  # rows of the run's own data distribution to sample minibatches from
     seed: int = 0  # SGLD noise [init_seed]
 
@@ -181,6 +182,7 @@ def _sampler():
                 model, dataset, {}, lr=settings.lr, n_beta=settings.beta(rows.shape[1]),
                 localization=settings.localization, num_chains=settings.chains,
                 num_draws=settings.draws, batch_size=settings.batch_size,
+                num_init_loss_batches=settings.init_batches,
                 init_seed=settings.seed, device="cpu", output_path=Path(tmp) / "samples.zarr",
             )  # fmt: skip
             return {

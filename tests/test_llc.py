@@ -12,7 +12,7 @@ from ihprobe.changepoint import EmergencePoint
 from ihprobe.errors import IhprobeError
 from ihprobe.llc import SGLDSettings, llc_stages, llc_trajectory, stage_sentence
 
-FEW = SGLDSettings(chains=2, draws=8, batch_size=8, rows=32)
+FEW = SGLDSettings(chains=2, draws=8, batch_size=8, rows=32, init_batches=2)
 
 
 @pytest.fixture(scope="module")
