@@ -110,6 +110,7 @@ def load_config(run_dir: str | os.PathLike, **overrides) -> TrainConfig:
     data = dict(meta["config"])
     if isinstance(data.get("checkpoints"), list):
         data["checkpoints"] = tuple(data["checkpoints"])
+    data["law_from"] = tuple(data.get("law_from", ()))  # JSON has lists, the config tuples
     known = {f.name for f in fields(TrainConfig)}
     return TrainConfig(**{k: v for k, v in {**data, **overrides}.items() if k in known})
 

@@ -148,6 +148,8 @@ def config_from_args(args):
     for flag, _, _ in SHORTCUTS:
         if flag.replace("-", "_") in given:
             options[flag.replace("-", "_")] = given.pop(flag.replace("-", "_"))
+    if "law_from" in given:
+        given["law_from"] = tuple(given["law_from"])
     if given.get("resume") and run_meta(args.out) is not None:
         base = load_config(args.out)
         if options:
