@@ -38,6 +38,13 @@ _EXPORTS: dict[str, str] = {
     "fit_law": "ihprobe.law",
     "LawFit": "ihprobe.law",
     "Prediction": "ihprobe.law",
+    # live forecast and the local learning coefficient
+    "forecast_emergence": "ihprobe.forecast",
+    "law_prior": "ihprobe.forecast",
+    "Forecast": "ihprobe.forecast",
+    "llc_trajectory": "ihprobe.llc",
+    "llc_stages": "ihprobe.llc",
+    "SGLDSettings": "ihprobe.llc",
     # causal ablation
     "ablate": "ihprobe.ablation",
     "ablate_heads": "ihprobe.ablation",

@@ -130,7 +130,7 @@ def validate_checkpoint(path: Path, config) -> None:
 
 def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = False):
     """The HF model of a checked checkpoint directory (HF maps old tensor names)."""
-    with warnings.catch_warnings(), _quiet_progress(), hf_loading(path):
+    with warnings.catch_warnings(), quiet_progress(), hf_loading(path):
         warnings.simplefilter("ignore")
         model, info = AutoModelForCausalLM.from_pretrained(
             str(path),
@@ -148,7 +148,7 @@ def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = 
 
 
 @contextlib.contextmanager
-def _quiet_progress():
+def quiet_progress():
     """No "Loading weights" bars from transformers while a checkpoint loads."""
     enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()

@@ -22,6 +22,8 @@ RESUMABLE_CHANGES = (
     "device",
     "live_probes",
     "probe_batch",
+    "forecast",
+    "law_from",
     "progress",
     "log_every",
     "state_every",
@@ -69,6 +71,8 @@ class TrainConfig:
     log_every: int = 10  # updates between metrics.jsonl lines
     state_every: int = 1000  # updates between training states for --resume (0: checkpoints only)
     probe_batch: int = 20  # rows of repeated random tokens for the live probes
+    forecast: bool = False  # forecast the emergence point at every live probe -> forecast.jsonl
+    law_from: tuple[str, ...] = ()  # earlier runs to refit the forecast's law on
     progress: bool = True  # tqdm bar on rank 0
 
     @property
@@ -106,6 +110,7 @@ def load_config(run_dir: str | os.PathLike, **overrides) -> TrainConfig:
     data = dict(meta["config"])
     if isinstance(data.get("checkpoints"), list):
         data["checkpoints"] = tuple(data["checkpoints"])
+    data["law_from"] = tuple(data.get("law_from", ()))  # JSON has lists, the config tuples
     known = {f.name for f in fields(TrainConfig)}
     return TrainConfig(**{k: v for k, v in {**data, **overrides}.items() if k in known})
 
@@ -152,6 +157,10 @@ def check_config(config: TrainConfig, world_size: int = 1) -> None:
         problems.append(f"grad_clip={config.grad_clip} must be positive (or None for no clipping)")
     if config.probe_batch < 1:
         problems.append(f"probe_batch={config.probe_batch} must be at least 1")
+    if config.forecast and not config.live_probes:
+        problems.append("forecast needs live_probes (--live-probes): it is updated from them")
+    if config.law_from and not config.forecast:
+        problems.append("law_from refits the forecast's law: add forecast (--forecast)")
     if config.log_every < 1:
         problems.append(f"log_every={config.log_every} must be at least 1")
     if config.state_every < 0:

@@ -33,6 +33,7 @@ from ihprobe.architectures import build_model, causal_lm_loss, model_sizes
 from ihprobe.data import make_producer
 from ihprobe.errors import IhprobeError
 from ihprobe.files import atomic_directory, atomic_write, check_writable_dir
+from ihprobe.forecast import FORECAST, LiveForecast, law_prior
 from ihprobe.models import load, load_weights
 from ihprobe.probes.battery import scan
 from ihprobe.runs import CHECKPOINT_META, METRICS, PROBES, RUN_META, RunDir, config_changes
@@ -110,7 +111,11 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
     with run.lock() if is_main_process() else contextlib.nullcontext():
         _check_run_dir(run, config)
         with join_world(config.device) as world:
-            return _Trainer(config, producer, run, world, on_probe).fit()
+            trainer = _Trainer(config, producer, run, world, on_probe)
+            if config.forecast and world.main:
+                prior = law_prior(config.batch_size, config.context, law_from=config.law_from)
+                trainer.forecaster = LiveForecast(run.root, prior)
+            return trainer.fit()
 
 
 def _check_run_dir(run: RunDir, config: TrainConfig) -> None:
@@ -140,6 +145,7 @@ class _Trainer:
     ):
         self.config, self.producer, self.run, self.world = config, producer, run, world
         self.on_probe = on_probe
+        self.forecaster: LiveForecast | None = None  # with config.forecast, on rank 0
         self.total = config.total_steps
         self.schedule = checkpoint_steps(
             config.checkpoints,
@@ -247,6 +253,8 @@ class _Trainer:
         probes = self.run.records(PROBES) if self.config.live_probes and self.world.main else []
         if probes:
             out["max PS"] = f"{probes[-1]['max_prefix_matching']:.2f}"
+        if self.forecaster is not None and self.forecaster.latest is not None:
+            out["emergence"] = self.forecaster.latest.postfix()
         return out
 
     # -- start and resume
@@ -271,6 +279,7 @@ class _Trainer:
         if self.world.main:  # the logs continue from the state as if never interrupted
             self.run.truncate(METRICS, step)
             self.run.truncate(PROBES, step)
+            self.run.truncate(FORECAST, step)
             self.probed = {r["step"] for r in self.run.records(PROBES)}
         log.info("resuming %s from update %d", self.run.root, step)
         self.world.barrier()
@@ -407,6 +416,8 @@ class _Trainer:
         }
         self.run.append(PROBES, record)
         self.probed.add(step)
+        if self.forecaster is not None:
+            self.forecaster(record)
         if self.on_probe is not None:
             self.on_probe(record)
 

@@ -97,6 +97,8 @@ def _section(run_dir, point, law, kwargs: dict):
     import pandas as pd
 
     from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
+    from ihprobe.figures.forecast import forecast_figure
+    from ihprobe.forecast import read_forecasts
     from ihprobe.report import Section
     from ihprobe.runs import losses
     from ihprobe.trajectories import trajectory
@@ -107,4 +109,7 @@ def _section(run_dir, point, law, kwargs: dict):
     blocks = [describe(point), trajectory_figure(table, point, law, losses(run_dir))]
     if table.loc[table["metric"] == point.metric, "layer"].notna().any():
         blocks.append(head_strip_figure(table, point.metric))
+    forecasts = read_forecasts(run_dir)  # written by train --forecast
+    if forecasts:
+        blocks.append(forecast_figure(forecasts, point, title="forecast while training"))
     return Section(str(run_dir), blocks)

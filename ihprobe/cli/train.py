@@ -5,6 +5,8 @@ Every option has a default (the tiny model of DESIGN.md on semi-natural data), s
 ``--option KEY=VALUE`` (values are read as JSON when they parse, e.g.
 ``--option repetition=0.9 --option vocab_size=256``).
 ``--resume`` with no other flags continues the run with the settings in its ``run.json``.
+``--live-probes --forecast [--law-from RUN ...]`` forecasts the emergence point as it trains
+(``docs/forecast.md``).
 Under ``torchrun --nproc_per_node N -m ihprobe train ...`` it trains with DDP.
 """
 
@@ -118,6 +120,13 @@ def register(subparsers) -> None:
     watch.add_argument("--n-checkpoints", dest="n_checkpoints", type=positive_int)
     watch.add_argument("--live-probes", dest="live_probes", action="store_true")
     watch.add_argument("--probe-batch", dest="probe_batch", type=positive_int)
+    watch.add_argument(
+        "--forecast",
+        action="store_true",
+        help="forecast the emergence point at every live probe (forecast.jsonl)",
+    )
+    watch.add_argument("--law-from", dest="law_from", nargs="+", metavar="RUN",
+                       help="earlier runs to refit the forecast's law on")  # fmt: skip
     watch.add_argument("--log-every", dest="log_every", type=positive_int)
     watch.add_argument(
         "--state-every", dest="state_every", type=nonnegative_int,
@@ -139,6 +148,8 @@ def config_from_args(args):
     for flag, _, _ in SHORTCUTS:
         if flag.replace("-", "_") in given:
             options[flag.replace("-", "_")] = given.pop(flag.replace("-", "_"))
+    if "law_from" in given:
+        given["law_from"] = tuple(given["law_from"])
     if given.get("resume") and run_meta(args.out) is not None:
         base = load_config(args.out)
         if options:

@@ -1,0 +1,75 @@
+"""The LLC over the checkpoints of the demo run, beside its prefix-matching emergence.
+
+Runs :func:`ihprobe.llc_trajectory` (devinterp's SGLD; needs ``pip install 'ihprobe[llc]'``) on
+one demo-configuration run (default: seed 0 of ``benchmarks/validate_forecast.py``), finds the
+LLC's change point with the PS change-point fit, and writes ``benchmarks/RESULTS_llc.md`` and
+``benchmarks/RESULTS_llc.csv`` (one row per checkpoint with the diagnostics) and the figure
+``llc.html`` into the run. Cached per checkpoint: a rerun only samples new checkpoints.
+``.venv/bin/python benchmarks/validate_llc.py [--run DIR] [--chains 2] [--draws 100]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--run", default=str(ROOT / "runs" / "validate-forecast" / "B32-seed0"))
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--draws", type=int, default=100)
+    args = parser.parse_args()
+
+    from ihprobe.changepoint import run_emergence
+    from ihprobe.figures.forecast import llc_figure
+    from ihprobe.llc import SGLDSettings, llc_stages, llc_trajectory, stage_sentence
+    from ihprobe.trajectories import trajectory
+
+    run = Path(args.run)
+    settings = SGLDSettings(chains=args.chains, draws=args.draws)
+    begin = time.perf_counter()
+    traj = llc_trajectory(run, settings, progress=True)
+    seconds = time.perf_counter() - begin
+    table = trajectory(run, ["prefix_matching"])
+    ps_point = run_emergence(run)
+    stage = llc_stages(traj)
+    llc_figure(traj, table, stage, ps_point).write_html(run / "llc.html", include_plotlyjs="cdn")
+    frame = traj.frame.drop(columns="llc_chains").merge(traj.checks, on="step")
+    frame = frame.round({"llc_mean": 1, "llc_std": 1, "init_loss": 3})
+    command = "python benchmarks/validate_llc.py " + shlex.join(sys.argv[1:])
+    frame.assign(command=command.strip()).to_csv(Path(__file__).with_name("RESULTS_llc.csv"),
+                                                 index=False)  # fmt: skip
+    finite = bool(frame.finite.all())
+    lines = [
+        "# LLC over the checkpoints of the demo run (CPU)",
+        "",
+        f"Command: `{command.strip()}` ({seconds:.0f} s for the uncached checkpoints)",
+        "",
+        f"Run: `{run.name}` (demo configuration). SGLD: step {settings.lr:g}, localisation "
+        f"{settings.localization:g}, n_beta {settings.beta(64):.0f}, {settings.chains} chains x "
+        f"{settings.draws} draws, batch {settings.batch_size}, {settings.rows} rows of the run's "
+        "own data distribution (devinterp 2.x `llc`).",
+        "",
+        "| " + " | ".join(frame.columns) + " |",
+        "|" + " --- |" * len(frame.columns),
+        *("| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)),
+        "",
+        f"- LLC finite at every checkpoint: {'yes' if finite else 'NO'}.",
+        f"- Checks passed (positive, levelled, chains agree) at "
+        f"{int((frame.positive & frame.levelled & frame.chains_agree).sum())} of {len(frame)} "
+        "checkpoints.",
+        f"- {stage_sentence(stage, ps_point)}",
+        "",
+    ]
+    Path(__file__).with_name("RESULTS_llc.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
