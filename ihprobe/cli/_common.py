@@ -24,3 +24,13 @@ def read_text_option(path: str | None) -> str | None:
         return Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise IhprobeError(f"cannot read --text {path}: {err.strerror}.") from err
+
+
+def write_csv(frame, path: Path) -> None:
+    """Write ``frame`` to ``path`` atomically (aside, then renamed), creating its directory."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    frame.to_csv(tmp, index=False)
+    os.replace(tmp, path)
