@@ -65,7 +65,8 @@ def best_of(fn, repeats: int = REPEATS) -> float:
 
 
 def bench(name: str, overrides: dict, rows: int, n: int) -> dict:
-    from ihprobe.ablation import evaluate_groups, head_sets, repeated_probe
+    from ihprobe.ablation import evaluate_groups, repeated_probe
+    from ihprobe.head_sets import head_sets
     from ihprobe.masks import keep_mask, mean_z
 
     with tempfile.TemporaryDirectory() as tmp:

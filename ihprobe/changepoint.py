@@ -30,20 +30,17 @@ import numpy as np
 import pandas as pd
 
 from ihprobe.errors import IhprobeError
+from ihprobe.probes.engine import METRIC_TABLE
+from ihprobe.scores import Provenance
 
 log = logging.getLogger(__name__)
 
 # Metrics that fall when induction heads form; their curves are flipped before fitting.
-DECREASING = frozenset({"induction_loss", "ar_mean_rank", "icl_score", "loss"})
+DECREASING = frozenset(m.name for m in METRIC_TABLE.values() if m.direction == "lower")
 # Default threshold per metric (SPEC 7: PS 0.3). Other metrics use the half-rise level of the fit.
-THRESHOLDS: dict[str, float] = {"prefix_matching": 0.3}
+THRESHOLDS = {m.name: m.threshold for m in METRIC_TABLE.values() if m.threshold is not None}
 # The least rise of the steep segment that counts as a transition, in the metric's own units.
-MIN_RISE: dict[str, float] = {
-    "prefix_matching": 0.1,
-    "ar_accuracy": 0.1,
-    "logit_attribution": 0.1,
-    "forward_induction": 0.1,
-}
+MIN_RISE = {m.name: m.min_rise for m in METRIC_TABLE.values() if m.min_rise}
 NOISE_FACTOR = 4.0  # the steep segment must also rise this many noise sds
 REDUCERS = ("max", "mean", "min")
 
@@ -81,6 +78,11 @@ class EmergencePoint:
     batch_size: int | None = None
     context: int | None = None
     curve: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False, compare=False)
+
+    @property
+    def provenance(self) -> Provenance:
+        """The run the point was found in (a run, so no revision, step or tokens of its own)."""
+        return Provenance(str(self.model))
 
     def to_dict(self) -> dict:
         """Every field but the curve, JSON-ready."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ihprobe.figures.heads import head_heatmap
 from ihprobe.report import Section, write_report
 from ihprobe.scores import HeadScores
 
@@ -101,7 +102,7 @@ def _heads_section(prefix: str, study: dict) -> Section:
         "Per-head prefix-matching score at the first, the emergence and the final checkpoint."
     ]
     for step in dict.fromkeys(chosen):
-        fig = scores_at(table, int(step)).heatmap("prefix_matching")
+        fig = head_heatmap(scores_at(table, int(step)), "prefix_matching")
         blocks.append(fig.update_traces(zmin=0, zmax=1))  # one scale: checkpoints compare
     return Section(f"{prefix}Heads at chosen checkpoints", blocks)
 

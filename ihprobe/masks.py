@@ -19,11 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Bool, Float, Int
 
 from ihprobe.errors import IhprobeError
+from ihprobe.probes.engine import NOTHING, Probe, run_probe
+
+if TYPE_CHECKING:
+    from transformer_lens.model_protocol import TransformerLensModel
 
 MODES = ("zero", "mean")
 HOOK_Z = "blocks.{layer}.attn.hook_z"
@@ -32,7 +37,9 @@ Hook = tuple[str, Callable]
 Reference = Int[torch.Tensor, "batch pos"] | Float[torch.Tensor, "layer head d_head"]
 
 
-def keep_mask(model, heads: Iterable[tuple[int, int]]) -> Float[torch.Tensor, "layer head"]:
+def keep_mask(
+    model: TransformerLensModel, heads: Iterable[tuple[int, int]]
+) -> Float[torch.Tensor, "layer head"]:
     """A ``[n_layers, n_heads]`` mask of ones with a zero at every ``(layer, head)`` in ``heads``.
 
     Example:
@@ -53,7 +60,7 @@ def keep_mask(model, heads: Iterable[tuple[int, int]]) -> Float[torch.Tensor, "l
 
 @torch.inference_mode()
 def mean_z(
-    model,
+    model: TransformerLensModel,
     tokens: Int[torch.Tensor, "batch pos"],
     *,
     valid: Bool[torch.Tensor, "batch pos"] | None = None,
@@ -61,8 +68,9 @@ def mean_z(
 ) -> Float[torch.Tensor, "layer head d_head"]:
     """Each head's mean ``z`` over the rows and positions of a reference batch.
 
-    The sums are reduced inside the hooks, so no activation is cached. ``valid`` marks the
-    positions to average over (padding excluded); by default every position counts.
+    The sums are reduced inside the hooks, so no activation is cached and nothing is
+    unembedded. ``valid`` marks the positions to average over (padding excluded); by default
+    every position counts.
 
     Example:
         >>> means = mean_z(model, repeated_tokens(model, seed=1))       # doctest: +SKIP
@@ -71,23 +79,21 @@ def mean_z(
     """
     cfg = model.cfg
     sums = torch.zeros(cfg.n_layers, cfg.n_heads, cfg.d_head, dtype=torch.float64)
-    count = 0.0
-    for start in range(0, len(tokens), chunk):
-        rows = tokens[start : start + chunk]
-        weight = (
-            torch.ones(rows.shape, dtype=torch.float64)
-            if valid is None
-            else valid[start : start + chunk].to(torch.float64)
-        )
+    weights = torch.ones(tokens.shape) if valid is None else valid.cpu()
+    weights = weights.to(torch.float64)
 
-        def add(z, hook, layer, weight=weight):  # reduce on the device, accumulate in float64
+    def make_hooks(rows, store):
+        weight = weights[rows]
+
+        def add(z, hook, layer):  # reduce on the device, accumulate in float64
             w = weight.to(z.device, torch.float32)
             sums[layer] += torch.einsum("bphd,bp->hd", z.float(), w).double().cpu()
             return z
 
-        hooks = [(HOOK_Z.format(layer=i), _bind(add, i)) for i in range(cfg.n_layers)]
-        model.run_with_hooks(rows, fwd_hooks=hooks)
-        count += float(weight.sum())
+        return [(HOOK_Z.format(layer=i), _bind(add, i)) for i in range(cfg.n_layers)]
+
+    run_probe(model, Probe("reference", tokens, positions=NOTHING), make_hooks, chunk=chunk)
+    count = float(weights.sum())
     if count == 0:
         raise IhprobeError("the reference batch for mean ablation is empty; pass some tokens.")
     return (sums / count).to(dtype=cfg.dtype, device=cfg.device)
@@ -149,7 +155,7 @@ def _mask_fn(k: torch.Tensor, replacement: torch.Tensor | None, layer: int, per_
 
 
 def ablation_hooks(
-    model,
+    model: TransformerLensModel,
     heads: Iterable[tuple[int, int]],
     mode: str = "zero",
     reference: Reference | None = None,
@@ -172,7 +178,7 @@ def ablation_hooks(
     return mask_hooks(keep, replacement_for(model, mode, reference))
 
 
-def replacement_for(model, mode: str, reference) -> torch.Tensor | None:
+def replacement_for(model: TransformerLensModel, mode: str, reference) -> torch.Tensor | None:
     """What ablated heads output in ``mode``: None (zero) or the mean ``z`` per head."""
     if mode not in MODES:
         raise IhprobeError(f"mode={mode!r} is not one of {MODES}.")
@@ -196,7 +202,7 @@ def replacement_for(model, mode: str, reference) -> torch.Tensor | None:
 
 @contextmanager
 def ablate_heads(
-    model,
+    model: TransformerLensModel,
     heads: Iterable[tuple[int, int]],
     mode: str = "zero",
     reference: Reference | None = None,

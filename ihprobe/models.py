@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from ihprobe.errors import IhprobeError
+from ihprobe.scores import Provenance
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +52,6 @@ class Checkpoint:
     @property
     def label(self) -> str:
         return self.revision or Path(self.source).name
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where a loaded model came from; carried into every result table."""
-
-    model: str
-    revision: str | None = None
-    step: int | None = None
-    tokens: int | None = None
 
 
 # ----------------------------------------------------------------------------- loading

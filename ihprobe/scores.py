@@ -10,17 +10,72 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pandas as pd
 import torch
 from jaxtyping import Float
 
 from ihprobe.errors import IhprobeError
-from ihprobe.models import Provenance
 
+# the long table every result writes: provenance, then one value per (head or model, metric)
 COLUMNS = ("model", "revision", "step", "tokens", "layer", "head", "metric", "value")
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """Where a loaded model came from; carried into every result table."""
+
+    model: str
+    revision: str | None = None
+    step: int | None = None
+    tokens: int | None = None
+
+
+class CarriesProvenance:
+    """Read-through ``model_name, revision, step, tokens`` of a result's ``provenance``."""
+
+    provenance: Provenance
+
+    @property
+    def model_name(self) -> str:
+        return self.provenance.model
+
+    @property
+    def revision(self) -> str | None:
+        return self.provenance.revision
+
+    @property
+    def step(self) -> int | None:
+        return self.provenance.step
+
+    @property
+    def tokens(self) -> int | None:
+        return self.provenance.tokens
+
+
+def with_provenance(frame: pd.DataFrame, provenance: Provenance) -> pd.DataFrame:
+    """``frame`` (``layer, head, metric, value``) as the long table :data:`COLUMNS`.
+
+    ``step``, ``tokens``, ``layer`` and ``head`` are nullable integers, so tables of many
+    checkpoints concatenate without turning into floats.
+
+    >>> with_provenance(pd.DataFrame({"layer": [0], "head": [1], "metric": ["m"], "value": [2]}),
+    ...                 Provenance("gpt2", step=5)).iloc[0].tolist()
+    ['gpt2', None, 5, <NA>, 0, 1, 'm', 2.0]
+    """
+    frame = frame.copy()
+    p = provenance
+    frame.insert(0, "model", p.model)
+    frame.insert(1, "revision", p.revision)
+    frame.insert(2, "step", pd.array([p.step] * len(frame), dtype="Int64"))
+    frame.insert(3, "tokens", pd.array([p.tokens] * len(frame), dtype="Int64"))
+    frame["layer"] = frame["layer"].astype("Int64")
+    frame["head"] = frame["head"].astype("Int64")
+    frame["value"] = frame["value"].astype(float)
+    return frame[list(COLUMNS)]
+
+
 @dataclass
-class HeadScores:
+class HeadScores(CarriesProvenance):
     """Scores of one model (one checkpoint).
 
     Attributes:
@@ -39,27 +94,11 @@ class HeadScores:
     settings: dict = field(default_factory=dict)
 
     @property
-    def model_name(self) -> str:
-        return self.provenance.model
-
-    @property
-    def revision(self) -> str | None:
-        return self.provenance.revision
-
-    @property
-    def step(self) -> int | None:
-        return self.provenance.step
-
-    @property
-    def tokens(self) -> int | None:
-        return self.provenance.tokens
-
-    @property
     def metrics(self) -> list[str]:
         """Names of the metrics held, head metrics first."""
         return [*self.head, *self.model]
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """The long table ``model, revision, step, tokens, layer, head, metric, value``.
 
         One row per head and head metric, then one per model metric with empty (``<NA>``)
@@ -70,8 +109,6 @@ class HeadScores:
             >>> frame = scores.to_frame()                             # doctest: +SKIP
             >>> frame.query("metric == 'prefix_matching'").nlargest(3, "value")  # doctest: +SKIP
         """
-        import pandas as pd
-
         rows = []
         for metric, values in self.head.items():
             n_layers, n_heads = values.shape
@@ -99,17 +136,45 @@ class HeadScores:
                 )
             )
         frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS[4:])
-        p = self.provenance
-        frame.insert(0, "model", p.model)
-        frame.insert(1, "revision", p.revision)
-        frame.insert(2, "step", pd.array([p.step] * len(frame), dtype="Int64"))
-        frame.insert(3, "tokens", pd.array([p.tokens] * len(frame), dtype="Int64"))
-        frame["layer"] = frame["layer"].astype("Int64")
-        frame["head"] = frame["head"].astype("Int64")
-        frame["value"] = frame["value"].astype(float)
-        return frame[list(COLUMNS)]
+        return with_provenance(frame, self.provenance)
 
-    def _head_metric(self, metric: str) -> torch.Tensor:
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, settings: dict | None = None) -> HeadScores:
+        """The scores of one checkpoint back from its long table (the inverse of ``to_frame``).
+
+        Example:
+            >>> again = HeadScores.from_frame(scores.to_frame())           # doctest: +SKIP
+            >>> again.top_heads("prefix_matching", 1) == scores.top_heads("prefix_matching", 1)
+            ... # doctest: +SKIP
+        """
+        missing = set(COLUMNS) - set(frame.columns)
+        keys = ["model", "revision", "step", "tokens"]
+        if missing or frame.empty or len(frame[keys].astype(str).drop_duplicates()) > 1:
+            raise IhprobeError(
+                "from_frame needs the long table of one checkpoint (columns "
+                f"{', '.join(COLUMNS)}); filter a trajectory first, e.g. table[table.step == s]."
+            )
+        first = frame.iloc[0]
+        provenance = Provenance(
+            str(first["model"]),
+            None if pd.isna(first["revision"]) else str(first["revision"]),
+            *(None if pd.isna(first[k]) else int(first[k]) for k in ("step", "tokens")),
+        )
+        heads = frame[frame["layer"].notna()]
+        head = {}
+        for metric, rows in heads.groupby("metric", sort=False):
+            shape = (int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1)
+            values = torch.full(shape, float("nan"))
+            values[rows["layer"].astype(int).values, rows["head"].astype(int).values] = (
+                torch.tensor(rows["value"].astype(float).values, dtype=torch.float32)
+            )
+            head[metric] = values
+        model_rows = frame[frame["layer"].isna()]
+        model = dict(zip(model_rows["metric"], model_rows["value"].astype(float), strict=True))
+        return cls(head, model, provenance, dict(settings or {}))
+
+    def head_metric(self, metric: str) -> Float[torch.Tensor, "layer head"]:
+        """The ``[layer, head]`` values of one head metric (an error names those held)."""
         if metric not in self.head:
             raise IhprobeError(
                 f"{metric!r} is not a head metric of these scores; they hold "
@@ -128,41 +193,8 @@ class HeadScores:
             >>> scores.top_heads("prefix_matching", k=1)               # doctest: +SKIP
             [(1, 3, 0.93)]
         """
-        values = self._head_metric(metric)
+        values = self.head_metric(metric)
         n_heads = values.shape[1]
         flat = values.flatten().nan_to_num(nan=-float("inf"))
         order = flat.argsort(descending=True, stable=True)[:k]
         return [(int(i) // n_heads, int(i) % n_heads, float(values.flatten()[i])) for i in order]
-
-    def heatmap(self, metric: str = "prefix_matching"):
-        """A plotly heatmap of ``metric``, layer (rows) x head (columns); hover shows the value.
-
-        Example:
-            >>> scores.heatmap("prefix_matching").write_html("ps.html")  # doctest: +SKIP
-        """
-        import plotly.graph_objects as go
-
-        values = self._head_metric(metric).double()
-        n_layers, n_heads = values.shape
-        p = self.provenance
-        where = ", ".join(
-            str(x)
-            for x in (p.model, p.revision, None if p.step is None else f"step {p.step}")
-            if x is not None
-        )
-        fig = go.Figure(
-            go.Heatmap(
-                z=values.numpy(),
-                x=list(range(n_heads)),
-                y=list(range(n_layers)),
-                colorscale="Viridis",
-                colorbar={"title": metric},
-                hovertemplate="layer %{y}, head %{x}<br>" + metric + " = %{z:.4f}<extra></extra>",
-            )
-        )
-        fig.update_layout(
-            title=f"{metric} — {where}",
-            xaxis={"title": "head", "dtick": 1},
-            yaxis={"title": "layer", "dtick": 1, "autorange": "reversed"},
-        )
-        return fig

@@ -26,11 +26,17 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
 
+from ihprobe.data.corpus import default_documents
 from ihprobe.errors import IhprobeError
+from ihprobe.probes.engine import Probe, reads_text
+
+if TYPE_CHECKING:
+    from transformer_lens.model_protocol import TransformerLensModel
 
 SHOTS = 5  # solved examples per prompt
 PROMPTS = 24  # prompts per task
@@ -57,8 +63,6 @@ class Task:
 @functools.lru_cache(maxsize=1)
 def corpus_words(count: int = 200) -> tuple[str, ...]:
     """The ``count`` most frequent lowercase words (3-9 letters) of ihprobe's embedded corpus."""
-    from ihprobe.data.corpus import default_documents
-
     counts = Counter(re.findall(r"\b[a-z]{3,9}\b", " ".join(default_documents())))
     return tuple(sorted(counts, key=lambda w: (-counts[w], w))[:count])
 
@@ -203,15 +207,18 @@ def hits_per_row(
     return {f"hits@{k}": (rank < k).float() for k in ks}
 
 
-def task_probes(model, tasks: Sequence[Task | str | Path] | None = None, *, seed: int = 0):
-    """One ``ihprobe.ablation.Probe`` per task (built-in tasks by default; paths are read).
+def task_probes(
+    model: TransformerLensModel,
+    tasks: Sequence[Task | str | Path] | None = None,
+    *,
+    seed: int = 0,
+) -> list[Probe]:
+    """One :class:`~ihprobe.probes.engine.Probe` per task (default: the built-ins; paths are read).
 
     Example:
         >>> [p.name for p in task_probes(model)][:2]                     # doctest: +SKIP
         ['copy_word', 'first_item']
     """
-    from ihprobe.ablation import Probe, reads_text
-
     if not reads_text(getattr(model, "tokenizer", None)):
         raise IhprobeError(
             "function-style tasks need a tokenizer that reads text; this model has token ids "
@@ -229,8 +236,6 @@ def task_probes(model, tasks: Sequence[Task | str | Path] | None = None, *, seed
         def score(logits, rows, p=p):  # logits at each prompt's last position only
             return hits_per_row(logits, torch.zeros_like(rows), p.answer[rows])
 
-        def last(rows, p=p):
-            return p.last[rows].unsqueeze(1)
-
+        last = p.last.unsqueeze(1).to(device)  # [prompts, 1]: unembed each prompt's last token
         probes.append(Probe(task.name, p.tokens.to(device), score, last, p.valid.to(device), True))
     return probes

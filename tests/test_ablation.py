@@ -9,17 +9,12 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 import ihprobe
-from ihprobe.ablation import (
-    METRICS,
-    _statistics,
-    evaluate_groups,
-    head_sets,
-    heads_per_layer,
-    repeated_probe,
-    text_probe,
-)
+from ihprobe.ablation import METRICS, evaluate_groups, natural_probe, repeated_probe
+from ihprobe.ablation_result import _statistics
 from ihprobe.errors import IhprobeError
+from ihprobe.head_sets import head_sets, heads_per_layer
 from ihprobe.masks import keep_mask
+from ihprobe.probes.engine import text_rows
 from ihprobe.probes.recall import associative_recall_per_row, induction_loss_per_row
 from tests.conftest import save_checkpoint, tiny_hf_model
 
@@ -218,7 +213,6 @@ def test_frame_has_the_shared_columns_and_every_statistic(random_init):
 
 @pytest.mark.slow
 def test_grouped_kv_model_end_to_end_clean_group_is_the_plain_model(tmp_path, tokenizer):
-    from ihprobe.ablation import natural_rows
     from ihprobe.inputs import repeated_tokens
     from ihprobe.probes.recall import icl_positions, icl_score_per_row, induction_loss_per_row
 
@@ -231,7 +225,7 @@ def test_grouped_kv_model_end_to_end_clean_group_is_the_plain_model(tmp_path, to
     with torch.no_grad():
         x = repeated_tokens(model, batch=6, seed=5)  # evaluation rows: seed + 1
         loss = induction_loss_per_row(model(x), x, n=x.shape[1] // 2).mean()
-        text = natural_rows(model, rows=3, length=64)
+        text = text_rows(model, None, rows=3, length=64)
         early, late = icl_positions(64)
         icl = icl_score_per_row(model(text), text, early, late).mean()
     assert math.isclose(result.values["induction_loss"][0], loss, abs_tol=1e-5)
@@ -240,10 +234,10 @@ def test_grouped_kv_model_end_to_end_clean_group_is_the_plain_model(tmp_path, to
     short = "a short text " * 12
     fits = (len(tokenizer(short, add_special_tokens=False).input_ids) + 1) // 64  # + EOS
     assert 1 <= fits < 3
-    assert natural_rows(model, short, rows=3, length=64).shape == (fits, 64)
+    assert text_rows(model, short, rows=3, length=64).shape == (fits, 64)
     with pytest.raises(IhprobeError, match="less than one row of 64"):
-        natural_rows(model, "too short", length=64)
-    icl_only = text_probe(model, text=None, rows=3, natural_loss=False)  # reads 2 positions
+        text_rows(model, "too short", rows=32, length=64)
+    icl_only = natural_probe(model, None, rows=3, natural_loss=False)  # reads 2 positions
     found = evaluate_groups(model, icl_only, keep_mask(model, [])[None], None)
     assert list(found) == ["icl_score"]
     assert math.isclose(found["icl_score"][0], icl, abs_tol=1e-5)

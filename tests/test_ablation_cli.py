@@ -55,11 +55,11 @@ def test_ablate_a_run_writes_csv_and_report(run_dir, tmp_path, capsys):
 
 
 def test_result_figure_and_single_checkpoint_report(run_dir, tmp_path):
-    from ihprobe.figures.ablation import write_ablation_report
+    from ihprobe.figures.ablation import drop_figure, write_ablation_report
 
     model = ihprobe.load(run_dir / "checkpoints" / "step-000010")
     result = ihprobe.ablate(model, random=3, batch=4, metrics=["induction_loss", "ar_accuracy"])
-    fig = result.figure()
+    fig = drop_figure(result)
     assert len(fig.data) == 4  # random box + top marker for each metric
     assert fig.data[1].y[0] == pytest.approx(float(result.drops("induction_loss")[1]))
     page = write_ablation_report(tmp_path / "r.html", [result]).read_text()

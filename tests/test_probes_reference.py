@@ -239,14 +239,14 @@ def test_chunks_bound_memory_without_changing_scores(loaded):
 def test_models_without_the_unembed_hook_get_the_same_scores(loaded, monkeypatch):
     """Models without ``unembed.hook_in`` (legacy HookedTransformer) unembed every position;
     scan then slices the logits itself."""
-    from ihprobe.probes import battery
+    from ihprobe.probes import engine
 
     _, model = loaded
     metrics = ["ar_accuracy", "ar_mean_rank", "induction_loss", "forward_induction", "icl_score"]
     text = torch.randint(2, 512, (3, model.cfg.n_ctx), generator=torch.Generator().manual_seed(0))
     kwargs = {"n": N, "batch": BATCH, "snippet_length": LENGTH, "text": text}
     sliced = ihprobe.scan(model, metrics, **kwargs)
-    monkeypatch.setattr(battery, "UNEMBED_IN", "no.such.hook")
+    monkeypatch.setattr(engine, "UNEMBED_IN", "no.such.hook")
     full = ihprobe.scan(model, metrics, **kwargs)
     assert full.model == pytest.approx(sliced.model, abs=1e-6)
     assert torch.allclose(full.head["forward_induction"], sliced.head["forward_induction"])

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from ihprobe.errors import IhprobeError
-from ihprobe.models import Provenance
-from ihprobe.scores import COLUMNS, HeadScores
+from ihprobe.figures.heads import head_heatmap
+from ihprobe.scores import COLUMNS, HeadScores, Provenance
 
 
 def make(step=100, tokens=6400):
@@ -53,9 +53,22 @@ def test_top_heads_best_first_nan_last():
 
 
 def test_heatmap_is_layer_by_head_with_values_on_hover():
-    fig = make().heatmap("prefix_matching")
+    fig = head_heatmap(make(), "prefix_matching")
     heat = fig.data[0]
     assert list(heat.x) == [0, 1, 2] and list(heat.y) == [0, 1]
     assert heat.z[1][2] == pytest.approx(0.7)
     assert "%{z" in heat.hovertemplate and "prefix_matching" in heat.hovertemplate
     assert "run-a" in fig.layout.title.text and "step 100" in fig.layout.title.text
+
+
+def test_from_frame_inverts_to_frame_and_refuses_mixed_checkpoints():
+    scores = make()
+    again = HeadScores.from_frame(scores.to_frame(), settings={"n": 50})
+    assert again.provenance == scores.provenance and again.settings == scores.settings
+    assert again.model == scores.model
+    for metric, values in scores.head.items():
+        assert torch.equal(again.head[metric].isnan(), values.isnan())
+        assert torch.allclose(again.head[metric].nan_to_num(), values.nan_to_num())
+    mixed = pd.concat([make(step=1).to_frame(), make(step=2).to_frame()])
+    with pytest.raises(IhprobeError, match="long table of one checkpoint"):
+        HeadScores.from_frame(mixed)

@@ -76,13 +76,12 @@ def run(args) -> int:
                 bar.set_postfix_str(ckpt.label)
                 model = models.load_or_swap(model, ckpt.source, revision=ckpt.revision)
                 result = ablate(model, **kwargs)
-                results.append(
-                    dataclasses.replace(
-                        result,
-                        step=result.step if result.step is not None else ckpt.step,
-                        tokens=result.tokens if result.tokens is not None else ckpt.tokens,
-                    )
+                result.provenance = dataclasses.replace(
+                    result.provenance,
+                    step=result.step if result.step is not None else ckpt.step,
+                    tokens=result.tokens if result.tokens is not None else ckpt.tokens,
                 )
+                results.append(result)
                 bar.update()
 
     out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +95,7 @@ def run(args) -> int:
     for result in results:
         top = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
         where = f" step {result.step}" if result.step is not None else ""
-        print(f"{result.model}{where}: top set {top}")
+        print(f"{result.model_name}{where}: top set {top}")
         for row in result.summary().itertuples():
             if ":" not in row.metric:
                 print(

@@ -52,6 +52,7 @@ def run(args) -> int:
 
     from ihprobe import models
     from ihprobe.cli._common import read_text_option, refuse_overwrite
+    from ihprobe.figures.heads import head_heatmap
     from ihprobe.probes.battery import check_metrics, scan
     from ihprobe.report import Section, write_report
     from ihprobe.trajectories import sources_of
@@ -94,7 +95,7 @@ def run(args) -> int:
     pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
     os.replace(tmp, targets[0])
     sections = [
-        Section(_label(s), [s.heatmap(metric) for metric in s.head]) for s in last if s.head
+        Section(_label(s), [head_heatmap(s, metric) for metric in s.head]) for s in last if s.head
     ]
     write_report(targets[1], "ihprobe scan: head scores", sections)
 

@@ -17,6 +17,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ihprobe.report import Section, write_report
+
 TOP_COLOR, RANDOM_COLOR, SIGNATURE_COLOR = "#d62728", "#7f7f7f", "#1f77b4"
 
 
@@ -176,7 +178,7 @@ def _curve_metric(frame: pd.DataFrame, metrics: list[str]) -> str:
 
 
 def _label(result) -> str:
-    parts = [html.escape(str(result.model))]
+    parts = [html.escape(str(result.model_name))]
     if result.revision:
         parts.append(html.escape(result.revision))
     if result.step is not None:
@@ -194,8 +196,6 @@ def report_sections(results: Sequence, metric: str | None = None) -> list:
     Example:
         >>> write_report("r.html", "ablation", report_sections([result]))  # doctest: +SKIP
     """
-    from ihprobe.report import Section
-
     first = results[0]
     s = first.settings
     mean_note = (
@@ -208,8 +208,8 @@ def report_sections(results: Sequence, metric: str | None = None) -> list:
         random=s.get("random"), seed=s.get("seed"), mean_note=mean_note,
     )  # fmt: skip
     sections = [Section("Method", [method])]
-    for model in dict.fromkeys(r.model for r in results):  # one curve per training run
-        run = [r for r in results if r.model == model]
+    for model in dict.fromkeys(r.model_name for r in results):  # one curve per training run
+        run = [r for r in results if r.model_name == model]
         if len(run) < 2 or any(r.step is None and r.tokens is None for r in run):
             continue
         frame = pd.concat([r.to_frame() for r in run], ignore_index=True)
@@ -240,8 +240,6 @@ def write_ablation_report(
     Example:
         >>> write_ablation_report("out/report.html", [ihprobe.ablate(model)])  # doctest: +SKIP
     """
-    from ihprobe.report import write_report
-
     return write_report(
         path, "ihprobe ablate: causal ablation of heads", report_sections(results, metric)
     )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Int
@@ -34,25 +35,31 @@ from ihprobe import hooks, inputs
 from ihprobe.errors import IhprobeError
 from ihprobe.models import provenance
 from ihprobe.probes import attention, attribution, copying, recall
+from ihprobe.probes.engine import (
+    DEFAULT_CHUNK,
+    HEAD_METRICS,
+    METRIC_TABLE,
+    NOTHING,
+    PATTERN,
+    SCALE,
+    SCAN_METRICS,
+    Probe,
+    ScanMetric,
+    Z,
+    recall_probe,
+    run_probe,
+    text_probe,
+    text_rows,
+)
 from ihprobe.scores import HeadScores
+
+if TYPE_CHECKING:
+    from transformer_lens.model_protocol import TransformerLensModel
 
 log = logging.getLogger(__name__)
 
-HEAD_METRICS = (
-    "prefix_matching",
-    "prefix_matching_sd",
-    "previous_token",
-    "duplicate_token",
-    "forward_induction",
-    "anti_induction",
-    "copying",
-    "logit_attribution",
-    "ps_la_correlation",
-    "direct_logit_attribution",
-)
-MODEL_METRICS = ("ar_accuracy", "ar_mean_rank", "induction_loss", "icl_score")
-METRICS = HEAD_METRICS + MODEL_METRICS
-
+METRICS = SCAN_METRICS
+MODEL_METRICS = tuple(m for m in METRICS if METRIC_TABLE[m].level == "model")
 # which attention pairs of the repeated-token pass each metric reads
 REPEATED_PATTERNS = {
     "prefix_matching": "prefix_matching",
@@ -61,17 +68,14 @@ REPEATED_PATTERNS = {
     "previous_token": "previous_token",
     "duplicate_token": "duplicate_token",
 }
-Z_METRICS = ("logit_attribution", "ps_la_correlation", "direct_logit_attribution")
-LOGIT_METRICS = ("ar_accuracy", "ar_mean_rank", "induction_loss")
-REPEATED_METRICS = (*REPEATED_PATTERNS, *Z_METRICS, *LOGIT_METRICS)
-UNEMBED_IN = "unembed.hook_in"
-DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score unchanged
+Z_METRICS = tuple(m for m in HEAD_METRICS if Z in METRIC_TABLE[m].hooks)
+LOGIT_METRICS = tuple(m for m in MODEL_METRICS if METRIC_TABLE[m].family == "repeated")
 NORM_CENTRES = {"LN": True, "LNPre": True, "RMS": False, "RMSPre": False}
 
 
 def scan(
-    model,
-    metrics: Sequence[str] | None = None,
+    model: TransformerLensModel,
+    metrics: Sequence[ScanMetric] | str | None = None,
     *,
     n: int | None = None,
     batch: int = 100,
@@ -127,13 +131,13 @@ def scan(
     head: dict[str, torch.Tensor] = {}
     model_scores: dict[str, float] = {}
     with torch.no_grad():
-        if any(m in REPEATED_METRICS for m in wanted):
-            probe, n = _repeated_probe(model, tokens, n=n, batch=batch, seed=seed, bos=bos)
+        if any(METRIC_TABLE[m].family == "repeated" for m in wanted):
+            rows, n = _repeated_rows(model, tokens, n=n, batch=batch, seed=seed, bos=bos)
             settings.update(n=n, tokens="given" if tokens is not None else "random")
-            h, m = _repeated_pass(model, probe, n, bos, wanted, chunk)
-            head.update(h)
-            model_scores.update(m)
-        if any(m in attention.SNIPPET_SCORES for m in wanted):
+            head_part, model_part = _repeated_pass(model, rows, n, bos, wanted, chunk)
+            head.update(head_part)
+            model_scores.update(model_part)
+        if any(METRIC_TABLE[m].family == "snippets" for m in wanted):
             length = snippet_length or min(
                 inputs.SNIPPET_LENGTH, (model.cfg.n_ctx - 1 - int(bos)) // 2
             )
@@ -142,16 +146,17 @@ def scan(
         if "copying" in wanted:
             head["copying"] = copying.copying_scores(model)
         if "icl_score" in wanted:
-            rows = text_rows(model, text, batch)
             early, late = recall.icl_positions(model.cfg.n_ctx)
+            rows = text_rows(model, text, rows=batch, length=late + 1)
             settings.update(icl_positions=[early, late], icl_rows=len(rows))
-            model_scores["icl_score"] = _icl_pass(model, rows, early, late, chunk)
+            per_row = run_probe(model, text_probe(rows, early, late), chunk=chunk)
+            model_scores["icl_score"] = float(per_row["icl_score"].mean())
     ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head}
     ordered_model = {k: model_scores[k] for k in METRICS if k in model_scores}
     return HeadScores(ordered_head, ordered_model, provenance(model), settings)
 
 
-def check_metrics(metrics: Sequence[str] | str | None) -> list[str]:
+def check_metrics(metrics: Sequence[ScanMetric] | str | None) -> list[str]:
     """The requested metrics in canonical order; all of them for None."""
     if metrics is None:
         return list(METRICS)
@@ -166,7 +171,7 @@ def check_metrics(metrics: Sequence[str] | str | None) -> list[str]:
     return [m for m in METRICS if m in metrics]
 
 
-def _repeated_probe(model, tokens, *, n, batch, seed, bos) -> tuple[torch.Tensor, int]:
+def _repeated_rows(model, tokens, *, n, batch, seed, bos) -> tuple[torch.Tensor, int]:
     """The repeated-token rows: the caller's (validated) or random ones; and their ``n``."""
     if tokens is None:
         probe = inputs.repeated_tokens(model, n=n, batch=batch, seed=seed, bos=bos)
@@ -175,7 +180,11 @@ def _repeated_probe(model, tokens, *, n, batch, seed, bos) -> tuple[torch.Tensor
 
 
 def check_repeated(
-    model, tokens: Int[torch.Tensor, "batch pos"], *, n: int | None = None, bos: bool = False
+    model: TransformerLensModel,
+    tokens: Int[torch.Tensor, "batch pos"],
+    *,
+    n: int | None = None,
+    bos: bool = False,
 ) -> Int[torch.Tensor, "batch pos"]:
     """Validate user repeated tokens ``[batch, 2n (+1)]``; return them on the model's device.
 
@@ -212,114 +221,79 @@ def check_repeated(
     return tokens.to(model.cfg.device)
 
 
-def _run_kept(model, rows, make_hooks, chunk: int | None, reduce_logits=None) -> dict:
-    """Run ``rows`` through the model ``chunk`` rows at a time (all at once for None).
-
-    ``make_hooks(store)`` gives the hooks of one pass, which fill ``store``; the slices they
-    keep, and ``reduce_logits(logits, rows)`` per row when given, are concatenated over the
-    chunks along the batch dimension. Chunking bounds the memory of the pass; every score is a
-    mean over rows, so it does not change the numbers.
-    """
-    kept: dict = {}
-    for part in rows.split(chunk or len(rows)):
-        store: dict = {}
-        logits = model.run_with_hooks(part, fwd_hooks=make_hooks(store))
-        if reduce_logits is not None:
-            store["logits"] = reduce_logits(logits, part)
-        for key, value in store.items():
-            kept.setdefault(key, []).append(value)
-        del logits
-    return {key: torch.cat(values, dim=0) for key, values in kept.items()}
-
-
-def _repeated_pass(model, probe, n: int, bos: bool, wanted: list[str], chunk: int | None):
-    """One forward pass on repeated tokens; every score of that family from small slices."""
-    n_layers = model.cfg.n_layers
+def _repeated_pass(model, rows, n: int, bos: bool, wanted: list[str], chunk: int | None):
+    """One pass over repeated tokens; every score of that family from small slices of it."""
     named = attention.repeated_pairs(n, bos)
     patterns = {
         name: named[name]
         for name in dict.fromkeys(REPEATED_PATTERNS[m] for m in wanted if m in REPEATED_PATTERNS)
     }
+    pairs, where = attention.concat_pairs(patterns) if patterns else ((None, None), {})
     queries = recall.query_positions(n, bos)
-    need_z = any(m in Z_METRICS for m in wanted)
-    need_scale = "direct_logit_attribution" in wanted
-    need_logits = any(m in LOGIT_METRICS for m in wanted)
-    if patterns:
-        pairs, where = attention.concat_pairs(patterns)
-        select_pairs = hooks.pattern_pairs(*pairs)
-    at_queries = hooks.positions(queries)
-    # unembed only the query positions (none when no logit metric is wanted)
-    unembedded = queries if need_logits else queries[:0]
+    keep_z = any(m in Z_METRICS for m in wanted)
+    keep_scale = "direct_logit_attribution" in wanted
+    if any(m in LOGIT_METRICS for m in wanted):
+        probe = recall_probe(model, rows, n, bos)
+    else:  # unembed no position
+        probe = Probe("repeated tokens", rows, positions=NOTHING)
 
-    def make_hooks(store: dict) -> list:
-        found = _unembed_only(model, hooks.positions(unembedded))
-        for layer in range(n_layers):
+    select_pairs = hooks.pattern_pairs(*pairs) if patterns else None
+    at_queries = hooks.positions(queries)
+
+    def make_hooks(index, store: dict) -> list:
+        found = []
+        for layer in range(model.cfg.n_layers):
             if patterns:
-                name = f"blocks.{layer}.attn.hook_pattern"
-                found.append((name, hooks.keep(store, ("pattern", layer), select_pairs)))
-            if need_z:
-                name = f"blocks.{layer}.attn.hook_z"
-                found.append((name, hooks.keep(store, ("z", layer), at_queries)))
-        if need_scale:
-            found.append(("ln_final.hook_scale", hooks.keep(store, "scale", at_queries)))
+                keep = hooks.keep(store, ("pattern", layer), select_pairs)
+                found.append((PATTERN.format(layer=layer), keep))
+            if keep_z:
+                found.append((Z.format(layer=layer), hooks.keep(store, ("z", layer), at_queries)))
+        if keep_scale:
+            found.append((SCALE, hooks.keep(store, "scale", at_queries)))
         return found
 
-    def recall_rows(logits, rows):  # [rows, 3]: AR accuracy, AR mean rank, induction loss
-        if logits.shape[1] != len(unembedded):  # a model whose unembedding ignored the slice
-            logits = logits[:, unembedded.to(logits.device)]
+    kept = run_probe(model, probe, make_hooks, chunk=chunk)
+    head, per_pair = _pattern_scores(kept, patterns, where, wanted, model.cfg.n_layers)
+    if keep_z:
+        head.update(_z_scores(model, kept, rows, n, bos, wanted, per_pair))
+    if not any(m in LOGIT_METRICS for m in wanted):
+        return head, {}
+    per_row = torch.stack([kept[m] for m in LOGIT_METRICS], dim=1).mean(0)  # one reduction
+    return head, {m: float(per_row[i]) for i, m in enumerate(LOGIT_METRICS) if m in wanted}
+
+
+def _pattern_scores(kept, patterns, where, wanted, n_layers) -> tuple[dict, dict]:
+    """Head scores from the kept attention pairs, and the pairs per score ``[l, b, h, pair]``."""
+    if not patterns:
+        return {}, {}
+    stacked = torch.stack([kept[("pattern", layer)] for layer in range(n_layers)])
+    per_pair = {name: stacked[..., where[name]] for name in patterns}
+    head = {m: attention.pair_mean(per_pair[m]) for m in attention.REPEATED_SCORES if m in wanted}
+    if "prefix_matching_sd" in wanted:
+        head["prefix_matching_sd"] = attention.pair_sd(per_pair["prefix_matching"])
+    return head, per_pair
+
+
+def _z_scores(model, kept, rows, n, bos, wanted, per_pair) -> dict[str, torch.Tensor]:
+    """LA, its correlation with prefix matching, and DLA from the kept ``hook_z`` slices."""
+    z = torch.stack([kept[("z", layer)] for layer in range(model.cfg.n_layers)])  # [l,b,q,h,e]
+    head = {}
+    if "logit_attribution" in wanted or "ps_la_correlation" in wanted:
+        row_tokens = rows[:, int(bos) : int(bos) + n]
+        target_index = (torch.arange(n) + 1) % n  # y_q = x[q - n + 1] = s_{(i + 1) mod n}
+        la = attribution.logit_attribution(z, model.W_O, model.W_U, row_tokens, target_index)
+        if "logit_attribution" in wanted:
+            head["logit_attribution"] = la.mean(dim=(1, 3))
+        if "ps_la_correlation" in wanted:
+            head["ps_la_correlation"] = attribution.pearson(per_pair["prefix_matching"], la)
+    if "direct_logit_attribution" in wanted:
+        centre, weight = _final_norm(model)
         targets = recall.induction_targets(rows, n, bos)
-        accuracy, mean_rank = recall.query_recall(logits, targets)
-        return torch.stack([accuracy, mean_rank, recall.query_loss(logits, targets)], dim=1)
-
-    kept = _run_kept(model, probe, make_hooks, chunk, recall_rows if need_logits else None)
-
-    head: dict[str, torch.Tensor] = {}
-    per_pair = {}
-    if patterns:
-        stacked = torch.stack([kept[("pattern", layer)] for layer in range(n_layers)])
-        per_pair = {name: stacked[..., where[name]] for name in patterns}  # [l, b, h, pair]
-        for metric in ("prefix_matching", "previous_token", "duplicate_token"):
-            if metric in wanted:
-                head[metric] = attention.pair_mean(per_pair[metric])
-        if "prefix_matching_sd" in wanted:
-            head["prefix_matching_sd"] = attention.pair_sd(per_pair["prefix_matching"])
-    if need_z:
-        z = torch.stack([kept[("z", layer)] for layer in range(n_layers)])  # [l, b, q, h, e]
-        if "logit_attribution" in wanted or "ps_la_correlation" in wanted:
-            row_tokens = probe[:, int(bos) : int(bos) + n]
-            target_index = (torch.arange(n) + 1) % n  # y_q = x[q - n + 1] = s_{(i + 1) mod n}
-            la = attribution.logit_attribution(z, model.W_O, model.W_U, row_tokens, target_index)
-            if "logit_attribution" in wanted:
-                head["logit_attribution"] = la.mean(dim=(1, 3))
-            if "ps_la_correlation" in wanted:
-                head["ps_la_correlation"] = attribution.pearson(per_pair["prefix_matching"], la)
-        if need_scale:
-            centre, weight = _final_norm(model)
-            head["direct_logit_attribution"] = attribution.direct_logit_attribution(
-                z,
-                model.W_O,
-                model.W_U,
-                recall.induction_targets(probe, n, bos),
-                kept["scale"],
-                weight,
-                centre,
-            ).mean(dim=(1, 3))
-
-    model_scores = {}
-    if need_logits:
-        per_row = kept["logits"].mean(0)
-        for i, metric in enumerate(LOGIT_METRICS):
-            if metric in wanted:
-                model_scores[metric] = float(per_row[i])
-    return head, model_scores
-
-
-def _unembed_only(model, select) -> list:
-    """The hook that unembeds only ``select``-ed positions, where the model has that hook
-    point (TransformerBridge); other models unembed everything and the caller slices."""
-    if UNEMBED_IN not in getattr(model, "hook_dict", {}):
-        return []
-    return [(UNEMBED_IN, hooks.replace_with(select))]
+        dla = attribution.direct_logit_attribution(
+            z, model.W_O, model.W_U, targets, kept["scale"], weight, centre
+        )
+        head["direct_logit_attribution"] = dla.mean(dim=(1, 3))
+    return head
 
 
 def _final_norm(model) -> tuple[bool, torch.Tensor | None]:
@@ -353,78 +327,16 @@ def _snippet_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, 
     select = hooks.pattern_pairs(*pairs)
     n_layers = model.cfg.n_layers
 
-    def make_hooks(store: dict) -> list:
-        return _unembed_only(model, lambda x: x[:, :0]) + [
-            (f"blocks.{layer}.attn.hook_pattern", hooks.keep(store, layer, select))
+    def make_hooks(index, store: dict) -> list:
+        return [
+            (PATTERN.format(layer=layer), hooks.keep(store, layer, select))
             for layer in range(n_layers)
         ]
 
-    kept = _run_kept(model, rows, make_hooks, chunk)
+    probe = Probe("snippets", rows, positions=NOTHING)
+    kept = run_probe(model, probe, make_hooks, chunk=chunk)
     stacked = torch.stack([kept[layer] for layer in range(n_layers)])
     return {
         name: attention.pair_mean(stacked[:, i * batch : (i + 1) * batch, :, where[name]])
         for i, name in enumerate(families)
     }
-
-
-def _icl_pass(model, rows, early: int, late: int, chunk: int | None) -> float:
-    """The ICL score over ``rows``, unembedding only the two positions that predict tokens
-    ``early`` and ``late`` (a 2048-token context would otherwise hold [rows, 2048, vocab])."""
-    predicting = torch.tensor([early - 1, late - 1])
-
-    def icl_rows(logits, part):
-        if logits.shape[1] != len(predicting):
-            logits = logits[:, predicting.to(logits.device)]
-        losses = [
-            recall.query_loss(logits[:, i : i + 1], part[:, [t]])
-            for i, t in enumerate((early, late))
-        ]
-        return losses[1] - losses[0]
-
-    kept = _run_kept(
-        model,
-        rows[:, : late + 1],
-        lambda store: _unembed_only(model, hooks.positions(predicting)),
-        chunk,
-        icl_rows,
-    )
-    return float(kept["logits"].mean())
-
-
-def text_rows(
-    model, text: str | Sequence[str] | torch.Tensor, batch: int
-) -> Int[torch.Tensor, "rows pos"]:
-    """Natural text cut into up to ``batch`` rows of ``late + 1`` tokens for the ICL score.
-
-    Documents are tokenized with the model's tokenizer and joined with its EOS token (when it
-    has one) into one stream; token-id tensors ``[rows, pos]`` are used as given.
-
-    Example:
-        >>> text_rows(model, open("book.txt").read(), batch=16).shape       # doctest: +SKIP
-        torch.Size([16, 501])
-    """
-    early, late = recall.icl_positions(model.cfg.n_ctx)
-    need = late + 1
-    if isinstance(text, torch.Tensor):
-        rows = text if text.ndim == 2 else text.view(1, -1)
-        if rows.shape[1] < need:
-            raise IhprobeError(
-                f"text rows hold {rows.shape[1]} tokens; the ICL score compares tokens {early} "
-                f"and {late}, so rows need at least {need}."
-            )
-        return rows[:batch, :need].to(model.cfg.device)
-    documents = [text] if isinstance(text, str) else list(text)
-    tok = model.tokenizer
-    stream: list[int] = []
-    for doc in documents:
-        stream += tok(doc, add_special_tokens=False).input_ids
-        if tok.eos_token_id is not None:
-            stream.append(tok.eos_token_id)
-    count = min(batch, len(stream) // need)
-    if count == 0:
-        raise IhprobeError(
-            f"the text holds {len(stream)} tokens; the ICL score compares tokens {early} and "
-            f"{late}, so it needs at least {need}. Pass more text."
-        )
-    rows = torch.tensor(stream[: count * need]).view(count, need)
-    return rows.to(model.cfg.device)

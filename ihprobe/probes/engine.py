@@ -1,0 +1,347 @@
+"""The probe engine: the metric table, a :class:`Probe`, and the one loop that runs probes.
+
+Every score of ihprobe is read from a forward pass over probe rows: ``scan`` keeps small
+slices of attention patterns and ``hook_z``, ablation runs the same rows with heads masked, and
+the mean-ablation reference averages ``hook_z``. :func:`run_probe` is the only place that runs
+rows through a model: it cuts them into chunks (stacked ``groups`` times when ablation compares
+many head sets), adds the caller's hooks, unembeds only the positions the probe reads, scores
+each row and concatenates the results along the batch.
+
+:data:`METRIC_TABLE` says, for every metric, what it scores (a head or the model), which input
+family and hook sites it reads, which way is better, its chance level and its threshold. Every
+consumer (``scan``, ``ablate``, ``emergence``, the figures) reads a metric's direction here.
+
+>>> METRIC_TABLE["induction_loss"].direction, METRIC_TABLE["prefix_matching"].threshold
+('lower', 0.3)
+>>> probe = recall_probe(model, repeated_tokens(model), n=50)             # doctest: +SKIP
+>>> run_probe(model, probe)["ar_accuracy"].mean()                        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import torch
+from jaxtyping import Bool, Float, Int
+
+from ihprobe.data.corpus import default_documents
+from ihprobe.errors import IhprobeError
+from ihprobe.hooks import replace_with
+from ihprobe.probes.recall import (
+    icl_score_per_row,
+    induction_targets,
+    query_loss,
+    query_positions,
+    query_recall,
+    token_losses,
+)
+
+if TYPE_CHECKING:
+    from transformer_lens.model_protocol import TransformerLensModel
+
+Hook = tuple[str, Callable]
+# hooks of one chunk, from the flat indices of its rows (group * n_rows + row) and a store
+# that the hooks may fill; what they store is concatenated over chunks like the scores
+HookFactory = Callable[[Int[torch.Tensor, " chunk"], dict], Sequence[Hook]]
+Scorer = Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]
+
+UNEMBED_IN = "unembed.hook_in"
+PATTERN = "blocks.{layer}.attn.hook_pattern"
+Z = "blocks.{layer}.attn.hook_z"
+SCALE = "ln_final.hook_scale"
+NOTHING = torch.zeros(0, dtype=torch.long)  # positions of a probe that unembeds none
+DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score unchanged
+
+
+def _uniform_attention(vocab: int, n: int) -> float:
+    """Attention a key gets from a uniform causal head, averaged over second-half queries."""
+    return sum(1 / (q + 1) for q in range(n, 2 * n)) / n
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: what it scores, what it reads, which way is better, and its reference levels.
+
+    ``chance`` maps ``(d_vocab, n)`` (``n``: the probe's half-length or snippet length) to the
+    value a model with no induction would get; ``threshold`` is the level that counts as formed
+    (emergence), ``min_rise`` the least rise that counts as a transition.
+    """
+
+    name: str
+    level: Literal["head", "model"]
+    family: Literal["repeated", "snippets", "weights", "text", "tasks", "training"]
+    hooks: tuple[str, ...]
+    direction: Literal["higher", "lower"]
+    chance: Callable[[int, int], float] | None = None
+    threshold: float | None = None
+    min_rise: float = 0.0
+    in_scan: bool = True
+    in_ablate: bool = False
+
+    @property
+    def harm_sign(self) -> int:
+        """+1 when a larger value is worse (losses, ranks), -1 when larger is better."""
+        return 1 if self.direction == "lower" else -1
+
+
+_LOGITS = (UNEMBED_IN,)
+METRIC_TABLE: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("prefix_matching", "head", "repeated", (PATTERN,), "higher", _uniform_attention,
+               threshold=0.3, min_rise=0.1),
+        Metric("prefix_matching_sd", "head", "repeated", (PATTERN,), "higher"),
+        Metric("previous_token", "head", "repeated", (PATTERN,), "higher", _uniform_attention),
+        Metric("duplicate_token", "head", "repeated", (PATTERN,), "higher", _uniform_attention),
+        Metric("forward_induction", "head", "snippets", (PATTERN,), "higher", _uniform_attention,
+               min_rise=0.1),
+        Metric("anti_induction", "head", "snippets", (PATTERN,), "higher", _uniform_attention),
+        Metric("copying", "head", "weights", (), "higher", lambda v, n: 0.0),
+        Metric("logit_attribution", "head", "repeated", (Z,), "higher", lambda v, n: 1 / n,
+               min_rise=0.1),
+        Metric("ps_la_correlation", "head", "repeated", (PATTERN, Z), "higher", lambda v, n: 0.0),
+        Metric("direct_logit_attribution", "head", "repeated", (Z, SCALE), "higher"),
+        Metric("ar_accuracy", "model", "repeated", _LOGITS, "higher", lambda v, n: 1 / v,
+               min_rise=0.1, in_ablate=True),
+        Metric("ar_mean_rank", "model", "repeated", _LOGITS, "lower", lambda v, n: (v - 1) / 2,
+               in_ablate=True),
+        Metric("induction_loss", "model", "repeated", _LOGITS, "lower",
+               lambda v, n: math.log(v), in_ablate=True),
+        # loss(late) - loss(early): more negative is better in-context learning
+        Metric("icl_score", "model", "text", _LOGITS, "lower", lambda v, n: 0.0, in_ablate=True),
+        Metric("natural_loss", "model", "text", _LOGITS, "lower", lambda v, n: math.log(v),
+               in_scan=False, in_ablate=True),
+        Metric("hits@1", "model", "tasks", _LOGITS, "higher", lambda v, n: 1 / v,
+               in_scan=False, in_ablate=True),
+        Metric("hits@3", "model", "tasks", _LOGITS, "higher", lambda v, n: 3 / v,
+               in_scan=False, in_ablate=True),
+        Metric("loss", "model", "training", (), "lower", in_scan=False),  # the trainer's log
+    )
+}  # fmt: skip
+
+ScanMetric = Literal[
+    "prefix_matching", "prefix_matching_sd", "previous_token", "duplicate_token",
+    "forward_induction", "anti_induction", "copying", "logit_attribution", "ps_la_correlation",
+    "direct_logit_attribution", "ar_accuracy", "ar_mean_rank", "induction_loss", "icl_score",
+]  # fmt: skip
+AblationMetric = Literal[
+    "ar_accuracy", "ar_mean_rank", "induction_loss", "icl_score", "natural_loss", "hits@1",
+    "hits@3",
+]  # fmt: skip
+HEAD_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan and m.level == "head")
+SCAN_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan)
+ABLATION_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_ablate)
+
+
+def family(name: str) -> tuple[str, ...]:
+    """The scan metrics of one input family, in table order.
+
+    >>> family("snippets")
+    ('forward_induction', 'anti_induction')
+    """
+    return tuple(m for m in SCAN_METRICS if METRIC_TABLE[m].family == name)
+
+
+# ----------------------------------------------------------------------------- probes
+
+
+@dataclass
+class Probe:
+    """Rows to run, the positions to unembed, and the reduction of their logits per row.
+
+    ``positions`` is ``[k]`` (the same positions in every row) or ``[rows, k]`` (per row); None
+    unembeds every position, an empty ``[0]`` none. ``score(logits, rows)`` gets the logits at
+    those positions, ``[batch, k, vocab]``, and the indices of the batch's rows into ``tokens``,
+    and returns ``{metric: [batch]}``. ``valid`` marks real (non-padding) positions; ``task``
+    marks a function-style task, whose metrics are averaged over tasks.
+    """
+
+    name: str
+    tokens: Int[torch.Tensor, "rows pos"]
+    score: Scorer | None = None
+    positions: Int[torch.Tensor, "*rows k"] | None = None
+    valid: Bool[torch.Tensor, "rows pos"] | None = None
+    task: bool = False
+
+    @property
+    def read(self) -> int:
+        """Positions unembedded per row."""
+        return self.tokens.shape[1] if self.positions is None else self.positions.shape[-1]
+
+
+def run_probe(
+    model: TransformerLensModel,
+    probe: Probe,
+    hooks: Sequence[Hook] | HookFactory = (),
+    *,
+    chunk: int | None = DEFAULT_CHUNK,
+    groups: int = 1,
+) -> dict[str, torch.Tensor]:
+    """Run ``probe``'s rows (stacked ``groups`` times) through ``model``, ``chunk`` rows a pass.
+
+    Only ``probe.positions`` are unembedded (a hook on ``unembed.hook_in`` where the model has
+    one; otherwise the logits are sliced afterwards). Returns ``probe.score``'s per-row values
+    and whatever the hooks stored, each concatenated over chunks along the batch:
+    ``[groups * rows, ...]``, group-major. Chunking bounds memory; it changes no number.
+
+    Args:
+        hooks: fixed ``(name, fn)`` hooks, or ``hooks(index, store)`` giving the hooks of each
+            chunk from the flat indices of its rows (``group * rows + row``).
+        chunk: rows per forward pass; None runs all rows in one pass.
+        groups: how many times the rows are stacked (one head mask per group in ablation).
+
+    Example:
+        >>> out = run_probe(model, recall_probe(model, tokens, n=50), chunk=10)  # doctest: +SKIP
+        >>> out["induction_loss"].shape                                       # doctest: +SKIP
+        torch.Size([100])
+    """
+    n_rows = len(probe.tokens)
+    total = groups * n_rows
+    make = hooks if callable(hooks) else (lambda index, store: list(hooks))
+    kept: dict[str, list[torch.Tensor]] = {}
+    for index in torch.arange(total).split(chunk or total):
+        rows = index % n_rows
+        store: dict = {}
+        at = _positions_of(probe, rows)
+        found = list(make(index, store)) + _unembed_only(model, at)
+        logits = model.run_with_hooks(probe.tokens[rows], fwd_hooks=found)
+        if at is not None and logits.shape[1] != at.shape[-1]:
+            logits = _select(logits, at)  # a model whose unembedding ignored the slice
+        if probe.score is not None:
+            store.update(probe.score(logits, rows))
+        del logits
+        for key, value in store.items():
+            kept.setdefault(key, []).append(value)
+    return {key: torch.cat(values) for key, values in kept.items()}
+
+
+def _positions_of(probe: Probe, rows: torch.Tensor) -> torch.Tensor | None:
+    if probe.positions is None or probe.positions.dim() == 1:
+        return probe.positions
+    return probe.positions[rows.to(probe.positions.device)]
+
+
+def _select(x: Float[torch.Tensor, "batch pos d"], at: Int[torch.Tensor, "*batch k"]):
+    """``x[:, at]`` for positions shared by all rows; ``x[b, at[b]]`` for per-row ones."""
+    at = at.to(x.device)
+    if at.dim() == 1:
+        return x[:, at]
+    return x.gather(1, at.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+
+
+def _unembed_only(model, at: torch.Tensor | None) -> list[Hook]:
+    """The hook that unembeds only ``at``, where the model has that hook point (bridges)."""
+    if at is None or UNEMBED_IN not in getattr(model, "hook_dict", {}):
+        return []
+    return [(UNEMBED_IN, replace_with(lambda x: _select(x, at)))]
+
+
+# ----------------------------------------------------------------------------- model-level probes
+
+
+def recall_probe(
+    model: TransformerLensModel,
+    tokens: Int[torch.Tensor, "rows pos"],
+    n: int,
+    bos: bool = False,
+    *,
+    name: str = "repeated tokens",
+) -> Probe:
+    """AR accuracy, AR mean rank and induction loss per row of repeated tokens ``[s, s]``.
+
+    Only the ``n`` second-half queries are unembedded.
+    """
+    queries = query_positions(n, bos)
+    targets = induction_targets(tokens, n, bos)
+
+    def score(logits, rows):
+        t = targets[rows.to(targets.device)].to(logits.device)
+        accuracy, mean_rank = query_recall(logits, t)
+        return {"ar_accuracy": accuracy, "ar_mean_rank": mean_rank,
+                "induction_loss": query_loss(logits, t)}  # fmt: skip
+
+    return Probe(name, tokens, score, queries)
+
+
+def text_probe(
+    tokens: Int[torch.Tensor, "rows pos"], early: int, late: int, *, natural_loss: bool = False
+) -> Probe:
+    """The ICL score (loss of token ``late`` minus loss of token ``early``) per row of text,
+    and with ``natural_loss`` the mean next-token loss of every row.
+
+    Without ``natural_loss`` only the two positions that predict ``early`` and ``late`` are
+    unembedded (a 2048-token context would otherwise hold ``[rows, 2048, vocab]``).
+    """
+    if natural_loss:
+
+        def score_all(logits, rows):
+            x = tokens[rows.to(tokens.device)]
+            return {"icl_score": icl_score_per_row(logits, x, early, late),
+                    "natural_loss": token_losses(logits, x).mean(1)}  # fmt: skip
+
+        return Probe("natural text", tokens, score_all)
+    targets = tokens[:, [early, late]]
+
+    def score_icl(logits, rows):
+        t = targets[rows.to(targets.device)].to(logits.device)
+        return {
+            "icl_score": query_loss(logits[:, 1:], t[:, 1:]) - query_loss(logits[:, :1], t[:, :1])
+        }
+
+    return Probe("natural text", tokens, score_icl, torch.tensor([early - 1, late - 1]))
+
+
+def reads_text(tokenizer) -> bool:
+    """Whether ``tokenizer`` turns text into ids and back (not the id-only stand-in)."""
+    if tokenizer is None:
+        return False
+    sample = "The cat sat on the mat."
+    try:
+        return tokenizer.decode(tokenizer(sample, add_special_tokens=False).input_ids) == sample
+    except Exception:  # noqa: BLE001 - exotic tokenizers fail in many ways
+        return False
+
+
+def text_rows(
+    model: TransformerLensModel,
+    text: str | Sequence[str] | torch.Tensor | None,
+    *,
+    rows: int,
+    length: int,
+) -> Int[torch.Tensor, "rows length"]:
+    """Up to ``rows`` consecutive rows of ``length`` tokens of ``text`` (at least one must fit).
+
+    Documents are tokenized with the model's tokenizer and joined with its EOS token (when it
+    has one); token ids ``[rows, pos]`` are cut as given; None is ihprobe's embedded corpus.
+
+    Example:
+        >>> text_rows(model, open("book.txt").read(), rows=16, length=501).shape  # doctest: +SKIP
+        torch.Size([16, 501])
+    """
+    if isinstance(text, torch.Tensor):
+        given = text if text.ndim == 2 else text.view(1, -1)
+        if given.shape[1] < length:
+            raise IhprobeError(
+                f"text rows hold {given.shape[1]} tokens but rows need at least {length}; "
+                "pass longer rows."
+            )
+        return given[:rows, :length].to(model.cfg.device)
+    documents = default_documents() if text is None else [text] if isinstance(text, str) else text
+    tok = model.tokenizer
+    stream: list[int] = []
+    for doc in documents:
+        stream += tok(doc, add_special_tokens=False).input_ids
+        if tok.eos_token_id is not None:
+            stream.append(tok.eos_token_id)
+        if len(stream) >= rows * length:
+            break
+    count = min(rows, len(stream) // length)
+    if count == 0:
+        raise IhprobeError(
+            f"the text holds {len(stream)} tokens, less than one row of {length} (the probe "
+            f"needs at least {length}); pass more text."
+        )
+    return torch.tensor(stream[: count * length]).view(count, length).to(model.cfg.device)
