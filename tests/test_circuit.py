@@ -151,3 +151,12 @@ def test_patching_rejects_bad_input(random_model):
         path_patch(random_model, [(0, 9)], [(1, 2)], "k")
     with pytest.raises(error, match="receiver_input must be"):
         path_patch(random_model, [(0, 0)], [(1, 2)], "z")
+
+
+@pytest.mark.parametrize("name", ["ihprobe.circuit.composition", "ihprobe.circuit.pairs"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0

@@ -103,7 +103,7 @@ def composition(
 
     Example:
         >>> k = composition(model, "k")                                      # doctest: +SKIP
-        >>> k.strongest_into(1, 2)           # (layer, head, value) of the top sender
+        >>> k.strongest_into(1, 2)      # (layer, head, value) of the top sender  # doctest: +SKIP
         (0, 3, 0.41)
     """
     kind = str(kind).lower()

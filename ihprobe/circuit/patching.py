@@ -19,7 +19,7 @@ gives back the whole clean-minus-corrupted difference.
   ``(z_clean - z_corrupted) . d metric / d z`` at the corrupted run, for every head at once from
   one clean forward pass and one corrupted forward and backward pass.
 
->>> result = patch(model)                                   # induction pair, per head
+>>> result = patch(model)                 # induction pair, per head  # doctest: +SKIP
 >>> result.fractions.max()                                                  # doctest: +SKIP
 >>> path_patch(model, [(0, 3)], [(1, 2)], "k").fraction                     # doctest: +SKIP
 """
@@ -33,17 +33,17 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 
+from ihprobe.ablation import MAX_LOGITS, MAX_TOKENS
 from ihprobe.circuit.pairs import Metric, PatchPair, induction_pair, logit_diff, token_pair
 from ihprobe.errors import IhprobeError
 from ihprobe.masks import keep_mask
 from ihprobe.models import provenance
-from ihprobe.probes.battery import _unembed_only
+from ihprobe.probes.engine import Hook, Probe, run_probe
 
 PER = ("head", "head_position")
 INPUTS = ("q", "k", "v")
 HOOK_Z = "blocks.{layer}.attn.hook_z"
 HOOK_INPUT = "blocks.{layer}.attn.hook_{input}"
-MAX_TOKENS = 2**13  # tokens per chunk of stacked rows (as ablation on a CPU)
 
 Head = tuple[int, int]
 
@@ -130,22 +130,28 @@ def patch(
     pair = _pair(model, clean, corrupted, corruption, n, batch, seed)
     metric = metric or logit_diff
     cfg = model.cfg
+    length = pair.clean.shape[1] if per == "head_position" else 0
+    groups = _groups(cfg.n_layers, cfg.n_heads, length)
     with torch.no_grad():
-        clean_z: dict = {}
-        clean_value = _mean_metric(model, pair.clean, pair, metric, lambda _: _keep_z(cfg, clean_z))
-        clean_z = {layer: torch.cat(parts) for layer, parts in clean_z.items()}
-        corrupted_value = _mean_metric(model, pair.corrupted, pair, metric)
-        length = pair.clean.shape[1]
-        groups = _groups(cfg.n_layers, cfg.n_heads, length if per == "head_position" else 0)
-        values = _patched_groups(model, pair, metric, groups, clean_z)
-    shape = (cfg.n_layers, cfg.n_heads) + ((length,) if per == "head_position" else ())
+        clean_run = _run(model, pair.clean, pair, metric, _keep_z(cfg.n_layers))
+        corrupted_value = float(_run(model, pair.corrupted, pair, metric)["metric"].mean())
+        rows = len(pair.corrupted)
+
+        def patched(index, store) -> list[Hook]:
+            spec, base = groups[index // rows], index % rows
+            return [(HOOK_Z.format(layer=layer),
+                     _patch_group_z(clean_run[("z", layer)], spec, base, layer))
+                    for layer in range(cfg.n_layers)]  # fmt: skip
+
+        found = _run(model, pair.corrupted, pair, metric, patched, groups=len(groups))
+    values = found["metric"].view(len(groups), rows).mean(1)
     return PatchResult(
         per=per,
-        values=values.view(shape),
-        clean=clean_value,
+        values=values.view(cfg.n_layers, cfg.n_heads, *([length] if length else [])),
+        clean=float(clean_run["metric"].mean()),
         corrupted=corrupted_value,
         model=provenance(model).model,
-        settings={"corruption": pair.corruption, "rows": len(pair.clean), "seed": seed},
+        settings={"corruption": pair.corruption, "rows": rows, "seed": seed},
     )
 
 
@@ -181,38 +187,27 @@ def path_patch(
         raise IhprobeError("every sender head must be in an earlier layer than every receiver.")
     pair = _pair(model, clean, corrupted, corruption, n, batch, seed)
     metric = metric or logit_diff
-    cfg = model.cfg
+    n_layers = model.cfg.n_layers
+    sending = 1 - keep_mask(model, sender)  # 1 at the sender heads
     with torch.no_grad():
-        clean_z, corrupted_z = {}, {}
-        clean_value = _mean_metric(model, pair.clean, pair, metric, lambda _: _keep_z(cfg, clean_z))
-        corrupted_value = _mean_metric(
-            model, pair.corrupted, pair, metric, lambda _: _keep_z(cfg, corrupted_z)
-        )
-        clean_z, corrupted_z = (
-            {k: torch.cat(v) for k, v in z.items()} for z in (clean_z, corrupted_z)
-        )
-        received: dict = {}
-        sending = 1 - keep_mask(model, sender)  # 1 at the sender heads
+        clean_run = _run(model, pair.clean, pair, metric, _keep_z(n_layers))
+        corrupted_run = _run(model, pair.corrupted, pair, metric, _keep_z(n_layers))
 
-        def frozen(rows: slice) -> list:
-            hooks = [
-                (
-                    HOOK_Z.format(layer=layer),
-                    _mix_z(corrupted_z[layer][rows], clean_z[layer][rows], sending[layer]),
-                )  # fmt: skip
-                for layer in range(cfg.n_layers)
-            ]
-            return hooks + _keep_inputs(model, receivers, receiver_input, received)
+        def frozen(index, store) -> list[Hook]:  # sender clean, every other head corrupted
+            mixed = [
+                (HOOK_Z.format(layer=layer), _mix_z(corrupted_run[("z", layer)][index],
+                                                    clean_run[("z", layer)][index], sending[layer]))
+                for layer in range(n_layers)
+            ]  # fmt: skip
+            return mixed + _keep_inputs(receivers, receiver_input, store)
 
-        _mean_metric(model, pair.corrupted, pair, metric, frozen)
-        received = {layer: torch.cat(parts) for layer, parts in received.items()}
-        patched = _mean_metric(
-            model,
-            pair.corrupted,
-            pair,
-            metric,
-            lambda rows: _put_inputs(model, receivers, receiver_input, received, rows),
-        )
+        received = _run(model, pair.corrupted, pair, metric, frozen)
+
+        def put(index, store) -> list[Hook]:
+            return _put_inputs(model, receivers, receiver_input, received, index)
+
+        patched = float(_run(model, pair.corrupted, pair, metric, put)["metric"].mean())
+    clean_value, corrupted_value = (float(r["metric"].mean()) for r in (clean_run, corrupted_run))
     return PathPatchResult(sender, receivers, receiver_input, clean_value, corrupted_value, patched)
 
 
@@ -241,34 +236,28 @@ def attribution_patch(
         raise IhprobeError(f"per must be one of {', '.join(PER)} (got {per!r}).")
     pair = _pair(model, clean, corrupted, corruption, n, batch, seed)
     metric = metric or logit_diff
-    cfg = model.cfg
-    clean_z: dict = {}
+    n_layers = model.cfg.n_layers
     with torch.no_grad():
-        clean_value = _mean_metric(model, pair.clean, pair, metric, lambda _: _keep_z(cfg, clean_z))
-    corrupted_z: dict = {}
+        clean_run = _run(model, pair.clean, pair, metric, _keep_z(n_layers))
+    leaves: dict[int, list[torch.Tensor]] = {}
     with torch.enable_grad():
-        hooks = [
-            (HOOK_Z.format(layer=layer), _leaf(corrupted_z, layer)) for layer in range(cfg.n_layers)
-        ]
-        logits = model.run_with_hooks(
-            pair.corrupted, fwd_hooks=hooks + _unembed_only(model, _at(pair.positions))
-        )
-        value = metric(_read(logits, pair.positions), pair.targets).mean()
+        hooks = [(HOOK_Z.format(layer=layer), _leaf(leaves, layer)) for layer in range(n_layers)]
+        value = _run(model, pair.corrupted, pair, metric, hooks)["metric"].mean()
         value.backward()
-    sums = (0, 1, 3) if per == "head" else (0, 3)
-    estimate = torch.stack(
-        [
-            ((torch.cat(clean_z[layer]) - z) * z.grad).sum(sums)
-            for layer, z in sorted(corrupted_z.items())
-        ]
-    )
+    sums = (0, 1, 3) if per == "head" else (0, 3)  # rows, (positions,) d_head
+    estimate = []
+    for layer in range(n_layers):
+        z = torch.cat([leaf.detach() for leaf in leaves[layer]])
+        grad = torch.cat([leaf.grad for leaf in leaves[layer]])
+        estimate.append(((clean_run[("z", layer)] - z) * grad).sum(sums))
+    estimate = torch.stack(estimate)
     if per == "head_position":
         estimate = estimate.transpose(1, 2)  # [layer, head, pos]
     corrupted_value = float(value.detach())
     return PatchResult(
         per=per,
-        values=(corrupted_value + estimate).detach().float().cpu(),
-        clean=clean_value,
+        values=(corrupted_value + estimate).float().cpu(),
+        clean=float(clean_run["metric"].mean()),
         corrupted=corrupted_value,
         method="attribution",
         model=provenance(model).model,
@@ -279,41 +268,19 @@ def attribution_patch(
 # ----------------------------------------------------------------------------- running
 
 
-def _mean_metric(model, rows, pair: PatchPair, metric: Metric, make_hooks=None) -> float:
-    """The metric over ``rows`` (chunked), ``make_hooks(row_slice)`` adding hooks per chunk."""
-    return float(_metric_rows(model, rows, pair.targets, pair.positions, metric, make_hooks).mean())
+def _run(model, rows, pair: PatchPair, metric: Metric, hooks=(), groups: int = 1) -> dict:
+    """``rows`` (stacked ``groups`` times) through the probe engine with ``hooks``: the per-row
+    ``"metric"`` at ``pair.positions`` and whatever the hooks stored."""
+    targets = pair.targets
 
+    def score(logits, index):
+        return {"metric": metric(logits, targets[index.to(targets.device)]).float().cpu()}
 
-def _metric_rows(model, rows, targets, positions, metric: Metric, make_hooks=None) -> torch.Tensor:
-    """Per-row metric of ``rows`` run in chunks of at most :data:`MAX_TOKENS` tokens, unembedding
-    only ``positions``. The one place patching runs the model: every patch goes through it."""
-    chunk = max(1, MAX_TOKENS // rows.shape[1])
-    values = []
-    for start in range(0, len(rows), chunk):
-        part = slice(start, min(start + chunk, len(rows)))
-        hooks = (make_hooks(part) if make_hooks else []) + _unembed_only(model, _at(positions))
-        logits = model.run_with_hooks(rows[part], fwd_hooks=hooks)
-        values.append(metric(_read(logits, positions), targets[part]).float().cpu())
-    return torch.cat(values)
-
-
-def _patched_groups(model, pair: PatchPair, metric: Metric, groups, clean_z: dict) -> torch.Tensor:
-    """The mean metric of each group ``(layer, head, pos)`` (pos -1: every position), its
-    rows the corrupted ones with that head's clean ``z`` patched in, all groups stacked."""
-    rows = len(pair.corrupted)
-    stacked = pair.corrupted.repeat(len(groups), 1)
-    group_of = torch.arange(len(stacked)) // rows
-    base_of = torch.arange(len(stacked)) % rows
-
-    def make_hooks(part: slice) -> list:
-        spec = groups[group_of[part]]  # [r, 3]
-        base = base_of[part]
-        return [(HOOK_Z.format(layer=layer), _patch_group_z(clean_z[layer], spec, base, layer))
-                for layer in range(model.cfg.n_layers)]  # fmt: skip
-
-    values = _metric_rows(model, stacked, pair.targets.repeat(len(groups), 1), pair.positions,
-                          metric, make_hooks)  # fmt: skip
-    return values.view(len(groups), rows).mean(1)
+    probe = Probe("patching", rows, score, pair.positions)
+    where = "cpu" if torch.device(model.cfg.device).type == "cpu" else "accelerator"
+    chunk = min(MAX_LOGITS[where] // (probe.read * model.cfg.d_vocab),
+                MAX_TOKENS[where] // rows.shape[1])  # fmt: skip
+    return run_probe(model, probe, hooks, chunk=max(1, chunk), groups=groups)
 
 
 def _groups(n_layers: int, n_heads: int, length: int) -> Int[torch.Tensor, "group 3"]:
@@ -340,7 +307,7 @@ def _patch_group_z(
         heads = torch.arange(z.shape[2])
         at_pos = (spec[:, 2:3] < 0) | (spec[:, 2:3] == positions)  # [r, pos]
         mask = (spec[:, 0:1, None] == layer) & at_pos[:, :, None] & (spec[:, None, 1:2] == heads)
-        return torch.where(mask[..., None].to(z.device), clean_z[base].to(z.dtype), z)
+        return torch.where(mask[..., None].to(z.device), clean_z[base].to(z), z)
 
     return hook
 
@@ -350,29 +317,30 @@ def _mix_z(base: torch.Tensor, other: torch.Tensor, take: torch.Tensor) -> Calla
     take = take.view(1, 1, -1, 1).to(base.dtype)
 
     def hook(z, hook):
-        return (base * (1 - take) + other * take).to(z.device, z.dtype)
+        return (base * (1 - take) + other * take).to(z)
 
     return hook
 
 
-def _keep_z(cfg, store: dict) -> list:
-    """Hooks appending each layer's ``z`` to ``store[layer]`` (a list of chunks)."""
+def _keep_z(n_layers: int) -> Callable:
+    """Hook factory: each layer's ``z`` kept under ``("z", layer)``."""
 
-    def add(layer):
+    def keep(layer, store):
         def hook(z, hook):
-            store.setdefault(layer, []).append(z.detach())
+            store[("z", layer)] = z.detach()
 
         return hook
 
-    return [(HOOK_Z.format(layer=layer), add(layer)) for layer in range(cfg.n_layers)]
+    return lambda index, store: [(HOOK_Z.format(layer=layer), keep(layer, store))
+                                 for layer in range(n_layers)]  # fmt: skip
 
 
-def _leaf(store: dict, layer: int) -> Callable:
-    """Hook: ``z`` becomes a leaf that keeps its gradient, stored under ``store[layer]``."""
+def _leaf(leaves: dict, layer: int) -> Callable:
+    """Hook: ``z`` becomes a leaf that keeps its gradient, appended to ``leaves[layer]``."""
 
     def hook(z, hook):
         leaf = z.detach().requires_grad_(True)
-        store[layer] = leaf
+        leaves.setdefault(layer, []).append(leaf)
         return leaf
 
     return hook
@@ -386,16 +354,21 @@ def _kv_index(model, head: int, receiver_input: str) -> int:
     return head // (model.cfg.n_heads // shared)
 
 
-def _keep_inputs(model, receivers: list[Head], receiver_input: str, store: dict) -> list:
+def _keep_inputs(receivers: list[Head], receiver_input: str, store: dict) -> list[Hook]:
+    """Hooks keeping the receiver layers' ``hook_{q,k,v}`` under ``("input", layer)``."""
+
+    def keep(layer):
+        def hook(x, hook):
+            store[("input", layer)] = x.detach()
+
+        return hook
+
     layers = sorted({layer for layer, _ in receivers})
-    return [(HOOK_INPUT.format(layer=layer, input=receiver_input),
-             lambda x, hook, layer=layer: store.setdefault(layer, []).append(x.detach()))
-            for layer in layers]  # fmt: skip
+    return [(HOOK_INPUT.format(layer=layer, input=receiver_input), keep(layer)) for layer in layers]
 
 
-def _put_inputs(
-    model, receivers: list[Head], receiver_input: str, stored: dict, rows: slice
-) -> list:
+def _put_inputs(model, receivers, receiver_input: str, received: dict, index) -> list[Hook]:
+    """Hooks putting the kept inputs of the receiver heads into rows ``index``."""
     by_layer: dict[int, list[int]] = {}
     for layer, head in receivers:
         by_layer.setdefault(layer, []).append(_kv_index(model, head, receiver_input))
@@ -403,7 +376,7 @@ def _put_inputs(
     def put(layer, heads):
         def hook(x, hook):
             x = x.clone()
-            x[:, :, heads] = stored[layer][rows][:, :, heads].to(x.dtype)
+            x[:, :, heads] = received[("input", layer)][index][:, :, heads].to(x)
             return x
 
         return hook
@@ -429,12 +402,3 @@ def _heads(model, heads: Iterable[Head]) -> list[Head]:
         raise IhprobeError("name at least one head as (layer, head).")
     keep_mask(model, found)  # raises for a head that does not exist
     return found
-
-
-def _at(positions: torch.Tensor) -> Callable:
-    return lambda x: x[:, positions.to(x.device)]
-
-
-def _read(logits: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """The logits at ``positions`` (a model without the unembed hook returns all of them)."""
-    return logits if logits.shape[1] == len(positions) else logits[:, positions.to(logits.device)]

@@ -21,13 +21,13 @@ from collections.abc import Sequence
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from jaxtyping import Float, Int
 from tqdm import tqdm
 
 from ihprobe import inputs
-from ihprobe.ablation import natural_rows, reads_text
 from ihprobe.models import load_or_swap, provenance
+from ihprobe.probes.engine import reads_text, text_rows
+from ihprobe.probes.recall import token_losses
 from ihprobe.trajectories import sources_of
 
 log = logging.getLogger(__name__)
@@ -49,9 +49,7 @@ def position_losses(
     total = torch.zeros(rows.shape[1] - 1, dtype=torch.float64)
     with torch.no_grad():
         for part in rows.split(chunk):
-            logits = model(part)[:, :-1].float()
-            loss = F.cross_entropy(logits.transpose(1, 2), part[:, 1:], reduction="none")
-            total += loss.double().sum(0).cpu()
+            total += token_losses(model(part), part).double().sum(0).cpu()
     return (total / len(rows)).float()
 
 
@@ -74,10 +72,9 @@ def loss_by_position(
         ``model, revision, step, tokens, input, position, loss``.
     """
     found = {"repeated": inputs.repeated_tokens(model, batch=rows, seed=seed)}
-    if isinstance(text, torch.Tensor):
-        found["natural"] = text[:rows].to(model.cfg.device)
-    elif text is not None or reads_text(getattr(model, "tokenizer", None)):
-        found["natural"] = natural_rows(model, text, rows=rows, length=model.cfg.n_ctx)
+    if text is not None or reads_text(getattr(model, "tokenizer", None)):
+        length = text.shape[-1] if isinstance(text, torch.Tensor) else model.cfg.n_ctx
+        found["natural"] = text_rows(model, text, rows=rows, length=length)
     else:
         log.info("natural text skipped: the model has no text tokenizer")
     source = provenance(model)
