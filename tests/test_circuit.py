@@ -160,3 +160,27 @@ def test_docstring_examples(name):
 
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_loss_by_position_over_a_run_matches_the_models_own_loss(tmp_path, tokenizer):
+    import json
+
+    from ihprobe.circuit.positions import loss_by_position_over_run, position_losses
+    from ihprobe.figures.circuit import loss_by_position_figure
+
+    for step in (0, 10):
+        directory = tmp_path / "checkpoints" / f"step-{step:06d}"
+        save_checkpoint(tiny_hf_model("gpt-neox", context=64, seed=step), directory, tokenizer)
+        (directory / "ihprobe.json").write_text(json.dumps({"step": step, "tokens": 64 * step}))
+    table = loss_by_position_over_run(tmp_path, rows=3)
+    assert sorted(table.step.unique()) == [0, 10]
+    assert set(table.input) == {"natural", "repeated"}
+    assert (table.groupby(["step", "input"]).position.max() == 63).all()  # positions 1..63
+    # reference: HF's own mean next-token loss on the same rows equals the mean over positions
+    model = ihprobe.load(tmp_path / "checkpoints" / "step-000010")
+    rows = torch.randint(0, 512, (3, 64), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = model.original_model(rows, labels=rows).loss
+    assert position_losses(model, rows).mean() == pytest.approx(float(expected), rel=1e-5)
+    figure = loss_by_position_figure(table)
+    assert len(figure.data) == 2 * 2  # a line per checkpoint per input
