@@ -184,3 +184,16 @@ def test_loss_by_position_over_a_run_matches_the_models_own_loss(tmp_path, token
     assert position_losses(model, rows).mean() == pytest.approx(float(expected), rel=1e-5)
     figure = loss_by_position_figure(table)
     assert len(figure.data) == 2 * 2  # a line per checkpoint per input
+
+
+def test_k_composition_metric_reads_only_previous_token_heads(random_model):
+    from ihprobe.circuit.composition import previous_token_composition
+
+    previous = torch.zeros(3, 4)
+    previous[0, 1], previous[1, 3] = 0.9, 0.5  # two previous-token heads, layers 0 and 1
+    metric = previous_token_composition(random_model, previous)
+    full = composition(random_model, "k").values
+    assert metric[0].isnan().all()  # nothing before layer 0
+    torch.testing.assert_close(metric[1], full[0, 1, 1])  # only L0H1 feeds layer 1
+    torch.testing.assert_close(metric[2], torch.maximum(full[0, 1, 2], full[1, 3, 2]))
+    assert previous_token_composition(random_model, torch.zeros(3, 4)).isnan().all()

@@ -77,6 +77,9 @@ def test_strongest_k_composition_comes_from_the_previous_token_head(trained):
     assert value > 4 * k.baseline_sd  # not chance: beyond the baseline's spread
     others = [k.values[0, h, 1, INDUCTION[1]] for h in range(4) if h != head]
     assert value > max(others)
+    metric = ihprobe.scan(model, ["k_composition"], n=32).head["k_composition"]
+    assert metric[INDUCTION] == pytest.approx(value)  # scan's head metric: the same pair
+    assert metric[0].isnan().all()  # layer 0 has no earlier head to read
 
 
 @pytest.mark.slow

@@ -36,6 +36,7 @@ from ihprobe.models import provenance
 
 KINDS = ("q", "k", "v")
 BASELINE_DRAWS = 50
+PREVIOUS_TOKEN_HEAD = 0.3  # previous-token score from which a head counts as a previous-token head
 
 Factors = tuple[torch.Tensor, torch.Tensor]  # (A [..., d_model, d_head], B [..., d_head, d_model])
 
@@ -90,7 +91,12 @@ class Composition:
 
 
 def composition(
-    model, kind: str = "k", *, draws: int = BASELINE_DRAWS, seed: int = 0
+    model,
+    kind: str = "k",
+    *,
+    draws: int = BASELINE_DRAWS,
+    seed: int = 0,
+    senders: torch.Tensor | None = None,
 ) -> Composition:
     """Elhage et al.'s ``kind``-composition score of every pair of heads in different layers.
 
@@ -100,6 +106,9 @@ def composition(
         kind: ``"q"``, ``"k"`` or ``"v"``: which input of the later head.
         draws: random-matrix draws for the baseline and its spread.
         seed: seeds the baseline draws.
+        senders: a ``[layer, head]`` bool mask of the earlier heads to score from (all by
+            default); the others' rows stay NaN. The cost is one ``d_head``-sized product per
+            pair, so restricting senders pays on large models.
 
     Example:
         >>> k = composition(model, "k")                                      # doctest: +SKIP
@@ -115,11 +124,13 @@ def composition(
         weights = _weights(model)
         n_layers, n_heads = weights["W_Q"].shape[:2]
         raw = torch.full((n_layers, n_heads, n_layers, n_heads), torch.nan, dtype=torch.float64)
-        sender = (weights["W_V"], weights["W_O"])
-        for layer in range(n_layers - 1):
-            left = tuple(w[layer].view(n_heads, 1, 1, *w.shape[2:]) for w in sender)
-            right = tuple(w[layer + 1 :].unsqueeze(0) for w in _reader(weights, kind))
-            raw[layer, :, layer + 1 :] = pair_scores(left, right)
+        chosen = torch.ones(n_layers, n_heads, dtype=torch.bool) if senders is None else senders
+        reader = _reader(weights, kind)
+        for sender, receiver in torch.combinations(torch.arange(n_layers)).tolist():
+            heads = chosen[sender].nonzero().flatten()  # one layer pair at a time bounds memory
+            left = (weights["W_V"][sender, heads, None], weights["W_O"][sender, heads, None])
+            right = (reader[0][receiver][None], reader[1][receiver][None])
+            raw[sender, heads, receiver] = pair_scores(left, right)
         baseline = random_baseline(weights, kind, draws, seed)
     return Composition(
         kind=kind,
@@ -129,6 +140,29 @@ def composition(
         model=provenance(model).model,
         settings={"draws": draws, "seed": seed},
     )
+
+
+def previous_token_composition(
+    model,
+    previous_token: Float[torch.Tensor, "layer head"],
+    *,
+    threshold: float = PREVIOUS_TOKEN_HEAD,
+    draws: int = BASELINE_DRAWS,
+) -> Float[torch.Tensor, "layer head"]:
+    """Per head, the strongest K-composition (minus the baseline) from an earlier-layer head
+    whose previous-token score is at least ``threshold``; NaN where there is no such head.
+
+    This is ``scan``'s ``k_composition`` metric: an induction head reads, through its keys, what
+    a previous-token head wrote.
+
+    Example:
+        >>> scores = ihprobe.scan(model, ["previous_token"])                 # doctest: +SKIP
+        >>> previous_token_composition(model, scores.head["previous_token"]) # doctest: +SKIP
+    """
+    senders = previous_token.cpu() >= threshold
+    values = composition(model, "k", draws=draws, senders=senders).values  # [l1, h1, l2, h2]
+    best = values.nan_to_num(-torch.inf).flatten(0, 1).max(0).values
+    return best.where(best > -torch.inf, torch.tensor(torch.nan))
 
 
 def pair_scores(left: Factors, right: Factors) -> torch.Tensor:
