@@ -29,7 +29,7 @@ _STYLE = """
 .ihp-viewer select { margin-right: 1rem; }
 .ihp-body { display: flex; gap: 1.2rem; align-items: flex-start; margin-top: .5rem; }
 .ihp-tokens { max-width: 620px; line-height: 1.9; }
-.ihp-tok { padding: 1px 3px; margin: 1px; border-radius: 3px; cursor: default;
+.ihp-tok { display: inline-block; padding: 1px 3px; margin: 1px; border-radius: 3px;
            font-family: ui-monospace, monospace; white-space: pre; }
 .ihp-tok.ihp-query { outline: 2px solid #d62728; }
 .ihp-info { color: #555; margin-left: .5rem; }
