@@ -12,6 +12,7 @@ from ihprobe.circuit.composition import composition, pair_scores
 from ihprobe.circuit.pairs import induction_pair, logit_diff, token_pair
 from ihprobe.circuit.patching import attribution_patch, patch, path_patch
 from ihprobe.data.tokenizer import id_tokenizer
+from ihprobe.hooks import keep
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 VOCAB = 128
@@ -113,8 +114,8 @@ def test_attribution_matches_a_small_step_of_the_same_patch(random_model):
     estimate = attribution_patch(random_model, pair.clean, pair.corrupted)
     z = {}
     for name, rows in (("clean", pair.clean), ("corrupted", pair.corrupted)):
-        random_model.run_with_hooks(rows, fwd_hooks=[
-            ("blocks.2.attn.hook_z", lambda x, hook, name=name: z.setdefault(name, x.clone()))])  # fmt: skip
+        hook = keep(z, name, lambda x: x.clone())
+        random_model.run_with_hooks(rows, fwd_hooks=[("blocks.2.attn.hook_z", hook)])
     eps, head = 1e-3, 1
     given = token_pair(random_model, pair.clean, pair.corrupted)
 

@@ -48,7 +48,8 @@ def test_viewer_renders_offline_and_follows_the_hovered_token(checkpoint, tmp_pa
     model = ihprobe.load(checkpoint)
     row = induction_pair(model, n=10, batch=1).clean[0]
     fragment = attention_viewer(model, row, start=(1, 2))
-    hover = "<script>document.querySelectorAll('.ihp-tok')[7].dispatchEvent(new Event('mouseenter'));</script>"
+    hover = ("<script>document.querySelectorAll('.ihp-tok')[7]"
+             ".dispatchEvent(new Event('mouseenter'));</script>")  # fmt: skip
     page = write_report(tmp_path / "viewer.html", "viewer", [Section("v", [fragment, hover])])
     assert not re.search(r"(src|href)=[\"']?https?:", page.read_text())
     rendered = browser.render(page)

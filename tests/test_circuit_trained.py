@@ -24,14 +24,14 @@ from ihprobe.circuit.patching import attribution_patch, patch, path_patch
 from ihprobe.circuit.positions import loss_by_position
 from ihprobe.data.tokenizer import id_tokenizer
 from tests.conftest import save_checkpoint, tiny_hf_model
-from tests.test_probes_trained import CONTEXT, VOCAB, periodic_rows
+from tests.test_probes_trained import CONTEXT, VOCAB, train_two_layer
 
 INDUCTION = (1, 2)
 SEED = 2
 
 
 def train_one_induction_head(max_updates: int = 1500, target_loss: float = 2.8):
-    model = tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=CONTEXT, seed=SEED).train()
+    model = tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=CONTEXT, seed=SEED)
     output = model.gpt_neox.layers[1].attention.dense.weight  # [d_model, head * d_head]
     d_head = output.shape[1] // model.config.num_attention_heads
     live = torch.zeros_like(output)
@@ -39,19 +39,7 @@ def train_one_induction_head(max_updates: int = 1500, target_loss: float = 2.8):
     with torch.no_grad():
         output.mul_(live)
     output.register_hook(lambda grad: grad * live)  # the other heads stay silent
-    optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    generator = torch.Generator().manual_seed(SEED)
-    recent: list[float] = []
-    for _ in range(max_updates):
-        rows = periodic_rows(generator)
-        loss = model(rows, labels=rows).loss
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        recent = (recent + [loss.item()])[-50:]
-        if len(recent) == 50 and sum(recent) / 50 < target_loss:
-            break
-    return model.eval()
+    return train_two_layer(max_updates, target_loss, model=model, seed=SEED)
 
 
 @pytest.fixture(scope="module")

@@ -125,10 +125,8 @@ def patch(
     Example:
         >>> patch(model, per="head").fractions      # [layer, head]          # doctest: +SKIP
     """
-    if per not in PER:
-        raise IhprobeError(f"per must be one of {', '.join(PER)} (got {per!r}).")
-    pair = _pair(model, clean, corrupted, corruption, n, batch, seed)
-    metric = metric or logit_diff
+    _check_per(per)
+    pair, metric = _pair(model, clean, corrupted, corruption, n, batch, seed), metric or logit_diff
     cfg = model.cfg
     length = pair.clean.shape[1] if per == "head_position" else 0
     groups = _groups(cfg.n_layers, cfg.n_heads, length)
@@ -232,10 +230,8 @@ def attribution_patch(
     Example:
         >>> attribution_patch(model).fractions                                # doctest: +SKIP
     """
-    if per not in PER:
-        raise IhprobeError(f"per must be one of {', '.join(PER)} (got {per!r}).")
-    pair = _pair(model, clean, corrupted, corruption, n, batch, seed)
-    metric = metric or logit_diff
+    _check_per(per)
+    pair, metric = _pair(model, clean, corrupted, corruption, n, batch, seed), metric or logit_diff
     n_layers = model.cfg.n_layers
     with torch.no_grad():
         clean_run = _run(model, pair.clean, pair, metric, _keep_z(n_layers))
@@ -386,6 +382,11 @@ def _put_inputs(model, receivers, receiver_input: str, received: dict, index) ->
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def _check_per(per: str) -> None:
+    if per not in PER:
+        raise IhprobeError(f"per must be one of {', '.join(PER)} (got {per!r}).")
 
 
 def _pair(model, clean, corrupted, corruption, n, batch, seed) -> PatchPair:
