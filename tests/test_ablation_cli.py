@@ -69,8 +69,8 @@ def test_result_figure_and_single_checkpoint_report(run_dir, tmp_path):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--top", "0"], "top=0.0 is not a fraction"),
-        (["--random", "0"], "random=0"),
+        (["--top", "0"], "--top: '0' is not a fraction"),
+        (["--random", "0"], "--random: '0' is not a positive integer"),
         (["--metrics", "bleu"], "unknown metric"),
         (["--by", "bleu"], "unknown head score --by bleu"),
     ],
