@@ -11,8 +11,8 @@ import ihprobe
 from ihprobe.circuit.composition import composition, pair_scores
 from ihprobe.circuit.pairs import induction_pair, logit_diff, token_pair
 from ihprobe.circuit.patching import attribution_patch, patch, path_patch
-from ihprobe.data.tokenizer import id_tokenizer
 from ihprobe.hooks import keep
+from ihprobe.standin import id_tokenizer
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 VOCAB = 128

@@ -22,7 +22,7 @@ VOCAB = 128
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    from ihprobe.data.tokenizer import id_tokenizer
+    from ihprobe.standin import id_tokenizer
 
     directory = tmp_path_factory.mktemp("ckpt")
     return save_checkpoint(tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=64), directory,

@@ -22,7 +22,7 @@ import ihprobe
 from ihprobe.circuit.composition import composition
 from ihprobe.circuit.patching import attribution_patch, patch, path_patch
 from ihprobe.circuit.positions import loss_by_position
-from ihprobe.data.tokenizer import id_tokenizer
+from ihprobe.standin import id_tokenizer
 from tests.conftest import save_checkpoint, tiny_hf_model
 from tests.test_probes_trained import CONTEXT, VOCAB, train_two_layer
 

@@ -124,13 +124,3 @@ def read_text_option(path: str | None) -> str | None:
         raise IhprobeError(f"--text {path} is not UTF-8 text; pass a plain text file.") from None
     except OSError as err:
         raise IhprobeError(f"cannot read --text {path}: {err.strerror}.") from err
-
-
-def write_csv(frame, path: Path) -> None:
-    """Write ``frame`` to ``path`` atomically (aside, then renamed), creating its directory."""
-    import os
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)

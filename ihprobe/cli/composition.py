@@ -10,6 +10,8 @@ K-composition pairs.
 
 from __future__ import annotations
 
+from ihprobe.cli._common import any_int, positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -17,14 +19,16 @@ def register(subparsers) -> None:
     )
     p.add_argument("source", metavar="SOURCE", help="checkpoint directory or hub id")
     p.add_argument("--revision", help="hub revision")
-    p.add_argument("--out", default="composition", help="output directory (default ./composition)")
-    p.add_argument("--draws", type=int, default=50, help="random-matrix draws for the baseline")
-    p.add_argument("--seed", type=int, default=0, help="seed of the baseline draws")
+    p.add_argument("--out", default="composition", help="output directory")
+    p.add_argument(
+        "--draws", type=positive_int, default=50, help="random-matrix draws for the baseline"
+    )
+    p.add_argument("--seed", type=any_int, default=0, help="seed of the baseline draws")
     p.add_argument(
         "--processing", choices=("none", "tl"), default="none",
         help="'tl' folds the norms' weights into W_Q/W_K/W_V first (TransformerLens style)",
     )  # fmt: skip
-    p.add_argument("--top", type=int, default=3, help="pairs printed (default 3)")
+    p.add_argument("--top", type=positive_int, default=3, help="pairs printed")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     p.set_defaults(func=run)
 
@@ -33,8 +37,9 @@ def run(args) -> int:
     from pathlib import Path
 
     from ihprobe import models
-    from ihprobe.cli._common import refuse_overwrite, write_csv
+    from ihprobe.cli._common import refuse_overwrite
     from ihprobe.figures.circuit_report import composition_sections
+    from ihprobe.files import atomic_write
     from ihprobe.report import write_report
 
     out = Path(args.out)
@@ -42,7 +47,7 @@ def run(args) -> int:
     refuse_overwrite(targets, args.force)
     model = models.load(args.source, revision=args.revision, processing=args.processing)
     frame, sections = composition_sections(model, draws=args.draws, seed=args.seed)
-    write_csv(frame, targets[0])
+    atomic_write(targets[0], lambda tmp: frame.to_csv(tmp, index=False))
     write_report(targets[1], f"ihprobe composition: {args.source}", sections)
     for row in frame.query("kind == 'k'").nlargest(args.top, "value").itertuples():
         print(f"K L{row.layer_from}H{row.head_from} -> L{row.layer_to}H{row.head_to}: "

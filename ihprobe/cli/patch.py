@@ -13,6 +13,8 @@ method, layer, head, position, value, fraction``), ``OUT/path.csv`` and ``OUT/pa
 
 from __future__ import annotations
 
+from ihprobe.cli._common import any_int, positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -20,14 +22,18 @@ def register(subparsers) -> None:
     )
     p.add_argument("source", metavar="SOURCE", help="checkpoint directory or hub id")
     p.add_argument("--revision", help="hub revision")
-    p.add_argument("--out", default="patch", help="output directory (default ./patch)")
+    p.add_argument("--out", default="patch", help="output directory")
     p.add_argument("--per", choices=("head", "head_position"), default="head",
                    help="patch whole heads, or each head at each position")  # fmt: skip
     p.add_argument("--sender", help="previous-token head as LAYER.HEAD (default: found by scan)")
     p.add_argument("--receiver", help="induction head as LAYER.HEAD (default: found by scan)")
-    p.add_argument("--n", type=int, help="half-length of the repeated tokens")
-    p.add_argument("--batch", type=int, default=20, help="rows (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the token rows")
+    p.add_argument(
+        "--n",
+        type=positive_int,
+        help="half-length of the repeated tokens (default min(50, n_ctx/2))",
+    )
+    p.add_argument("--batch", type=positive_int, default=20, help="rows of tokens")
+    p.add_argument("--seed", type=any_int, default=0, help="seed of the token rows")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     p.set_defaults(func=run)
 
@@ -36,8 +42,9 @@ def run(args) -> int:
     from pathlib import Path
 
     from ihprobe import models
-    from ihprobe.cli._common import refuse_overwrite, write_csv
+    from ihprobe.cli._common import refuse_overwrite
     from ihprobe.figures.circuit_report import CircuitHeads, circuit_heads, patch_sections
+    from ihprobe.files import atomic_write
     from ihprobe.report import write_report
 
     sender, receiver = (
@@ -52,8 +59,8 @@ def run(args) -> int:
     heads = CircuitHeads(receiver=receiver or found.receiver, sender=sender or found.sender)
     frames, sections = patch_sections(model, heads=heads, per=args.per, n=args.n,
                                       batch=args.batch, seed=args.seed)  # fmt: skip
-    write_csv(frames["patch"], targets[0])
-    write_csv(frames["path"], targets[1])
+    for target, frame in zip(targets[:2], (frames["patch"], frames["path"]), strict=True):
+        atomic_write(target, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
     write_report(targets[2], f"ihprobe patch: {args.source}", sections)
     best = frames["patch"].query("method == 'activation'").nlargest(1, "fraction").iloc[0]
     print(
