@@ -28,6 +28,7 @@ import pandas as pd
 import ihprobe
 from ihprobe.ablation import check_settings
 from ihprobe.changepoint import emergence
+from ihprobe.circuit.positions import loss_by_position_over_run
 from ihprobe.demo_report import write_demo_report
 from ihprobe.files import atomic_write, check_writable_dir
 from ihprobe.law import predict_emergence
@@ -156,6 +157,7 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> dict:
     return {"run": run, "table": table, "point": point, "ar_point": ar_point,
             "prediction": prediction, "ablation": ablation, "scores": scores, "model": model,
             "losses": losses(run), "summary": summary, "producer": producer,
+            "positions": loss_by_position_over_run(run, rows=8, seed=config.seed),
             "options": options}  # fmt: skip
 
 
