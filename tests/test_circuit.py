@@ -4,6 +4,8 @@ attribution patching against a finite difference, and input errors."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -231,3 +233,11 @@ def test_path_patching_equals_a_direct_two_pass_patch(random_model):
     expected = logit_diff(logits[:, pair.positions], pair.targets).mean()
     assert found.patched == pytest.approx(float(expected), abs=1e-5)
     assert abs(found.patched - found.corrupted) > 1e-7  # the patch did something (tiny: random)
+
+
+def test_identical_clean_and_corrupted_rows_give_nan_fractions_not_infinities(random_model):
+    rows = induction_pair(random_model, n=6, batch=2).clean
+    result = patch(random_model, rows, rows)
+    assert result.clean == result.corrupted and result.fractions.isnan().all()
+    assert math.isnan(path_patch(random_model, [(0, 0)], [(1, 0)], "k", clean=rows,
+                                 corrupted=rows).fraction)  # fmt: skip

@@ -62,8 +62,8 @@ class PatchResult:
 
     @property
     def fractions(self) -> Float[torch.Tensor, "layer head *pos"]:
-        """``(patched - corrupted) / (clean - corrupted)``."""
-        return (self.values - self.corrupted) / (self.clean - self.corrupted)
+        """``(patched - corrupted) / (clean - corrupted)``; NaN when clean equals corrupted."""
+        return (self.values - self.corrupted) / _effect(self.clean, self.corrupted)
 
     def to_frame(self) -> pd.DataFrame:
         """``model, method, layer, head, position, value, fraction`` (position empty per head)."""
@@ -97,7 +97,8 @@ class PathPatchResult:
 
     @property
     def fraction(self) -> float:
-        return (self.patched - self.corrupted) / (self.clean - self.corrupted)
+        """``(patched - corrupted) / (clean - corrupted)``; NaN when clean equals corrupted."""
+        return (self.patched - self.corrupted) / _effect(self.clean, self.corrupted)
 
 
 def patch(
@@ -382,6 +383,11 @@ def _put_inputs(model, receivers, receiver_input: str, received: dict, index) ->
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def _effect(clean: float, corrupted: float) -> float:
+    """The clean-minus-corrupted difference a fraction divides by; NaN when there is none."""
+    return clean - corrupted if clean != corrupted else float("nan")
 
 
 def _check_per(per: str) -> None:
