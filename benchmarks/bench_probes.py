@@ -107,7 +107,7 @@ def build_model(args, directory: Path):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     import ihprobe
-    from ihprobe.data.tokenizer import id_tokenizer
+    from ihprobe.standin import id_tokenizer
 
     torch.manual_seed(0)
     config = GPTNeoXConfig(

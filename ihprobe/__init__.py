@@ -49,6 +49,16 @@ _EXPORTS: dict[str, str] = {
     "ablate": "ihprobe.ablation",
     "ablate_heads": "ihprobe.ablation",
     "AblationResult": "ihprobe.ablation",
+    # the induction circuit
+    "composition": "ihprobe.circuit.composition",
+    "Composition": "ihprobe.circuit.composition",
+    "patch": "ihprobe.circuit.patching",
+    "path_patch": "ihprobe.circuit.patching",
+    "attribution_patch": "ihprobe.circuit.patching",
+    "PatchResult": "ihprobe.circuit.patching",
+    "PathPatchResult": "ihprobe.circuit.patching",
+    "loss_by_position": "ihprobe.circuit.positions",
+    "attention_viewer": "ihprobe.figures.viewer",
     # errors
     "IhprobeError": "ihprobe.errors",
 }

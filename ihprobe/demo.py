@@ -29,6 +29,7 @@ import torch
 import ihprobe
 from ihprobe.ablation import AblationResult, check_settings
 from ihprobe.changepoint import EmergencePoint, emergence
+from ihprobe.circuit.positions import loss_by_position_over_run
 from ihprobe.demo_report import write_demo_report
 from ihprobe.files import atomic_write, check_writable_dir
 from ihprobe.law import Prediction, predict_emergence
@@ -91,6 +92,7 @@ class Study:
     model: torch.nn.Module  # the final checkpoint, loaded
     scores: HeadScores  # of the final checkpoint
     ablation: AblationResult  # of the final checkpoint
+    positions: pd.DataFrame  # loss by token position at every checkpoint
     summary: dict  # the run's row of summary.csv
 
 
@@ -155,6 +157,7 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study
         run=run, producer=producer, options=options, table=table, losses=losses(run),
         point=point, ar_point=ar_point, prediction=prediction, model=model, scores=scores,
         ablation=ablation, summary={},
+        positions=loss_by_position_over_run(run, rows=8, seed=config.seed),
     )  # fmt: skip
     study.summary = _summary(name, study)
     return study

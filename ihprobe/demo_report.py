@@ -16,8 +16,10 @@ import plotly.graph_objects as go
 from ihprobe.changepoint import curve
 from ihprobe.figures.ablation import drop_figure, head_sets_figure
 from ihprobe.figures.attention import attention_figure
+from ihprobe.figures.circuit import loss_by_position_figure
 from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
 from ihprobe.figures.heads import head_heatmap
+from ihprobe.figures.viewer import attention_viewer
 from ihprobe.inputs import repeated_tokens
 from ihprobe.report import Section, write_report
 from ihprobe.scores import HeadScores
@@ -40,6 +42,17 @@ LAW_NOTE = (
 )
 
 
+VIEWER_NOTE = (
+    "Every head, interactively: choose a layer and a head, hover a token (or a heatmap row) to "
+    "see where it attends."
+)
+POSITIONS_NOTE = (
+    "Next-token loss at each position, one line per checkpoint (darker is later), on natural "
+    "text and on repeated random tokens. Once the induction head forms, the second half of the "
+    "repeated tokens falls from about ln(vocab) towards zero while the first half stays put."
+)
+
+
 def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Path:
     """Write the demo report for ``studies`` (run name -> ``ihprobe.demo.Study``)."""
 
@@ -50,6 +63,7 @@ def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Pat
             _emergence_section(prefix, study),
             _heads_section(prefix, study),
             _attention_section(prefix, study),
+            _positions_section(prefix, study),
             Section(
                 f"{prefix}Ablation of the top-2% heads against {config.random} random draws",
                 [
@@ -121,9 +135,14 @@ def _attention_section(prefix: str, study: dict) -> Section:
         "the off-diagonal key = query - 15: from each token of the second copy to the token "
         "after its first occurrence."
     )
-    return Section(
-        f"{prefix}Attention of the top head", [text, attention_figure(model, tokens, layer, head)]
-    )
+    viewer = attention_viewer(model, tokens, start=(layer, head))
+    figure = attention_figure(model, tokens, layer, head)
+    return Section(f"{prefix}Attention of the top head", [text, figure, VIEWER_NOTE, viewer])
+
+
+def _positions_section(prefix: str, study: dict) -> Section:
+    figure = loss_by_position_figure(study.positions)
+    return Section(f"{prefix}Loss by token position", [POSITIONS_NOTE, figure])
 
 
 def _ablation_text(study: dict) -> str:

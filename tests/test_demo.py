@@ -12,6 +12,7 @@ import pytest
 
 from ihprobe.demo import DemoConfig, run_demo
 from tests.browser import render, screenshot
+from tests.test_circuit_cli import network_requests
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +42,9 @@ def test_demo_report_renders(demo):
     assert figures >= 8  # trajectory, head strip, 3 heatmaps, attention, head sets, drops
     assert rendered.count(r'class="main-svg"') >= figures  # every figure drew
     assert "emergence" in rendered.dom.lower() and "law" in rendered.dom
+    assert rendered.count(r'class="ihp-tok[ "]') == 32  # the attention viewer's tokens
+    assert "Loss by token position" in rendered.dom
+    assert network_requests(demo.report) == []  # the page fetches nothing
     screenshot(demo.report, "demo-report.png")
 
 

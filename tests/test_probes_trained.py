@@ -23,10 +23,13 @@ def periodic_rows(generator: torch.Generator) -> torch.Tensor:
     return base.gather(1, torch.arange(CONTEXT) % period)
 
 
-def train_two_layer(max_updates=2500, target_loss=2.8):
-    model = tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=CONTEXT).train()
+def train_two_layer(max_updates=2500, target_loss=2.8, *, model=None, seed=0):
+    """Train ``model`` (default: a fresh 2-layer GPT-NeoX) on periodic rows drawn with ``seed``."""
+    if model is None:
+        model = tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=CONTEXT)
+    model.train()
     optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(seed)
     recent = []
     for _ in range(max_updates):
         rows = periodic_rows(generator)

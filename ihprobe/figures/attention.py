@@ -33,7 +33,7 @@ def attention_figure(
     ``key = query - n + 1``: each token attends to the token after its earlier occurrence.
     """
     pattern = attention_pattern(model, tokens, layer, head).numpy()
-    labels = _token_labels(model, tokens)
+    labels = token_labels(model, tokens)
     fig = go.Figure(
         go.Heatmap(
             z=pattern,
@@ -61,7 +61,7 @@ def attention_figure(
     return fig
 
 
-def _token_labels(model, tokens: torch.Tensor) -> list[str]:
+def token_labels(model, tokens: torch.Tensor) -> list[str]:
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
         return [f"<{int(t)}>" for t in tokens]

@@ -9,7 +9,9 @@ Input families and what each gives (SPEC sections 1-3):
   ``run_with_cache``).
 * Bi-Induct snippets -- forward ``[S, SEP, S]`` and backward ``[S, SEP, reverse(S)]`` rows in
   one pass, attention pairs only.
-* weights -- the OV copying score, no pass at all.
+* weights -- the OV copying score, no pass at all; ``k_composition`` (the strongest
+  K-composition from a previous-token head, :mod:`ihprobe.circuit.composition`) from the
+  weights and the repeated pass's previous-token scores.
 * natural text, when given -- one plain pass for the ICL score.
 
 A family whose metrics were not asked for is not run. How prefix matching and duplicate-token
@@ -32,6 +34,7 @@ import torch
 from jaxtyping import Int
 
 from ihprobe import hooks, inputs
+from ihprobe.circuit.composition import previous_token_composition
 from ihprobe.errors import IhprobeError
 from ihprobe.models import provenance
 from ihprobe.probes import attention, attribution, copying, recall
@@ -135,7 +138,10 @@ def scan(
         if any(METRIC_TABLE[m].family == "repeated" for m in wanted):
             rows, n = _repeated_rows(model, tokens, n=n, batch=batch, seed=seed, bos=bos)
             settings.update(n=n, tokens="given" if tokens is not None else "random")
-            head_part, model_part = _repeated_pass(model, rows, n, bos, wanted, chunk)
+            needs_previous = ["previous_token"] * ("k_composition" in wanted)
+            head_part, model_part = _repeated_pass(
+                model, rows, n, bos, wanted + needs_previous, chunk
+            )
             head.update(head_part)
             model_scores.update(model_part)
         if any(METRIC_TABLE[m].family == "snippets" for m in wanted):
@@ -146,13 +152,15 @@ def scan(
             head.update(_snippet_pass(model, wanted, length, batch, seed, bos, chunk))
         if "copying" in wanted:
             head["copying"] = copying.copying_scores(model)
+        if "k_composition" in wanted:
+            head["k_composition"] = previous_token_composition(model, head["previous_token"])
         if "icl_score" in wanted:
             early, late = recall.icl_positions(model.cfg.n_ctx)
             rows = text_rows(model, text, rows=batch, length=late + 1)
             settings.update(icl_positions=[early, late], icl_rows=len(rows))
             per_row = run_probe(model, text_probe(rows, early, late), chunk=chunk)
             model_scores["icl_score"] = float(per_row["icl_score"].mean())
-    ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head}
+    ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head and k in wanted}
     ordered_model = {k: model_scores[k] for k in METRICS if k in model_scores}
     check_scores(ordered_head, ordered_model)  # a NaN/inf score is an error naming the metric
     return HeadScores(ordered_head, ordered_model, provenance(model), settings)

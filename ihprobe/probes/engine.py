@@ -104,6 +104,8 @@ METRIC_TABLE: dict[str, Metric] = {
         Metric("logit_attribution", "head", "repeated", (Z,), "higher", lambda v, n: 1 / n,
                min_rise=0.1),
         Metric("ps_la_correlation", "head", "repeated", (PATTERN, Z), "higher", lambda v, n: 0.0),
+        # strongest K-composition (minus its random baseline) from a previous-token head
+        Metric("k_composition", "head", "repeated", (PATTERN,), "higher", lambda v, n: 0.0),
         Metric("direct_logit_attribution", "head", "repeated", (Z, SCALE), "higher"),
         Metric("ar_accuracy", "model", "repeated", _LOGITS, "higher", lambda v, n: 1 / v,
                min_rise=0.1, in_ablate=True),
@@ -126,7 +128,8 @@ METRIC_TABLE: dict[str, Metric] = {
 ScanMetric = Literal[
     "prefix_matching", "prefix_matching_sd", "previous_token", "duplicate_token",
     "forward_induction", "anti_induction", "copying", "logit_attribution", "ps_la_correlation",
-    "direct_logit_attribution", "ar_accuracy", "ar_mean_rank", "induction_loss", "icl_score",
+    "k_composition", "direct_logit_attribution", "ar_accuracy", "ar_mean_rank", "induction_loss",
+    "icl_score",
 ]  # fmt: skip
 AblationMetric = Literal[
     "ar_accuracy", "ar_mean_rank", "induction_loss", "icl_score", "natural_loss", "hits@1",

@@ -1,0 +1,405 @@
+"""Activation, path and attribution patching of attention heads.
+
+Each method runs the corrupted rows of a :class:`~ihprobe.circuit.pairs.PatchPair` with some
+activations taken from the clean run and reports the metric (default
+:func:`~ihprobe.circuit.pairs.logit_diff`) as a *fraction restored*,
+``(patched - corrupted) / (clean - corrupted)``: 0 when the patch changes nothing, 1 when it
+gives back the whole clean-minus-corrupted difference.
+
+* :func:`patch` -- each head's output ``z`` (``blocks.{l}.attn.hook_z``, ``[batch, pos, head,
+  d_head]``) from the clean run, one head (``per="head"``) or one head at one position
+  (``per="head_position"``) at a time. Every patch is one *group* of rows: the corrupted rows
+  are stacked once per group, each group's rows carry the ``(layer, head, pos)`` they patch,
+  and the stacked batch runs in chunks, so all patches cost a few forward passes.
+* :func:`path_patch` (Wang et al. 2022) -- only the path from sender heads into the queries,
+  keys or values (``hook_q/k/v``) of receiver heads: the sender's clean ``z`` is run with every
+  other head frozen at its corrupted ``z`` (MLPs recompute), the receivers' inputs are kept,
+  and a last corrupted run patches only those inputs.
+* :func:`attribution_patch` (Nanda 2023) -- the first-order estimate
+  ``(z_clean - z_corrupted) . d metric / d z`` at the corrupted run, for every head at once from
+  one clean forward pass and one corrupted forward and backward pass.
+
+>>> result = patch(model)                 # induction pair, per head  # doctest: +SKIP
+>>> result.fractions.max()                                                  # doctest: +SKIP
+>>> path_patch(model, [(0, 3)], [(1, 2)], "k").fraction                     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+
+from ihprobe.ablation import MAX_LOGITS, MAX_TOKENS
+from ihprobe.circuit.pairs import Metric, PatchPair, induction_pair, logit_diff, token_pair
+from ihprobe.errors import IhprobeError
+from ihprobe.masks import keep_mask
+from ihprobe.models import provenance
+from ihprobe.probes.engine import Hook, Probe, run_probe
+
+PER = ("head", "head_position")
+INPUTS = ("q", "k", "v")
+HOOK_Z = "blocks.{layer}.attn.hook_z"
+HOOK_INPUT = "blocks.{layer}.attn.hook_{input}"
+
+Head = tuple[int, int]
+
+
+@dataclass
+class PatchResult:
+    """The metric after each patch: ``values[layer, head]`` or ``values[layer, head, pos]``."""
+
+    per: str
+    values: Float[torch.Tensor, "layer head *pos"]
+    clean: float
+    corrupted: float
+    method: str = "activation"
+    model: str = ""
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def fractions(self) -> Float[torch.Tensor, "layer head *pos"]:
+        """``(patched - corrupted) / (clean - corrupted)``; NaN when clean equals corrupted."""
+        return (self.values - self.corrupted) / _effect(self.clean, self.corrupted)
+
+    def to_frame(self) -> pd.DataFrame:
+        """``model, method, layer, head, position, value, fraction`` (position empty per head)."""
+        index = torch.ones_like(self.values, dtype=torch.bool).nonzero().tolist()
+        frame = pd.DataFrame(index, columns=["layer", "head", "position"][: self.values.ndim])
+        if "position" not in frame:
+            frame["position"] = pd.NA
+        frame["value"] = self.values.flatten().tolist()
+        frame["fraction"] = self.fractions.flatten().tolist()
+        frame.insert(0, "method", self.method)
+        frame.insert(0, "model", self.model)
+        return frame.astype({"position": "Int64"})
+
+
+@dataclass
+class PathPatchResult:
+    """The metric with only the sender -> receivers' ``receiver_input`` path patched."""
+
+    sender: list[Head]
+    receivers: list[Head]
+    receiver_input: str
+    clean: float
+    corrupted: float
+    patched: float
+
+    @property
+    def fraction(self) -> float:
+        """``(patched - corrupted) / (clean - corrupted)``; NaN when clean equals corrupted."""
+        return (self.patched - self.corrupted) / _effect(self.clean, self.corrupted)
+
+
+def patch(
+    model,
+    clean: Int[torch.Tensor, "batch pos"] | None = None,
+    corrupted: Int[torch.Tensor, "batch pos"] | None = None,
+    metric: Metric | None = None,
+    *,
+    per: str = "head",
+    corruption: str = "second_half",
+    n: int | None = None,
+    batch: int = 20,
+    seed: int = 0,
+) -> PatchResult:
+    """Patch each head's clean ``z`` into the corrupted run; the metric after every patch.
+
+    Args:
+        clean, corrupted: your own rows ``[batch, pos]`` (the metric then reads every position
+            against the clean next token); None for :func:`~ihprobe.circuit.pairs.induction_pair`
+            with ``corruption``, ``n``, ``batch`` and ``seed``.
+        metric: ``metric(logits [row, query, vocab], targets [row, query]) -> [row]``;
+            default the target's logit minus the mean logit.
+        per: ``"head"`` (all positions of a head at once) or ``"head_position"``.
+
+    Example:
+        >>> patch(model, per="head").fractions      # [layer, head]          # doctest: +SKIP
+    """
+    _check_per(per)
+    pair, metric = _pair(model, clean, corrupted, corruption, n, batch, seed), metric or logit_diff
+    cfg = model.cfg
+    length = pair.clean.shape[1] if per == "head_position" else 0
+    groups = _groups(cfg.n_layers, cfg.n_heads, length)
+    with torch.no_grad():
+        clean_run = _run(model, pair.clean, pair, metric, _keep_z(cfg.n_layers))
+        corrupted_value = float(_run(model, pair.corrupted, pair, metric)["metric"].mean())
+        rows = len(pair.corrupted)
+
+        def patched(index, store) -> list[Hook]:
+            spec, base = groups[index // rows], index % rows
+            return [(HOOK_Z.format(layer=layer),
+                     _patch_group_z(clean_run[("z", layer)], spec, base, layer))
+                    for layer in range(cfg.n_layers)]  # fmt: skip
+
+        found = _run(model, pair.corrupted, pair, metric, patched, groups=len(groups))
+    values = found["metric"].view(len(groups), rows).mean(1)
+    return PatchResult(
+        per=per,
+        values=values.view(cfg.n_layers, cfg.n_heads, *([length] if length else [])),
+        clean=float(clean_run["metric"].mean()),
+        corrupted=corrupted_value,
+        model=provenance(model).model,
+        settings={"corruption": pair.corruption, "rows": rows, "seed": seed},
+    )
+
+
+def path_patch(
+    model,
+    sender: Iterable[Head],
+    receivers: Iterable[Head],
+    receiver_input: str = "k",
+    *,
+    clean: Int[torch.Tensor, "batch pos"] | None = None,
+    corrupted: Int[torch.Tensor, "batch pos"] | None = None,
+    metric: Metric | None = None,
+    corruption: str = "anchors",
+    n: int | None = None,
+    batch: int = 20,
+    seed: int = 0,
+) -> PathPatchResult:
+    """Patch only the path from the ``sender`` heads into ``receiver_input`` of ``receivers``.
+
+    The default corruption is ``"anchors"``: it changes what the previous-token head copies
+    into the keys and leaves the queries' tokens alone (see :mod:`ihprobe.circuit.pairs`).
+    With grouped K/V heads (Llama), patching a receiver's keys or values patches the K/V head
+    it shares with the other query heads of its group.
+
+    Example:
+        >>> path_patch(model, [(0, 3)], [(1, 2)], "k").fraction             # doctest: +SKIP
+        0.83
+    """
+    sender, receivers = _heads(model, sender), _heads(model, receivers)
+    if receiver_input not in INPUTS:
+        raise IhprobeError(f"receiver_input must be one of q, k, v (got {receiver_input!r}).")
+    if max(layer for layer, _ in sender) >= min(layer for layer, _ in receivers):
+        raise IhprobeError("every sender head must be in an earlier layer than every receiver.")
+    pair = _pair(model, clean, corrupted, corruption, n, batch, seed)
+    metric = metric or logit_diff
+    n_layers = model.cfg.n_layers
+    sending = 1 - keep_mask(model, sender)  # 1 at the sender heads
+    with torch.no_grad():
+        clean_run = _run(model, pair.clean, pair, metric, _keep_z(n_layers))
+        corrupted_run = _run(model, pair.corrupted, pair, metric, _keep_z(n_layers))
+
+        def frozen(index, store) -> list[Hook]:  # sender clean, every other head corrupted
+            mixed = [
+                (HOOK_Z.format(layer=layer), _mix_z(corrupted_run[("z", layer)][index],
+                                                    clean_run[("z", layer)][index], sending[layer]))
+                for layer in range(n_layers)
+            ]  # fmt: skip
+            return mixed + _keep_inputs(receivers, receiver_input, store)
+
+        received = _run(model, pair.corrupted, pair, metric, frozen)
+
+        def put(index, store) -> list[Hook]:
+            return _put_inputs(model, receivers, receiver_input, received, index)
+
+        patched = float(_run(model, pair.corrupted, pair, metric, put)["metric"].mean())
+    clean_value, corrupted_value = (float(r["metric"].mean()) for r in (clean_run, corrupted_run))
+    return PathPatchResult(sender, receivers, receiver_input, clean_value, corrupted_value, patched)
+
+
+def attribution_patch(
+    model,
+    clean: Int[torch.Tensor, "batch pos"] | None = None,
+    corrupted: Int[torch.Tensor, "batch pos"] | None = None,
+    metric: Metric | None = None,
+    *,
+    per: str = "head",
+    corruption: str = "second_half",
+    n: int | None = None,
+    batch: int = 20,
+    seed: int = 0,
+) -> PatchResult:
+    """First-order estimate of :func:`patch` for every head from one backward pass.
+
+    ``values`` holds ``corrupted + (z_clean - z_corrupted) . grad`` summed over rows, positions
+    (unless ``per="head_position"``) and ``d_head``, so its fractions compare directly with
+    :func:`patch`'s. Arguments as for :func:`patch`.
+
+    Example:
+        >>> attribution_patch(model).fractions                                # doctest: +SKIP
+    """
+    _check_per(per)
+    pair, metric = _pair(model, clean, corrupted, corruption, n, batch, seed), metric or logit_diff
+    n_layers = model.cfg.n_layers
+    with torch.no_grad():
+        clean_run = _run(model, pair.clean, pair, metric, _keep_z(n_layers))
+    leaves: dict[int, list[torch.Tensor]] = {}
+    with torch.enable_grad():
+        hooks = [(HOOK_Z.format(layer=layer), _leaf(leaves, layer)) for layer in range(n_layers)]
+        value = _run(model, pair.corrupted, pair, metric, hooks)["metric"].mean()
+        value.backward()
+    sums = (0, 1, 3) if per == "head" else (0, 3)  # rows, (positions,) d_head
+    estimate = []
+    for layer in range(n_layers):
+        z = torch.cat([leaf.detach() for leaf in leaves[layer]])
+        grad = torch.cat([leaf.grad for leaf in leaves[layer]])
+        estimate.append(((clean_run[("z", layer)] - z) * grad).sum(sums))
+    estimate = torch.stack(estimate)
+    if per == "head_position":
+        estimate = estimate.transpose(1, 2)  # [layer, head, pos]
+    corrupted_value = float(value.detach())
+    return PatchResult(
+        per=per,
+        values=(corrupted_value + estimate).float().cpu(),
+        clean=float(clean_run["metric"].mean()),
+        corrupted=corrupted_value,
+        method="attribution",
+        model=provenance(model).model,
+        settings={"corruption": pair.corruption, "rows": len(pair.clean), "seed": seed},
+    )
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _run(model, rows, pair: PatchPair, metric: Metric, hooks=(), groups: int = 1) -> dict:
+    """``rows`` (stacked ``groups`` times) through the probe engine with ``hooks``: the per-row
+    ``"metric"`` at ``pair.positions`` and whatever the hooks stored."""
+    targets = pair.targets
+
+    def score(logits, index):
+        return {"metric": metric(logits, targets[index.to(targets.device)]).float().cpu()}
+
+    probe = Probe("patching", rows, score, pair.positions)
+    where = "cpu" if torch.device(model.cfg.device).type == "cpu" else "accelerator"
+    chunk = min(MAX_LOGITS[where] // (probe.read * model.cfg.d_vocab),
+                MAX_TOKENS[where] // rows.shape[1])  # fmt: skip
+    return run_probe(model, probe, hooks, chunk=max(1, chunk), groups=groups)
+
+
+def _groups(n_layers: int, n_heads: int, length: int) -> Int[torch.Tensor, "group 3"]:
+    """``(layer, head, pos)`` of every patch; pos -1 when ``length`` is 0 (whole head)."""
+    layer, head, pos = torch.meshgrid(
+        torch.arange(n_layers),
+        torch.arange(n_heads),
+        torch.arange(length) if length else torch.tensor([-1]),
+        indexing="ij",
+    )
+    return torch.stack([layer.flatten(), head.flatten(), pos.flatten()], dim=1)
+
+
+# ----------------------------------------------------------------------------- hooks
+
+
+def _patch_group_z(
+    clean_z: torch.Tensor, spec: torch.Tensor, base: torch.Tensor, layer: int
+) -> Callable:
+    """Hook: row r takes its base row's clean ``z`` at the head (and position) of its group."""
+
+    def hook(z, hook):
+        positions = torch.arange(z.shape[1])
+        heads = torch.arange(z.shape[2])
+        at_pos = (spec[:, 2:3] < 0) | (spec[:, 2:3] == positions)  # [r, pos]
+        mask = (spec[:, 0:1, None] == layer) & at_pos[:, :, None] & (spec[:, None, 1:2] == heads)
+        return torch.where(mask[..., None].to(z.device), clean_z[base].to(z), z)
+
+    return hook
+
+
+def _mix_z(base: torch.Tensor, other: torch.Tensor, take: torch.Tensor) -> Callable:
+    """Hook: ``z`` replaced by ``base``, with ``other`` at the heads where ``take`` is 1."""
+    take = take.view(1, 1, -1, 1).to(base.dtype)
+
+    def hook(z, hook):
+        return (base * (1 - take) + other * take).to(z)
+
+    return hook
+
+
+def _keep_z(n_layers: int) -> Callable:
+    """Hook factory: each layer's ``z`` kept under ``("z", layer)``."""
+
+    def keep(layer, store):
+        def hook(z, hook):
+            store[("z", layer)] = z.detach()
+
+        return hook
+
+    return lambda index, store: [(HOOK_Z.format(layer=layer), keep(layer, store))
+                                 for layer in range(n_layers)]  # fmt: skip
+
+
+def _leaf(leaves: dict, layer: int) -> Callable:
+    """Hook: ``z`` becomes a leaf that keeps its gradient, appended to ``leaves[layer]``."""
+
+    def hook(z, hook):
+        leaf = z.detach().requires_grad_(True)
+        leaves.setdefault(layer, []).append(leaf)
+        return leaf
+
+    return hook
+
+
+def _kv_index(model, head: int, receiver_input: str) -> int:
+    """The index of ``head`` in ``hook_{receiver_input}`` (its K/V group for grouped heads)."""
+    if receiver_input == "q":
+        return head
+    shared = getattr(model.cfg, "n_key_value_heads", None) or model.cfg.n_heads
+    return head // (model.cfg.n_heads // shared)
+
+
+def _keep_inputs(receivers: list[Head], receiver_input: str, store: dict) -> list[Hook]:
+    """Hooks keeping the receiver layers' ``hook_{q,k,v}`` under ``("input", layer)``."""
+
+    def keep(layer):
+        def hook(x, hook):
+            store[("input", layer)] = x.detach()
+
+        return hook
+
+    layers = sorted({layer for layer, _ in receivers})
+    return [(HOOK_INPUT.format(layer=layer, input=receiver_input), keep(layer)) for layer in layers]
+
+
+def _put_inputs(model, receivers, receiver_input: str, received: dict, index) -> list[Hook]:
+    """Hooks putting the kept inputs of the receiver heads into rows ``index``."""
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in receivers:
+        by_layer.setdefault(layer, []).append(_kv_index(model, head, receiver_input))
+
+    def put(layer, heads):
+        def hook(x, hook):
+            x = x.clone()
+            x[:, :, heads] = received[("input", layer)][index][:, :, heads].to(x)
+            return x
+
+        return hook
+
+    return [(HOOK_INPUT.format(layer=layer, input=receiver_input), put(layer, sorted(set(heads))))
+            for layer, heads in by_layer.items()]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _effect(clean: float, corrupted: float) -> float:
+    """The clean-minus-corrupted difference a fraction divides by; NaN when there is none."""
+    return clean - corrupted if clean != corrupted else float("nan")
+
+
+def _check_per(per: str) -> None:
+    if per not in PER:
+        raise IhprobeError(f"per must be one of {', '.join(PER)} (got {per!r}).")
+
+
+def _pair(model, clean, corrupted, corruption, n, batch, seed) -> PatchPair:
+    if (clean is None) != (corrupted is None):
+        raise IhprobeError("pass both clean and corrupted rows, or neither for the default pair.")
+    if clean is None:
+        return induction_pair(model, corruption=corruption, n=n, batch=batch, seed=seed)
+    return token_pair(model, clean, corrupted)
+
+
+def _heads(model, heads: Iterable[Head]) -> list[Head]:
+    found = [(int(layer), int(head)) for layer, head in heads]
+    if not found:
+        raise IhprobeError("name at least one head as (layer, head).")
+    keep_mask(model, found)  # raises for a head that does not exist
+    return found

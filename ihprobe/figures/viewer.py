@@ -1,0 +1,152 @@
+"""An interactive attention viewer in one self-contained HTML fragment (no network, no plotly).
+
+Choose a layer and a head; hover a token to see where it attends (each earlier token is shaded
+by its attention weight), or hover a row of the pattern heatmap beside it. The patterns and
+tokens are embedded as JSON with a few lines of plain JavaScript, so the fragment works inside
+ihprobe's HTML reports, in a notebook (``IPython.display.HTML``) and offline.
+
+CircuitsVis is not used: its ``render`` checks for internet access by requesting google.com
+and loads its JavaScript from unpkg, and its bundled script is 1.3 MB.
+
+>>> html = attention_viewer(model, tokens[0])                               # doctest: +SKIP
+>>> from IPython.display import HTML; HTML(html)                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import uuid
+from collections.abc import Sequence
+
+import torch
+from jaxtyping import Int
+
+from ihprobe.figures.attention import token_labels
+
+_STYLE = """
+.ihp-viewer { font-family: system-ui, sans-serif; font-size: .85rem; margin: .8rem 0; }
+.ihp-viewer select { margin-right: 1rem; }
+.ihp-body { display: flex; gap: 1.2rem; align-items: flex-start; margin-top: .5rem; }
+.ihp-tokens { max-width: 620px; line-height: 1.9; }
+.ihp-tok { display: inline-block; padding: 1px 3px; margin: 1px; border-radius: 3px;
+           font-family: ui-monospace, monospace; white-space: pre; }
+.ihp-tok.ihp-query { outline: 2px solid #d62728; }
+.ihp-info { color: #555; margin-left: .5rem; }
+"""
+
+_SCRIPT = """
+(function () {
+  const root = document.getElementById(%(id)s);
+  const data = JSON.parse(root.querySelector('script[type="application/json"]').textContent);
+  const layerSel = root.querySelector('.ihp-layer'), headSel = root.querySelector('.ihp-head');
+  const box = root.querySelector('.ihp-tokens'), info = root.querySelector('.ihp-info');
+  const canvas = root.querySelector('canvas'), ctx = canvas.getContext('2d');
+  const n = data.tokens.length, cell = Math.max(2, Math.floor(320 / n));
+  canvas.width = canvas.height = cell * n;
+  data.layers.forEach((l, i) => layerSel.add(new Option('layer ' + l, i)));
+  data.heads.forEach((h, i) => headSel.add(new Option('head ' + h, i)));
+  const spans = data.tokens.map((t, i) => {
+    const s = document.createElement('span');
+    s.className = 'ihp-tok'; s.textContent = t; s.title = 'position ' + i;
+    s.addEventListener('mouseenter', () => show(i));
+    box.appendChild(s); return s;
+  });
+  let query = n - 1;
+  const pattern = () => data.patterns[layerSel.value][headSel.value];
+  function shade(w) { return 'rgba(31, 119, 180, ' + Math.min(1, w).toFixed(3) + ')'; }
+  function draw() {
+    const p = pattern();
+    for (let q = 0; q < n; q++) for (let k = 0; k < n; k++) {
+      ctx.fillStyle = k <= q ? shade(p[q][k]) : '#fafafa';
+      ctx.fillRect(k * cell, q * cell, cell, cell);
+    }
+    ctx.strokeStyle = '#d62728'; ctx.strokeRect(0, query * cell, n * cell, cell);
+  }
+  function show(q) {
+    query = q;
+    const row = pattern()[q];
+    spans.forEach((s, k) => {
+      s.style.background = k <= q ? shade(row[k]) : 'transparent';
+      s.classList.toggle('ihp-query', k === q);
+    });
+    const top = row.indexOf(Math.max(...row));
+    info.textContent = 'query ' + q + ' ' + data.tokens[q] + ' attends most to ' + top + ' ' +
+      data.tokens[top] + ' (' + row[top].toFixed(2) + ')';
+    draw();
+  }
+  canvas.addEventListener('mousemove', e => {
+    const q = Math.floor(e.offsetY / cell); if (q >= 0 && q < n) show(q);
+  });
+  layerSel.addEventListener('change', () => show(query));
+  headSel.addEventListener('change', () => show(query));
+  layerSel.value = data.start[0]; headSel.value = data.start[1];
+  show(query);
+})();
+"""
+
+
+def attention_patterns(
+    model, tokens: Int[torch.Tensor, " pos"], layers: Sequence[int] | None = None
+) -> torch.Tensor:
+    """Post-softmax attention ``[layer, head, query_pos, key_pos]`` of ``layers`` on one row.
+
+    Example:
+        >>> attention_patterns(model, tokens[0]).shape                     # doctest: +SKIP
+        torch.Size([2, 4, 64, 64])
+    """
+    layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
+    kept: dict[int, torch.Tensor] = {}
+
+    def keeper(layer: int):
+        def hook(pattern, hook):
+            kept[layer] = pattern[0].detach().float().cpu()
+
+        return hook
+
+    hooks = [(f"blocks.{layer}.attn.hook_pattern", keeper(layer)) for layer in layers]
+    with torch.no_grad():
+        model.run_with_hooks(tokens[None].to(model.cfg.device), fwd_hooks=hooks)
+    return torch.stack([kept[layer] for layer in layers])
+
+
+def attention_viewer(
+    model,
+    tokens: Int[torch.Tensor, " pos"],
+    *,
+    layers: Sequence[int] | None = None,
+    start: tuple[int, int] = (0, 0),
+    title: str = "",
+) -> str:
+    """A self-contained HTML fragment: choose layer and head, hover a token to see its attention.
+
+    Args:
+        tokens: one row of token ids.
+        layers: layers to include (all by default; every head of each).
+        start: ``(layer, head)`` shown first.
+
+    Example:
+        >>> page = attention_viewer(model, repeated[0], start=(1, 2))      # doctest: +SKIP
+    """
+    layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
+    patterns = attention_patterns(model, tokens, layers)
+    start_index = (layers.index(start[0]) if start[0] in layers else 0, start[1])
+    data = {
+        "tokens": token_labels(model, tokens),
+        "layers": layers,
+        "heads": list(range(patterns.shape[1])),
+        "start": start_index,
+        "patterns": patterns.round(decimals=3).tolist(),
+    }
+    element = f"ihp-view-{uuid.uuid4().hex[:10]}"
+    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    heading = f"<p><b>{html.escape(title)}</b></p>" if title else ""
+    return (
+        f"<style>{_STYLE}</style>"
+        f'<div class="ihp-viewer" id="{element}">{heading}'
+        '<select class="ihp-layer"></select><select class="ihp-head"></select>'
+        '<span class="ihp-info"></span>'
+        '<div class="ihp-body"><div class="ihp-tokens"></div><canvas></canvas></div>'
+        f'<script type="application/json">{payload}</script></div>'
+        f"<script>{_SCRIPT % {'id': json.dumps(element)}}</script>"
+    )
