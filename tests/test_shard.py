@@ -19,8 +19,8 @@ from ihprobe.shard import each_share, share
 from ihprobe.world import World
 from tests.test_probes_cli import fake_run
 
-SCAN = ["--metrics", "prefix_matching,copying,ar_accuracy", "--batch", "8"]  # no --n: torchrun
-# reads any abbreviation of its own flags (--nnodes, --nproc-per-node) anywhere on the line
+# -n, not --n: torchrun reads --n as an abbreviation of its own flags anywhere on the line
+SCAN = ["--metrics", "prefix_matching,copying,ar_accuracy", "--batch", "8", "-n", "8"]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 
 

@@ -35,6 +35,7 @@ def register(subparsers) -> None:
     p.add_argument("--metrics", help="comma-separated metric names (default: all)")
     p.add_argument("--out", default="scan", help="output directory")
     p.add_argument(
+        "-n",  # the form torchrun passes on: it reads --n as an abbreviation of its own flags
         "--n",
         type=positive_int,
         help="half-length of the repeated tokens (default min(50, n_ctx/2))",
