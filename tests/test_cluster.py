@@ -3,6 +3,7 @@ local executor (no Slurm needed), with one run killed and resubmitted."""
 
 from __future__ import annotations
 
+import doctest
 import os
 import signal
 import sys
@@ -51,6 +52,7 @@ def test_a_multi_gpu_run_is_one_slurm_task_running_torchrun(tmp_path, monkeypatc
     assert cmd[:7] == [*torchrun, "--nproc-per-node=4", "-m", "ihprobe"]
     assert cmd[7:10] == ["train", "--out", str(run.out)]
     assert Slurm(gpus_per_run=1).launcher() == [sys.executable, "-m", "ihprobe"]
+    assert doctest.testmod(cluster).failed == 0
     slurm_executor = submitit.slurm.slurm.SlurmExecutor
     monkeypatch.setattr(slurm_executor, "affinity", classmethod(lambda cls: 2))  # "srun" found
     executor = submitit.AutoExecutor(folder=tmp_path / "slurm", cluster="slurm")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import doctest
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ import pandas as pd
 import pytest
 
 import ihprobe
+import ihprobe.shard
 from ihprobe.cli import main
 from ihprobe.errors import IhprobeError
 from ihprobe.shard import each_share, share
@@ -32,6 +34,7 @@ def test_each_rank_takes_every_nth_item_and_one_process_takes_all():
     ]
     with pytest.raises(IhprobeError, match="bad"):
         each_share(lambda items, world: (_ for _ in ()).throw(IhprobeError("bad")), [1])
+    assert doctest.testmod(ihprobe.shard).failed == 0
 
 
 def _run(tmp_path):
