@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_SPEC)
 	$(BIN)/python -c "import torch; print(f'torch=={torch.__version__.split(\"+\")[0]}')" > $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[dev,llc]"
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[dev,llc,cluster]"
 	touch $@
 
 demo: $(STAMP)

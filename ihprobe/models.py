@@ -219,13 +219,17 @@ def _check_same_config(model: TransformerBridge, path: Path, config) -> None:
 
 
 def load_or_swap(
-    model: TransformerBridge | None, source: str | os.PathLike, *, revision: str | None = None
+    model: TransformerBridge | None,
+    source: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    device: str | torch.device = "cpu",
 ) -> TransformerBridge:
     """``source`` as a hooked model, reusing ``model``'s skeleton when it can.
 
     With no ``model`` (None), or one of another architecture, this is :func:`load`; otherwise
     the weights of ``source`` are copied into ``model`` (:func:`load_weights`). Sweeping a run
-    with it builds the model once.
+    with it builds the model once. ``device`` is where a freshly loaded model goes.
 
     Example:
         >>> model = None
@@ -238,7 +242,7 @@ def load_or_swap(
             return model
         except IhprobeError:  # another architecture, or not a swappable model: load afresh
             pass
-    return load(source, revision=revision)
+    return load(source, revision=revision, device=device)
 
 
 def _resplit_fused_qkv(model: TransformerBridge) -> None:

@@ -2,8 +2,9 @@
 
 A grid axis is a :class:`~ihprobe.trainer.TrainConfig` field (``batch_size``, ``context``,
 ``d_model``...) or a producer option (``repetition``, ``reliability``...). Every run is an
-independent ``python -m ihprobe train`` process writing its own run directory, so a grid can be
-spread over machines; a finished run is never trained again, an interrupted one is resumed.
+independent ``python -m ihprobe train`` process writing its own run directory: local processes,
+or Slurm jobs through submitit (:mod:`ihprobe.cluster`). A finished run is never trained again,
+an interrupted one is resumed.
 
 >>> plan(["batch_size=4,8", "context=32"], out="runs/law")[0].name     # doctest: +SKIP
 'batch_size=4_context=32'
@@ -18,12 +19,14 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from ihprobe.changepoint import run_emergence
+from ihprobe.cluster import Slurm, check_cluster, submit_all
 from ihprobe.errors import IhprobeError
 from ihprobe.figures.emergence import frontier_figure, law_figure
 from ihprobe.files import atomic_write, check_writable_dir
@@ -39,6 +42,7 @@ log = logging.getLogger(__name__)
 REALISED = ("repetition", "reliability")
 # TrainConfig fields a grid may not set: the sweep owns where runs go and how they resume
 NOT_AXES = ("out", "resume", "progress")
+LOCAL = (sys.executable, "-m", "ihprobe")  # how a run starts on this machine
 
 
 @dataclass(frozen=True)
@@ -52,16 +56,25 @@ class Run:
     def name(self) -> str:
         return self.out.name
 
-    def train_command(self, extra: tuple[str, ...] = ()) -> list[str]:
-        """The ``ihprobe train`` command line of this run."""
+    @property
+    def log(self) -> Path:
+        """The output of its ``ihprobe train``, beside the run directory."""
+        return self.out.parent / f"{self.name}.log"
+
+    def train_command(
+        self, extra: tuple[str, ...] = (), launcher: Sequence[str] = LOCAL
+    ) -> list[str]:
+        """The ``ihprobe train`` command line of this run (``--resume`` once it has started);
+        ``launcher`` starts ``ihprobe`` (e.g. under torchrun)."""
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
-        cmd = [sys.executable, "-m", "ihprobe", "train", "--out", str(self.out)]
+        cmd = [*launcher, "train", "--out", str(self.out)]
         for key, value in self.settings:
             if key in fields:
                 cmd += [f"--{key.replace('_', '-')}", str(value)]
             else:
                 cmd += ["--option", f"{key}={json.dumps(value)}"]
-        return [*cmd, *extra, "--no-progress"]
+        resume = ["--resume"] if self.out.exists() else []
+        return [*cmd, *extra, *resume, "--no-progress"]
 
 
 def parse_axis(text: str) -> tuple[str, list]:
@@ -110,20 +123,15 @@ def train_all(runs: list[Run], extra: tuple[str, ...] = (), jobs: int = 1) -> di
     """
     if jobs < 1:
         raise IhprobeError(f"jobs={jobs}: train at least 1 run at a time.")
-    todo = [r for r in runs if not is_finished(r.out)]
-    for run in runs:
-        if run not in todo:
-            log.info("%s is finished; not training it again", run.name)
     status: dict[str, int] = {}
     running: list[tuple[Run, subprocess.Popen]] = []
-    queue = list(todo)
+    queue = unfinished(runs)
     while queue or running:
         while queue and len(running) < jobs:
             run = queue.pop(0)
-            resume = ("--resume",) if run.out.exists() else ()
             run.out.parent.mkdir(parents=True, exist_ok=True)
-            with open(run.out.parent / f"{run.name}.log", "a") as logfile:
-                cmd = run.train_command((*extra, *resume))
+            with open(run.log, "a") as logfile:
+                cmd = run.train_command(extra)
                 log.info("training %s: %s", run.name, " ".join(cmd))
                 running.append((run, subprocess.Popen(cmd, stdout=logfile, stderr=logfile)))
         run, proc = running.pop(0)
@@ -131,6 +139,15 @@ def train_all(runs: list[Run], extra: tuple[str, ...] = (), jobs: int = 1) -> di
         if status[run.name]:
             log.warning("%s failed (exit %d); see its .log", run.name, status[run.name])
     return status
+
+
+def unfinished(runs: list[Run]) -> list[Run]:
+    """The runs still to train (the run folder says which are finished)."""
+    todo = [r for r in runs if not is_finished(r.out)]
+    for run in runs:
+        if run not in todo:
+            log.info("%s is finished; not training it again", run.name)
+    return todo
 
 
 def summarize(runs: list[Run], **point_kwargs) -> pd.DataFrame:
@@ -191,17 +208,30 @@ def run_sweep(
     train_args: tuple[str, ...] = (),
     jobs: int = 1,
     train: bool = True,
+    slurm: Slurm | None = None,
     **point_kwargs,
-) -> tuple[dict[str, Path], dict[str, int]]:
+) -> tuple[dict[str, Path], dict[str, str]]:
     """Plan the grid, train its unfinished runs, summarise and report them.
 
-    Returns the files written (:func:`report`) and the exit status of each run that failed.
+    ``slurm``: submit each unfinished run as a job through submitit instead of training
+    ``jobs`` local processes at a time.
+
+    Returns the files written (:func:`report`) and why each run that failed failed.
 
     Example:
         >>> written, failed = run_sweep(["batch_size=4,8"], "runs/law")    # doctest: +SKIP
+        >>> written, failed = run_sweep(["batch_size=4,8"], "runs/law",    # doctest: +SKIP
+        ...     slurm=Slurm(partition="gpu", time_min=240, gpus_per_run=4))
     """
     check_writable_dir(out)
     runs = plan(axes, out)
-    status = train_all(runs, train_args, jobs) if train else {}
-    failed = {name: code for name, code in status.items() if code}
+    if slurm is not None:
+        check_cluster(slurm)
+    if not train:
+        failed = {}
+    elif slurm is not None:
+        failed = submit_all(unfinished(runs), train_args, slurm, Path(out) / "slurm")
+    else:
+        status = train_all(runs, train_args, jobs)
+        failed = {name: f"exit {code}" for name, code in status.items() if code}
     return report(summarize(runs, **point_kwargs), out), failed

@@ -8,6 +8,10 @@ the new ones, and a checkpoint whose weights equal an earlier one's is flagged i
 :func:`each_model` is the checkpoint sweep every command shares: it loads the first checkpoint
 and swaps the weights of the next ones into the same model.
 
+Under ``torchrun --nproc-per-node N`` :func:`scan_checkpoints` and :func:`trajectory` share the
+checkpoints out over the ranks (:mod:`ihprobe.shard`): each rank scans every N-th checkpoint in
+its own skeleton on its own device, and every rank returns the same table as one process would.
+
 >>> table = trajectory("runs/demo", metrics=["prefix_matching", "ar_accuracy"])  # doctest: +SKIP
 >>> table.query("metric == 'ar_accuracy'")[["step", "tokens", "value"]]          # doctest: +SKIP
 """
@@ -22,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
 
 from ihprobe import __version__
@@ -32,6 +37,7 @@ from ihprobe.models import fill_provenance, load_or_swap
 from ihprobe.probes.battery import scan
 from ihprobe.runs import Checkpoint, checkpoint_meta, checkpoints
 from ihprobe.scores import HeadScores
+from ihprobe.shard import each_share
 from ihprobe.sources import resolve
 from ihprobe.weights import weights_hash
 
@@ -79,9 +85,14 @@ def sources_of(source_or_sources, revisions: Sequence[str] | None = None) -> lis
 
 
 def each_model(
-    ckpts: Sequence[Checkpoint], *, progress: bool | None = False, desc: str = "checkpoints"
+    ckpts: Sequence[Checkpoint],
+    *,
+    progress: bool | None = False,
+    desc: str = "checkpoints",
+    device: str | torch.device = "cpu",
 ) -> Iterator[tuple[Checkpoint, object]]:
-    """Each checkpoint with its loaded model, built once and re-filled (``load_or_swap``).
+    """Each checkpoint with its loaded model on ``device``, built once and re-filled
+    (``load_or_swap``).
 
     ``progress``: a tqdm bar (None: only on a terminal).
 
@@ -95,7 +106,7 @@ def each_model(
     bar = tqdm(ckpts, desc=desc, unit="ckpt", disable=None if progress is None else not progress)
     for ckpt in bar:
         bar.set_postfix_str(ckpt.label)
-        model = load_or_swap(model, ckpt.source, revision=ckpt.revision)
+        model = load_or_swap(model, ckpt.source, revision=ckpt.revision, device=device)
         fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
         yield ckpt, model
 
@@ -121,20 +132,30 @@ def scan_checkpoints(
     metrics: Sequence[str] | None = None,
     *,
     progress: bool | None = False,
+    device: str = "cpu",
     **scan_kwargs,
 ) -> list[tuple[HeadScores, str | None]]:
     """:func:`ihprobe.scan` of every checkpoint, each with the earlier checkpoint of identical
-    weights (or None) when there is more than one checkpoint.
+    weights (or None) when there is more than one checkpoint. Sharded under torchrun.
 
     Example:
         >>> [s.step for s, _ in scan_checkpoints(checkpoints("runs/demo"))]   # doctest: +SKIP
     """
+
+    def scan_share(share: list[Checkpoint], world) -> list[tuple[HeadScores, str | None]]:
+        swept = each_model(
+            share, progress=progress if world.main else False, desc="scan", device=world.device
+        )
+        return [
+            (scan(model, metrics, **scan_kwargs), _hash(ckpt) if len(ckpts) > 1 else None)
+            for ckpt, model in swept
+        ]
+
     duplicates = Duplicates()
-    out = []
-    for ckpt, model in each_model(ckpts, progress=progress, desc="scan"):
-        duplicate = _duplicate_of(duplicates, ckpt) if len(ckpts) > 1 else None
-        out.append((scan(model, metrics, **scan_kwargs), duplicate))
-    return out
+    return [
+        (scores, duplicates.check(ckpt, digest) if digest else None)
+        for ckpt, (scores, digest) in zip(ckpts, each_share(scan_share, ckpts, device), strict=True)
+    ]
 
 
 def ablate_checkpoints(
@@ -145,8 +166,8 @@ def ablate_checkpoints(
     return [ablate(model, **ablate_kwargs) for _, model in swept]
 
 
-def _duplicate_of(duplicates: Duplicates, ckpt: Checkpoint) -> str | None:
-    return duplicates.check(ckpt, weights_hash(resolve(ckpt.source, revision=ckpt.revision)))
+def _hash(ckpt: Checkpoint) -> str:
+    return weights_hash(resolve(ckpt.source, revision=ckpt.revision))
 
 
 def trajectory(
@@ -157,6 +178,7 @@ def trajectory(
     tokens_per_step: int | None = None,
     cache: bool | str | os.PathLike | None = True,
     progress: bool = False,
+    device: str = "cpu",
     **scan_kwargs,
 ) -> pd.DataFrame:
     """Scan every checkpoint and return one long table ordered by training tokens.
@@ -170,11 +192,13 @@ def trajectory(
             (hub revisions): tokens = step * tokens_per_step.
         cache: True for the default cache directory, a path, or False for none.
         progress: show a tqdm bar over checkpoints.
+        device: where models are loaded; under torchrun ``cuda`` means each rank's own GPU.
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
     Returns:
         The ``scan`` columns ``model, revision, step, tokens, layer, head, metric, value``
-        plus ``duplicate_of``: the earlier checkpoint with identical weights, or None.
+        plus ``duplicate_of``: the earlier checkpoint with identical weights, or None. Under
+        torchrun each rank scans (and caches) its share and every rank returns the whole table.
 
     Example:
         >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP
@@ -182,25 +206,35 @@ def trajectory(
     """
     directory = cache_dir(cache)
     settings = _settings_key(metrics, scan_kwargs)
+    ckpts = sources_of(source_or_sources, revisions)
+
+    def scan_share(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
+        """(weights hash, scan rows, checkpoint meta) of each checkpoint of this rank."""
+        scanned: dict[str, pd.DataFrame] = {}  # weights hash -> scan rows, within this call
+        scanner = _Scanner(metrics, scan_kwargs, world.device)
+        out = []
+        for ckpt in tqdm(share, disable=not (progress and world.main)):
+            path = resolve(ckpt.source, revision=ckpt.revision)
+            digest = weights_hash(path)
+            file = directory / "scans" / f"{digest[:32]}-{settings}.json" if directory else None
+            rows = scanned.get(digest)
+            if rows is None and file is not None:
+                rows = _read(file)
+            if rows is None:
+                rows = scanner.scan(ckpt)
+                if file is not None:
+                    _write(file, rows)
+            scanned[digest] = rows
+            out.append((digest, rows, checkpoint_meta(path)))
+        return out
+
     duplicates = Duplicates()
-    scanned: dict[str, pd.DataFrame] = {}  # weights hash -> scan rows, within this call
-    scanner = _Scanner(metrics, scan_kwargs)
     frames = []
-    for ckpt in tqdm(sources_of(source_or_sources, revisions), disable=not progress):
-        path = resolve(ckpt.source, revision=ckpt.revision)
-        digest = weights_hash(path)
-        duplicate = duplicates.check(ckpt, digest)
-        file = directory / "scans" / f"{digest[:32]}-{settings}.json" if directory else None
-        rows = scanned.get(digest)
-        if rows is None and file is not None:
-            rows = _read(file)
-        if rows is None:
-            rows = scanner.scan(ckpt)
-            if file is not None:
-                _write(file, rows)
-        scanned[digest] = rows
-        frames.append(_with_provenance(rows, ckpt, checkpoint_meta(path), tokens_per_step))
-        frames[-1]["duplicate_of"] = duplicate
+    for ckpt, (digest, rows, meta) in zip(
+        ckpts, each_share(scan_share, ckpts, device), strict=True
+    ):
+        frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
+        frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
     table = pd.concat(frames, ignore_index=True)
     order = "tokens" if table["tokens"].notna().all() else "step"
     return table.sort_values(order, kind="stable").reset_index(drop=True)
@@ -223,11 +257,14 @@ def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_pe
 class _Scanner:
     """Scans checkpoints, loading the first and swapping later weights into the same model."""
 
-    def __init__(self, metrics, scan_kwargs: dict):
+    def __init__(self, metrics, scan_kwargs: dict, device: torch.device):
         self.model, self.metrics, self.scan_kwargs = None, metrics, scan_kwargs
+        self.device = device
 
     def scan(self, ckpt: Checkpoint) -> pd.DataFrame:
-        self.model = load_or_swap(self.model, ckpt.source, revision=ckpt.revision)
+        self.model = load_or_swap(
+            self.model, ckpt.source, revision=ckpt.revision, device=self.device
+        )
         frame = scan(self.model, self.metrics, **self.scan_kwargs).to_frame()
         return frame[ROW_COLUMNS].reset_index(drop=True)
 

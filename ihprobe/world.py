@@ -1,4 +1,5 @@
-"""Where training runs: this process's rank in a ``torchrun`` job (or a job of one) and device.
+"""Where training and sharded scans run: this process's rank in a ``torchrun`` job (or a job
+of one) and its device.
 
 >>> with join_world("cpu") as world:
 ...     world.main, world.size
@@ -80,7 +81,11 @@ def is_main_process() -> bool:
 
 @contextlib.contextmanager
 def join_world(device: str) -> Iterator[World]:
-    """Join the torchrun job when WORLD_SIZE > 1 (gloo on CPU, nccl on GPU); leave it at exit."""
+    """Join the torchrun job when WORLD_SIZE > 1 (gloo on CPU, nccl on GPU); leave it at exit.
+
+    On a normal exit every rank waits for the others before the process group is destroyed
+    (gloo aborts a rank whose peer leaves mid-collective); after an error it is destroyed at once.
+    """
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     dev = resolve_device(device, local_rank)
     if world_size() == 1:
@@ -91,8 +96,12 @@ def join_world(device: str) -> Iterator[World]:
         if dev.type == "cuda":
             torch.cuda.set_device(dev)
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    finished = False
     try:
         yield World(dist.get_rank(), dist.get_world_size(), dev)
+        finished = True
     finally:
         if owned:
+            if finished:  # no rank tears gloo down while another still talks to it
+                dist.barrier()
             dist.destroy_process_group()

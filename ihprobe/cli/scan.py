@@ -4,15 +4,17 @@ Writes ``OUT/scores.csv`` (the long table of :meth:`ihprobe.HeadScores.to_frame`
 checkpoint, with ``duplicate_of`` naming an earlier checkpoint of identical weights) and
 ``OUT/heatmaps.html`` (a heatmap per head metric of each source's last checkpoint), and prints
 the top heads. A run directory is swept checkpoint by checkpoint into one skeleton, with a
-progress bar.
+progress bar. Under ``torchrun --nproc-per-node N`` each rank scans every N-th checkpoint and
+rank 0 writes the same files one process would.
 
     ihprobe scan runs/demo --metrics prefix_matching,ar_accuracy --out scans/demo
     ihprobe scan EleutherAI/pythia-70m --revision step1000 --revision step2000
+    torchrun --nproc-per-node 8 -m ihprobe scan runs/demo --device cuda
 """
 
 from __future__ import annotations
 
-from ihprobe.cli._common import any_int, positive_int
+from ihprobe.cli._common import any_int, device, positive_int
 
 SUMMARY_METRIC = "prefix_matching"
 
@@ -33,6 +35,7 @@ def register(subparsers) -> None:
     p.add_argument("--metrics", help="comma-separated metric names (default: all)")
     p.add_argument("--out", default="scan", help="output directory")
     p.add_argument(
+        "-n",  # the form torchrun passes on: it reads --n as an abbreviation of its own flags
         "--n",
         type=positive_int,
         help="half-length of the repeated tokens (default min(50, n_ctx/2))",
@@ -42,6 +45,8 @@ def register(subparsers) -> None:
     p.add_argument("--chunk", type=positive_int, help="rows per forward pass (bounds memory)")
     p.add_argument("--bos", action="store_true", help="prepend the tokenizer's BOS to probe rows")
     p.add_argument("--text", help="text file for the ICL score (skipped without it)")
+    p.add_argument("--device", type=device, default="cpu",
+                   help="where models go; under torchrun, cuda is each rank's own GPU")  # fmt: skip
     p.add_argument("--top", type=positive_int, default=3, help="heads listed per checkpoint")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     p.set_defaults(func=run)
@@ -58,6 +63,7 @@ def run(args) -> int:
     from ihprobe.probes.battery import check_metrics
     from ihprobe.report import Section, write_report
     from ihprobe.trajectories import scan_checkpoints, sources_of
+    from ihprobe.world import is_main_process, join_world
 
     check_metrics(args.metrics)  # before any model is loaded
     out = Path(args.out)
@@ -67,12 +73,17 @@ def run(args) -> int:
     kwargs = {"n": args.n, "batch": args.batch, "seed": args.seed, "bos": args.bos,
               "text": text, "chunk": args.chunk}  # fmt: skip
     frames, last = [], []
-    for source in args.sources:
-        ckpts = sources_of(source, args.revision or None)
-        found = scan_checkpoints(ckpts, args.metrics, progress=None, **kwargs)
-        for scores, duplicate in found:
-            frames.append(scores.to_frame().assign(duplicate_of=duplicate))
-        last.append(found[-1])
+    with join_world(args.device):  # one torchrun job for all sources
+        for source in args.sources:
+            ckpts = sources_of(source, args.revision or None)
+            found = scan_checkpoints(
+                ckpts, args.metrics, progress=None, device=args.device, **kwargs
+            )
+            for scores, duplicate in found:
+                frames.append(scores.to_frame().assign(duplicate_of=duplicate))
+            last.append(found[-1])
+    if not is_main_process():
+        return 0  # rank 0 writes and prints what all ranks scanned
     table = pd.concat(frames, ignore_index=True)
     atomic_write(targets[0], lambda tmp: table.to_csv(tmp, index=False))
     sections = [

@@ -4,12 +4,19 @@ Trains every grid point as its own ``ihprobe train`` process (finished runs are 
 interrupted ones resumed), finds each run's emergence point and writes ``DIR/sweep.csv``,
 ``DIR/law.json`` (when B and C vary) and ``DIR/sweep.html`` (law fit; frontier map when
 ``repetition`` and ``reliability`` vary). Flags after ``--`` go to every ``ihprobe train``.
+
+``--launcher slurm`` submits each unfinished run as a Slurm job through submitit
+(``pip install 'ihprobe[cluster]'``), waits for them and reports the same way; a run with
+``--gpus-per-run`` above 1 trains under torchrun. Rerunning resubmits only unfinished runs.
 """
 
 from __future__ import annotations
 
-from ihprobe.cli._common import positive_int
+from ihprobe.cli._common import nonnegative_int, positive_int
 from ihprobe.cli.emergence import add_point_options, point_kwargs
+from ihprobe.errors import IhprobeError
+
+SLURM_FLAGS = {"partition": "--partition", "time": "--time", "gpus_per_run": "--gpus-per-run"}
 
 
 def register(subparsers) -> None:
@@ -19,7 +26,27 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True, help="sweep directory")
     p.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2,...",
                    help="TrainConfig field or producer option and values")  # fmt: skip
-    p.add_argument("--jobs", type=positive_int, default=1, help="runs trained at once")
+    p.add_argument("--jobs", type=positive_int, default=1, help="runs trained at once (local)")
+    p.add_argument(
+        "--launcher",
+        choices=("local", "slurm"),
+        default="local",
+        help="train runs as local processes or as Slurm jobs through submitit",
+    )
+    p.add_argument(
+        "--partition", help="Slurm partition, with --launcher slurm (default: the cluster's)"
+    )
+    p.add_argument(
+        "--time",
+        type=positive_int,
+        metavar="MINUTES",
+        help="time limit of each run's job, with --launcher slurm (default 60)",
+    )
+    p.add_argument(
+        "--gpus-per-run",
+        type=nonnegative_int,
+        help="GPUs of each run's job, above 1 a torchrun job; with --launcher slurm (default 1)",
+    )
     p.add_argument("--no-train", dest="train", action="store_false",
                    help="only summarise the runs already there")  # fmt: skip
     add_point_options(p)
@@ -33,10 +60,24 @@ def run(args) -> int:
 
     written, failed = run_sweep(
         args.grid, args.out, train_args=tuple(args.train_args), jobs=args.jobs,
-        train=args.train, **point_kwargs(args),
+        train=args.train, slurm=slurm_of(args), **point_kwargs(args),
     )  # fmt: skip
     for name, path in written.items():
         print(f"{name}: {path}")
-    for name, code in failed.items():
-        print(f"failed: {name} (exit {code}); see {args.out}/runs/{name}.log")
+    for name, why in failed.items():
+        print(f"failed: {name} ({why}); see {args.out}/runs/{name}.log")
     return 1 if failed else 0
+
+
+def slurm_of(args):
+    """The :class:`~ihprobe.cluster.Slurm` settings of ``--launcher slurm``, else None."""
+    from ihprobe.cluster import Slurm
+
+    given = [flag for key, flag in SLURM_FLAGS.items() if getattr(args, key) is not None]
+    if args.launcher == "local":
+        if given:
+            raise IhprobeError(f"{given[0]} is for --launcher slurm; add it or drop {given[0]}.")
+        return None
+    settings = {"partition": args.partition, "time_min": args.time,
+                "gpus_per_run": args.gpus_per_run}  # fmt: skip
+    return Slurm(**{k: v for k, v in settings.items() if v is not None})
