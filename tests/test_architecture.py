@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "forecast", "llc")),
     ("training", ("trainer", "live")),
     ("views", ("figures", "report", "demo_report")),
-    ("jobs and CLI", ("demo", "sweep", "cli", "__main__")),
+    ("jobs and CLI", ("demo", "sweep", "cluster", "cli", "__main__")),
 )  # fmt: skip
 
 
@@ -41,8 +41,17 @@ def imports(path: Path) -> set[str]:
 
     ``from ihprobe.data import cache`` imports the module ``ihprobe.data.cache``.
     """
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # names for annotations: nothing is imported at run time
+            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ihprobe"):
             subs = {f"{node.module}.{a.name}" for a in node.names} & set(MODULES)
             found |= subs or {node.module}
