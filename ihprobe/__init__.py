@@ -42,6 +42,8 @@ _EXPORTS: dict[str, str] = {
     "ablate": "ihprobe.ablation",
     "ablate_heads": "ihprobe.ablation",
     "AblationResult": "ihprobe.ablation",
+    "head_effects": "ihprobe.ablation",
+    "HeadEffects": "ihprobe.ablation",
     # errors
     "IhprobeError": "ihprobe.errors",
 }

@@ -99,9 +99,11 @@ def run(args) -> int:
         for row in result.summary().itertuples():
             if ":" not in row.metric:
                 print(
-                    f"  {row.metric}: clean {row.clean:.4g}, top drop {row.top_drop:+.3g}, "
-                    f"random {row.random_drop_mean:+.3g} [{row.random_drop_lo:+.3g}, "
-                    f"{row.random_drop_hi:+.3g}], p {row.p_value:.3g}"
+                    f"  {row.metric}: clean {row.clean:.4g}, top change {row.change:+.3g}, "
+                    f"random {row.random_change_mean:+.3g} [{row.random_change_lo:+.3g}, "
+                    f"{row.random_change_hi:+.3g}], p {row.p_value:.3g}, load-bearing index "
+                    f"{row.load_bearing_index:.3g} [{row.load_bearing_lo:.3g}, "
+                    f"{row.load_bearing_hi:.3g}]"
                 )
     print(f"wrote {targets[0]} ({len(frame)} rows) and {targets[1]}")
     return 0
