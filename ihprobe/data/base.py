@@ -17,11 +17,15 @@ import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
 from jaxtyping import Int
 
+from ihprobe.data.options import ProducerOptions
 from ihprobe.errors import IhprobeError
+
+SHARED = ("batch_size", "context", "seed", "total_steps")  # settings outside a producer's options
 
 
 @dataclass
@@ -35,37 +39,37 @@ class Batch:
 class Producer(ABC):
     """A seeded, vectorised source of token batches.
 
-    Subclasses set ``vocab_size`` and ``special`` in ``__init__`` and implement ``sample``,
-    ``config`` and ``tokenizer``.
+    Subclasses declare their options as an ``Options`` dataclass (see
+    :mod:`ihprobe.data.options`), set ``vocab_size`` and ``special`` in ``__init__`` from
+    ``self.options``, and implement ``sample`` (and ``tokenizer`` when ids have a text form).
     """
 
-    name: str  # registry name, e.g. "bi-induct"
+    name: ClassVar[str]  # registry name, e.g. "bi-induct"
+    Options: ClassVar[type[ProducerOptions]] = ProducerOptions  # the producer's options
     vocab_size: int  # number of token ids the model must embed
     special: dict[str, int]  # special token ids, e.g. {"eos": 0, "sep": 1}
     measure_from: float = 0.0  # share of each row before which repetition is not measured
 
-    def __init__(self, *, batch_size: int, context: int, seed: int = 0, total_steps: int = 1):
+    def __init__(
+        self, *, batch_size: int, context: int, seed: int = 0, total_steps: int = 1, **options: Any
+    ):
         self.batch_size = batch_size  # B: sequences per update (the global batch)
         self.context = context  # C: tokens per sequence
         self.seed = seed  # with the step, fixes every random draw
         self.total_steps = total_steps  # T_total, for producers that anneal over training
+        self.options = self.Options.from_json(options, self.name)  # checked and normalised
 
     @abstractmethod
     def sample(self, step: int) -> Batch:
         """The batch for training step ``step``; a pure function of (config, seed, step)."""
 
-    @abstractmethod
     def config(self) -> dict:
         """JSON-serialisable options that rebuild this producer with ``make_producer``."""
+        return {**self.base_config(), **self.options.to_json()}
 
     def base_config(self) -> dict:
         """The options every producer shares, for ``config()`` to extend."""
-        return {
-            "batch_size": self.batch_size,
-            "context": self.context,
-            "seed": self.seed,
-            "total_steps": self.total_steps,
-        }
+        return {name: getattr(self, name) for name in SHARED}
 
     def tokenizer(self):
         """An HF tokenizer for this producer's ids, or None when tokens have no text form."""

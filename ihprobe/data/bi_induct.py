@@ -18,19 +18,22 @@ it has snippets, the ``forward_fraction``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Literal
+
 import torch
 
-from ihprobe.data.base import Batch, Producer, check_probability
+from ihprobe.data.background import BackgroundOptions, BackgroundProducer
+from ihprobe.data.base import Batch, check_probability
 from ihprobe.data.tokenizer import id_tokenizer
 from ihprobe.errors import IhprobeError
 
-MIXING = ("token", "sequence")
 DIRECTIONS = {"balanced": 0.5, "forward": 1.0, "backward": 0.0}  # P(forward) per snippet
-SOURCES = ("natural", "random")
 
 
-class BiInductProducer(Producer):
-    """Copy snippets written over a background producer (natural text by default).
+@dataclass(frozen=True)
+class BiInductOptions(BackgroundOptions):
+    """Bi-Induct's options, over a background producer (natural text by default).
 
     Args:
         snippet_length: L, the length of S; a snippet is 2L + 1 tokens.
@@ -39,79 +42,61 @@ class BiInductProducer(Producer):
         direction: "balanced" (fair coin per snippet), "forward" or "backward".
         snippet_source: "natural" (S is the background it replaces) or "random" (distinct
             uniform tokens).
-        base: the background producer's name; ``base_options`` are passed to it (for
-            "natural": text, dataset, tokenizer, vocab_size, ...).
+        base, base_options: the background producer (for "natural": text, dataset,
+            tokenizer, vocab_size, ...), see :class:`BackgroundOptions`.
+    """
+
+    snippet_length: int = 20
+    m0: float = 0.5
+    mixing: Literal["token", "sequence"] = "token"
+    direction: Literal["balanced", "forward", "backward"] = "balanced"
+    snippet_source: Literal["natural", "random"] = "natural"
+
+    def check(self) -> None:
+        check_probability("m0", self.m0)
+
+
+class BiInductProducer(BackgroundProducer):
+    """Copy snippets written over the batches of a background producer.
+
+    Options: :class:`BiInductOptions`. A background without a SEP id (e.g. "iid") gets one
+    more id for it, so ``vocab_size`` is the background's plus one.
     """
 
     name = "bi-induct"
+    Options = BiInductOptions
+    options: BiInductOptions
 
-    def __init__(
-        self,
-        *,
-        batch_size: int,
-        context: int,
-        seed: int = 0,
-        total_steps: int = 1,
-        snippet_length: int = 20,
-        m0: float = 0.5,
-        mixing: str = "token",
-        direction: str = "balanced",
-        snippet_source: str = "natural",
-        base: str = "natural",
-        **base_options,
-    ):
-        super().__init__(batch_size=batch_size, context=context, seed=seed, total_steps=total_steps)
-        from ihprobe.data import make_producer
-
-        self.snippet_length = int(snippet_length)
-        self.m0 = check_probability("m0", m0)
-        for value, valid, what in (
-            (mixing, MIXING, "mixing"),
-            (direction, DIRECTIONS, "direction"),
-            (snippet_source, SOURCES, "snippet_source"),
-        ):
-            if value not in valid:
-                raise IhprobeError(f"{what}={value!r}: use one of {', '.join(valid)}.")
-        self.mixing, self.direction, self.snippet_source = mixing, direction, snippet_source
-        span = 2 * self.snippet_length + 1
-        if self.snippet_length < 1 or span > context:
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        n = self.options.snippet_length
+        if n < 1 or 2 * n + 1 > self.context:
             raise IhprobeError(
-                f"a snippet of length L={snippet_length} takes 2L+1={span} tokens, which does not "
-                f"fit in context={context}: use snippet_length <= {(context - 1) // 2}."
+                f"a snippet of length L={n} takes 2L+1={2 * n + 1} tokens, which does not "
+                f"fit in context={self.context}: use snippet_length <= {(self.context - 1) // 2}."
             )
-        self.base_name, self.base_options = base, dict(base_options)
-        self.base = make_producer(
-            base,
-            batch_size=batch_size,
-            context=context,
-            seed=seed,
-            total_steps=total_steps,
-            **base_options,
-        )
-        self.special = dict(self.base.special)
-        self.vocab_size = self.base.vocab_size
         if "sep" not in self.special:  # a background without SEP gets a new id for it
             self.special["sep"] = self.vocab_size
             self.vocab_size += 1
         self.drawable = torch.ones(self.vocab_size, dtype=torch.bool)
         self.drawable[list(self.special.values())] = False
-        if snippet_source == "random" and int(self.drawable.sum()) < self.snippet_length:
+        if self.options.snippet_source == "random" and int(self.drawable.sum()) < n:
             raise IhprobeError(
                 f"the vocabulary has {int(self.drawable.sum())} usable ids, too few for "
-                f"{self.snippet_length} distinct snippet tokens: use a smaller snippet_length."
+                f"{n} distinct snippet tokens: use a smaller snippet_length."
             )
 
     def rate(self, step: int) -> float:
         """m(t) = m0 (1 - t / total_steps), never below 0."""
-        return self.m0 * max(0.0, 1.0 - step / max(self.total_steps, 1))
+        return self.options.m0 * max(0.0, 1.0 - step / max(self.total_steps, 1))
 
     def sample(self, step: int) -> Batch:
         tokens = self.base.sample(step).tokens.clone()
         g = self.generator(step)
-        b, c, n = self.batch_size, self.context, self.snippet_length
+        b, c, n = self.batch_size, self.context, self.options.snippet_length
         span, m = 2 * n + 1, self.rate(step)
         fit = c // span  # most snippets a row can hold
-        if self.mixing == "token":
+        if self.options.mixing == "token":
             expected = torch.full((b,), m * c / span)
             k = expected.floor() + (torch.rand(b, generator=g) < expected.frac())
         else:
@@ -126,13 +111,13 @@ class BiInductProducer(Producer):
         starts = (chosen + torch.arange(fit) * (span - 1))[live]  # [snippets]
         rows = torch.arange(b)[:, None].expand(b, fit)[live]
         s_pos = starts[:, None] + torch.arange(n)  # [snippets, n]
-        if self.snippet_source == "natural":
+        if self.options.snippet_source == "natural":
             s = tokens[rows[:, None], s_pos]
         else:
             ids = self.drawable.nonzero().squeeze(1)
             perm = torch.rand(len(rows), len(ids), generator=g).argsort(dim=1)[:, :n]
             s = ids[perm]
-        forward = torch.rand(len(rows), generator=g) < DIRECTIONS[self.direction]
+        forward = torch.rand(len(rows), generator=g) < DIRECTIONS[self.options.direction]
         copy = torch.where(forward[:, None], s, s.flip(1))
         tokens[rows[:, None], s_pos] = s
         tokens[rows, starts + n] = self.special["sep"]
@@ -141,18 +126,6 @@ class BiInductProducer(Producer):
         if len(rows):  # undefined without snippets: left out so logs stay strict JSON
             info["forward_fraction"] = float(forward.float().mean())
         return Batch(tokens=tokens, info=info)
-
-    def config(self) -> dict:
-        return {
-            **self.base_config(),
-            "snippet_length": self.snippet_length,
-            "m0": self.m0,
-            "mixing": self.mixing,
-            "direction": self.direction,
-            "snippet_source": self.snippet_source,
-            "base": self.base_name,
-            **self.base_options,
-        }
 
     def tokenizer(self):
         if self.vocab_size == self.base.vocab_size:

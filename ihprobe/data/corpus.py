@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pydoc_data.topics import topics
 
 # Modules whose docstrings are long, plain English prose (only used with ``docstrings=True``).
 _DOCSTRING_MODULES = (
@@ -55,8 +56,6 @@ def default_documents(docstrings: bool = False) -> list[str]:
         docstrings: also include the docstrings of a fixed list of standard-library modules and
             their public members (roughly doubles the text).
     """
-    from pydoc_data.topics import topics
-
     docs = [topics[key] for key in sorted(topics)]
     if docstrings:
         docs.extend(_stdlib_docstrings())

@@ -11,10 +11,12 @@ producer ([A] experiment 3): Gaussian has mean V/2 and sd V/8; Zipf is ``1 / ran
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float
 
+from ihprobe.data.options import ProducerOptions
 from ihprobe.errors import IhprobeError
 
 SHAPES = ("uniform", "gaussian", "zipf")
@@ -55,3 +57,25 @@ def marginal(
         if not torch.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
             raise IhprobeError("marginal weights must be finite, non-negative and not all zero.")
     return (w / w.sum()).to(torch.float32)
+
+
+@dataclass(frozen=True)
+class MarginalOptions(ProducerOptions):
+    """A vocabulary of ``vocab_size`` ids (none special) and a marginal over it.
+
+    Args:
+        vocab_size: number of token ids.
+        marginal: "uniform", "gaussian", "zipf" or explicit weights (one per id).
+        zipf_exponent: exponent of the "zipf" shape.
+
+    >>> MarginalOptions(vocab_size=4, marginal="zipf").probs().argmax().item()
+    0
+    """
+
+    vocab_size: int = 128
+    marginal: str | tuple[float, ...] = "uniform"
+    zipf_exponent: float = 1.0
+
+    def probs(self) -> Float[torch.Tensor, "vocab"]:  # noqa: F821 - a jaxtyping dim
+        """The marginal as a probability vector."""
+        return marginal(self.marginal, self.vocab_size, zipf_exponent=self.zipf_exponent)

@@ -24,7 +24,8 @@ torch.Size([4, 32])
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -33,7 +34,7 @@ from jaxtyping import Float
 from ihprobe.data import cache
 from ihprobe.data.base import Batch, Producer, check_probability
 from ihprobe.data.blocks import StepBlocks
-from ihprobe.data.marginals import marginal as make_marginal
+from ihprobe.data.marginals import MarginalOptions
 from ihprobe.data.repetition import RepetitionLayer, check_room
 from ihprobe.data.sampling import BigramProcess, inverse_cdf
 from ihprobe.data.tokenizer import id_tokenizer
@@ -136,8 +137,9 @@ class Order2Process:
         return np.take_along_axis(self.rows(prev, prev2), tokens, axis=1)
 
 
-class MarkovProducer(Producer):
-    """Rows sampled from an optimised synthetic Markov chain (see the module docstring).
+@dataclass(frozen=True)
+class MarkovOptions(MarginalOptions):
+    """The Markov producer's options (see the module docstring).
 
     Args:
         vocab_size: number of token ids (no special tokens).
@@ -155,123 +157,98 @@ class MarkovProducer(Producer):
         fit_steps, fit_lr: Adam settings of the fit.
     """
 
-    name = "markov"
+    entropy_rate: float | None = None
+    max_prob: float = 0.25
+    categoriality: Literal["high", "low"] | None = None
+    n_groups: int = 8
+    local_dependency: bool = True
+    order: int = 1
+    order2_scale: float = 1.0
+    repetition: float | None = None
+    reliability: float | None = None
+    matrix_seed: int = 0
+    fit_steps: int = 1000
+    fit_lr: float = 0.1
 
-    def __init__(
-        self,
-        *,
-        batch_size: int,
-        context: int,
-        seed: int = 0,
-        total_steps: int = 1,
-        vocab_size: int = 128,
-        marginal: str | Sequence[float] = "uniform",
-        zipf_exponent: float = 1.0,
-        entropy_rate: float | None = None,
-        max_prob: float = 0.25,
-        categoriality: str | None = None,
-        n_groups: int = 8,
-        local_dependency: bool = True,
-        order: int = 1,
-        order2_scale: float = 1.0,
-        repetition: float | None = None,
-        reliability: float | None = None,
-        matrix_seed: int = 0,
-        fit_steps: int = 1000,
-        fit_lr: float = 0.1,
-    ):
-        super().__init__(batch_size=batch_size, context=context, seed=seed, total_steps=total_steps)
-        if order not in (1, 2):
-            raise IhprobeError(f"order={order}: ihprobe supports order 1 and order 2.")
-        if categoriality not in (None, *CATEGORIALITY):
-            raise IhprobeError(f"categoriality={categoriality!r}: use None, 'high' or 'low'.")
-        if not 1 <= n_groups <= vocab_size:
-            raise IhprobeError(f"n_groups={n_groups} must be between 1 and vocab_size.")
-        if (repetition is None) != (reliability is None):
+    def check(self) -> None:
+        if self.order not in (1, 2):
+            raise IhprobeError(f"order={self.order}: ihprobe supports order 1 and order 2.")
+        if not 1 <= self.n_groups <= self.vocab_size:
+            raise IhprobeError(f"n_groups={self.n_groups} must be between 1 and vocab_size.")
+        if (self.repetition is None) != (self.reliability is None):
             raise IhprobeError("pass both repetition and reliability (or neither).")
-        self.vocab_size = int(vocab_size)
-        self.special = {}
-        self.target = make_marginal(marginal, self.vocab_size, zipf_exponent=zipf_exponent)
-        h = float(-(self.target * torch.log2(self.target.clamp_min(1e-30))).sum())
-        if entropy_rate is not None and not 0 <= entropy_rate <= np.log2(vocab_size):
+        high = np.log2(self.vocab_size)
+        if self.entropy_rate is not None and not 0 <= self.entropy_rate <= high:
             raise IhprobeError(
-                f"entropy_rate={entropy_rate} bits is outside [0, log2(vocab_size)="
-                f"{np.log2(vocab_size):.2f}]."
+                f"entropy_rate={self.entropy_rate} bits is outside [0, log2(vocab_size)="
+                f"{high:.2f}]."
             )
-        self.options = {
-            "vocab_size": self.vocab_size,
-            "marginal": marginal if isinstance(marginal, str) else [float(x) for x in marginal],
-            "zipf_exponent": float(zipf_exponent),
-            "entropy_rate": float(entropy_rate if entropy_rate is not None else h / 2),
-            "max_prob": check_probability("max_prob", max_prob),
-            "categoriality": categoriality,
-            "n_groups": int(n_groups),
-            "local_dependency": bool(local_dependency),
-            "order": int(order),
-            "order2_scale": float(order2_scale),
-            "repetition": None
-            if repetition is None
-            else check_probability("repetition", repetition),
-            "reliability": None
-            if reliability is None
-            else check_probability("reliability", reliability),
-            "matrix_seed": int(matrix_seed),
-            "fit_steps": int(fit_steps),
-            "fit_lr": float(fit_lr),
-        }
-        if repetition is not None:
-            check_room(self.vocab_size, context)
+        check_probability("max_prob", self.max_prob)
+        for name in ("repetition", "reliability"):
+            if getattr(self, name) is not None:
+                check_probability(name, getattr(self, name))
+
+
+# With the marginal, the options that determine a fitted matrix -> fit_transition's arguments.
+FIT = {
+    "entropy_rate": "entropy_rate",
+    "max_prob": "max_prob",
+    "categoriality": "categoriality",
+    "n_groups": "n_groups",
+    "matrix_seed": "seed",
+    "fit_steps": "steps",
+    "fit_lr": "lr",
+}
+
+
+class MarkovProducer(Producer):
+    """Rows sampled from an optimised synthetic Markov chain (see the module docstring).
+
+    Options: :class:`MarkovOptions`. The fitted matrix is cached on disk; ``config()`` reports
+    the entropy rate it was fitted to, also when the default (half the marginal's) was used.
+    """
+
+    name = "markov"
+    Options = MarkovOptions
+    options: MarkovOptions
+
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        o = self.options
+        self.vocab_size = o.vocab_size
+        self.special = {}
+        self.target = o.probs()
+        if o.entropy_rate is None:  # resolved here, so config() reports the rate it fitted to
+            h = float(-(self.target * torch.log2(self.target.clamp_min(1e-30))).sum())
+            self.options = o = replace(o, entropy_rate=h / 2)
+        if o.repetition is not None:
+            check_room(self.vocab_size, self.context)
         self.transition = self._transition()
-        if order == 2:
-            g = torch.Generator().manual_seed(matrix_seed + 1)
-            second = torch.randn(self.vocab_size, self.vocab_size, generator=g) * order2_scale
+        if o.order == 2:
+            g = torch.Generator().manual_seed(o.matrix_seed + 1)
+            second = torch.randn(self.vocab_size, self.vocab_size, generator=g) * o.order2_scale
             log_t = torch.log(self.transition.clamp_min(1e-30)).double().numpy()
             self.process = Order2Process(log_t, second.double().numpy())
         else:
             self.process = BigramProcess(self.transition)
         self.layer = None
         self.blocks = StepBlocks(self, self._draw, self._generate)
-        if repetition is not None:
+        if o.repetition is not None:
             self.measure_from = 0.5  # the layer's first half never repeats
-            self.layer = RepetitionLayer(self, self.process, self.target, repetition, reliability)
+            self.layer = RepetitionLayer(self, self.process, self.target, o.repetition,
+                                         o.reliability)  # fmt: skip
 
     def _transition(self) -> torch.Tensor:
         o = self.options
-        if not o["local_dependency"]:
+        if not o.local_dependency:
             return self.target.expand(self.vocab_size, -1).clone()
-        spec = {
-            k: o[k]
-            for k in (
-                "vocab_size",
-                "marginal",
-                "zipf_exponent",
-                "entropy_rate",
-                "max_prob",
-                "categoriality",
-                "n_groups",
-                "matrix_seed",
-                "fit_steps",
-                "fit_lr",
-            )
-        }
+        every = o.to_json()
+        spec = {k: every[k] for k in ("vocab_size", "marginal", "zipf_exponent", *FIT)}
 
         def build(directory):
-            log.info(
-                "fitting a %d x %d Markov matrix (%d Adam steps)",
-                len(self.target),
-                len(self.target),
-                o["fit_steps"],
-            )
-            t = fit_transition(
-                self.target,
-                entropy_rate=o["entropy_rate"],
-                max_prob=o["max_prob"],
-                categoriality=o["categoriality"],
-                n_groups=o["n_groups"],
-                steps=o["fit_steps"],
-                lr=o["fit_lr"],
-                seed=o["matrix_seed"],
-            )
+            log.info("fitting a %d x %d Markov matrix (%d Adam steps)", self.vocab_size,
+                     self.vocab_size, o.fit_steps)  # fmt: skip
+            t = fit_transition(self.target, **{arg: every[k] for k, arg in FIT.items()})
             np.save(directory / "transition.npy", t.numpy())
 
         path = cache.entry("markov", spec, build)
@@ -297,9 +274,6 @@ class MarkovProducer(Producer):
             tokens[:, i] = self.process.draw(prev, prev2, u[:, i : i + 1])[:, 0]
             prev2 = prev
         return torch.from_numpy(tokens), np.zeros((n, 0))
-
-    def config(self) -> dict:
-        return {**self.base_config(), **self.options}
 
     def tokenizer(self):
         return id_tokenizer(self.vocab_size)

@@ -19,67 +19,68 @@ True
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import Any
+
 import torch
 
-from ihprobe.data.base import Batch, Producer
+from ihprobe.data.background import BackgroundOptions, BackgroundProducer
+from ihprobe.data.base import Batch
 from ihprobe.errors import IhprobeError
 
 
-class RepeatsProducer(Producer):
-    """Periodic repeats over a background producer (natural text by default).
+@dataclass(frozen=True)
+class RepeatsOptions(BackgroundOptions):
+    """The repeats producer's options, over a background producer (natural text by default).
 
     Args:
-        period: ``(low, high)`` range of the period P, inclusive, drawn uniformly per row.
+        period: ``(low, high)`` range of the period P, inclusive, drawn uniformly per row
+            (an int: a fixed period).
         start: ``(low, high)`` range of the position where repetition starts, inclusive;
             default ``(0, context // 2)``.
-        base: the background producer's name; ``base_options`` are passed to it.
+        base, base_options: the background producer, see :class:`BackgroundOptions`.
+    """
+
+    period: int | tuple[int, int] = (8, 32)
+    start: int | tuple[int, int] | None = None
+
+
+class RepeatsProducer(BackgroundProducer):
+    """Rows of a background producer that turn periodic at a random start.
+
+    Options: :class:`RepeatsOptions`; ``config()`` reports the period and start ranges
+    resolved for this context.
     """
 
     name = "repeats"
+    Options = RepeatsOptions
+    options: RepeatsOptions
 
-    def __init__(
-        self,
-        *,
-        batch_size: int,
-        context: int,
-        seed: int = 0,
-        total_steps: int = 1,
-        period: tuple[int, int] | list[int] = (8, 32),
-        start: tuple[int, int] | list[int] | None = None,
-        base: str = "natural",
-        **base_options,
-    ):
-        super().__init__(batch_size=batch_size, context=context, seed=seed, total_steps=total_steps)
-        from ihprobe.data import make_producer
-
-        self.period = _range("period", period, 1, context - 1)
-        self.start = _range("start", start or (0, context // 2), 0, context - 2)
-        self.base_name, self.base_options = base, dict(base_options)
-        self.base = make_producer(base, batch_size=batch_size, context=context, seed=seed,
-                                  total_steps=total_steps, **base_options)  # fmt: skip
-        self.vocab_size, self.special = self.base.vocab_size, dict(self.base.special)
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        o, c = self.options, self.context
+        self.options = replace(  # ranges resolved for this context, as config() reports them
+            o,
+            period=_range("period", o.period, 1, c - 1),
+            start=_range("start", (0, c // 2) if o.start is None else o.start, 0, c - 2),
+        )
 
     def sample(self, step: int) -> Batch:
         tokens = self.base.sample(step).tokens
         g = self.generator(step)
         b, c = tokens.shape
-        period = torch.randint(self.period[0], self.period[1] + 1, (b, 1), generator=g)
-        start = torch.randint(self.start[0], self.start[1] + 1, (b, 1), generator=g)
+        (p_low, p_high), (a_low, a_high) = self.options.period, self.options.start
+        period = torch.randint(p_low, p_high + 1, (b, 1), generator=g)
+        start = torch.randint(a_low, a_high + 1, (b, 1), generator=g)
         t = torch.arange(c)[None, :]  # [1, c]
         index = torch.where(t < start, t, start + (t - start) % period)  # [b, c]
         repeated = (t >= start + period).float().mean().item()  # share of copied tokens
         return Batch(tokens=tokens.gather(1, index), info={"repeated_fraction": repeated})
 
-    def config(self) -> dict:
-        return {**self.base_config(), "period": list(self.period), "start": list(self.start),
-                "base": self.base_name, **self.base_options}  # fmt: skip
 
-    def tokenizer(self):
-        return self.base.tokenizer()
-
-
-def _range(name: str, value, low: int, high: int) -> tuple[int, int]:
-    lo, hi = (int(value), int(value)) if isinstance(value, int) else (int(value[0]), int(value[1]))
+def _range(name: str, value: int | tuple[int, ...], low: int, high: int) -> tuple[int, int]:
+    """``value`` as an inclusive ``(lo, hi)`` range within [low, high] (an int: lo = hi)."""
+    lo, hi = (value, value) if isinstance(value, int) else (value[0], value[1])
     if not low <= lo <= hi <= high:
         raise IhprobeError(
             f"{name}=({lo}, {hi}) must satisfy {low} <= low <= high <= {high} for this context."

@@ -14,13 +14,16 @@ reliability are reported in ``Batch.info``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 from jaxtyping import Float, Int
 
 from ihprobe.data.base import Batch, Producer, check_probability
 from ihprobe.data.repetition import RepetitionLayer, check_room
 from ihprobe.data.sampling import BigramProcess
-from ihprobe.data.text import load_corpus
+from ihprobe.data.text import TextOptions
 from ihprobe.errors import IhprobeError
 
 MAX_VOCAB = 8192  # the bigram matrix is dense: 8192^2 float32 = 256 MB
@@ -40,56 +43,44 @@ def bigram_matrix(
     return (counts / counts.sum(1, keepdim=True)).float()
 
 
-class SemiNaturalProducer(Producer):
-    """Semi-natural rows over a bigram model of a natural corpus (default: the embedded one).
+@dataclass(frozen=True)
+class SemiNaturalOptions(TextOptions):
+    """Semi-natural options: the repetition knobs, and the corpus the bigrams come from.
 
     Args:
         repetition: p_a, P(A,B..A).
         reliability: p_b, P(B | A,B..A).
         smoothing: added to every bigram count before row normalisation.
         text, dataset, tokenizer, vocab_size, docstrings, ...: the corpus the bigrams are
-            estimated from, as for the natural producer.
+            estimated from, as for the natural producer (:class:`TextOptions`).
+    """
+
+    repetition: float = 0.9
+    reliability: float = 0.9
+    smoothing: float = 0.1
+
+    def check(self) -> None:
+        check_probability("repetition", self.repetition)
+        check_probability("reliability", self.reliability)
+        if self.smoothing <= 0:
+            raise IhprobeError(f"smoothing={self.smoothing} must be > 0 so every row has mass.")
+
+
+class SemiNaturalProducer(Producer):
+    """Semi-natural rows over a bigram model of a natural corpus (default: the embedded one).
+
+    Options: :class:`SemiNaturalOptions`.
     """
 
     name = "semi-natural"
+    Options = SemiNaturalOptions
+    options: SemiNaturalOptions
     measure_from = 0.5  # repetition/reliability are measured on the second half of each row
 
-    def __init__(
-        self,
-        *,
-        batch_size: int,
-        context: int,
-        seed: int = 0,
-        total_steps: int = 1,
-        repetition: float = 0.9,
-        reliability: float = 0.9,
-        smoothing: float = 0.1,
-        text: str | list[str] | None = None,
-        dataset: str | None = None,
-        dataset_config: str | None = None,
-        dataset_split: str = "train",
-        text_column: str = "text",
-        tokenizer: str | None = None,
-        vocab_size: int = 512,
-        docstrings: bool = False,
-    ):
-        super().__init__(batch_size=batch_size, context=context, seed=seed, total_steps=total_steps)
-        self.repetition = check_probability("repetition", repetition)
-        self.reliability = check_probability("reliability", reliability)
-        if smoothing <= 0:
-            raise IhprobeError(f"smoothing={smoothing} must be > 0 so every row has mass.")
-        self.smoothing = float(smoothing)
-        self.corpus_options = {
-            "text": text,
-            "dataset": dataset,
-            "dataset_config": dataset_config,
-            "dataset_split": dataset_split,
-            "text_column": text_column,
-            "tokenizer": tokenizer,
-            "vocab_size": vocab_size,
-            "docstrings": docstrings,
-        }
-        self.corpus = load_corpus(**self.corpus_options)
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        o = self.options
+        self.corpus = o.load()
         if self.corpus.vocab_size > MAX_VOCAB:
             raise IhprobeError(
                 f"the tokenizer has {self.corpus.vocab_size} ids; the dense bigram matrix of "
@@ -99,26 +90,17 @@ class SemiNaturalProducer(Producer):
         self.special = {"eos": self.corpus.eos, "sep": self.corpus.sep}
         stream = torch.from_numpy(self.corpus.tokens.astype("int64"))
         banned = list(self.special.values())  # never emitted: EOS, SEP
-        check_room(self.vocab_size - len(banned), context)
-        self.transition = bigram_matrix(stream, self.vocab_size, self.smoothing)
+        check_room(self.vocab_size - len(banned), self.context)
+        self.transition = bigram_matrix(stream, self.vocab_size, o.smoothing)
         self.transition[:, banned] = 0.0
-        self.unigram = torch.bincount(stream, minlength=self.vocab_size).float() + self.smoothing
+        self.unigram = torch.bincount(stream, minlength=self.vocab_size).float() + o.smoothing
         self.unigram[banned] = 0.0
         self.layer = RepetitionLayer(
-            self, BigramProcess(self.transition), self.unigram, self.repetition, self.reliability
+            self, BigramProcess(self.transition), self.unigram, o.repetition, o.reliability
         )
 
     def sample(self, step: int) -> Batch:
         return self.layer.sample(step)
-
-    def config(self) -> dict:
-        return {
-            **self.base_config(),
-            "repetition": self.repetition,
-            "reliability": self.reliability,
-            "smoothing": self.smoothing,
-            **self.corpus_options,
-        }
 
     def tokenizer(self):
         return self.corpus.tokenizer

@@ -18,15 +18,18 @@ import glob
 import json
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+from transformers import AutoTokenizer
 
 from ihprobe.data import cache
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.corpus import default_documents
+from ihprobe.data.options import ProducerOptions
 from ihprobe.data.tokenizer import EOS, SEP, train_bpe
 from ihprobe.errors import IhprobeError
 
@@ -118,8 +121,6 @@ def _load_cached(cache_root: str, spec_json: str) -> Corpus:  # the root keys th
         )
 
     path = cache.entry("corpus", spec, build)
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
     tokens = np.load(path / "tokens.npy", mmap_mode="r")
     return Corpus(
@@ -133,8 +134,6 @@ def _load_cached(cache_root: str, spec_json: str) -> Corpus:  # the root keys th
 def _tokenizer(spec: dict, docs: list[str]):
     if "bpe" in spec:
         return train_bpe(docs, vocab_size=spec["bpe"])
-    from transformers import AutoTokenizer
-
     try:
         tok = AutoTokenizer.from_pretrained(spec["tokenizer"])
     except OSError as err:
@@ -208,7 +207,7 @@ def _documents(source: dict) -> list[str]:
 
 
 def _dataset_documents(source: dict) -> list[str]:
-    try:
+    try:  # optional, and 1.7 s to import: loaded only when a dataset source is read
         import datasets
     except ImportError as err:
         raise IhprobeError("reading an HF dataset needs `pip install datasets`.") from err
@@ -241,47 +240,48 @@ def _dataset_documents(source: dict) -> list[str]:
 # ----------------------------------------------------------------------------- the producer
 
 
+@dataclass(frozen=True)
+class TextOptions(ProducerOptions):
+    """Which natural text, tokenized how: the arguments of :func:`load_corpus`.
+
+    The natural producer's options, and the corpus options of every producer built on text.
+
+    >>> TextOptions(vocab_size=300).load().vocab_size
+    300
+    """
+
+    text: str | tuple[str, ...] | None = None
+    dataset: str | None = None
+    dataset_config: str | None = None
+    dataset_split: str = "train"
+    text_column: str = "text"
+    tokenizer: str | None = None
+    vocab_size: int = 512
+    docstrings: bool = False
+
+    def load(self) -> Corpus:
+        """The tokenized corpus these options name (cached)."""
+        return load_corpus(**{f.name: getattr(self, f.name) for f in fields(TextOptions)})
+
+
 class NaturalProducer(Producer):
     """Windows of ``context`` tokens at seeded random offsets of a tokenized corpus.
 
-    Options are those of :func:`load_corpus`; ``special`` holds the EOS and SEP ids of the
-    tokenizer (SEP is added when a given tokenizer lacks one, so Bi-Induct can use it).
+    Options: :class:`TextOptions`; ``special`` holds the EOS and SEP ids of the tokenizer (SEP
+    is added when a given tokenizer lacks one, so Bi-Induct can use it).
     """
 
     name = "natural"
+    Options = TextOptions
+    options: TextOptions
 
-    def __init__(
-        self,
-        *,
-        batch_size: int,
-        context: int,
-        seed: int = 0,
-        total_steps: int = 1,
-        text: str | list[str] | None = None,
-        dataset: str | None = None,
-        dataset_config: str | None = None,
-        dataset_split: str = "train",
-        text_column: str = "text",
-        tokenizer: str | None = None,
-        vocab_size: int = 512,
-        docstrings: bool = False,
-    ):
-        super().__init__(batch_size=batch_size, context=context, seed=seed, total_steps=total_steps)
-        self.options = {
-            "text": text,
-            "dataset": dataset,
-            "dataset_config": dataset_config,
-            "dataset_split": dataset_split,
-            "text_column": text_column,
-            "tokenizer": tokenizer,
-            "vocab_size": vocab_size,
-            "docstrings": docstrings,
-        }
-        self.corpus = load_corpus(**self.options)
-        if len(self.corpus.tokens) <= context:
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        self.corpus = self.options.load()
+        if len(self.corpus.tokens) <= self.context:
             raise IhprobeError(
                 f"the corpus has {len(self.corpus.tokens)} tokens, fewer than one context of "
-                f"{context}: add text or use a shorter context."
+                f"{self.context}: add text or use a shorter context."
             )
         self.vocab_size = self.corpus.vocab_size
         self.special = {"eos": self.corpus.eos, "sep": self.corpus.sep}
@@ -292,9 +292,6 @@ class NaturalProducer(Producer):
         starts = torch.randint(n - self.context + 1, (self.batch_size,), generator=g).numpy()
         rows = self.corpus.tokens[starts[:, None] + np.arange(self.context)]
         return Batch(tokens=torch.from_numpy(rows.astype(np.int64)))
-
-    def config(self) -> dict:
-        return {**self.base_config(), **self.options}
 
     def tokenizer(self):
         return self.corpus.tokenizer

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from ihprobe.errors import IhprobeError
@@ -24,8 +25,6 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 512) -> PreTrainedTokenize
     The result is an ordinary HF tokenizer: ``save_pretrained`` writes files that
     ``AutoTokenizer.from_pretrained`` reads back, so trainer checkpoints stay standard.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < len(alphabet) + 2:
         raise IhprobeError(
@@ -59,8 +58,6 @@ def id_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
 
     The model then works on token ids and decodes to readable ids; no text meaning is implied.
     """
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
     vocab = {f"<{i}>": i for i in range(vocab_size)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<0>"))
     tok.pre_tokenizer = pre_tokenizers.Split(pattern=">", behavior="merged_with_previous")
