@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "AblationResult": "ihprobe.ablation",
     "head_effects": "ihprobe.ablation",
     "HeadEffects": "ihprobe.ablation",
+    "ablation_trajectory": "ihprobe.ablation_series",
     # errors
     "IhprobeError": "ihprobe.errors",
 }

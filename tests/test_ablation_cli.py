@@ -70,7 +70,10 @@ def test_result_figure_and_single_checkpoint_report(run_dir, tmp_path):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--top", "0"], "top=0.0 is not a fraction"),
+        (["--top", "0"], "top=0 is not a fraction"),
+        (["--scope", "model"], "scope='model' is not one of"),
+        (["--baseline", "matched"], "baseline='matched' is not one of"),
+        (["--mode", "half"], "mode='half' is not one of"),
         (["--random", "0"], "random=0"),
         (["--metrics", "bleu"], "unknown metric"),
         (["--by", "bleu"], "unknown head score --by bleu"),
@@ -80,3 +83,30 @@ def test_bad_flags_fail_in_one_line_before_loading(tmp_path, capsys, flags, mess
     assert main(["ablate", str(tmp_path / "missing"), *flags]) == 2  # the source is never read
     err = capsys.readouterr().err
     assert message in err and err.strip().count("\n") == 0
+
+
+@pytest.mark.slow
+def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeypatch):
+    from ihprobe import ablation_series
+
+    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "over"
+    argv = ["ablate", str(run_dir), "--out", str(out), "--over-training", "--scope", "global",
+            "--top", "1", "--random", "3", "--batch", "4", "--metrics", "induction_loss"]  # fmt: skip
+    assert main(argv) == 0
+    frame = pd.read_csv(out / "ablation.csv")
+    assert sorted(frame.step.unique()) == list(STEPS)
+    per_step = frame[frame.metric == "induction_loss.head_change"].groupby("step").size()
+    assert (per_step == 2 * 4).all()  # every head of every checkpoint
+    assert (frame[frame.metric == "top_set"].groupby("step").value.sum() == 1).all()  # global
+    page = (out / "report.html").read_text()
+    assert "Signature vs load-bearing over training" in page and "over training" in page
+
+    def no_ablation(*args, **kwargs):
+        raise AssertionError("a cached checkpoint was ablated again")
+
+    monkeypatch.setattr(ablation_series, "ablate", no_ablation)
+    again = ihprobe.ablation_trajectory(
+        run_dir, scope="global", top=1, random=3, batch=4, metrics=["induction_loss"]
+    )
+    assert len(again) == len(frame) and set(again.metric) == set(frame.metric)

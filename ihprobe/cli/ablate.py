@@ -21,9 +21,20 @@ def register(subparsers) -> None:
     p.add_argument("--revision", action="append", default=None, help="hub revision (repeatable)")
     p.add_argument("--out", default="ablation", help="output directory (default: ./ablation)")
     p.add_argument("--by", default="prefix_matching", help="head score that ranks heads")
-    p.add_argument("--top", type=float, default=0.02, help="fraction of heads per layer")
+    p.add_argument(
+        "--top", type=_top, default=0.02,
+        help="fraction of heads (0.02) or a count (1) of the top set (default 0.02)",
+    )  # fmt: skip
+    p.add_argument("--scope", default="layer", help="layer ([B]'s per-layer top) or global")
     p.add_argument("--random", type=int, default=20, help="random draws (default 20)")
-    p.add_argument("--mode", choices=("mean", "zero"), default="mean", help="ablation kind")
+    p.add_argument(
+        "--baseline", default="layer-matched", help="layer-matched, global or score-matched"
+    )
+    p.add_argument("--mode", default="mean", help="mean, zero, resample or pattern")
+    p.add_argument(
+        "--over-training", action="store_true",
+        help="every checkpoint of a run: load-bearing index and per-head effects over training",
+    )  # fmt: skip
     p.add_argument("--metrics", help="comma-separated metrics (default: all the model can run)")
     p.add_argument("--seed", type=int, default=0, help="seed of probe inputs and random draws")
     p.add_argument("--n", type=int, help="half-length of the repeated tokens")
@@ -33,6 +44,11 @@ def register(subparsers) -> None:
     p.add_argument("--task", action="append", default=None, help="task file of (x, y) pairs")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     p.set_defaults(func=run)
+
+
+def _top(text: str) -> float | int:
+    """``--top``: a count when written as an integer ("1"), else a fraction ("0.02")."""
+    return int(text) if text.strip().lstrip("-").isdigit() else float(text)
 
 
 def run(args) -> int:
@@ -53,7 +69,8 @@ def run(args) -> int:
     from ihprobe.trajectories import sources_of
 
     metrics = args.metrics.split(",") if args.metrics else None
-    check_settings(top=args.top, random=args.random, mode=args.mode, metrics=metrics)
+    check_settings(top=args.top, random=args.random, mode=args.mode, metrics=metrics,
+                   scope=args.scope, baseline=args.baseline)  # fmt: skip
     if args.by not in HEAD_METRICS:
         raise IhprobeError(
             f"unknown head score --by {args.by}; choose one of {list(HEAD_METRICS)}."
@@ -63,10 +80,12 @@ def run(args) -> int:
     refuse_overwrite(targets, args.force)
     text = read_text_option(args.text)
     kwargs = {
-        "by": args.by, "top": args.top, "random": args.random, "mode": args.mode,
-        "metrics": metrics, "seed": args.seed,
+        "by": args.by, "top": args.top, "scope": args.scope, "random": args.random,
+        "baseline": args.baseline, "mode": args.mode, "metrics": metrics, "seed": args.seed,
         "n": args.n, "batch": args.batch, "bos": args.bos, "text": text, "tasks": args.task,
     }  # fmt: skip
+    if args.over_training:
+        return _over_training(args, kwargs, targets)
     plan = [sources_of(source, args.revision or None) for source in args.sources]
     results = []
     with tqdm(total=sum(map(len, plan)), desc="ablate", unit="ckpt", disable=None) as bar:
@@ -106,4 +125,21 @@ def run(args) -> int:
                     f"{row.load_bearing_hi:.3g}]"
                 )
     print(f"wrote {targets[0]} ({len(frame)} rows) and {targets[1]}")
+    return 0
+
+
+def _over_training(args, kwargs: dict, targets) -> int:
+    """``--over-training``: ablation_trajectory, its table and the over-training report."""
+    from ihprobe.ablation_series import ablation_trajectory
+    from ihprobe.figures.ablation import write_trajectory_report
+
+    table = ablation_trajectory(
+        args.sources, revisions=args.revision or None, progress=True, **kwargs
+    )
+    targets[0].parent.mkdir(parents=True, exist_ok=True)
+    tmp = targets[0].with_name(f".{targets[0].name}.tmp")
+    table.to_csv(tmp, index=False)
+    tmp.replace(targets[0])
+    write_trajectory_report(targets[1], table, by=args.by)
+    print(f"wrote {targets[0]} ({len(table)} rows) and {targets[1]}")
     return 0

@@ -181,6 +181,36 @@ def load_bearing_figure(frame: pd.DataFrame, metric: str, by: str) -> go.Figure:
     return fig
 
 
+def head_effects_over_training(frame: pd.DataFrame, metric: str) -> go.Figure:
+    """Each head's change of ``metric`` when ablated alone (rows ``L{layer}H{head}``) at every
+    checkpoint (columns), from :func:`ihprobe.ablation_trajectory`'s table.
+
+    Example:
+        >>> head_effects_over_training(table, "ar_accuracy").show()         # doctest: +SKIP
+    """
+    rows = frame[frame.metric == f"{metric}.head_change"].copy()
+    x = "tokens" if rows["tokens"].notna().all() else "step"
+    rows["head_label"] = "L" + rows["layer"].astype(str) + "H" + rows["head"].astype(str)
+    table = rows.pivot_table(index="head_label", columns=x, values="value", sort=False)
+    bound = float(np.nanmax(np.abs(table.values))) if table.size else 1.0
+    colors = "RdBu_r" if metric_of(metric).harm_sign > 0 else "RdBu"
+    fig = go.Figure(
+        go.Heatmap(
+            z=table.values, x=[str(c) for c in table.columns], y=list(table.index),
+            colorscale=colors, zmid=0, zmin=-bound, zmax=bound,
+            colorbar={"title": f"{metric} change"},
+            hovertemplate="%{y} at %{x}: %{z:.3g}<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.update_layout(
+        title=f"{metric}: change when each head alone is ablated, over training",
+        xaxis_title=f"training {x}", template="plotly_white", width=PAGE_WIDTH,
+        height=max(300, 120 + 18 * len(table)),
+    )  # fmt: skip
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
 METHOD = """
 <p>Every head is scored by <code>{by}</code>; the top set is {top_rule} ({mode} ablation of
 <code>hook_z</code>, the head's output before <code>W_O</code>{mean_note}). Each metric's change
@@ -291,3 +321,27 @@ def write_ablation_report(
     return write_report(
         path, "ihprobe ablate: causal ablation of heads", report_sections(results, metric)
     )
+
+
+def write_trajectory_report(
+    path: str | os.PathLike, table: pd.DataFrame, by: str = "prefix_matching"
+) -> Path:
+    """The report of :func:`ihprobe.ablation_trajectory`: per metric, signature vs load-bearing
+    over training and every head's effect over training.
+
+    Example:
+        >>> write_trajectory_report("out/report.html", ablation_trajectory("runs/demo"))
+        ... # doctest: +SKIP
+    """
+    metrics = list(dict.fromkeys(
+        m.rsplit(".", 1)[0] for m in table.metric if m.endswith(".load_bearing_index")
+    ))  # fmt: skip
+    sections = []
+    for model in table.model.unique():
+        run = table[table.model == model]
+        for metric in metrics:
+            blocks = [load_bearing_figure(run, metric, by)]
+            if (run.metric == f"{metric}.head_change").any():
+                blocks.append(head_effects_over_training(run, metric))
+            sections.append(Section(f"{model}: {metric}", blocks))
+    return write_report(path, "ihprobe ablate --over-training", sections)
