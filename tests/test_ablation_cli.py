@@ -92,7 +92,8 @@ def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeyp
     monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "over"
     argv = ["ablate", str(run_dir), "--out", str(out), "--over-training", "--scope", "global",
-            "--top", "1", "--random", "3", "--batch", "4", "--metrics", "induction_loss"]  # fmt: skip
+            "--top", "1", "--random", "3", "--batch", "4",
+            "--metrics", "induction_loss"]  # fmt: skip
     assert main(argv) == 0
     frame = pd.read_csv(out / "ablation.csv")
     assert sorted(frame.step.unique()) == list(STEPS)
