@@ -11,14 +11,16 @@ import torch
 
 import ihprobe
 from ihprobe.ablation import head_effects
+from ihprobe.ablation_result import AblationResult
 from ihprobe.data.tokenizer import id_tokenizer
 from ihprobe.errors import IhprobeError
-from ihprobe.figures.ablation import head_effects_figure
+from ihprobe.figures.ablation import head_effects_figure, verdict
 from ihprobe.head_sets import baseline_sets, head_sets, top_set
 from ihprobe.inputs import repeated_tokens
 from ihprobe.masks import derangement, keep_mask, mask_hooks
 from ihprobe.probes.engine import recall_probe, run_probe
 from ihprobe.probes.recall import induction_loss_per_row
+from ihprobe.scores import Provenance
 from tests.conftest import save_checkpoint, tiny_hf_model
 from tests.test_probes_trained import VOCAB, train_two_layer
 
@@ -223,3 +225,26 @@ def test_random_init_is_not_significant_under_any_baseline(tmp_path, scope):
         for row in result.summary().itertuples():
             assert row.p_value > 0.05, (scope, baseline, row.metric)
             assert row.load_bearing_lo < 2, (scope, baseline, row.metric)
+
+
+def _result(values, draws):
+    return AblationResult(
+        Provenance("m"), "prefix_matching", torch.zeros(2, 4), [(1, 2)], draws,
+        {"ar_accuracy": torch.tensor(values)},
+        {"baseline": "layer-matched", "draws_repeat": False, "seed": 0},
+    )  # fmt: skip
+
+
+def test_verdict_sentence_follows_the_numbers():
+    draws = [[(1, h)] for h in (0, 1, 3) * 7][:20]
+    noise = [0.01 * ((7 * i) % 5 - 2) for i in range(20)]  # draws within +-0.02 of clean
+    harmful = _result([0.9, 0.1, *[0.9 + e for e in noise]], draws)
+    sentence = verdict(harmful, "ar_accuracy")
+    assert sentence.endswith(
+        "load-bearing: the model depends on these heads more than on random ones."
+    )
+    assert "L1H2 changes ar_accuracy by -0.8" in sentence and "p = 0.048" in sentence
+    same = _result([0.9, 0.9, *[0.9 + e for e in noise]], draws)
+    assert "a signature only" in verdict(same, "ar_accuracy")
+    few = _result([0.9, 0.5, 0.89, 0.2], [[(1, 0)], [(1, 1)]])
+    assert "inconclusive" in verdict(few, "ar_accuracy")

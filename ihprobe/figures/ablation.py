@@ -211,6 +211,40 @@ def head_effects_over_training(frame: pd.DataFrame, metric: str) -> go.Figure:
     return fig
 
 
+LOAD_BEARING_INDEX = 2.0  # top harm at least this many draw sds above the draws' mean
+
+
+def verdict(result: AblationResult, metric: str) -> str:
+    """One sentence answering "are the top heads load-bearing?" for ``metric``, chosen from
+    the numbers: load-bearing (p <= 0.05 and index > 2), a signature only (p > 0.05 and the
+    index's interval below 2), or inconclusive; with the p-value and the index's interval.
+
+    Example:
+        >>> verdict(ihprobe.ablate(model, scope="global", top=1), "ar_accuracy")  # doctest: +SKIP
+        'Ablating L1H3 changes ar_accuracy by -0.21 ...: load-bearing.'
+    """
+    row = result.summary().set_index("metric").loc[metric]
+    s = result.settings
+    heads = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
+    draws = f"{len(result.random_heads)} {s.get('baseline', 'layer-matched')} random draws"
+    if s.get("draws_repeat"):
+        draws += f" (only {s.get('distinct_sets')} distinct sets)"
+    numbers = (
+        f"p = {row.p_value:.2g}, load-bearing index {row.load_bearing_index:.2g} "
+        f"(95% interval {row.load_bearing_lo:.2g} to {row.load_bearing_hi:.2g})"
+    )
+    if row.p_value <= 0.05 and row.load_bearing_index > LOAD_BEARING_INDEX:
+        answer = "load-bearing: the model depends on these heads more than on random ones"
+    elif row.p_value > 0.05 and row.load_bearing_hi < LOAD_BEARING_INDEX:
+        answer = "a signature only: removing them costs no more than removing random heads"
+    else:
+        answer = "inconclusive at this number of draws and rows"
+    return (
+        f"Ablating {heads} changes {metric} by {row.change:+.3g} (random draws: "
+        f"{row.random_change_mean:+.3g} on average; {draws}; {numbers}): {answer}."
+    )
+
+
 METHOD = """
 <p>Every head is scored by <code>{by}</code>; the top set is {top_rule} ({mode} ablation of
 <code>hook_z</code>, the head's output before <code>W_O</code>{mean_note}). Each metric's change
