@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import torch
+from einops import rearrange
 from jaxtyping import Float, Int
 
 from ihprobe.ablation_result import AblationResult, HeadEffects
@@ -70,6 +71,7 @@ from ihprobe.tasks import task_probes
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
 
 __all__ = [
     "AblationResult", "HeadEffects", "METRICS", "ablate", "ablate_heads", "ablation_hooks",
@@ -260,26 +262,38 @@ def ablate(
     return AblationResult(provenance(model), by, scores, chosen, draws.draws, values, settings)
 
 
+class EvaluationRows(TypedDict, total=False):
+    """Keyword arguments of :func:`head_effects`: the evaluation rows, as in :func:`ablate`."""
+
+    seed: int
+    n: int | None
+    batch: int
+    bos: bool
+    text: str | Sequence[str] | None
+    text_rows: int
+    tasks: Sequence | None
+    reference: Int[torch.Tensor, "batch pos"] | None
+
+
+ROW_DEFAULTS: EvaluationRows = {
+    "seed": 0, "n": None, "batch": 100, "bos": False, "text": None, "text_rows": 32,
+    "tasks": None, "reference": None,
+}  # fmt: skip
+
+
 @torch.inference_mode()
 def head_effects(
     model: TransformerLensModel,
     metrics: Sequence[AblationMetric] | None = None,
     mode: Mode = "mean",
-    *,
-    seed: int = 0,
-    n: int | None = None,
-    batch: int = 100,
-    bos: bool = False,
-    text: str | Sequence[str] | None = None,
-    text_rows: int = 32,
-    tasks: Sequence | None = None,
-    reference: Int[torch.Tensor, "batch pos"] | None = None,
+    **rows: Unpack[EvaluationRows],
 ) -> HeadEffects:
     """Ablate every head alone: all ``layers x heads`` groups and the clean one stacked
     through the same batched evaluation as :func:`ablate`, on the same rows (``seed + 1``).
 
-    Arguments are those of :func:`ablate`. The cost is about ``layers x heads + 1`` forward
-    passes of the probe rows (``benchmarks/RESULTS_ablation.md``).
+    Keyword arguments (``seed, n, batch, bos, text, text_rows, tasks, reference``) are those of
+    :func:`ablate`. The cost is about ``layers x heads + 1`` forward passes of the probe rows
+    (``benchmarks/RESULTS_ablation.md``).
 
     Example:
         >>> effects = head_effects(model, ["ar_accuracy", "induction_loss"])   # doctest: +SKIP
@@ -288,17 +302,24 @@ def head_effects(
         >>> effects.to_frame()          # layer, head, metric, clean, ablated, change, ...
         ... # doctest: +SKIP
     """
+    unknown = set(rows) - set(ROW_DEFAULTS)
+    if unknown:
+        raise TypeError(f"head_effects() got unexpected keyword arguments {sorted(unknown)}")
+    s = {**ROW_DEFAULTS, **rows}
     check_settings(top=1, random=1, mode=mode, metrics=metrics)
     wanted = _metrics(model, metrics)
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     keeps = torch.ones(1 + n_layers * n_heads, n_layers * n_heads)
     keeps[1:].fill_diagonal_(0.0)  # group 1 + i ablates head i (layer-major)
-    keeps = keeps.view(-1, n_layers, n_heads)
+    keeps = rearrange(keeps, "group (layer head) -> group layer head", layer=n_layers)
     probes = _probes(
-        model, wanted, n=n, batch=batch, seed=seed, bos=bos, text=text, rows=text_rows, tasks=tasks
+        model, wanted, n=s["n"], batch=s["batch"], seed=s["seed"], bos=s["bos"], text=s["text"],
+        rows=s["text_rows"], tasks=s["tasks"],
+    )  # fmt: skip
+    values = _evaluate(
+        model, probes, keeps, wanted, mode=mode, reference=s["reference"], seed=s["seed"]
     )
-    values = _evaluate(model, probes, keeps, wanted, mode=mode, reference=reference, seed=seed)
-    settings = {"mode": mode, "seed": seed, "n": n, "batch": batch, "bos": bos,
+    settings = {"mode": mode, **{k: s[k] for k in ("seed", "n", "batch", "bos")},
                 "probes": {p.name: list(p.tokens.shape) for p in probes}}  # fmt: skip
     return HeadEffects(provenance(model), (n_layers, n_heads), values, settings)
 

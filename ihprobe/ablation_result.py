@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import torch
+from einops import rearrange
 from jaxtyping import Float
 
 from ihprobe.probes.engine import METRIC_TABLE
@@ -192,7 +193,7 @@ class HeadEffects(CarriesProvenance):
     def change(self, metric: str) -> Float[torch.Tensor, "layer head"]:
         """``ablated - clean`` of every head."""
         v = self.values[metric].double()
-        return (v[1:] - v[0]).view(self.shape)
+        return rearrange(v[1:] - v[0], "(layer head) -> layer head", layer=self.shape[0])
 
     def harm(self, metric: str) -> Float[torch.Tensor, "layer head"]:
         """The change oriented so that positive is worse (the metric table's direction)."""

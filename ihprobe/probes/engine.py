@@ -140,15 +140,6 @@ SCAN_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan)
 ABLATION_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_ablate)
 
 
-def family(name: str) -> tuple[str, ...]:
-    """The scan metrics of one input family, in table order.
-
-    >>> family("snippets")
-    ('forward_induction', 'anti_induction')
-    """
-    return tuple(m for m in SCAN_METRICS if METRIC_TABLE[m].family == name)
-
-
 # ----------------------------------------------------------------------------- probes
 
 
