@@ -126,6 +126,7 @@ def bench_effects(name: str, overrides: dict, rows: int, n: int) -> dict:
 
 
 def _table(results: list[dict]) -> list[str]:
+    header = list(results[0])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in results:
         cells = [f"{v:.3f}" if isinstance(v, float) else str(v) for v in r.values()]

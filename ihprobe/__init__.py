@@ -21,8 +21,8 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # loading and checkpoints
     "load": "ihprobe.models",
-    "checkpoints": "ihprobe.models",
-    "Checkpoint": "ihprobe.models",
+    "checkpoints": "ihprobe.runs",
+    "Checkpoint": "ihprobe.runs",
     # probes
     "scan": "ihprobe.probes.battery",
     "HeadScores": "ihprobe.scores",

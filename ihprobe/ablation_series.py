@@ -18,11 +18,11 @@ import os
 from collections.abc import Sequence
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from ihprobe.ablation import ablate, check_settings, head_effects
-from ihprobe.models import checkpoint_meta, load_or_swap, resolve, weights_hash
-from ihprobe.trajectories import _read, _settings_key, _write, cache_dir, sources_of
+from ihprobe.models import load_or_swap
+from ihprobe.runs import Checkpoint
+from ihprobe.trajectories import ROW_COLUMNS, _settings_key, cached_sweep, sources_of
 
 ABLATE_SIGNATURE = inspect.signature(ablate)
 EFFECT_SETTINGS = ("metrics", "mode", "seed", "n", "batch", "bos", "text", "text_rows", "tasks")
@@ -57,62 +57,30 @@ def ablation_trajectory(
         >>> table.query("metric == 'ar_accuracy.load_bearing_index'")[["step", "value"]]
         ... # doctest: +SKIP
     """
-    check_settings(
-        top=ablate_kwargs.get("top", 0.02),
-        random=ablate_kwargs.get("random", 20),
-        mode=ablate_kwargs.get("mode", "mean"),
-        metrics=ablate_kwargs.get("metrics"),
-        scope=ablate_kwargs.get("scope", "layer"),
-        baseline=ablate_kwargs.get("baseline", "layer-matched"),
-    )
-    directory = cache_dir(cache)
     bound = ABLATE_SIGNATURE.bind(None, **ablate_kwargs)
     bound.apply_defaults()  # the same settings spelled differently share a cache entry
-    settings = _settings_key(["ablation", f"effects={effects}"], bound.arguments | {"model": None})
-    seen: dict[str, str] = {}  # weights hash -> the first checkpoint with those weights
-    done: dict[str, pd.DataFrame] = {}
-    model, frames = None, []
-    for ckpt in tqdm(sources_of(source_or_sources, revisions), disable=not progress):
-        path = resolve(ckpt.source, revision=ckpt.revision)
-        digest = weights_hash(path)
-        duplicate = seen.get(digest)
-        seen.setdefault(digest, ckpt.label)
-        file = directory / "ablations" / f"{digest[:32]}-{settings}.json" if directory else None
-        rows = done.get(digest)
-        if rows is None and file is not None:
-            rows = _read(file)
-        if rows is None:
-            model = load_or_swap(model, ckpt.source, revision=ckpt.revision)
-            rows = _checkpoint_rows(model, effects, ablate_kwargs)
-            if file is not None:
-                _write(file, rows)
-        done[digest] = rows
-        frames.append(_with_checkpoint(rows, ckpt, checkpoint_meta(path), tokens_per_step))
-        frames[-1]["duplicate_of"] = duplicate
-    table = pd.concat(frames, ignore_index=True)
-    order = "tokens" if table["tokens"].notna().all() else "step"
-    return table.sort_values(order, kind="stable").reset_index(drop=True)
+    settings = {k: v for k, v in bound.arguments.items() if k != "model"}
+    check_settings(**{k: settings[k] for k in ("top", "random", "mode", "metrics", "scope",
+                                               "baseline")})  # fmt: skip
+    ablator = _Ablator(ablate_kwargs, effects)
+    return cached_sweep(
+        sources_of(source_or_sources, revisions), ablator.rows, "ablations",
+        _settings_key(["ablation", f"effects={effects}"], settings), cache=cache,
+        tokens_per_step=tokens_per_step, progress=progress,
+    )  # fmt: skip
 
 
-def _checkpoint_rows(model, effects: bool, ablate_kwargs: dict) -> pd.DataFrame:
-    """``layer, head, metric, value`` of one checkpoint's ablation (and per-head effects)."""
-    parts = [ablate(model, **ablate_kwargs).to_frame()]
-    if effects:
-        kwargs = {k: v for k, v in ablate_kwargs.items() if k in EFFECT_SETTINGS}
-        parts.append(head_effects(model, **kwargs).to_long())
-    frame = pd.concat(parts, ignore_index=True)
-    return frame[["layer", "head", "metric", "value"]]
+class _Ablator:
+    """Ablates checkpoints, loading the first and swapping later weights into the same model."""
 
+    def __init__(self, ablate_kwargs: dict, effects: bool):
+        self.model, self.ablate_kwargs, self.effects = None, ablate_kwargs, effects
 
-def _with_checkpoint(rows: pd.DataFrame, ckpt, meta: dict, tokens_per_step) -> pd.DataFrame:
-    """The rows with the checkpoint's run name, revision, step and tokens in front."""
-    step = ckpt.step if ckpt.step is not None else meta.get("step")
-    tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
-    if tokens is None and tokens_per_step and step is not None:
-        tokens = step * tokens_per_step
-    frame = rows.copy()
-    frame.insert(0, "model", str(meta.get("run") or ckpt.source))
-    frame.insert(1, "revision", ckpt.revision)
-    frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
-    frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
-    return frame
+    def rows(self, ckpt: Checkpoint) -> pd.DataFrame:
+        """``layer, head, metric, value`` of one checkpoint's ablation and per-head effects."""
+        self.model = load_or_swap(self.model, ckpt.source, revision=ckpt.revision)
+        parts = [ablate(self.model, **self.ablate_kwargs).to_frame()]
+        if self.effects:
+            kwargs = {k: v for k, v in self.ablate_kwargs.items() if k in EFFECT_SETTINGS}
+            parts.append(head_effects(self.model, **kwargs).to_long())
+        return pd.concat(parts, ignore_index=True)[ROW_COLUMNS]

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import logging
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ihprobe.errors import IhprobeError
 from ihprobe.probes.engine import METRIC_TABLE
+from ihprobe.runs import run_shape
 from ihprobe.scores import Provenance
 
 log = logging.getLogger(__name__)
@@ -159,23 +158,6 @@ def curve(
 
 
 # ----------------------------------------------------------------------------- runs
-
-
-def run_shape(run_dir) -> tuple[int | None, int | None]:
-    """``(batch_size, context)`` of an ihprobe run (from ``run.json`` or a checkpoint's
-    ``ihprobe.json``); ``(None, None)`` for other directories."""
-    from ihprobe.models import RUN_META, checkpoint_meta, checkpoints
-
-    path = Path(run_dir)
-    if (path / RUN_META).is_file():
-        config = json.loads((path / RUN_META).read_text()).get("config", {})
-        if config.get("batch_size") and config.get("context"):
-            return int(config["batch_size"]), int(config["context"])
-    if path.is_dir():
-        meta = checkpoint_meta(Path(checkpoints(path)[-1].source))
-        if meta.get("batch_size") and meta.get("context"):
-            return int(meta["batch_size"]), int(meta["context"])
-    return None, None
 
 
 def run_emergence(

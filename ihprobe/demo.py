@@ -18,12 +18,23 @@ PosixPath('runs/demo/report.html')
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import asdict, dataclass, field, replace
+import shutil
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
+
+import ihprobe
+from ihprobe.ablation import check_settings
+from ihprobe.changepoint import emergence
+from ihprobe.demo_report import write_demo_report
+from ihprobe.files import atomic_write, check_writable_dir
+from ihprobe.law import predict_emergence
+from ihprobe.runs import checkpoints, config_changes, is_finished, losses
+from ihprobe.train_config import TrainConfig, check_config
+from ihprobe.trainer import train
+from ihprobe.trajectories import trajectory
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +95,14 @@ def variants(config: DemoConfig) -> dict[str, tuple[str, dict]]:
 
 
 def run_demo(config: DemoConfig = DemoConfig()) -> DemoResult:
-    """Train, scan, find the emergence point, ablate, and write the report (see module doc)."""
-    out = Path(config.out)
+    """Train, scan, find the emergence point, ablate, and write the report (see module doc).
+
+    Every setting is checked before anything trains.
+    """
+    out = check_writable_dir(config.out)
+    check_settings(top=0.02, random=config.random, mode="mean")
+    for name, (producer, options) in variants(config).items():
+        check_config(_train_config(config, out / name, producer, options))
     out.mkdir(parents=True, exist_ok=True)
     studies = {name: _study(config, name, producer, options)
                for name, (producer, options) in variants(config).items()}  # fmt: skip
@@ -97,8 +114,6 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoResult:
         )
     summary = pd.DataFrame([study["summary"] for study in studies.values()])
     tables["summary"] = _csv(summary, out / "summary.csv")
-    from ihprobe.demo_report import write_demo_report
-
     report = write_demo_report(out / "report.html", config, studies, summary)
     return DemoResult(report=report, runs={n: s["run"] for n, s in studies.items()},
                       tables=tables, summary=summary)  # fmt: skip
@@ -106,11 +121,6 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoResult:
 
 def _study(config: DemoConfig, name: str, producer: str, options: dict) -> dict:
     """One run: train (or reuse a finished run), trajectory, emergence, law, ablation."""
-    import ihprobe
-    from ihprobe.changepoint import emergence
-    from ihprobe.law import predict_emergence
-    from ihprobe.trajectories import run_losses, trajectory
-
     run = _train(config, Path(config.out) / name, producer, options)
     table = trajectory(run, list(TRAJECTORY_METRICS), cache=Path(config.out) / ".cache",
                        progress=config.progress, seed=config.seed)  # fmt: skip
@@ -119,11 +129,11 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> dict:
     ar_point = emergence(table, "ar_accuracy", batch_size=config.batch_size,
                          context=config.context)  # fmt: skip
     prediction = predict_emergence(config.batch_size, config.context)
-    final = ihprobe.checkpoints(run)[-1]
+    final = checkpoints(run)[-1]
     model = ihprobe.load(final.source)
     ablation = ihprobe.ablate(model, random=config.random, seed=config.seed)
     scores = ihprobe.scan(model, seed=config.seed)
-    first = ihprobe.checkpoints(run)[0]
+    first = checkpoints(run)[0]
     summary = {
         "run": name,
         "producer": producer,
@@ -140,51 +150,36 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> dict:
         "threshold_step": point.threshold_step,
         "ar_emergence_updates": ar_point.updates if ar_point.transition else None,
         "law_updates": prediction.updates,
-        "final_loss": _final_loss(run_losses(run)),
+        "final_loss": _final_loss(losses(run)),
         **_ablation_summary(ablation),
     }
     return {"run": run, "table": table, "point": point, "ar_point": ar_point,
             "prediction": prediction, "ablation": ablation, "scores": scores, "model": model,
-            "losses": run_losses(run), "summary": summary, "producer": producer,
+            "losses": losses(run), "summary": summary, "producer": producer,
             "options": options}  # fmt: skip
 
 
-def _train(config: DemoConfig, out: Path, producer: str, options: dict) -> Path:
-    """Train the run, or return it untouched when a run with the same config finished."""
-    from ihprobe.trainer import TrainConfig, train
-
-    train_config = TrainConfig(
+def _train_config(config: DemoConfig, out: Path, producer: str, options: dict) -> TrainConfig:
+    return TrainConfig(
         out=str(out), producer=producer, producer_options=options, layers=config.layers,
         heads=config.heads, d_model=config.d_model, context=config.context,
         batch_size=config.batch_size, steps=config.steps, lr=config.lr, seed=config.seed,
         schedule=config.schedule, checkpoints=config.checkpoints,
         n_checkpoints=config.n_checkpoints, progress=config.progress,
     )  # fmt: skip
-    if _finished(out, train_config):
+
+
+def _train(config: DemoConfig, out: Path, producer: str, options: dict) -> Path:
+    """Train the run, or return it untouched when a run with the same config finished."""
+    train_config = _train_config(config, out, producer, options)
+    changed = config_changes(out, asdict(train_config), ignore=("progress", "out"))
+    if is_finished(out) and not changed:
         log.info("%s already finished; reusing it", out)
         return out
     if out.exists():
-        import shutil
-
         log.warning("%s holds an unfinished or different run; training it again", out)
         shutil.rmtree(out)
     return train(train_config)
-
-
-def _finished(out: Path, train_config) -> bool:
-    import ihprobe
-
-    run_json = out / "run.json"
-    if not run_json.is_file():
-        return False
-    saved = json.loads(run_json.read_text()).get("config", {})
-    wanted = json.loads(json.dumps(asdict(replace(train_config, progress=saved.get("progress")))))
-    same = all(saved.get(k) == v for k, v in wanted.items() if k not in ("progress", "out"))
-    try:
-        last = ihprobe.checkpoints(out)[-1]
-    except Exception:  # noqa: BLE001 - no checkpoints: not finished
-        return False
-    return same and last.step == train_config.steps
 
 
 def _max_at(table: pd.DataFrame, metric: str, step: int) -> float:
@@ -214,5 +209,4 @@ def _ablation_summary(result) -> dict:
 
 
 def _csv(frame: pd.DataFrame, path: Path) -> Path:
-    frame.to_csv(path, index=False)
-    return path
+    return atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))

@@ -11,9 +11,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
-import torch
+import plotly.graph_objects as go
 
+from ihprobe.changepoint import curve
+from ihprobe.figures.ablation import drop_figure, head_sets_figure
+from ihprobe.figures.attention import attention_figure
+from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
 from ihprobe.figures.heads import head_heatmap
+from ihprobe.inputs import repeated_tokens
 from ihprobe.report import Section, write_report
 from ihprobe.scores import HeadScores
 
@@ -37,7 +42,6 @@ LAW_NOTE = (
 
 def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Path:
     """Write the demo report for ``studies`` (run name -> study dict from ``ihprobe.demo``)."""
-    from ihprobe.figures.ablation import drop_figure, head_sets_figure
 
     sections = [Section("What ran", [INTRO.format(**asdict(config)), _summary_table(summary)])]
     for name, study in studies.items():
@@ -74,7 +78,6 @@ def _summary_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def _emergence_section(prefix: str, study: dict) -> Section:
-    from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
 
     point, prediction = study["point"], study["prediction"]
     if point.transition:
@@ -102,33 +105,12 @@ def _heads_section(prefix: str, study: dict) -> Section:
         "Per-head prefix-matching score at the first, the emergence and the final checkpoint."
     ]
     for step in dict.fromkeys(chosen):
-        fig = head_heatmap(scores_at(table, int(step)), "prefix_matching")
+        fig = head_heatmap(HeadScores.from_frame(table[table.step == step]), "prefix_matching")
         blocks.append(fig.update_traces(zmin=0, zmax=1))  # one scale: checkpoints compare
     return Section(f"{prefix}Heads at chosen checkpoints", blocks)
 
 
-def scores_at(table: pd.DataFrame, step: int) -> HeadScores:
-    """The per-head scores of one checkpoint of a trajectory table, as a ``HeadScores``."""
-    from ihprobe.models import Provenance
-
-    rows = table[(table["step"] == step) & table["layer"].notna()]
-    n_layers, n_heads = int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1
-    head = {}
-    for metric, group in rows.groupby("metric"):
-        values = torch.full((n_layers, n_heads), float("nan"))
-        layers = torch.tensor(group["layer"].astype(int).tolist())
-        heads = torch.tensor(group["head"].astype(int).tolist())
-        values[layers, heads] = torch.tensor(group["value"].tolist(), dtype=torch.float32)
-        head[str(metric)] = values
-    first = rows.iloc[0]
-    tokens = None if pd.isna(first.tokens) else int(first.tokens)
-    return HeadScores(head=head, model={}, provenance=Provenance(str(first.model), None, step,
-                                                                   tokens))  # fmt: skip
-
-
 def _attention_section(prefix: str, study: dict) -> Section:
-    from ihprobe.figures.attention import attention_figure
-    from ihprobe.inputs import repeated_tokens
 
     model = study["model"]
     layer, head, value = study["scores"].top_heads("prefix_matching", k=1)[0]
@@ -158,9 +140,6 @@ def _ablation_text(study: dict) -> str:
 
 
 def _comparison_section(studies: dict) -> Section:
-    import plotly.graph_objects as go
-
-    from ihprobe.changepoint import curve
 
     fig = go.Figure()
     for name, study in studies.items():

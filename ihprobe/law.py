@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -83,6 +84,9 @@ def get_law(law: str | Law, *, T: float | None = None, b=None, c=None) -> Law:
     if not isinstance(law, Law):
         law = law.law  # a LawFit
     overrides = {k: float(v) for k, v in {"T": T, "b": b, "c": c}.items() if v is not None}
+    bad = {k: v for k, v in overrides.items() if not math.isfinite(v) or (k == "T" and v <= 0)}
+    if bad:
+        raise IhprobeError(f"law constants must be finite and T positive (got {bad}).")
     if overrides:
         name = f"{law.name} (" + ", ".join(f"{k}={v:g}" for k, v in overrides.items()) + ")"
         law = Law(**{"T": law.T, "b": law.b, "c": law.c, **overrides, "name": name})
@@ -112,7 +116,10 @@ def predict_emergence(
         >>> round(p.updates, -3), round(p.tokens / 1e6, 1)
         (34000.0, 8.7)
     """
-    if batch_size < 1 or context < 1:
+    shape_ok = all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (batch_size, context)
+    )
+    if not shape_ok or batch_size < 1 or context < 1:
         raise IhprobeError(
             f"batch size and context must be positive integers (got B={batch_size}, C={context})."
         )

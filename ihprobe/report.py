@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import html
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+
+from ihprobe.files import atomic_write
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto;
@@ -78,12 +79,4 @@ def write_report(
     path: str | os.PathLike, title: str, sections: list[Section], subtitle: str = ""
 ) -> Path:
     """Write the report atomically (temporary file + rename) and return its path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    page = html_page(title, sections, subtitle)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(page)
-    os.chmod(tmp, 0o644)  # mkstemp makes files private; a report is meant to be shared
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, html_page(title, sections, subtitle))

@@ -23,13 +23,22 @@ from pathlib import Path
 
 import pandas as pd
 
+from ihprobe.changepoint import run_emergence
 from ihprobe.errors import IhprobeError
+from ihprobe.figures.emergence import frontier_figure, law_figure
+from ihprobe.files import atomic_write, check_writable_dir
+from ihprobe.law import fit_law
+from ihprobe.report import Section, write_report
+from ihprobe.runs import data_means, is_finished
+from ihprobe.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
 
 # producer options whose realised value each step logs (metrics.jsonl "data"); the frontier
 # map uses the realised values, as SPEC section 5 asks
 REALISED = ("repetition", "reliability")
+# TrainConfig fields a grid may not set: the sweep owns where runs go and how they resume
+NOT_AXES = ("out", "resume", "progress")
 
 
 @dataclass(frozen=True)
@@ -45,15 +54,13 @@ class Run:
 
     def train_command(self, extra: tuple[str, ...] = ()) -> list[str]:
         """The ``ihprobe train`` command line of this run."""
-        from ihprobe.trainer import TrainConfig
-
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
         cmd = [sys.executable, "-m", "ihprobe", "train", "--out", str(self.out)]
         for key, value in self.settings:
             if key in fields:
                 cmd += [f"--{key.replace('_', '-')}", str(value)]
             else:
-                cmd += ["-P", f"{key}={json.dumps(value)}"]
+                cmd += ["--option", f"{key}={json.dumps(value)}"]
         return [*cmd, *extra, "--no-progress"]
 
 
@@ -68,7 +75,18 @@ def parse_axis(text: str) -> tuple[str, list]:
             parsed.append(json.loads(part))
         except json.JSONDecodeError:
             parsed.append(part)
-    return key.strip().replace("-", "_"), parsed
+    key = key.strip().replace("-", "_")
+    if key in NOT_AXES:
+        raise IhprobeError(
+            f"grid axis {key!r} cannot vary: the sweep writes each run under --out/runs; "
+            "pass it to the sweep itself instead."
+        )
+    bad = [
+        v for v in parsed if isinstance(v, str) and ("/" in v or "\\" in v or v in ("", ".", ".."))
+    ]
+    if bad:
+        raise IhprobeError(f"grid axis {key}: value {bad[0]!r} cannot be part of a run name.")
+    return key, parsed
 
 
 def plan(axes: list[str], out: str | os.PathLike) -> list[Run]:
@@ -84,24 +102,15 @@ def plan(axes: list[str], out: str | os.PathLike) -> list[Run]:
     return runs
 
 
-def finished(run: Run) -> bool:
-    """Whether the run's final checkpoint is on disk."""
-    from ihprobe.models import RUN_META
-    from ihprobe.trainer import load_config
-
-    if not (run.out / RUN_META).is_file():
-        return False
-    total = load_config(run.out).total_steps
-    return (run.out / "checkpoints" / f"step-{total:06d}" / "config.json").is_file()
-
-
 def train_all(runs: list[Run], extra: tuple[str, ...] = (), jobs: int = 1) -> dict[str, int]:
     """Train the runs that are not finished, ``jobs`` processes at a time.
 
     Returns the exit status per trained run name (0 = success); logs go to ``RUN.log``
     beside each run directory.
     """
-    todo = [r for r in runs if not finished(r)]
+    if jobs < 1:
+        raise IhprobeError(f"jobs={jobs}: train at least 1 run at a time.")
+    todo = [r for r in runs if not is_finished(r.out)]
     for run in runs:
         if run not in todo:
             log.info("%s is finished; not training it again", run.name)
@@ -124,24 +133,12 @@ def train_all(runs: list[Run], extra: tuple[str, ...] = (), jobs: int = 1) -> di
     return status
 
 
-def _realised(run_dir: Path) -> dict[str, float]:
-    """Mean realised data properties over the run's logged steps."""
-    file = run_dir / "metrics.jsonl"
-    if not file.is_file():
-        return {}
-    data = [json.loads(line).get("data", {}) for line in file.read_text().splitlines() if line]
-    frame = pd.DataFrame(data)
-    return {f"realised_{k}": float(frame[k].mean()) for k in REALISED if k in frame}
-
-
 def summarize(runs: list[Run], **point_kwargs) -> pd.DataFrame:
     """One row per finished run: its grid settings, realised data properties, B, C and
     emergence point (see :func:`ihprobe.changepoint.run_emergence` for ``point_kwargs``)."""
-    from ihprobe.changepoint import run_emergence
-
     rows = []
     for run in runs:
-        if not finished(run):
+        if not is_finished(run.out):
             log.warning("%s is not finished; left out of the summary", run.name)
             continue
         point = run_emergence(run.out, **point_kwargs)
@@ -149,7 +146,7 @@ def summarize(runs: list[Run], **point_kwargs) -> pd.DataFrame:
             {
                 "run": run.name,
                 **dict(run.settings),
-                **_realised(run.out),
+                **{f"realised_{k}": v for k, v in data_means(run.out, REALISED).items()},
                 **{k: v for k, v in point.to_dict().items() if k not in dict(run.settings)},
             }
         )
@@ -159,20 +156,16 @@ def summarize(runs: list[Run], **point_kwargs) -> pd.DataFrame:
 def report(table: pd.DataFrame, out: str | os.PathLike) -> dict[str, Path]:
     """Write ``sweep.csv``, the law fit (``law.json``, when B and C vary) and ``sweep.html``
     with the law figure and the frontier map (when repetition and reliability vary)."""
-    from ihprobe.figures.emergence import frontier_figure, law_figure
-    from ihprobe.law import fit_law
-    from ihprobe.report import Section, write_report
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = {"table": out / "sweep.csv"}
-    table.to_csv(written["table"], index=False)
+    atomic_write(written["table"], lambda tmp: table.to_csv(tmp, index=False))
     sections = [Section("Runs", [table.drop(columns=["curve"], errors="ignore")])]
     formed = table[table["transition"].astype(bool)] if len(table) else table
     if len(formed) and formed["batch_size"].nunique() > 1 and formed["context"].nunique() > 1:
         fit = fit_law(formed[["batch_size", "context", "updates"]])
         written["law"] = out / "law.json"
-        written["law"].write_text(json.dumps(fit.to_dict(), indent=2))
+        atomic_write(written["law"], json.dumps(fit.to_dict(), indent=2))
         sections.append(
             Section(
                 "The law",
@@ -189,3 +182,26 @@ def report(table: pd.DataFrame, out: str | os.PathLike) -> dict[str, Path]:
         sections.append(Section("Frontier", [frontier_figure(table, x=x, y=y)]))
     written["report"] = write_report(out / "sweep.html", "ihprobe sweep", sections)
     return written
+
+
+def run_sweep(
+    axes: list[str],
+    out: str | os.PathLike,
+    *,
+    train_args: tuple[str, ...] = (),
+    jobs: int = 1,
+    train: bool = True,
+    **point_kwargs,
+) -> tuple[dict[str, Path], dict[str, int]]:
+    """Plan the grid, train its unfinished runs, summarise and report them.
+
+    Returns the files written (:func:`report`) and the exit status of each run that failed.
+
+    Example:
+        >>> written, failed = run_sweep(["batch_size=4,8"], "runs/law")    # doctest: +SKIP
+    """
+    check_writable_dir(out)
+    runs = plan(axes, out)
+    status = train_all(runs, train_args, jobs) if train else {}
+    failed = {name: code for name, code in status.items() if code}
+    return report(summarize(runs, **point_kwargs), out), failed

@@ -5,6 +5,9 @@ Each checkpoint's scan is cached under its weights hash (and the scan settings),
 the new ones, and a checkpoint whose weights equal an earlier one's is flagged in the
 ``duplicate_of`` column (published series sometimes save one state under two steps).
 
+:func:`each_model` is the checkpoint sweep every command shares: it loads the first checkpoint
+and swaps the weights of the next ones into the same model.
+
 >>> table = trajectory("runs/demo", metrics=["prefix_matching", "ar_accuracy"])  # doctest: +SKIP
 >>> table.query("metric == 'ar_accuracy'")[["step", "tokens", "value"]]          # doctest: +SKIP
 """
@@ -15,18 +18,26 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
+from tqdm.auto import tqdm
 
+from ihprobe import __version__
+from ihprobe.ablation import AblationResult, ablate
 from ihprobe.errors import IhprobeError
-from ihprobe.models import Checkpoint
+from ihprobe.files import atomic_write
+from ihprobe.models import fill_provenance, load_or_swap
+from ihprobe.probes.battery import scan
+from ihprobe.runs import Checkpoint, checkpoint_meta, checkpoints
+from ihprobe.scores import HeadScores
+from ihprobe.sources import resolve
+from ihprobe.weights import weights_hash
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ("model", "revision", "step", "tokens", "layer", "head", "metric", "value")
+ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached scan row
 CACHE_VERSION = 1  # bump when the cached rows change meaning
 
 
@@ -41,9 +52,12 @@ def cache_dir(cache: bool | str | os.PathLike | None = True) -> Path | None:
 
 def sources_of(source_or_sources, revisions: Sequence[str] | None = None) -> list[Checkpoint]:
     """The checkpoints named by a run directory, a checkpoint, a hub id with ``revisions``, or
-    a list of any of these, ordered by tokens (or step where tokens are unknown)."""
-    from ihprobe.models import checkpoints
+    a list of any of these, ordered by tokens (or step where tokens are unknown).
 
+    Example:
+        >>> [c.label for c in sources_of("org/model", ["step2", "step1"])]
+        ['step1', 'step2']
+    """
     items = (
         list(source_or_sources)
         if isinstance(source_or_sources, (list, tuple))
@@ -64,6 +78,77 @@ def sources_of(source_or_sources, revisions: Sequence[str] | None = None) -> lis
     return sorted(found, key=lambda c: (c.tokens is None, c.tokens or 0, c.step or 0))
 
 
+def each_model(
+    ckpts: Sequence[Checkpoint], *, progress: bool | None = False, desc: str = "checkpoints"
+) -> Iterator[tuple[Checkpoint, object]]:
+    """Each checkpoint with its loaded model, built once and re-filled (``load_or_swap``).
+
+    ``progress``: a tqdm bar (None: only on a terminal).
+
+    The model's provenance gets the checkpoint's step and tokens where its files do not say.
+
+    Example:
+        >>> for ckpt, model in each_model(checkpoints("runs/demo")):     # doctest: +SKIP
+        ...     print(ckpt.step, model.cfg.n_layers)
+    """
+    model = None
+    bar = tqdm(ckpts, desc=desc, unit="ckpt", disable=None if progress is None else not progress)
+    for ckpt in bar:
+        bar.set_postfix_str(ckpt.label)
+        model = load_or_swap(model, ckpt.source, revision=ckpt.revision)
+        fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
+        yield ckpt, model
+
+
+class Duplicates:
+    """Finds checkpoints whose weights equal an earlier one's; logs a warning for each."""
+
+    def __init__(self):
+        self.first: dict[str, str] = {}  # weights hash -> label of the first checkpoint
+
+    def check(self, ckpt: Checkpoint, digest: str) -> str | None:
+        """The earlier checkpoint with the same weights hash ``digest``, or None."""
+        earlier = self.first.get(digest)
+        if earlier is not None:
+            log.warning("%s has the same weights as %s", ckpt.label, earlier)
+        label = f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source
+        self.first.setdefault(digest, label)
+        return earlier
+
+
+def scan_checkpoints(
+    ckpts: Sequence[Checkpoint],
+    metrics: Sequence[str] | None = None,
+    *,
+    progress: bool | None = False,
+    **scan_kwargs,
+) -> list[tuple[HeadScores, str | None]]:
+    """:func:`ihprobe.scan` of every checkpoint, each with the earlier checkpoint of identical
+    weights (or None) when there is more than one checkpoint.
+
+    Example:
+        >>> [s.step for s, _ in scan_checkpoints(checkpoints("runs/demo"))]   # doctest: +SKIP
+    """
+    duplicates = Duplicates()
+    out = []
+    for ckpt, model in each_model(ckpts, progress=progress, desc="scan"):
+        duplicate = _duplicate_of(duplicates, ckpt) if len(ckpts) > 1 else None
+        out.append((scan(model, metrics, **scan_kwargs), duplicate))
+    return out
+
+
+def ablate_checkpoints(
+    ckpts: Sequence[Checkpoint], *, progress: bool | None = False, **ablate_kwargs
+) -> list[AblationResult]:
+    """:func:`ihprobe.ablate` of every checkpoint, in order."""
+    swept = each_model(ckpts, progress=progress, desc="ablate")
+    return [ablate(model, **ablate_kwargs) for _, model in swept]
+
+
+def _duplicate_of(duplicates: Duplicates, ckpt: Checkpoint) -> str | None:
+    return duplicates.check(ckpt, weights_hash(resolve(ckpt.source, revision=ckpt.revision)))
+
+
 def trajectory(
     source_or_sources,
     metrics: Sequence[str] | None = None,
@@ -78,7 +163,7 @@ def trajectory(
 
     Args:
         source_or_sources: a run directory, a checkpoint directory, a hub id (with
-            ``revisions``), or a list of these or of :class:`~ihprobe.models.Checkpoint`.
+            ``revisions``), or a list of these or of :class:`~ihprobe.runs.Checkpoint`.
         metrics: scan metrics (see ``ihprobe.probes.battery.METRICS``); None for all.
         revisions: hub revisions to sweep, e.g. ``[f"step{s}" for s in (0, 512, 1000)]``.
         tokens_per_step: B*C, to fill ``tokens`` where the checkpoints do not record it
@@ -95,67 +180,80 @@ def trajectory(
         >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP
         ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
     """
-    from tqdm.auto import tqdm
+    scanner = _Scanner(metrics, scan_kwargs)
+    return cached_sweep(
+        sources_of(source_or_sources, revisions), scanner.scan, "scans",
+        _settings_key(metrics, scan_kwargs), cache=cache, tokens_per_step=tokens_per_step,
+        progress=progress,
+    )  # fmt: skip
 
-    from ihprobe.models import checkpoint_meta, resolve, weights_hash
 
+def cached_sweep(
+    ckpts: Sequence[Checkpoint],
+    compute: Callable[[Checkpoint], pd.DataFrame],
+    folder: str,
+    settings: str,
+    *,
+    cache: bool | str | os.PathLike | None = True,
+    tokens_per_step: int | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
+    ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
+    tokens, with provenance and ``duplicate_of`` (used by :func:`trajectory` and
+    :func:`ihprobe.ablation_trajectory`)."""
     directory = cache_dir(cache)
-    settings = _settings_key(metrics, scan_kwargs)
-    seen: dict[str, str] = {}  # weights hash -> label of the first checkpoint with it
-    scanned: dict[str, pd.DataFrame] = {}  # weights hash -> scan rows, within this call
-    scanner = _Scanner()
+    duplicates = Duplicates()
+    done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
     frames = []
-    for ckpt in tqdm(sources_of(source_or_sources, revisions), disable=not progress):
+    for ckpt in tqdm(ckpts, disable=not progress):
         path = resolve(ckpt.source, revision=ckpt.revision)
         digest = weights_hash(path)
-        duplicate = seen.get(digest)
-        if duplicate is not None:
-            log.warning("%s has the same weights as %s", ckpt.label, duplicate)
-        seen.setdefault(digest, f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source)
-        file = directory / "scans" / f"{digest[:32]}-{settings}.json" if directory else None
-        rows = scanned.get(digest)
+        duplicate = duplicates.check(ckpt, digest)
+        file = directory / folder / f"{digest[:32]}-{settings}.json" if directory else None
+        rows = done.get(digest)
         if rows is None and file is not None:
             rows = _read(file)
         if rows is None:
-            rows = scanner.scan(ckpt, metrics, scan_kwargs)
+            rows = compute(ckpt)
             if file is not None:
                 _write(file, rows)
-        scanned[digest] = rows
-        meta = checkpoint_meta(path)
-        step = ckpt.step if ckpt.step is not None else meta.get("step")
-        tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
-        if tokens is None and tokens_per_step and step is not None:
-            tokens = step * tokens_per_step
-        frame = rows.copy()
-        frame.insert(0, "model", str(meta.get("run") or ckpt.source))
-        frame.insert(1, "revision", ckpt.revision)
-        frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
-        frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
-        frame["duplicate_of"] = duplicate
-        frames.append(frame)
+        done[digest] = rows
+        frames.append(_with_provenance(rows, ckpt, checkpoint_meta(path), tokens_per_step))
+        frames[-1]["duplicate_of"] = duplicate
     table = pd.concat(frames, ignore_index=True)
     order = "tokens" if table["tokens"].notna().all() else "step"
     return table.sort_values(order, kind="stable").reset_index(drop=True)
 
 
+def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
+    """The scan rows of one checkpoint with its model, revision, step and tokens in front."""
+    step = ckpt.step if ckpt.step is not None else meta.get("step")
+    tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
+    if tokens is None and tokens_per_step and step is not None:
+        tokens = step * tokens_per_step
+    frame = rows.copy()
+    frame.insert(0, "model", str(meta.get("run") or ckpt.source))
+    frame.insert(1, "revision", ckpt.revision)
+    frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
+    frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
+    return frame
+
+
 class _Scanner:
     """Scans checkpoints, loading the first and swapping later weights into the same model."""
 
-    def __init__(self):
-        self.model = None
+    def __init__(self, metrics, scan_kwargs: dict):
+        self.model, self.metrics, self.scan_kwargs = None, metrics, scan_kwargs
 
-    def scan(self, ckpt: Checkpoint, metrics, scan_kwargs) -> pd.DataFrame:
-        from ihprobe.models import load_or_swap
-        from ihprobe.probes.battery import scan
-
+    def scan(self, ckpt: Checkpoint) -> pd.DataFrame:
         self.model = load_or_swap(self.model, ckpt.source, revision=ckpt.revision)
-        frame = scan(self.model, metrics, **scan_kwargs).to_frame()
-        return frame[["layer", "head", "metric", "value"]].reset_index(drop=True)
+        frame = scan(self.model, self.metrics, **self.scan_kwargs).to_frame()
+        return frame[ROW_COLUMNS].reset_index(drop=True)
 
 
 def _settings_key(metrics, scan_kwargs: dict) -> str:
     """A short hash of everything besides the weights that changes a scan's numbers."""
-    from ihprobe import __version__
 
     def plain(value):
         if hasattr(value, "tolist"):  # tensors of user tokens
@@ -171,42 +269,29 @@ def _settings_key(metrics, scan_kwargs: dict) -> str:
 
 
 def _read(file: Path) -> pd.DataFrame | None:
+    """The cached rows of ``file``; None (and the file removed, with a warning) when it is
+    missing, unreadable or not a list of ``[layer, head, metric, value]`` rows."""
     if not file.is_file():
         return None
     try:
         rows = json.loads(file.read_text())["rows"]
-    except (json.JSONDecodeError, KeyError, OSError):
-        log.warning("ignoring an unreadable cache file %s", file)
+        frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
+        frame["layer"] = frame["layer"].astype("Int64")
+        frame["head"] = frame["head"].astype("Int64")
+        frame["value"] = frame["value"].astype(float)
+        if frame.empty or not frame["metric"].map(type).eq(str).all():
+            raise ValueError("no rows, or metric names that are not strings")
+    except (OSError, ValueError, TypeError, KeyError, AssertionError) as err:
+        log.warning("dropping the corrupt cache entry %s (%s); scanning again", file, err)
+        file.unlink(missing_ok=True)
         return None
-    frame = pd.DataFrame(rows, columns=["layer", "head", "metric", "value"])
-    frame["layer"] = frame["layer"].astype("Int64")
-    frame["head"] = frame["head"].astype("Int64")
-    frame["value"] = frame["value"].astype(float)
     return frame
 
 
 def _write(file: Path, rows: pd.DataFrame) -> None:
-    """Atomic write (temp file + rename), so an interrupted scan leaves no half file."""
-    file.parent.mkdir(parents=True, exist_ok=True)
+    """Atomic write, so an interrupted scan leaves no half file."""
     records = [
         [None if pd.isna(layer) else int(layer), None if pd.isna(head) else int(head), m, float(v)]
         for layer, head, m, v in rows.itertuples(index=False)
     ]
-    fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"rows": records}, fh)
-    os.replace(tmp, file)
-
-
-def run_losses(run_dir: str | os.PathLike) -> pd.DataFrame:
-    """The training loss a run logged (``metrics.jsonl``): columns ``step, tokens, loss``.
-
-    Example:
-        >>> run_losses("runs/demo").tail(1)                          # doctest: +SKIP
-    """
-    file = Path(run_dir) / "metrics.jsonl"
-    if not file.is_file():
-        return pd.DataFrame(columns=["step", "tokens", "loss"])
-    records = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
-    frame = pd.DataFrame(records)
-    return frame[["step", "tokens", "loss"]].sort_values("step").reset_index(drop=True)
+    atomic_write(file, json.dumps({"rows": records}))

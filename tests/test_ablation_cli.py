@@ -70,11 +70,12 @@ def test_result_figure_and_single_checkpoint_report(run_dir, tmp_path):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--top", "0"], "top=0 is not a fraction"),
-        (["--scope", "model"], "scope='model' is not one of"),
-        (["--baseline", "matched"], "baseline='matched' is not one of"),
-        (["--mode", "half"], "mode='half' is not one of"),
-        (["--random", "0"], "random=0"),
+        (["--top", "0"], "--top: '0' is not a fraction in (0, 1] nor a count k >= 1"),
+        (["--top", "1.5"], "--top: '1.5' is not a fraction in (0, 1] nor a count k >= 1"),
+        (["--scope", "model"], "--scope: invalid choice: 'model'"),
+        (["--baseline", "matched"], "--baseline: invalid choice: 'matched'"),
+        (["--mode", "half"], "--mode: invalid choice: 'half'"),
+        (["--random", "0"], "--random: '0' is not a positive integer"),
         (["--metrics", "bleu"], "unknown metric"),
         (["--by", "bleu"], "unknown head score --by bleu"),
     ],

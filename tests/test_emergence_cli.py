@@ -19,6 +19,7 @@ from ihprobe.figures.emergence import (
     trajectory_figure,
 )
 from ihprobe.law import LAWS, fit_law, predict_emergence
+from ihprobe.runs import data_means, is_finished
 
 
 def test_predict_json(capsys):
@@ -53,9 +54,9 @@ def test_sweep_plan_names_runs_and_builds_train_commands(tmp_path):
     cmd = runs[1].train_command(("--steps", "10"))
     assert cmd[:4] == [sys.executable, "-m", "ihprobe", "train"]
     assert cmd[cmd.index("--batch-size") + 1] == "4"  # a TrainConfig field becomes its flag
-    assert cmd[cmd.index("-P") + 1] == "repetition=0.9"  # anything else a producer option
+    assert cmd[cmd.index("--option") + 1] == "repetition=0.9"  # anything else a producer option
     assert cmd[-3:] == ["--steps", "10", "--no-progress"]
-    assert not sweep.finished(runs[0])
+    assert not is_finished(runs[0].out)
     with pytest.raises(sweep.IhprobeError, match="KEY=V1"):
         sweep.plan(["batch_size"], tmp_path)
 
@@ -112,7 +113,7 @@ def _fake_run(run_dir, steps: int, done: bool):
     """A run directory as ihprobe train leaves it: run.json, and the final checkpoint if done."""
     run_dir.mkdir(parents=True)
     config = {"steps": steps, "batch_size": 4, "context": 32}
-    (run_dir / "run.json").write_text(json.dumps({"config": config}))
+    (run_dir / "run.json").write_text(json.dumps({"config": config, "steps": steps}))
     (run_dir / "metrics.jsonl").write_text(
         "\n".join(
             json.dumps({"step": s, "data": {"repetition": r}}) for s, r in ((1, 0.2), (2, 0.4))
@@ -140,11 +141,11 @@ def test_sweep_trains_only_unfinished_runs_and_resumes_started_ones(tmp_path, mo
 
     monkeypatch.setattr(sweep.subprocess, "Popen", Proc)
     status = sweep.train_all(runs, ("--steps", "10"), jobs=2)
-    assert sweep.finished(runs[0]) and not sweep.finished(runs[1])
+    assert is_finished(runs[0].out) and not is_finished(runs[1].out)
     assert [cmd[cmd.index("--out") + 1] for cmd in launched] == [str(runs[1].out), str(runs[2].out)]
     assert "--resume" in launched[0] and "--resume" not in launched[1]
     assert status == {runs[1].name: 0, runs[2].name: 3}
-    assert sweep._realised(runs[0].out) == {"realised_repetition": pytest.approx(0.3)}
+    assert data_means(runs[0].out, ("repetition",)) == {"repetition": pytest.approx(0.3)}
 
 
 def test_fit_law_cli_refits_from_run_points(tmp_path, monkeypatch, capsys):

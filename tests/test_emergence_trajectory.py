@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import ihprobe
-from ihprobe.probes import battery
+from ihprobe import trajectories
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 SCAN = {"n": 8, "batch": 4, "seed": 3}
@@ -38,13 +38,13 @@ def run(tmp_path, tokenizer):
 @pytest.fixture()
 def counted(monkeypatch):
     calls = []
-    real = battery.scan
+    real = trajectories.scan
 
     def scan(model, *args, **kwargs):
         calls.append(ihprobe.models.provenance(model).step)
         return real(model, *args, **kwargs)
 
-    monkeypatch.setattr(battery, "scan", scan)
+    monkeypatch.setattr(trajectories, "scan", scan)
     return calls
 
 

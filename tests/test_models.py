@@ -13,7 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM, BertConfig, BertModel
 
 import ihprobe
-from ihprobe import models
+from ihprobe import models, weights
 from ihprobe.errors import IhprobeError
 from tests.conftest import save_checkpoint, tiny_hf_model
 
@@ -157,14 +157,14 @@ def test_hash_nan_and_identical_checkpoints(tmp_path):
     a = save_checkpoint(hf, tmp_path / "a")
     b = save_checkpoint(hf, tmp_path / "b")
     c = save_checkpoint(tiny_hf_model("gpt-neox", seed=1), tmp_path / "c")
-    assert models.weights_hash(a) == models.weights_hash(b) != models.weights_hash(c)
-    assert models.identical_checkpoints([a, c, b]) == [(str(a), str(b))]
+    assert weights.weights_hash(a) == weights.weights_hash(b) != weights.weights_hash(c)
+    assert weights.identical_checkpoints([a, c, b]) == [(str(a), str(b))]
     with torch.no_grad():
         hf.gpt_neox.layers[1].mlp.dense_h_to_4h.weight[0, 0] = float("nan")
     bad = save_checkpoint(hf, tmp_path / "bad")
     with pytest.raises(IhprobeError, match="layers.1.mlp.dense_h_to_4h.weight has 1 NaN"):
-        models.check_finite(bad)
-    models.check_finite(a)  # finite weights pass
+        weights.check_finite(bad)
+    weights.check_finite(a)  # finite weights pass
 
 
 def _fake_run(root, steps):

@@ -10,9 +10,10 @@ import torch
 
 from ihprobe import checkpoints, load
 from ihprobe.errors import IhprobeError
-from ihprobe.models import read_state_dict, resolve
 from ihprobe.schedule import checkpoint_steps, learning_rate
+from ihprobe.sources import resolve
 from ihprobe.trainer import TrainConfig, load_config, train
+from ihprobe.weights import read_state_dict
 
 
 @pytest.fixture(autouse=True)

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from ihprobe import checkpoints
-from ihprobe.models import read_state_dict, resolve
+from ihprobe.sources import resolve
 from ihprobe.trainer import TrainConfig, load_config, train
+from ihprobe.weights import read_state_dict
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +24,7 @@ SMALL = ["--layers", "1", "--heads", "2", "--d-model", "16", "-C", "16"]
 
 
 def cli(out, *extra) -> list[str]:
-    data = ["--producer", "iid", "-P", "vocab_size=64", "--device", "cpu", "--no-progress"]
+    data = ["--producer", "iid", "--option", "vocab_size=64", "--device", "cpu", "--no-progress"]
     return ["train", "--out", str(out), *data, *SMALL, *extra]
 
 

@@ -3,27 +3,43 @@ the library.
 
 A subcommand module defines ``register(subparsers)``, which adds its parser and sets
 ``func=run``; it imports heavy libraries inside ``run`` so that ``ihprobe --help`` stays fast.
-Errors the user can fix (:class:`~ihprobe.errors.IhprobeError`) print one line and exit with 2.
+Errors the user can fix (:class:`~ihprobe.errors.IhprobeError`, or a bad flag value) print one
+line and exit with 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import pkgutil
 import sys
 
+from ihprobe.cli._common import DefaultsFormatter
 from ihprobe.errors import IhprobeError
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit status 2."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ihprobe",
         description="Find, time and test induction heads in language models.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=OneLineParser
+    )
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}").register(subparsers)
@@ -31,7 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help (0) or a bad flag (2, one line already printed)
+        return int(done.code or 0)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
@@ -39,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except IhprobeError as err:
         print(f"ihprobe {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        print(f"ihprobe {args.command}: error: disk full ({err}); free space and run again.",
+              file=sys.stderr)  # fmt: skip
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

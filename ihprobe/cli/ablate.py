@@ -10,6 +10,24 @@ run directory also the signature-vs-load-bearing curve over training).
 
 from __future__ import annotations
 
+import argparse
+
+from ihprobe.cli._common import any_int, fraction, positive_int
+
+SCOPES = ("layer", "global")  # ihprobe.head_sets; repeated here to keep start-up imports light
+BASELINES = ("layer-matched", "global", "score-matched")
+MODES = ("mean", "zero", "resample", "pattern")
+
+
+def top_heads(text: str) -> float | int:
+    """``--top``: a count k >= 1 when written as an integer ("1"), else a fraction ("0.02")."""
+    try:
+        return positive_int(text) if text.strip().isdigit() else fraction(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a fraction in (0, 1] nor a count k >= 1"
+        ) from None
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -19,26 +37,24 @@ def register(subparsers) -> None:
         "sources", nargs="+", metavar="SOURCE", help="checkpoint, run directory or hub id"
     )
     p.add_argument("--revision", action="append", default=None, help="hub revision (repeatable)")
-    p.add_argument("--out", default="ablation", help="output directory (default: ./ablation)")
+    p.add_argument("--out", default="ablation", help="output directory")
     p.add_argument("--by", default="prefix_matching", help="head score that ranks heads")
     p.add_argument(
-        "--top", type=_top, default=0.02,
-        help="fraction of heads (0.02) or a count (1) of the top set (default 0.02)",
+        "--top", type=top_heads, default=0.02,
+        help="fraction of heads (0.02) or a count (1) in the top set",
     )  # fmt: skip
-    p.add_argument("--scope", default="layer", help="layer ([B]'s per-layer top) or global")
-    p.add_argument("--random", type=int, default=20, help="random draws (default 20)")
-    p.add_argument(
-        "--baseline", default="layer-matched", help="layer-matched, global or score-matched"
-    )
-    p.add_argument("--mode", default="mean", help="mean, zero, resample or pattern")
+    p.add_argument("--scope", choices=SCOPES, default="layer", help="layer ([B]'s) or global top")
+    p.add_argument("--random", type=positive_int, default=20, help="random draws")
+    p.add_argument("--baseline", choices=BASELINES, default="layer-matched", help="random heads")
+    p.add_argument("--mode", choices=MODES, default="mean", help="what ablated heads output")
     p.add_argument(
         "--over-training", action="store_true",
         help="every checkpoint of a run: load-bearing index and per-head effects over training",
     )  # fmt: skip
     p.add_argument("--metrics", help="comma-separated metrics (default: all the model can run)")
-    p.add_argument("--seed", type=int, default=0, help="seed of probe inputs and random draws")
-    p.add_argument("--n", type=int, help="half-length of the repeated tokens")
-    p.add_argument("--batch", type=int, default=100, help="repeated-token rows (default 100)")
+    p.add_argument("--seed", type=any_int, default=0, help="seed of probe inputs and random draws")
+    p.add_argument("--n", type=positive_int, help="half-length of the repeated tokens")
+    p.add_argument("--batch", type=positive_int, default=100, help="repeated-token rows")
     p.add_argument("--bos", action="store_true", help="prepend the tokenizer's BOS to probe rows")
     p.add_argument("--text", help="text file for the ICL score and natural loss")
     p.add_argument("--task", action="append", default=None, help="task file of (x, y) pairs")
@@ -46,27 +62,18 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _top(text: str) -> float | int:
-    """``--top``: a count when written as an integer ("1"), else a fraction ("0.02")."""
-    return int(text) if text.strip().lstrip("-").isdigit() else float(text)
-
-
 def run(args) -> int:
-    import dataclasses
-    import os
-    import tempfile
     from pathlib import Path
 
     import pandas as pd
-    from tqdm import tqdm
 
-    from ihprobe import models
-    from ihprobe.ablation import ablate, check_settings
+    from ihprobe.ablation import check_settings
     from ihprobe.cli._common import read_text_option, refuse_overwrite
     from ihprobe.errors import IhprobeError
     from ihprobe.figures.ablation import write_ablation_report
+    from ihprobe.files import atomic_write
     from ihprobe.probes.battery import HEAD_METRICS
-    from ihprobe.trajectories import sources_of
+    from ihprobe.trajectories import ablate_checkpoints, sources_of
 
     metrics = args.metrics.split(",") if args.metrics else None
     check_settings(top=args.top, random=args.random, mode=args.mode, metrics=metrics,
@@ -78,52 +85,26 @@ def run(args) -> int:
     out = Path(args.out)
     targets = [out / "ablation.csv", out / "report.html"]
     refuse_overwrite(targets, args.force)
-    text = read_text_option(args.text)
     kwargs = {
         "by": args.by, "top": args.top, "scope": args.scope, "random": args.random,
         "baseline": args.baseline, "mode": args.mode, "metrics": metrics, "seed": args.seed,
-        "n": args.n, "batch": args.batch, "bos": args.bos, "text": text, "tasks": args.task,
+        "n": args.n, "batch": args.batch, "bos": args.bos,
+        "text": read_text_option(args.text), "tasks": args.task,
     }  # fmt: skip
     if args.over_training:
         return _over_training(args, kwargs, targets)
-    plan = [sources_of(source, args.revision or None) for source in args.sources]
-    results = []
-    with tqdm(total=sum(map(len, plan)), desc="ablate", unit="ckpt", disable=None) as bar:
-        for ckpts in plan:
-            model = None
-            for ckpt in ckpts:
-                bar.set_postfix_str(ckpt.label)
-                model = models.load_or_swap(model, ckpt.source, revision=ckpt.revision)
-                result = ablate(model, **kwargs)
-                result.provenance = dataclasses.replace(
-                    result.provenance,
-                    step=result.step if result.step is not None else ckpt.step,
-                    tokens=result.tokens if result.tokens is not None else ckpt.tokens,
-                )
-                results.append(result)
-                bar.update()
-
-    out.mkdir(parents=True, exist_ok=True)
+    results = [
+        result
+        for source in args.sources  # one skeleton per source
+        for result in ablate_checkpoints(
+            sources_of(source, args.revision or None), progress=None, **kwargs
+        )
+    ]
     frame = pd.concat([r.to_frame() for r in results], ignore_index=True)
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".ablation.csv.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        frame.to_csv(fh, index=False)
-    os.chmod(tmp, 0o644)  # mkstemp creates it private
-    os.replace(tmp, targets[0])
+    atomic_write(targets[0], lambda tmp: frame.to_csv(tmp, index=False))
     write_ablation_report(targets[1], results)
     for result in results:
-        top = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
-        where = f" step {result.step}" if result.step is not None else ""
-        print(f"{result.model_name}{where}: top set {top}")
-        for row in result.summary().itertuples():
-            if ":" not in row.metric:
-                print(
-                    f"  {row.metric}: clean {row.clean:.4g}, top change {row.change:+.3g}, "
-                    f"random {row.random_change_mean:+.3g} [{row.random_change_lo:+.3g}, "
-                    f"{row.random_change_hi:+.3g}], p {row.p_value:.3g}, load-bearing index "
-                    f"{row.load_bearing_index:.3g} [{row.load_bearing_lo:.3g}, "
-                    f"{row.load_bearing_hi:.3g}]"
-                )
+        _print_summary(result)
     print(f"wrote {targets[0]} ({len(frame)} rows) and {targets[1]}")
     return 0
 
@@ -132,14 +113,27 @@ def _over_training(args, kwargs: dict, targets) -> int:
     """``--over-training``: ablation_trajectory, its table and the over-training report."""
     from ihprobe.ablation_series import ablation_trajectory
     from ihprobe.figures.ablation import write_trajectory_report
+    from ihprobe.files import atomic_write
 
     table = ablation_trajectory(
         args.sources, revisions=args.revision or None, progress=True, **kwargs
     )
-    targets[0].parent.mkdir(parents=True, exist_ok=True)
-    tmp = targets[0].with_name(f".{targets[0].name}.tmp")
-    table.to_csv(tmp, index=False)
-    tmp.replace(targets[0])
+    atomic_write(targets[0], lambda tmp: table.to_csv(tmp, index=False))
     write_trajectory_report(targets[1], table, by=args.by)
     print(f"wrote {targets[0]} ({len(table)} rows) and {targets[1]}")
     return 0
+
+
+def _print_summary(result) -> None:
+    top = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
+    where = f" step {result.step}" if result.step is not None else ""
+    print(f"{result.model_name}{where}: top set {top}")
+    for row in result.summary().itertuples():
+        if ":" not in row.metric:
+            print(
+                f"  {row.metric}: clean {row.clean:.4g}, top change {row.change:+.3g}, "
+                f"random {row.random_change_mean:+.3g} [{row.random_change_lo:+.3g}, "
+                f"{row.random_change_hi:+.3g}], p {row.p_value:.3g}, load-bearing index "
+                f"{row.load_bearing_index:.3g} [{row.load_bearing_lo:.3g}, "
+                f"{row.load_bearing_hi:.3g}]"
+            )

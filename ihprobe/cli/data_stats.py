@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from ihprobe.cli._common import add_option_flag, any_int, positive_int, probability
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -18,21 +20,15 @@ def register(subparsers) -> None:
     p.add_argument("--text", help="text file, directory or glob (natural-text sources)")
     p.add_argument("--dataset", help="HF dataset name or local data file")
     p.add_argument("--tokenizer", help="HF tokenizer directory (default: train a BPE)")
-    p.add_argument("--vocab-size", type=int, help="vocabulary size (BPE or synthetic)")
-    p.add_argument("--repetition", type=float, help="p_a for semi-natural / markov")
-    p.add_argument("--reliability", type=float, help="p_b for semi-natural / markov")
-    p.add_argument("--context", type=int, default=64, help="window length (default 64)")
-    p.add_argument("--batch-size", type=int, default=64, help="rows per batch (default 64)")
-    p.add_argument("--batches", type=int, default=16, help="batches to measure (default 16)")
-    p.add_argument("--total-steps", type=int, default=1, help="anneal length (bi-induct)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other producer option; VALUE is parsed as JSON when it can be",
-    )
+    p.add_argument("--vocab-size", type=positive_int, help="vocabulary size (BPE or synthetic)")
+    p.add_argument("--repetition", type=probability, help="p_a for semi-natural / markov")
+    p.add_argument("--reliability", type=probability, help="p_b for semi-natural / markov")
+    p.add_argument("--context", type=positive_int, default=64, help="window length")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="rows per batch")
+    p.add_argument("--batches", type=positive_int, default=16, help="batches to measure")
+    p.add_argument("--total-steps", type=positive_int, default=1, help="anneal length (bi-induct)")
+    p.add_argument("--seed", type=any_int, default=0, help="producer seed")
+    add_option_flag(p, "any other producer option")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -40,7 +36,6 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ihprobe.data import make_producer
     from ihprobe.data.stats import producer_stats
-    from ihprobe.errors import IhprobeError
 
     options = {
         "text": args.text,
@@ -50,15 +45,7 @@ def run(args) -> int:
         "repetition": args.repetition,
         "reliability": args.reliability,
     }
-    options = {k: v for k, v in options.items() if v is not None}
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise IhprobeError(f"--option {item!r}: write KEY=VALUE, e.g. --option m0=0.3")
-        try:
-            options[key.replace("-", "_")] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key.replace("-", "_")] = value
+    options = {k: v for k, v in options.items() if v is not None} | dict(args.option)
     producer = make_producer(
         args.producer,
         batch_size=args.batch_size,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ihprobe.cli._common import any_int, positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -9,10 +11,12 @@ def register(subparsers) -> None:
         help="train a tiny model, watch induction heads emerge, ablate them, write a report",
         description="The main job end to end on CPU in a few minutes (see README).",
     )
-    p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
-    p.add_argument("--steps", type=int, help="training updates (default 1200)")
-    p.add_argument("--random", type=int, help="random draws of the ablation baseline (default 20)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/demo", help="output directory")
+    p.add_argument("--steps", type=positive_int, help="training updates (default 2000)")
+    p.add_argument(
+        "--random", type=positive_int, help="random draws of the ablation baseline (default 20)"
+    )
+    p.add_argument("--seed", type=any_int, default=0, help="seed of training and probes")
     p.add_argument(
         "--compare",
         action="store_true",

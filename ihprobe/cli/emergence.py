@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import json
 
+from ihprobe.cli._common import any_int, finite_float, positive_int
+
 
 def add_point_options(p) -> None:
     """Flags shared with ``fit-law`` and ``sweep``: which metric, and the probe settings."""
-    p.add_argument("--metric", default="prefix_matching", help="scan metric (default PS)")
+    p.add_argument("--metric", default="prefix_matching", help="scan metric")
     p.add_argument("--reduce", default="max", choices=("max", "mean", "min"),
                    help="over heads")  # fmt: skip
-    p.add_argument("--threshold", type=float, help="crossing level (default 0.3 for PS)")
-    p.add_argument("-n", type=int, help="half-length of the repeated-token probe")
-    p.add_argument("--batch", type=int, default=100, help="probe rows (default 100)")
-    p.add_argument("--seed", type=int, default=0, help="probe seed")
+    p.add_argument("--threshold", type=finite_float,
+                   help="crossing level (default 0.3 for prefix_matching)")  # fmt: skip
+    p.add_argument("-n", type=positive_int, help="half-length of the repeated-token probe")
+    p.add_argument("--batch", type=positive_int, default=100, help="probe rows")
+    p.add_argument("--seed", type=any_int, default=0, help="probe seed")
     p.add_argument("--no-cache", dest="cache", action="store_false", help="rescan everything")
 
 
@@ -55,28 +58,24 @@ def describe(point) -> str:
 
 
 def run(args) -> int:
-    import dataclasses
-
-    from ihprobe.changepoint import emergence, run_shape
+    from ihprobe.changepoint import run_emergence
+    from ihprobe.files import check_writable_file
     from ihprobe.law import predict_emergence
-    from ihprobe.trajectories import trajectory
 
+    if args.html:
+        check_writable_file(args.html, "--html")
     kwargs = point_kwargs(args)
-    metric, reduce, threshold = kwargs.pop("metric"), kwargs.pop("reduce"), kwargs.pop("threshold")
-    metrics = [metric, *(["ar_accuracy"] if args.html and metric != "ar_accuracy" else [])]
     results, sections = [], []
     for run_dir in args.runs:
-        table = trajectory(run_dir, metrics, **kwargs)
-        batch_size, context = run_shape(run_dir)
-        point = emergence(table, metric, reduce, threshold, batch_size=batch_size, context=context)
-        point = dataclasses.replace(point, model=str(run_dir))
-        law = predict_emergence(batch_size, context) if batch_size and context else None
+        point = run_emergence(run_dir, **kwargs)
+        shape = (point.batch_size, point.context)
+        law = predict_emergence(*shape) if all(shape) else None
         record = point.to_dict()
         if law is not None:
             record["predicted_updates"] = law.updates
         results.append(record)
         if args.html:
-            sections.append(_section(run_dir, table, point, law))
+            sections.append(_section(run_dir, point, law, kwargs))
         if not args.json:
             line = describe(point)
             if law is not None:
@@ -93,12 +92,19 @@ def run(args) -> int:
     return 0
 
 
-def _section(run_dir, table, point, law):
+def _section(run_dir, point, law, kwargs: dict):
+    """The run's trajectory figure (the point's metric, and AR accuracy beside it)."""
+    import pandas as pd
+
     from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
     from ihprobe.report import Section
-    from ihprobe.trajectories import run_losses
+    from ihprobe.runs import losses
+    from ihprobe.trajectories import trajectory
 
-    blocks = [describe(point), trajectory_figure(table, point, law, run_losses(run_dir))]
+    scan = {k: v for k, v in kwargs.items() if k not in ("metric", "reduce", "threshold")}
+    metrics = dict.fromkeys([point.metric, "ar_accuracy"])  # each cached on its own
+    table = pd.concat([trajectory(run_dir, [m], **scan) for m in metrics], ignore_index=True)
+    blocks = [describe(point), trajectory_figure(table, point, law, losses(run_dir))]
     if table.loc[table["metric"] == point.metric, "layer"].notna().any():
         blocks.append(head_strip_figure(table, point.metric))
     return Section(str(run_dir), blocks)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ihprobe.cli._common import finite_float
 from ihprobe.cli.emergence import add_point_options, point_kwargs
 
 
@@ -13,8 +14,10 @@ def register(subparsers) -> None:
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories")
     add_point_options(p)
-    p.add_argument("--b", type=float, help="fix the batch-size exponent instead of fitting it")
-    p.add_argument("--c", type=float, help="fix the context exponent instead of fitting it")
+    p.add_argument("--b", type=finite_float,
+                   help="fix the batch-size exponent instead of fitting it")  # fmt: skip
+    p.add_argument("--c", type=finite_float,
+                   help="fix the context exponent instead of fitting it")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 

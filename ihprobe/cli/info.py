@@ -1,4 +1,8 @@
-"""``ihprobe info SOURCE``: load a checkpoint and describe it (a quick check that it loads)."""
+"""``ihprobe info SOURCE``: load a checkpoint and describe it (a quick check that it loads).
+
+On a run directory it lists the checkpoints with step, tokens and ``duplicate_of``: an earlier
+checkpoint whose weights are identical.
+"""
 
 from __future__ import annotations
 
@@ -17,21 +21,20 @@ def run(args) -> int:
     from pathlib import Path
 
     from ihprobe import models
+    from ihprobe.runs import checkpoints
 
     path = Path(args.source)
     if path.is_dir() and not (path / "config.json").is_file():
-        found = models.checkpoints(path)
-        rows = [{"checkpoint": c.source, "step": c.step, "tokens": c.tokens} for c in found]
-        print(
-            json.dumps(rows, indent=2)
-            if args.json
-            else "\n".join(f"{r['step']!s:>8} {r['tokens']!s:>12}  {r['checkpoint']}" for r in rows)
-        )
+        rows = _checkpoint_rows(checkpoints(path))
+        print(json.dumps(rows, indent=2) if args.json else _table(rows))
         return 0
     model = models.load(args.source, revision=args.revision)
     cfg = model.cfg
+    prov = models.provenance(model)
     info = {
-        "model": models.provenance(model).model,
+        "model": prov.model,
+        "step": prov.step,
+        "tokens": prov.tokens,
         "architecture": type(model.original_model).__name__,
         "n_layers": cfg.n_layers,
         "n_heads": cfg.n_heads,
@@ -45,3 +48,28 @@ def run(args) -> int:
         json.dumps(info, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in info.items())
     )
     return 0
+
+
+def _checkpoint_rows(found) -> list[dict]:
+    """One row per checkpoint; ``duplicate_of`` from the weights hash."""
+    from ihprobe.trajectories import Duplicates
+    from ihprobe.weights import weights_hash
+
+    duplicates = Duplicates()
+    return [
+        {
+            "checkpoint": c.source,
+            "step": c.step,
+            "tokens": c.tokens,
+            "duplicate_of": duplicates.check(c, weights_hash(c.source)),
+        }
+        for c in found
+    ]
+
+
+def _table(rows: list[dict]) -> str:
+    lines = [f"{'step':>8} {'tokens':>12}  checkpoint"]
+    for r in rows:
+        same = f"  (same weights as {r['duplicate_of']})" if r["duplicate_of"] else ""
+        lines.append(f"{r['step']!s:>8} {r['tokens']!s:>12}  {r['checkpoint']}{same}")
+    return "\n".join(lines)

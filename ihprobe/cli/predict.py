@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 
+from ihprobe.cli._common import finite_float, positive_float, positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "predict", help="predict the updates and tokens at which induction heads emerge"
     )
-    p.add_argument("-B", "--batch-size", dest="batch_size", type=int, required=True,
+    p.add_argument("-B", "--batch-size", dest="batch_size", type=positive_int, required=True,
                    help="sequences per optimiser update")  # fmt: skip
-    p.add_argument("-C", "--context", type=int, required=True, help="tokens per sequence")
+    p.add_argument("-C", "--context", type=positive_int, required=True,
+                   help="tokens per sequence")  # fmt: skip
     p.add_argument("--law", choices=("fitted", "sqrt"), default="fitted",
                    help="fitted: U = T / (B^b C^c), T=750000, b=0.37, c=0.62; "
                    "sqrt: N = 10^5.7 sqrt(B C) tokens")  # fmt: skip
-    p.add_argument("--T", dest="T", type=float, help="override the law's constant")
-    p.add_argument("--b", type=float, help="override the batch-size exponent")
-    p.add_argument("--c", type=float, help="override the context exponent")
+    p.add_argument("--T", dest="T", type=positive_float, help="override the law's constant")
+    p.add_argument("--b", type=finite_float, help="override the batch-size exponent")
+    p.add_argument("--c", type=finite_float, help="override the context exponent")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 

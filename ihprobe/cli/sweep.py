@@ -8,6 +8,7 @@ interrupted ones resumed), finds each run's emergence point and writes ``DIR/swe
 
 from __future__ import annotations
 
+from ihprobe.cli._common import positive_int
 from ihprobe.cli.emergence import add_point_options, point_kwargs
 
 
@@ -18,7 +19,7 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True, help="sweep directory")
     p.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2,...",
                    help="TrainConfig field or producer option and values")  # fmt: skip
-    p.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
+    p.add_argument("--jobs", type=positive_int, default=1, help="runs trained at once")
     p.add_argument("--no-train", dest="train", action="store_false",
                    help="only summarise the runs already there")  # fmt: skip
     add_point_options(p)
@@ -28,16 +29,12 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ihprobe import sweep
+    from ihprobe.sweep import run_sweep
 
-    runs = sweep.plan(args.grid, args.out)
-    failed = {}
-    if args.train:
-        failed = {
-            k: v for k, v in sweep.train_all(runs, tuple(args.train_args), args.jobs).items() if v
-        }
-    table = sweep.summarize(runs, **point_kwargs(args))
-    written = sweep.report(table, args.out)
+    written, failed = run_sweep(
+        args.grid, args.out, train_args=tuple(args.train_args), jobs=args.jobs,
+        train=args.train, **point_kwargs(args),
+    )  # fmt: skip
     for name, path in written.items():
         print(f"{name}: {path}")
     for name, code in failed.items():

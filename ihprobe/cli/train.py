@@ -1,8 +1,9 @@
 """``ihprobe train --out RUN_DIR [options]``: train a model from scratch and write checkpoints.
 
 Every option has a default (the tiny model of DESIGN.md on semi-natural data), so
-``ihprobe train --out runs/x --steps 20`` runs. Producer options go through ``-P KEY=VALUE``
-(values are read as JSON when they parse, e.g. ``-P repetition=0.9 -P vocab_size=256``).
+``ihprobe train --out runs/x --steps 20`` runs. Producer options go through
+``--option KEY=VALUE`` (values are read as JSON when they parse, e.g.
+``--option repetition=0.9 --option vocab_size=256``).
 ``--resume`` with no other flags continues the run with the settings in its ``run.json``.
 Under ``torchrun --nproc_per_node N -m ihprobe train ...`` it trains with DDP.
 """
@@ -10,16 +11,33 @@ Under ``torchrun --nproc_per_node N -m ihprobe train ...`` it trains with DDP.
 from __future__ import annotations
 
 import argparse
-import json
+import math
+
+from ihprobe.cli._common import (
+    add_option_flag,
+    any_int,
+    device,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    probability,
+    warmup_fraction,
+)
 
 SUFFIXES = {"k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9}
 
 
 def count(text: str) -> int:
     """``"250k"`` -> 250000, ``"0.25M"`` -> 250000, ``"2e6"`` -> 2000000."""
-    text = text.strip().lower().replace("_", "")
-    scale = SUFFIXES.get(text[-1:], 1)
-    number = float(text[:-1] if scale != 1 else text)
+    clean = text.strip().lower().replace("_", "")
+    scale = SUFFIXES.get(clean[-1:], 1)
+    try:
+        number = float(clean[:-1] if scale != 1 else clean)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count such as 250k or 2e6") from None
+    if not math.isfinite(number) or number * scale < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive count such as 250k")
     return int(round(number * scale))
 
 
@@ -28,34 +46,29 @@ def checkpoints(text: str):
     if text in ("log", "linear"):
         return text
     try:
-        return tuple(count(part) for part in text.split(",") if part.strip())
-    except ValueError as err:
+        found = tuple(count(part) for part in text.split(",") if part.strip())
+    except argparse.ArgumentTypeError:
+        found = ()
+    if not found:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not log, linear or a list of token counts such as 250k,500k,1M"
-        ) from err
+        )
+    return found
 
 
-def option(text: str) -> tuple[str, object]:
-    """``KEY=VALUE`` -> (key, JSON value or the string)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
-    try:
-        return key.replace("-", "_"), json.loads(value)
-    except json.JSONDecodeError:
-        return key.replace("-", "_"), value
-
-
-# Producer options common enough to get their own flag: same as -P KEY=VALUE.
+# Producer options common enough to get their own flag: same as --option KEY=VALUE.
 SHORTCUTS = (
-    ("repetition", float, "semi-natural/markov: P(A..A), same as -P repetition=..."),
-    ("reliability", float, "semi-natural/markov: P(B | AB..A)"),
-    ("vocab-size", int, "producer vocabulary (iid, markov, BPE size of text producers)"),
+    ("repetition", probability, "semi-natural/markov: P(A..A), same as --option repetition=..."),
+    ("reliability", probability, "semi-natural/markov: P(B | AB..A)"),
+    ("vocab-size", positive_int, "producer vocabulary (iid, markov, BPE size of text producers)"),
 )
 
 
 def clip(text: str) -> float | None:
-    return None if text.lower() in ("none", "0", "off") else float(text)
+    """A max gradient norm, or ``none``/``off``/``0`` for no clipping."""
+    if text.lower() in ("none", "0", "off"):
+        return None
+    return positive_float(text)
 
 
 def register(subparsers) -> None:
@@ -73,66 +86,60 @@ def register(subparsers) -> None:
     )
     p.add_argument("--out", required=True, help="run directory")
     data = p.add_argument_group("data")
-    data.add_argument("--producer", help="natural, bi-induct, semi-natural, markov or iid")
-    data.add_argument(
-        "-P",
-        "--producer-option",
-        dest="producer_option",
-        action="append",
-        type=option,
-        metavar="KEY=VALUE",
-        help="producer option, repeatable (e.g. -P repetition=0.9 -P marginal=zipf)",
-    )
+    data.add_argument("--producer", help="natural, repeats, bi-induct, semi-natural, markov or iid")
+    add_option_flag(data)
     for flag, kind, text in SHORTCUTS:
         data.add_argument(f"--{flag}", dest=flag.replace("-", "_"), type=kind, help=text)
     model = p.add_argument_group("model")
     model.add_argument("--arch", choices=("gpt-neox", "llama", "gpt2"))
-    model.add_argument("--layers", type=int)
-    model.add_argument("--heads", type=int)
-    model.add_argument("--kv-heads", dest="kv_heads", type=int, help="llama: key/value heads")
-    model.add_argument("--d-model", dest="d_model", type=int)
-    model.add_argument("--d-mlp", dest="d_mlp", type=int, help="default 4 * d_model")
+    model.add_argument("--layers", type=positive_int)
+    model.add_argument("--heads", type=positive_int)
+    model.add_argument("--kv-heads", dest="kv_heads", type=positive_int,
+                       help="llama: key/value heads")  # fmt: skip
+    model.add_argument("--d-model", dest="d_model", type=positive_int)
+    model.add_argument("--d-mlp", dest="d_mlp", type=positive_int, help="default 4 * d_model")
     opt = p.add_argument_group("optimisation")
-    opt.add_argument("-C", "--context", type=int, help="tokens per sequence (C)")
-    opt.add_argument("-B", "--batch-size", dest="batch_size", type=int, help="sequences/update")
+    opt.add_argument("-C", "--context", type=positive_int, help="tokens per sequence (C)")
+    opt.add_argument("-B", "--batch-size", dest="batch_size", type=positive_int,
+                     help="sequences/update")  # fmt: skip
     budget = opt.add_mutually_exclusive_group()
     budget.add_argument("--steps", type=count, help="updates (default 2000)")
     budget.add_argument("--tokens", type=count, help="budget in tokens, e.g. 20M")
-    opt.add_argument("--lr", type=float)
-    opt.add_argument("--warmup", type=float, help="fraction of updates (default 0.01)")
+    opt.add_argument("--lr", type=positive_float)
+    opt.add_argument("--warmup", type=warmup_fraction, help="fraction of updates (default 0.01)")
     opt.add_argument("--schedule", choices=("cosine", "constant"))
-    opt.add_argument("--weight-decay", dest="weight_decay", type=float)
+    opt.add_argument("--weight-decay", dest="weight_decay", type=nonnegative_float)
     opt.add_argument("--grad-clip", dest="grad_clip", type=clip, help="max norm, or none")
-    opt.add_argument("--grad-accum", dest="grad_accum", type=int, help="micro-batches/update")
-    opt.add_argument("--seed", type=int)
+    opt.add_argument("--grad-accum", dest="grad_accum", type=positive_int,
+                     help="micro-batches/update")  # fmt: skip
+    opt.add_argument("--seed", type=any_int)
     watch = p.add_argument_group("checkpoints and monitoring")
     watch.add_argument("--checkpoints", type=checkpoints, help="log | linear | 250k,500k,1M,...")
-    watch.add_argument("--n-checkpoints", dest="n_checkpoints", type=int)
+    watch.add_argument("--n-checkpoints", dest="n_checkpoints", type=positive_int)
     watch.add_argument("--live-probes", dest="live_probes", action="store_true")
-    watch.add_argument("--probe-batch", dest="probe_batch", type=int)
-    watch.add_argument("--log-every", dest="log_every", type=int)
+    watch.add_argument("--probe-batch", dest="probe_batch", type=positive_int)
+    watch.add_argument("--log-every", dest="log_every", type=positive_int)
     watch.add_argument(
-        "--state-every", dest="state_every", type=int, help="updates between resume states"
-    )
+        "--state-every", dest="state_every", type=nonnegative_int,
+        help="updates between resume states (0: only at checkpoints)",
+    )  # fmt: skip
     watch.add_argument("--no-progress", dest="progress", action="store_false")
     watch.add_argument("--resume", action="store_true", help="continue the run in --out")
-    watch.add_argument("--device", help="auto, cpu, cuda, cuda:1 ...")
+    watch.add_argument("--device", type=device, help="auto, cpu, cuda, cuda:1 ...")
     p.set_defaults(func=run)
 
 
 def config_from_args(args):
     """The TrainConfig the flags ask for (on top of run.json when resuming an existing run)."""
-    from pathlib import Path
-
-    from ihprobe.models import RUN_META
-    from ihprobe.trainer import TrainConfig, load_config
+    from ihprobe.runs import run_meta
+    from ihprobe.train_config import TrainConfig, load_config
 
     given = {k: v for k, v in vars(args).items() if k not in ("func", "command", "verbose")}
-    options = dict(given.pop("producer_option", []))
+    options = dict(given.pop("option", []))
     for flag, _, _ in SHORTCUTS:
         if flag.replace("-", "_") in given:
             options[flag.replace("-", "_")] = given.pop(flag.replace("-", "_"))
-    if given.get("resume") and (Path(args.out) / RUN_META).is_file():
+    if given.get("resume") and run_meta(args.out) is not None:
         base = load_config(args.out)
         if options:
             given["producer_options"] = {**base.producer_options, **options}

@@ -25,8 +25,8 @@ import torch
 
 from ihprobe.data.background import BackgroundOptions, BackgroundProducer
 from ihprobe.data.base import Batch, check_probability
-from ihprobe.data.tokenizer import id_tokenizer
 from ihprobe.errors import IhprobeError
+from ihprobe.standin import id_tokenizer
 
 DIRECTIONS = {"balanced": 0.5, "forward": 1.0, "backward": 0.0}  # P(forward) per snippet
 

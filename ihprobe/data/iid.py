@@ -13,7 +13,7 @@ import torch
 
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.marginals import MarginalOptions
-from ihprobe.data.tokenizer import id_tokenizer
+from ihprobe.standin import id_tokenizer
 
 
 class IIDProducer(Producer):

@@ -37,8 +37,8 @@ from ihprobe.data.blocks import StepBlocks
 from ihprobe.data.marginals import MarginalOptions
 from ihprobe.data.repetition import RepetitionLayer, check_room
 from ihprobe.data.sampling import BigramProcess, inverse_cdf
-from ihprobe.data.tokenizer import id_tokenizer
 from ihprobe.errors import IhprobeError
+from ihprobe.standin import id_tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -51,14 +51,3 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 512) -> PreTrainedTokenize
         pad_token=EOS,
         additional_special_tokens=[SEP],
     )
-
-
-def id_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
-    """A tokenizer whose token ``i`` is the string ``<i>``: for checkpoints saved without one.
-
-    The model then works on token ids and decodes to readable ids; no text meaning is implied.
-    """
-    vocab = {f"<{i}>": i for i in range(vocab_size)}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<0>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(pattern=">", behavior="merged_with_previous")
-    return PreTrainedTokenizerFast(tokenizer_object=tok)

@@ -37,7 +37,7 @@ def trajectory_figure(
         table: a trajectory table of one run.
         point: :func:`ihprobe.emergence` of it.
         prediction: :func:`ihprobe.predict_emergence` for the run's B and C.
-        losses: ``tokens, loss`` rows, e.g. :func:`ihprobe.trajectories.run_losses`.
+        losses: ``tokens, loss`` rows, e.g. :func:`ihprobe.runs.losses`.
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     for metric, reduce, label in TRAJECTORY_LINES:

@@ -1,0 +1,371 @@
+"""Command-line arguments, outputs, run-directory locks and checksums: bad input is one line and
+exit 2, before any work; help text tells the defaults the parsers use."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from ihprobe.cli import _common as types
+from ihprobe.cli import build_parser, main
+from ihprobe.cli.train import checkpoints as checkpoint_list
+from ihprobe.cli.train import clip, count
+from ihprobe.demo import DemoConfig
+from ihprobe.errors import IhprobeError
+from ihprobe.files import TMP_PREFIX, atomic_write
+from ihprobe.runs import LOCK, METRICS, RunDir, checkpoint_meta, checkpoints
+from ihprobe.train_config import TrainConfig
+
+BAD = ["nan", "inf", "-inf", "abc", ""]
+# every numeric argument type -> values it must refuse (on top of BAD)
+REFUSES = {
+    types.positive_int: ["0", "-5", "2.5"],
+    types.nonnegative_int: ["-5", "2.5"],
+    types.any_int: ["2.5"],
+    types.positive_float: ["0", "-5"],
+    types.nonnegative_float: ["-5"],
+    types.finite_float: [],
+    types.fraction: ["0", "-5", "1.5"],
+    types.probability: ["-5", "1.5"],
+    types.warmup_fraction: ["-5", "1"],
+    count: ["0", "-5"],
+    clip: ["-5"],
+}
+NOT_NUMERIC = {types.key_value, types.device, checkpoint_list, None}
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def flags() -> list[tuple[str, str, object]]:
+    """(command, flag, type) of every option that takes a value."""
+    found = []
+    for name, parser in commands().items():
+        for action in parser._actions:
+            if action.option_strings and action.nargs != 0:
+                found.append((name, action.option_strings[-1], action.type))
+    return found
+
+
+def test_every_flag_that_takes_a_number_has_a_checked_type():
+    loose = [(c, f) for c, f, t in flags() if t in (int, float)]
+    assert not loose, f"flags with a raw int/float type (no range check): {loose}"
+    unknown = [(c, f, t) for c, f, t in flags() if t not in REFUSES and t not in NOT_NUMERIC]
+    assert not unknown
+
+
+NUMERIC = [(c, f, t) for c, f, t in flags() if t in REFUSES]
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "kind"), NUMERIC, ids=[f"{c} {f}" for c, f, _ in NUMERIC]
+)
+def test_every_numeric_flag_refuses_bad_values_with_one_line_and_exit_2(
+    command, flag, kind, capsys
+):
+    for value in BAD + REFUSES[kind]:
+        assert main([command, f"{flag}={value}"]) == 2, (flag, value)
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert flag in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "value"),
+    [
+        (types.positive_int, "3", 3),
+        (types.nonnegative_int, "0", 0),
+        (types.fraction, "1", 1.0),
+        (types.probability, "0", 0.0),
+        (types.finite_float, "-0.5", -0.5),
+        (count, "2.5k", 2500),
+        (clip, "none", None),
+    ],
+)
+def test_good_values_pass_the_same_types(kind, text, value):
+    assert kind(text) == value
+
+
+@pytest.mark.parametrize("value", ["bogus", "cuda:x", "gpu", "cpu:"])
+def test_a_bad_device_is_one_line(value, capsys):
+    assert main(["train", "--out", "x", "--device", value]) == 2
+    assert "--device" in capsys.readouterr().err
+
+
+def test_one_key_value_flag_for_producer_options():
+    for name in ("train", "data-stats"):
+        option_flags = {f for c, f, _ in flags() if c == name}
+        assert "--option" in option_flags
+        assert not option_flags & {"-P", "--producer-option"}
+    assert types.key_value("period=[8, 32]") == ("period", [8, 32])
+    with pytest.raises(argparse.ArgumentTypeError):
+        types.key_value("oops")
+    with pytest.raises(argparse.ArgumentTypeError):
+        types.key_value("p=NaN")
+
+
+# ----------------------------------------------------------------------------- help
+
+
+def library_default(command: str, dest: str):
+    """The default the library applies when a flag is not given (train and demo)."""
+    config = {"train": TrainConfig, "demo": DemoConfig}.get(command)
+    if config is None:
+        return None
+    if dest == "steps" and command == "train":
+        from ihprobe.train_config import DEFAULT_STEPS
+
+        return DEFAULT_STEPS
+    found = {f.name: f.default for f in fields(config)}
+    return found.get(dest)
+
+
+def same(documented: str, value) -> bool:
+    try:
+        return math.isclose(float(documented), float(value))
+    except (TypeError, ValueError):
+        return documented.strip("'\"") == str(value)
+
+
+@pytest.mark.parametrize("command", sorted(commands()))
+def test_help_runs_and_every_documented_default_is_the_real_one(command, capsys):
+    assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert command in text
+    parser = commands()[command]
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if not action.help or action.help == argparse.SUPPRESS:
+            continue
+        shown = formatter._expand_help(action) if action.option_strings else action.help
+        for documented in re.findall(r"\(default:? ([^)\s,;]+)\)", shown):
+            real = action.default
+            if real in (None, argparse.SUPPRESS):
+                real = library_default(command, action.dest)
+            if real is None:
+                continue  # a computed default, described in words
+            assert same(documented, real), (command, action.dest, documented, real)
+
+
+def test_the_stale_help_is_gone(capsys):
+    for command in ("demo", "train", "scan", "emergence"):
+        assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "1200" not in text and "repeats" in text
+    assert "(default PS)" not in text
+
+
+# ----------------------------------------------------------------------------- outputs and text
+
+
+def test_an_output_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
+    target = tmp_path / "taken"
+    target.write_text("x")
+    for argv in (
+        ["scan", "no/such/ckpt", "--out", str(target)],
+        ["ablate", "no/such/ckpt", "--out", str(target)],
+        ["emergence", "no/such/run", "--html", str(tmp_path)],
+        ["demo", "--out", str(target)],
+        ["train", "--out", str(target), "--producer", "iid", "--steps", "1"],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and str(tmp_path) in err, err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_a_read_only_output_is_refused_before_any_work(tmp_path, capsys):
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    assert main(["scan", "no/such/ckpt", "--out", str(locked / "out")]) == 2
+    assert "not writable" in capsys.readouterr().err
+
+
+def test_binary_text_is_one_line(tmp_path, capsys):
+    binary = tmp_path / "bin.txt"
+    binary.write_bytes(bytes(range(256)) * 4)
+    assert main(["scan", "x", "--text", str(binary), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not UTF-8" in err
+
+
+def test_sweep_refuses_an_axis_that_moves_runs_outside_it(tmp_path, capsys):
+    for grid in ("out=a,b", "producer=../x,y", "resume=true"):
+        assert main(["sweep", "--out", str(tmp_path), "--grid", grid, "--no-train"]) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_demo_settings_are_checked_before_training(tmp_path):
+    from ihprobe.demo import run_demo
+
+    with pytest.raises(IhprobeError, match="random=0"):
+        run_demo(DemoConfig(out=str(tmp_path / "demo"), random=0))
+    with pytest.raises(IhprobeError, match="heads=3"):
+        run_demo(DemoConfig(out=str(tmp_path / "demo"), heads=3))
+    assert not (tmp_path / "demo" / "main").exists()
+
+
+def test_disk_full_is_one_line_and_leaves_no_temporary_file(tmp_path):
+    def fill_disk(path):
+        path.write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(IhprobeError, match="disk full"):
+        atomic_write(tmp_path / "out.csv", fill_disk)
+    assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def tiny_train(out: Path, *extra: str) -> list[str]:
+    return ["train", "--out", str(out), "--producer", "iid", "--vocab-size", "32",
+            "--layers", "1", "--heads", "2", "--d-model", "16", "-C", "16", "-B", "4",
+            "--steps", "6", "--checkpoints", "linear", "--n-checkpoints", "2",
+            "--log-every", "2", "--device", "cpu", "--no-progress", *extra]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("cli") / "run"
+    assert main(tiny_train(run)) == 0
+    return run
+
+
+def test_a_running_train_holds_its_run_directory(tmp_path, capsys):
+    run = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run.mkdir()
+        (run / LOCK).write_text(f"{holder.pid} {os.uname().nodename}\n")
+        assert main(tiny_train(run, "--resume")) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"process {holder.pid}" in err
+        assert not list(run.rglob(f"{TMP_PREFIX}*")) and not (run / METRICS).exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder is gone: its lock is stale, and the next train takes it over
+    assert main(tiny_train(run)) == 0
+    assert not (run / LOCK).exists()
+
+
+def test_disk_full_while_training_is_one_line_and_cleans_up(tmp_path, monkeypatch, capsys):
+    import ihprobe.trainer as trainer
+
+    def full(obj, path, *args, **kwargs):
+        Path(path).write_bytes(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trainer.torch, "save", full)
+    assert main(tiny_train(tmp_path / "run")) == 2
+    assert "disk full" in capsys.readouterr().err
+    assert not list((tmp_path / "run").rglob(f"{TMP_PREFIX}*"))
+    assert not (tmp_path / "run" / LOCK).exists()
+
+
+def test_checkpoints_record_sha256_and_load_refuses_a_changed_file(tiny_run, tmp_path, capsys):
+    import hashlib
+    import shutil
+
+    import ihprobe
+
+    source = Path(checkpoints(tiny_run)[-1].source)
+    recorded = checkpoint_meta(source)["sha256"]
+    for name, digest in recorded.items():
+        assert hashlib.sha256((source / name).read_bytes()).hexdigest() == digest
+    copy = tmp_path / "ckpt"
+    shutil.copytree(source, copy)
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-100:] = bytes(100)  # same size, last 100 bytes zeroed
+    weights.write_bytes(bytes(data))
+    with pytest.raises(IhprobeError, match="model.safetensors does not match the SHA-256"):
+        ihprobe.load(copy)
+    assert main(["info", str(copy)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_duplicate_weights_are_flagged_by_info_and_scan(tiny_run, tmp_path, capsys):
+    import shutil
+
+    import pandas as pd
+
+    run = tmp_path / "dup"
+    shutil.copytree(tiny_run / "checkpoints", run / "checkpoints")
+    last = checkpoints(run)[-1].source
+    shutil.copytree(last, run / "checkpoints" / "step-000099")
+    assert main(["info", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("same weights as") == 1 and "step-000099" in out
+    scan_out = tmp_path / "scan"
+    argv = [
+        "scan",
+        str(run),
+        "--metrics",
+        "prefix_matching",
+        "--batch",
+        "4",
+        "--out",
+        str(scan_out),
+    ]
+    assert main(argv) == 0
+    table = pd.read_csv(scan_out / "scores.csv")
+    flagged = table.dropna(subset=["duplicate_of"])
+    assert set(flagged["duplicate_of"]) == {last}
+    assert len(flagged) * len(checkpoints(run)) == len(table)  # one checkpoint's rows
+
+
+def test_a_resumed_run_logs_each_step_once_with_the_same_losses(tmp_path, monkeypatch):
+    import ihprobe.trainer as trainer
+    from ihprobe.trainer import load_config, train
+
+    assert main(tiny_train(tmp_path / "reference")) == 0
+    reference = RunDir(tmp_path / "reference").records(METRICS)
+    update = trainer._Trainer._update
+
+    def power_cut_before_update_4(self, step):
+        if step == 3:
+            raise RuntimeError("power cut")
+        return update(self, step)
+
+    monkeypatch.setattr(trainer._Trainer, "_update", power_cut_before_update_4)
+    with pytest.raises(RuntimeError, match="power cut"):
+        main(tiny_train(tmp_path / "run", "--state-every", "3"))
+    monkeypatch.undo()
+    train(load_config(tmp_path / "run", resume=True))
+    resumed = RunDir(tmp_path / "run").records(METRICS)
+    assert [r["step"] for r in resumed] == [2, 4, 6]
+    # the state at update 3 carries the open window: the line at 4 averages updates 3 and 4
+    assert [r["loss"] for r in resumed] == [r["loss"] for r in reference]
+    assert not any("partial_window" in r for r in resumed)
+
+
+def test_corrupt_cache_entries_are_dropped_and_rescanned(tiny_run, tmp_path, caplog):
+    import ihprobe
+
+    cache = tmp_path / "cache"
+    scan = {"batch": 4, "n": 4}
+    first = ihprobe.trajectory(tiny_run, ["prefix_matching"], cache=cache, **scan)
+    entries = sorted((cache / "scans").iterdir())
+    entries[0].write_bytes(os.urandom(64))
+    entries[1].write_text(json.dumps({"rows": [[0, 1]]}))  # wrong shape
+    again = ihprobe.trajectory(tiny_run, ["prefix_matching"], cache=cache, **scan)
+    assert again["value"].tolist() == first["value"].tolist()
+    dropped = [r for r in caplog.records if "corrupt cache entry" in r.getMessage()]
+    assert len(dropped) == 2
+    assert all(json.loads(p.read_text())["rows"] for p in (cache / "scans").iterdir())
