@@ -112,3 +112,11 @@ def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeyp
         run_dir, scope="global", top=1, random=3, batch=4, metrics=["induction_loss"]
     )
     assert len(again) == len(frame) and set(again.metric) == set(frame.metric)
+
+
+def test_cli_choices_are_the_librarys():
+    from ihprobe import head_sets, masks
+    from ihprobe.cli import ablate as cli
+
+    assert (cli.SCOPES, cli.BASELINES) == (head_sets.SCOPES, head_sets.BASELINES)
+    assert set(cli.MODES) == set(masks.MODES)

@@ -1,32 +1,23 @@
-"""``ihprobe ablate SOURCE...``: top heads per layer against random baselines, with a report.
+"""``ihprobe ablate SOURCE...``: top heads (per layer or global) against random baselines.
 
 Writes ``OUT/ablation.csv`` (the long table of :meth:`ihprobe.AblationResult.to_frame`, one block
 per checkpoint) and ``OUT/report.html`` (method, head sets, per-metric charts, the numbers; on a
-run directory also the signature-vs-load-bearing curve over training).
+run directory also the signature-vs-load-bearing curve over training). With ``--over-training``
+the table is :func:`ihprobe.ablation_trajectory`'s (load-bearing index and per-head effects at
+every checkpoint, cached by weights hash) and the report shows them over training.
 
     ihprobe ablate runs/demo --out ablation/demo --metrics ar_accuracy,induction_loss
-    ihprobe ablate path/to/checkpoint --by logit_attribution --random 50 --mode zero
+    ihprobe ablate path/to/checkpoint --scope global --top 1 --baseline score-matched
+    ihprobe ablate runs/demo --over-training --scope global --top 1 --mode pattern
 """
 
 from __future__ import annotations
 
-import argparse
-
-from ihprobe.cli._common import any_int, fraction, positive_int
+from ihprobe.cli._common import any_int, fraction_or_count, positive_int
 
 SCOPES = ("layer", "global")  # ihprobe.head_sets; repeated here to keep start-up imports light
 BASELINES = ("layer-matched", "global", "score-matched")
 MODES = ("mean", "zero", "resample", "pattern")
-
-
-def top_heads(text: str) -> float | int:
-    """``--top``: a count k >= 1 when written as an integer ("1"), else a fraction ("0.02")."""
-    try:
-        return positive_int(text) if text.strip().isdigit() else fraction(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a fraction in (0, 1] nor a count k >= 1"
-        ) from None
 
 
 def register(subparsers) -> None:
@@ -40,7 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--out", default="ablation", help="output directory")
     p.add_argument("--by", default="prefix_matching", help="head score that ranks heads")
     p.add_argument(
-        "--top", type=top_heads, default=0.02,
+        "--top", type=fraction_or_count, default=0.02,
         help="fraction of heads (0.02) or a count (1) in the top set",
     )  # fmt: skip
     p.add_argument("--scope", choices=SCOPES, default="layer", help="layer ([B]'s) or global top")
