@@ -129,7 +129,8 @@ def head_sets_figure(result) -> go.Figure:
     fig.update_layout(
         title=f"{result.by} · T: top set · n: drawn n times",
         xaxis_title="head", yaxis_title="layer", template="plotly_white",
-        height=max(260, 60 + 28 * scores.shape[0]), width=max(520, 120 + 34 * scores.shape[1]),
+        height=max(260, 60 + 28 * scores.shape[0]),
+        width=min(PAGE_WIDTH, max(520, 120 + 34 * scores.shape[1])),
     )  # fmt: skip
     fig.update_yaxes(autorange="reversed", dtick=1)
     fig.update_xaxes(dtick=1)
