@@ -18,7 +18,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -180,25 +180,45 @@ def trajectory(
         >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP
         ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
     """
-    directory = cache_dir(cache)
-    settings = _settings_key(metrics, scan_kwargs)
-    duplicates = Duplicates()
-    scanned: dict[str, pd.DataFrame] = {}  # weights hash -> scan rows, within this call
     scanner = _Scanner(metrics, scan_kwargs)
+    return cached_sweep(
+        sources_of(source_or_sources, revisions), scanner.scan, "scans",
+        _settings_key(metrics, scan_kwargs), cache=cache, tokens_per_step=tokens_per_step,
+        progress=progress,
+    )  # fmt: skip
+
+
+def cached_sweep(
+    ckpts: Sequence[Checkpoint],
+    compute: Callable[[Checkpoint], pd.DataFrame],
+    folder: str,
+    settings: str,
+    *,
+    cache: bool | str | os.PathLike | None = True,
+    tokens_per_step: int | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
+    ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
+    tokens, with provenance and ``duplicate_of`` (used by :func:`trajectory` and
+    :func:`ihprobe.ablation_trajectory`)."""
+    directory = cache_dir(cache)
+    duplicates = Duplicates()
+    done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
     frames = []
-    for ckpt in tqdm(sources_of(source_or_sources, revisions), disable=not progress):
+    for ckpt in tqdm(ckpts, disable=not progress):
         path = resolve(ckpt.source, revision=ckpt.revision)
         digest = weights_hash(path)
         duplicate = duplicates.check(ckpt, digest)
-        file = directory / "scans" / f"{digest[:32]}-{settings}.json" if directory else None
-        rows = scanned.get(digest)
+        file = directory / folder / f"{digest[:32]}-{settings}.json" if directory else None
+        rows = done.get(digest)
         if rows is None and file is not None:
             rows = _read(file)
         if rows is None:
-            rows = scanner.scan(ckpt)
+            rows = compute(ckpt)
             if file is not None:
                 _write(file, rows)
-        scanned[digest] = rows
+        done[digest] = rows
         frames.append(_with_provenance(rows, ckpt, checkpoint_meta(path), tokens_per_step))
         frames[-1]["duplicate_of"] = duplicate
     table = pd.concat(frames, ignore_index=True)
