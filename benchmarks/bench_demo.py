@@ -55,8 +55,10 @@ def main() -> str:
         "",
         "| run | wall s | CPU s | wall / 90 s target |",
         "|---|---:|---:|---:|",
-        *[f"| {name} | {wall:.1f} | {cpu:.1f} | {wall / TARGET_S:.2f}x |"
-          for name, wall, cpu in rows],  # fmt: skip
+        *[
+            f"| {name} | {wall:.1f} | {cpu:.1f} | {wall / TARGET_S:.2f}x |"
+            for name, wall, cpu in rows
+        ],  # fmt: skip
     ]
     return "\n".join(lines)
 

@@ -6,7 +6,9 @@
    period (content-based induction is the only way to predict them), with checkpoints;
 2. scan every checkpoint (prefix matching, AR accuracy, ...) into one trajectory table;
 3. find the emergence point and put the law's prediction beside it;
-4. ablate the top-2% heads of the final checkpoint against 20 random draws;
+4. ablate the heads with the induction signature of the final checkpoint against 20
+   layer-matched and 20 score-matched random draws, every head alone, and [B]'s per-layer
+   top 2% for reference;
 5. write ``report.html`` and the CSVs.
 
 ``compare=True`` also trains a Bi-Induct variant at matched compute ([B]'s comparison).
@@ -19,8 +21,9 @@ PosixPath('runs/demo/report.html')
 from __future__ import annotations
 
 import logging
+import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -45,6 +48,7 @@ TRAJECTORY_METRICS = (
     "prefix_matching", "previous_token", "duplicate_token", "forward_induction",
     "anti_induction", "ar_accuracy", "induction_loss",
 )  # fmt: skip
+ABLATION_METRICS = ("ar_accuracy", "induction_loss", "ar_mean_rank")
 
 
 @dataclass(frozen=True)
@@ -144,8 +148,9 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> dict:
     final = checkpoints(run)[-1]
     model = ihprobe.load(final.source)
     log.info("[%s] 4/4 ablating the top heads against %d random draws", name, config.random)
-    ablation = ihprobe.ablate(model, random=config.random, seed=config.seed)
     scores = ihprobe.scan(model, seed=config.seed)
+    ablations = _ablations(config, model, scores)
+    effects = ihprobe.head_effects(model, ABLATION_METRICS, seed=config.seed)
     first = checkpoints(run)[0]
     summary = {
         "run": name,
@@ -167,12 +172,41 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> dict:
         "ar_emergence_updates": ar_point.updates if ar_point.transition else None,
         "law_updates": prediction.updates,
         "final_loss": _final_loss(losses(run)),
-        **_ablation_summary(ablation),
+        **_ablation_summary(ablations["layer-matched"]),
     }
     return {"run": run, "table": table, "point": point, "ar_point": ar_point,
-            "prediction": prediction, "ablation": ablation, "scores": scores, "model": model,
+            "prediction": prediction, "ablation": ablations["layer-matched"],
+            "ablations": ablations, "effects": effects, "scores": scores, "model": model,
             "losses": losses(run), "summary": summary, "producer": producer,
             "options": options}  # fmt: skip
+
+
+def _ablations(config: DemoConfig, model, scores) -> dict:
+    """The question at this scale: the heads with the induction signature (max PS above the
+    formed threshold; at least the top one) of the whole model against layer-matched and
+    score-matched draws, and [B]'s per-layer top 2% for reference."""
+    ps = scores.head_metric("prefix_matching")
+    k = max(1, int((ps >= METRIC_TABLE["prefix_matching"].threshold).sum()))
+    common = {"metrics": ABLATION_METRICS, "random": config.random, "seed": config.seed,
+              "scores": ps}  # fmt: skip
+    return {
+        "layer-matched": ihprobe.ablate(model, scope="global", top=k, **common),
+        "score-matched": ihprobe.ablate(
+            model, scope="global", top=k, baseline="score-matched", **common
+        ),  # fmt: skip
+        "per-layer": ihprobe.ablate(model, **common),
+    }
+
+
+def demo_run(out: str | os.PathLike = "runs/demo", config: DemoConfig = DemoConfig()) -> Path:
+    """The demo's main run, ``out/main``: trained with the demo's settings, or reused as it is
+    when a finished run with them is there (the notebooks share ``make demo``'s run).
+
+    Example:
+        >>> run = demo_run("runs/demo")          # doctest: +SKIP
+    """
+    producer, options = variants(config)["main"]
+    return _train(replace(config, out=str(out)), Path(out) / "main", producer, options)
 
 
 def _train_config(config: DemoConfig, out: Path, producer: str, options: dict) -> TrainConfig:
@@ -233,6 +267,9 @@ def _ablation_summary(result) -> dict:
             out[f"{metric}_relative_change"] = float(row.relative_change)
             out[f"{metric}_random_relative_change"] = float(row.random_relative_change_mean)
             out[f"{metric}_p"] = float(row.p_value)
+            out[f"{metric}_index"] = float(row.load_bearing_index)
+            out[f"{metric}_index_low"] = float(row.load_bearing_lo)
+            out[f"{metric}_index_high"] = float(row.load_bearing_hi)
     return out
 
 
@@ -254,7 +291,8 @@ def summary_text(result: DemoResult) -> str:
             lines.append(
                 f"  ablation              AR accuracy {s['ar_accuracy_relative_change']:+.1%} "
                 f"(random heads {s['ar_accuracy_random_relative_change']:+.1%}), "
-                f"p = {s['ar_accuracy_p']:.2f}"
+                f"p = {s['ar_accuracy_p']:.2g}, load-bearing index {s['ar_accuracy_index']:.2g} "
+                f"[{s['ar_accuracy_index_low']:.2g}, {s['ar_accuracy_index_high']:.2g}]"
             )
     lines += ["", f"report: {result.report}"]
     lines += [f"  {name + ':':<20} {path}" for name, path in result.tables.items()]

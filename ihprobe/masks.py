@@ -17,7 +17,8 @@ head is ablated on its own even when it shares its key/value head.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import numbers
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -52,7 +53,7 @@ def keep_mask(
     """
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     keep = torch.ones(n_layers, n_heads)
-    for layer, head in heads:
+    for layer, head in _pairs(heads):
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
             raise IhprobeError(
                 f"head ({layer}, {head}) does not exist: the model has {n_layers} layers of "
@@ -60,6 +61,23 @@ def keep_mask(
             )
         keep[layer, head] = 0.0
     return keep
+
+
+def _pairs(heads) -> list[tuple[int, int]]:
+    """``heads`` as ``(layer, head)`` int pairs, or one line saying what to pass."""
+    found = list(heads) if isinstance(heads, Iterable) and not isinstance(heads, str) else None
+    ok = found is not None and all(
+        isinstance(h, Sequence) and len(h) == 2 and all(_is_int(x) for x in h) for h in found
+    )
+    if not ok:
+        raise IhprobeError(
+            f"heads={heads!r}: pass a list of (layer, head) pairs, e.g. [(1, 2)] for one head."
+        )
+    return [(int(layer), int(head)) for layer, head in found]
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 @torch.inference_mode()

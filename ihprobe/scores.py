@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -193,6 +194,8 @@ class HeadScores(CarriesProvenance):
             >>> scores.top_heads("prefix_matching", k=1)               # doctest: +SKIP
             [(1, 3, 0.93)]
         """
+        if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:
+            raise IhprobeError(f"k={k!r}: pass how many heads to list, an integer >= 1.")
         values = self.head_metric(metric)
         n_heads = values.shape[1]
         flat = values.flatten().nan_to_num(nan=-float("inf"))

@@ -57,13 +57,16 @@ def layer_head_heatmap(
     values: Float[torch.Tensor, "layer head"],
     label: str,
     title: str,
+    colorscale: str | None = None,
     zmin: float | None = None,
     zmax: float | None = None,
 ) -> go.Figure:
     """A plotly heatmap of ``[layer, head]`` values coloured as :func:`color_range` of
-    ``label`` says; hover shows layer, head and value."""
+    ``label`` says (``colorscale`` overrides the scale); hover shows layer, head and value."""
     values = values.double().cpu()
     fig = go.Figure(_heatmap_trace(values, label, zmin, zmax))
+    if colorscale is not None:
+        fig.update_traces(colorscale=colorscale)
     fig.update_layout(
         title=title,
         xaxis={"title": "head", "dtick": 1},
@@ -84,7 +87,8 @@ def head_heatmap(
         >>> head_heatmap(scores, "prefix_matching").write_html("ps.html")  # doctest: +SKIP
     """
     values = scores.head_metric(metric)
-    return layer_head_heatmap(values, metric, f"{metric} — {where(scores.provenance)}", zmin, zmax)
+    title = f"{metric} — {where(scores.provenance)}"
+    return layer_head_heatmap(values, metric, title, zmin=zmin, zmax=zmax)
 
 
 def checkpoint_slider(
