@@ -156,7 +156,7 @@ def trajectory(
     revisions: Sequence[str] | None = None,
     tokens_per_step: int | None = None,
     cache: bool | str | os.PathLike | None = True,
-    progress: bool = False,
+    progress: bool = True,
     **scan_kwargs,
 ) -> pd.DataFrame:
     """Scan every checkpoint and return one long table ordered by training tokens.
@@ -169,7 +169,7 @@ def trajectory(
         tokens_per_step: B*C, to fill ``tokens`` where the checkpoints do not record it
             (hub revisions): tokens = step * tokens_per_step.
         cache: True for the default cache directory, a path, or False for none.
-        progress: show a tqdm bar over checkpoints.
+        progress: show a tqdm bar over checkpoints (on by default; False silences it).
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
     Returns:

@@ -22,6 +22,11 @@ from ihprobe.files import check_writable_dir, check_writable_file
 NO_DEFAULT = (None, False, argparse.SUPPRESS)
 
 
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    """``-q/--quiet``: no progress bars on stderr (they are on by default)."""
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
 class DefaultsFormatter(argparse.HelpFormatter):
     """Adds ``(default: X)`` to every option that has a real default and does not say it."""
 
