@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
+import torch
 from plotly.subplots import make_subplots
 
 from ihprobe.changepoint import EmergencePoint, curve
@@ -231,6 +232,7 @@ def _ablation_section(prefix: str, study: dict) -> Section:
     blocks = [
         f'<p class="verdict"><b>Verdict.</b> {html.escape(verdict(main, metric))}</p>',
         f"Against score-matched draws: {html.escape(verdict(matched, metric))}",
+        effects_text(study["effects"], study["scores"], metric),
         side_by_side(head_heatmap(study["scores"]), head_effects_figure(study["effects"], metric)),
         drop_figure(main),
         _ablation_table(
@@ -245,22 +247,48 @@ def _ablation_section(prefix: str, study: dict) -> Section:
         f"layer here, against layer-matched draws): {html.escape(verdict(per_layer, metric))}",
         head_sets_figure(per_layer),
     ]
-    k = len(main.top_heads)
-    return Section(f"{prefix}Ablation: the top {k} prefix-matching head(s) vs random heads", blocks)
+    top = ", ".join(f"L{layer}H{head}" for layer, head in main.top_heads)
+    return Section(
+        f"{prefix}Ablation: the top prefix-matching head ({top}) vs random heads", blocks
+    )
 
 
 def _ablation_table(results: dict) -> pd.DataFrame:
-    keep = ["metric", "clean", "top", "change", "relative_change", "random_change_mean",
-            "p_value", "distinct_sets", "load_bearing_index", "load_bearing_lo",
-            "load_bearing_hi"]  # fmt: skip
-    frames = [r.summary()[keep].assign(setting=name) for name, r in results.items()]
-    table = pd.concat(frames, ignore_index=True)
-    table = table[table.metric.isin(["ar_accuracy", "induction_loss"])]
-    return table[["setting", *keep]].rename(columns={
-        "random_change_mean": "random draws: mean change", "p_value": "p",
-        "load_bearing_index": "index", "load_bearing_lo": "index 2.5%",
-        "load_bearing_hi": "index 97.5%", "distinct_sets": "distinct sets",
-    })  # fmt: skip
+    rows = []
+    for name, result in results.items():
+        for r in result.summary().to_dict("records"):
+            if r["metric"] not in ("ar_accuracy", "induction_loss"):
+                continue
+            rows.append({
+                "setting": name, "metric": r["metric"], "clean": r["clean"], "top": r["top"],
+                "change": r["change"], "relative_change": r["relative_change"],
+                "draws: mean change": r["random_change_mean"], "p": r["p_value"],
+                "distinct sets": r["distinct_sets"],
+                "index [95%]": f"{r['load_bearing_index']:.2g} "
+                f"[{r['load_bearing_lo']:.2g}, {r['load_bearing_hi']:.2g}]",
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def effects_text(effects, scores, metric: str = "ar_accuracy") -> str:
+    """Which single head hurts ``metric`` most when ablated alone, and whether it is one of the
+    heads with the induction signature (max PS above the formed threshold)."""
+    layer, head, harm = effects.ranking(metric)[0]
+    ps = scores.head_metric("prefix_matching")
+    change = float(effects.change(metric)[layer, head])
+    signature = [f"L{a}H{b}" for a, b in torch.nonzero(ps >= THRESHOLD).tolist()]
+    named = ", ".join(signature) if signature else "none"
+    found = f"L{layer}H{head} (PS {float(ps[layer, head]):.2f})"
+    if harm <= 0:
+        return (
+            f"No single head's ablation makes {metric} worse (heads with the signature: {named})."
+        )
+    role = "one of" if f"L{layer}H{head}" in signature else "not one of"
+    return (
+        f"Ablated alone, {found} hurts {metric} most (change {change:+.3g}); it is {role} the "
+        f"heads with the induction signature (PS >= {THRESHOLD}: {named}). Heads that each cost "
+        "little alone but share a signature can still be needed together (redundancy)."
+    )
 
 
 def side_by_side(left: go.Figure, right: go.Figure) -> go.Figure:

@@ -3,8 +3,12 @@ of numbers and must say opposite things (no canned sentence that contradicts the
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import torch
+
 from ihprobe.changepoint import EmergencePoint
-from ihprobe.demo_report import emergence_text, law_text, loss_text, top_head_text
+from ihprobe.demo_report import effects_text, emergence_text, law_text, loss_text, top_head_text
 
 
 def point(transition: bool, updates: float = 300.0) -> EmergencePoint:
@@ -44,3 +48,30 @@ def test_loss_sentence_says_which_side_of_the_uniform_guess():
     below = loss_text(0.15, 4.16)
     assert "<b>above</b>" in above and "worse than guessing" in above
     assert "below the uniform-guess loss" in below and "worse" not in below
+
+
+class Effects:
+    """A stand-in for HeadEffects: ``change`` of AR accuracy per head (negative is worse)."""
+
+    def __init__(self, change):
+        self._change = torch.tensor(change)
+
+    def change(self, metric):
+        return self._change
+
+    def ranking(self, metric):
+        harm = -self._change.flatten()
+        order = torch.argsort(-harm, stable=True)
+        n = self._change.shape[1]
+        return [(int(i) // n, int(i) % n, float(harm[i])) for i in order]
+
+
+def test_effects_sentence_says_whether_the_most_harmful_head_has_the_signature():
+    ps = torch.tensor([[0.02, 0.01], [0.9, 0.03]])
+    scores = SimpleNamespace(head_metric=lambda name: ps)
+    induction = effects_text(Effects([[0.0, -0.01], [-0.8, 0.0]]), scores)
+    previous = effects_text(Effects([[-0.5, 0.0], [-0.01, 0.0]]), scores)
+    nothing = effects_text(Effects([[0.0, 0.01], [0.0, 0.0]]), scores)
+    assert "L1H0 (PS 0.90) hurts" in induction and "it is one of" in induction
+    assert "L0H0 (PS 0.02) hurts" in previous and "it is not one of" in previous
+    assert "No single head's ablation makes" in nothing

@@ -71,6 +71,7 @@ def layer_head_heatmap(
         title=title,
         xaxis={"title": "head", "dtick": 1},
         yaxis={"title": "layer", "dtick": 1, "autorange": "reversed"},
+        height=max(280, 160 + 40 * values.shape[0]),
     )
     return fig
 
