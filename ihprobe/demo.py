@@ -286,6 +286,8 @@ def _ablation_summary(result) -> dict:
             out[f"{metric}_relative_change"] = float(row.relative_change)
             out[f"{metric}_random_relative_change"] = float(row.random_relative_change_mean)
             out[f"{metric}_p"] = float(row.p_value)
+            out[f"{metric}_p_distinct"] = float(row.p_distinct)
+            out[f"{metric}_distinct_sets"] = int(row.distinct_sets)
             out[f"{metric}_index"] = float(row.load_bearing_index)
             out[f"{metric}_index_low"] = float(row.load_bearing_lo)
             out[f"{metric}_index_high"] = float(row.load_bearing_hi)
@@ -310,7 +312,9 @@ def summary_text(result: DemoResult) -> str:
             lines.append(
                 f"  ablation              AR accuracy {s['ar_accuracy_relative_change']:+.1%} "
                 f"(random heads {s['ar_accuracy_random_relative_change']:+.1%}), "
-                f"p = {s['ar_accuracy_p']:.2g}, load-bearing index {s['ar_accuracy_index']:.2g} "
+                f"p = {s['ar_accuracy_p']:.2g} ({s['ar_accuracy_p_distinct']:.2g} over "
+                f"{s['ar_accuracy_distinct_sets']} distinct sets), "
+                f"load-bearing index {s['ar_accuracy_index']:.2g} "
                 f"[{s['ar_accuracy_index_low']:.2g}, {s['ar_accuracy_index_high']:.2g}]"
             )
     lines += ["", f"report: {result.report}"]

@@ -71,7 +71,9 @@ ABLATION_HOWTO = {
     "of similar score stratum, so that the baseline is not only previous-token or sink heads. "
     "<i>distinct sets</i> counts the different sets among the draws (a small model has few).",
     "p": "permutation p-value: (1 + draws at least as harmful as the top set) / (draws + 1); "
-    "never below 1 / (draws + 1).",
+    "never below 1 / (draws + 1). <i>p (distinct sets)</i> counts each distinct set once: "
+    "with only m distinct sets it cannot go below 1 / (m + 1), the honest floor when a small "
+    "model repeats its sets.",
     "index": "load-bearing index: (top harm - mean draw harm) / sd(draw harm), with a bootstrap "
     "95% interval over the draws; above 2 with p <= 0.05 counts as load-bearing.",
 }
@@ -263,7 +265,7 @@ def _ablation_table(results: dict) -> pd.DataFrame:
                 "setting": name, "metric": r["metric"], "clean": r["clean"], "top": r["top"],
                 "change": r["change"], "relative_change": r["relative_change"],
                 "draws: mean change": r["random_change_mean"], "p": r["p_value"],
-                "distinct sets": r["distinct_sets"],
+                "distinct sets": r["distinct_sets"], "p (distinct sets)": r["p_distinct"],
                 "index [95%]": f"{r['load_bearing_index']:.2g} "
                 f"[{r['load_bearing_lo']:.2g}, {r['load_bearing_hi']:.2g}]",
             })  # fmt: skip

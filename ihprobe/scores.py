@@ -167,7 +167,7 @@ class HeadScores(CarriesProvenance):
             shape = (int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1)
             values = torch.full(shape, float("nan"))
             values[rows["layer"].astype(int).values, rows["head"].astype(int).values] = (
-                torch.tensor(rows["value"].astype(float).values, dtype=torch.float32)
+                torch.tensor(rows["value"].to_numpy(dtype=float, copy=True), dtype=torch.float32)
             )
             head[metric] = values
         model_rows = frame[frame["layer"].isna()]
