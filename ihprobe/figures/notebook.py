@@ -30,6 +30,8 @@ def use_static_images() -> str:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             kaleido.start_sync_server(silence_warnings=True)
+        # plotly passes its kaleido options to every image; with a server they are unused
+        warnings.filterwarnings("ignore", message="The kopts argument is ignored")
         renderer += "+png"
     except Exception as err:  # no kaleido or no browser: interactive figures still work
         log.warning("figures without static images (%s: %s)", type(err).__name__, err)
