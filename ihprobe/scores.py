@@ -166,8 +166,11 @@ class HeadScores(CarriesProvenance):
         for metric, rows in heads.groupby("metric", sort=False):
             shape = (int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1)
             values = torch.full(shape, float("nan"))
-            values[rows["layer"].astype(int).values, rows["head"].astype(int).values] = (
-                torch.tensor(rows["value"].to_numpy(dtype=float, copy=True), dtype=torch.float32)
+            layer, head = (
+                torch.as_tensor(rows[k].to_numpy(dtype=int, copy=True)) for k in ("layer", "head")
+            )
+            values[layer, head] = torch.tensor(
+                rows["value"].to_numpy(dtype=float, copy=True), dtype=torch.float32
             )
             head[metric] = values
         model_rows = frame[frame["layer"].isna()]
