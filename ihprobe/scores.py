@@ -166,10 +166,10 @@ class HeadScores(CarriesProvenance):
         for metric, rows in heads.groupby("metric", sort=False):
             shape = (int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1)
             values = torch.full(shape, float("nan"))
-            layer, head = (
+            at = [
                 torch.as_tensor(rows[k].to_numpy(dtype=int, copy=True)) for k in ("layer", "head")
-            )
-            values[layer, head] = torch.tensor(
+            ]
+            values[at[0], at[1]] = torch.tensor(
                 rows["value"].to_numpy(dtype=float, copy=True), dtype=torch.float32
             )
             head[metric] = values
