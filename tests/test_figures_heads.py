@@ -34,7 +34,8 @@ def test_zmin_zmax_override():
 def test_checkpoint_slider_has_a_frame_per_checkpoint_on_one_range():
     series = [scores([[0.02, 0.03]], step=0), scores([[0.05, 0.9]], step=100)]
     fig = checkpoint_slider(series)
-    assert [f.name for f in fig.frames] == ["step 0", "step 100"]
-    assert len(fig.layout.sliders[0].steps) == 2 and fig.layout.sliders[0].active == 1
-    assert {(f.data[0].zmin, f.data[0].zmax) for f in fig.frames} == {(0.0, 1.0)}
+    steps = fig.layout.sliders[0].steps
+    assert [s.label for s in steps] == ["step 0", "step 100"] and fig.layout.sliders[0].active == 1
+    assert steps[0].args[0]["z"][0].round(3).tolist() == [[0.02, 0.03]]  # each step's own values
+    assert (fig.data[0].zmin, fig.data[0].zmax) == (0.0, 1.0)  # one range for every step
     assert fig.data[0].z.round(3).tolist() == [[0.05, 0.9]]  # the last checkpoint first

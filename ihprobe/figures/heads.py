@@ -110,16 +110,21 @@ def checkpoint_slider(
         zmax = max(float(v.max()) for v in values)
     labels = [_checkpoint_label(s.provenance, i) for i, s in enumerate(series)]
     fig = go.Figure(_heatmap_trace(values[-1], metric, zmin, zmax))
-    fig.frames = [go.Frame(data=[_heatmap_trace(v, metric, zmin, zmax)], name=label)
-                  for v, label in zip(values, labels, strict=True)]  # fmt: skip
-    steps = [{"label": label, "method": "animate",
-              "args": [[label], {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}]}
-             for label in labels]  # fmt: skip
+    steps = [{"label": label, "method": "restyle", "args": [{"z": [v.numpy()]}]}
+             for v, label in zip(values, labels, strict=True)]  # fmt: skip
     fig.update_layout(
-        title=f"{metric} per head — {where(series[-1].provenance)}",
+        title=f"{metric} per head — {series[-1].provenance.model} (slider: checkpoint)",
         xaxis={"title": "head", "dtick": 1},
         yaxis={"title": "layer", "dtick": 1, "autorange": "reversed"},
-        sliders=[{"active": len(steps) - 1, "steps": steps, "currentvalue": {"prefix": ""}}],
+        sliders=[
+            {
+                "active": len(steps) - 1,
+                "steps": steps,
+                "pad": {"t": 50},
+                "currentvalue": {"prefix": "checkpoint: "},
+            }
+        ],  # fmt: skip
+        height=max(340, 220 + 40 * values[-1].shape[0]),
     )
     return fig
 
