@@ -33,7 +33,8 @@ THRESHOLD = METRIC_TABLE["prefix_matching"].threshold  # max PS that counts as f
 
 INTRO = (
     "A tiny {layers}-layer GPT-NeoX (d_model {d_model}, {heads} heads, context C={context}) "
-    "trained for {steps} updates of B={batch_size} sequences of {producer} data. At every "
+    "trained for {steps} updates of B={batch_size} sequences from the <code>{producer}</code> "
+    "producer (rows that turn periodic at a random point). At every "
     "checkpoint ihprobe scores every head on 100 rows of repeated random tokens "
     "<code>[s1..sn, s1..sn]</code>."
 )
