@@ -87,7 +87,7 @@ LAW_CONTEXT = (
 
 
 def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Path:
-    """Write the demo report for ``studies`` (run name -> study dict from ``ihprobe.demo``)."""
+    """Write the demo report for ``studies`` (run name -> ``ihprobe.demo.Study``)."""
     table = summary[[c for c in SUMMARY_COLUMNS if c in summary]].rename(columns=SUMMARY_COLUMNS)
     intro = INTRO.format(producer=html.escape(config.producer), **_fields(config))
     sections = [Section("What ran", [intro, table, how_to_read(SUMMARY_HOWTO)])]
@@ -187,24 +187,24 @@ def loss_text(final: float, uniform: float) -> str:
 
 
 def _emergence_section(prefix: str, study: dict) -> Section:
-    point, s = study["point"], study["summary"]
-    fig = trajectory_figure(study["table"], point, study["prediction"], study["losses"])
+    point, s = study.point, study.summary
+    fig = trajectory_figure(study.table, point, study.prediction, study.losses)
     return Section(
         f"{prefix}Emergence",
         [
             emergence_text(point),
-            law_text(point, study["prediction"].updates),
+            law_text(point, study.prediction.updates),
             loss_text(s["induction_loss_final"], s["induction_loss_chance"]),
             fig,
-            head_strip_figure(study["table"]),
+            head_strip_figure(study.table),
         ],
     )
 
 
 def _heads_section(prefix: str, study: dict) -> Section:
-    table = study["table"]
+    table = study.table
     steps = sorted(table.step.dropna().unique())
-    point = study["point"]
+    point = study.point
     chosen = [steps[0], steps[-1]]
     if point.transition and point.step is not None:
         chosen.insert(1, point.step)
@@ -218,8 +218,8 @@ def _heads_section(prefix: str, study: dict) -> Section:
 
 
 def _attention_section(prefix: str, study: dict) -> Section:
-    model, s = study["model"], study["summary"]
-    layer, head, value = study["scores"].top_heads("prefix_matching", k=1)[0]
+    model, s = study.model, study.summary
+    layer, head, value = study.scores.top_heads("prefix_matching", k=1)[0]
     n = 16
     tokens = repeated_tokens(model, n=n, batch=1, seed=1)[0]
     text = top_head_text(layer, head, value, s["prefix_matching_chance"], n)
@@ -230,13 +230,13 @@ def _attention_section(prefix: str, study: dict) -> Section:
 
 def _ablation_section(prefix: str, study: dict) -> Section:
     metric = "ar_accuracy"
-    main, matched, per_layer = (study["ablations"][k] for k in ("layer-matched", "score-matched",
+    main, matched, per_layer = (study.ablations[k] for k in ("layer-matched", "score-matched",
                                                                   "per-layer"))  # fmt: skip
     blocks = [
         f'<p class="verdict"><b>Verdict.</b> {html.escape(verdict(main, metric))}</p>',
         f"Against score-matched draws: {html.escape(verdict(matched, metric))}",
-        effects_text(study["effects"], study["scores"], metric),
-        side_by_side(head_heatmap(study["scores"]), head_effects_figure(study["effects"], metric)),
+        effects_text(study.effects, study.scores, metric),
+        side_by_side(head_heatmap(study.scores), head_effects_figure(study.effects, metric)),
         drop_figure(main),
         _ablation_table(
             {
@@ -316,9 +316,9 @@ def side_by_side(left: go.Figure, right: go.Figure) -> go.Figure:
 def _comparison_section(studies: dict) -> Section:
     fig = go.Figure()
     for name, study in studies.items():
-        c = curve(study["table"], "prefix_matching", "max")
+        c = curve(study.table, "prefix_matching", "max")
         fig.add_scatter(x=c.tokens, y=c.value, name=f"{name}: max PS", mode="lines+markers")
-        a = curve(study["table"], "anti_induction", "max")
+        a = curve(study.table, "anti_induction", "max")
         fig.add_scatter(x=a.tokens, y=a.value, name=f"{name}: max anti-induction",
                         mode="lines", line={"dash": "dot"})  # fmt: skip
     fig.update_xaxes(type="log", title_text="training tokens")
@@ -337,7 +337,7 @@ def _comparison_section(studies: dict) -> Section:
 def _config_section(studies: dict) -> Section:
     blocks = []
     for name, study in studies.items():
-        run_json = Path(study["run"]) / "run.json"
+        run_json = Path(study.run) / "run.json"
         saved = json.loads(run_json.read_text()) if run_json.is_file() else {}
         shown = html.escape(json.dumps(saved.get("config", saved), indent=2))
         blocks.append(f"<h3>{html.escape(name)}</h3><pre>{shown}</pre>")

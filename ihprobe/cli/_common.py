@@ -19,8 +19,6 @@ from pathlib import Path
 from ihprobe.errors import IhprobeError
 from ihprobe.files import check_writable_dir, check_writable_file
 
-NO_DEFAULT = (None, False, argparse.SUPPRESS)
-
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
     """``-q/--quiet``: no progress bars on stderr (they are on by default)."""
@@ -32,7 +30,8 @@ class DefaultsFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default in NO_DEFAULT or action.default == []:
+        shown = action.default is not None and action.default is not False
+        if "default" in text or not shown or action.default in (argparse.SUPPRESS, []):
             return text
         if not action.option_strings:
             return text
