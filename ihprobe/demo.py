@@ -24,14 +24,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 import ihprobe
-from ihprobe.ablation import check_settings
-from ihprobe.changepoint import emergence
+from ihprobe.ablation import AblationResult, check_settings
+from ihprobe.changepoint import EmergencePoint, emergence
 from ihprobe.demo_report import write_demo_report
 from ihprobe.files import atomic_write, check_writable_dir
-from ihprobe.law import predict_emergence
+from ihprobe.law import Prediction, predict_emergence
 from ihprobe.runs import checkpoints, config_changes, is_finished, losses
+from ihprobe.scores import HeadScores
 from ihprobe.train_config import TrainConfig, check_config
 from ihprobe.trainer import train
 from ihprobe.trajectories import trajectory
@@ -75,6 +77,24 @@ class DemoConfig:
 
 
 @dataclass
+class Study:
+    """Everything the demo found about one run, as the report draws it."""
+
+    run: Path
+    producer: str
+    options: dict
+    table: pd.DataFrame  # trajectory of TRAJECTORY_METRICS over every checkpoint
+    losses: pd.DataFrame  # training loss (ihprobe.runs.losses)
+    point: EmergencePoint  # prefix matching
+    ar_point: EmergencePoint  # AR accuracy
+    prediction: Prediction  # the law's, for the run's B and C
+    model: torch.nn.Module  # the final checkpoint, loaded
+    scores: HeadScores  # of the final checkpoint
+    ablation: AblationResult  # of the final checkpoint
+    summary: dict  # the run's row of summary.csv
+
+
+@dataclass
 class DemoResult:
     """Paths the demo wrote and the numbers it found, per run."""
 
@@ -108,18 +128,16 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoResult:
                for name, (producer, options) in variants(config).items()}  # fmt: skip
     tables = {}
     for name, study in studies.items():
-        tables[f"{name}/trajectory"] = _csv(study["table"], out / f"{name}-trajectory.csv")
-        tables[f"{name}/ablation"] = _csv(
-            study["ablation"].to_frame(), out / f"{name}-ablation.csv"
-        )
-    summary = pd.DataFrame([study["summary"] for study in studies.values()])
+        tables[f"{name}/trajectory"] = _csv(study.table, out / f"{name}-trajectory.csv")
+        tables[f"{name}/ablation"] = _csv(study.ablation.to_frame(), out / f"{name}-ablation.csv")
+    summary = pd.DataFrame([study.summary for study in studies.values()])
     tables["summary"] = _csv(summary, out / "summary.csv")
     report = write_demo_report(out / "report.html", config, studies, summary)
-    return DemoResult(report=report, runs={n: s["run"] for n, s in studies.items()},
+    return DemoResult(report=report, runs={n: s.run for n, s in studies.items()},
                       tables=tables, summary=summary)  # fmt: skip
 
 
-def _study(config: DemoConfig, name: str, producer: str, options: dict) -> dict:
+def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study:
     """One run: train (or reuse a finished run), trajectory, emergence, law, ablation."""
     run = _train(config, Path(config.out) / name, producer, options)
     table = trajectory(run, list(TRAJECTORY_METRICS), cache=Path(config.out) / ".cache",
@@ -133,10 +151,22 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> dict:
     model = ihprobe.load(final.source)
     ablation = ihprobe.ablate(model, random=config.random, seed=config.seed)
     scores = ihprobe.scan(model, seed=config.seed)
-    first = checkpoints(run)[0]
-    summary = {
+    study = Study(
+        run=run, producer=producer, options=options, table=table, losses=losses(run),
+        point=point, ar_point=ar_point, prediction=prediction, model=model, scores=scores,
+        ablation=ablation, summary={},
+    )  # fmt: skip
+    study.summary = _summary(name, study)
+    return study
+
+
+def _summary(name: str, study: Study) -> dict:
+    """The demo's one-line numbers of a run (a row of ``summary.csv``)."""
+    table, point, ar_point = study.table, study.point, study.ar_point
+    first, final = checkpoints(study.run)[0], checkpoints(study.run)[-1]
+    return {
         "run": name,
-        "producer": producer,
+        "producer": study.producer,
         "steps": final.step,
         "tokens": final.tokens,
         "ps_start": _max_at(table, "prefix_matching", first.step),
@@ -149,14 +179,10 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> dict:
         "emergence_high": point.updates_high if point.transition else None,
         "threshold_step": point.threshold_step,
         "ar_emergence_updates": ar_point.updates if ar_point.transition else None,
-        "law_updates": prediction.updates,
-        "final_loss": _final_loss(losses(run)),
-        **_ablation_summary(ablation),
+        "law_updates": study.prediction.updates,
+        "final_loss": _final_loss(study.losses),
+        **_ablation_summary(study.ablation),
     }
-    return {"run": run, "table": table, "point": point, "ar_point": ar_point,
-            "prediction": prediction, "ablation": ablation, "scores": scores, "model": model,
-            "losses": losses(run), "summary": summary, "producer": producer,
-            "options": options}  # fmt: skip
 
 
 def _train_config(config: DemoConfig, out: Path, producer: str, options: dict) -> TrainConfig:

@@ -41,7 +41,7 @@ LAW_NOTE = (
 
 
 def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Path:
-    """Write the demo report for ``studies`` (run name -> study dict from ``ihprobe.demo``)."""
+    """Write the demo report for ``studies`` (run name -> ``ihprobe.demo.Study``)."""
 
     sections = [Section("What ran", [INTRO.format(**asdict(config)), _summary_table(summary)])]
     for name, study in studies.items():
@@ -54,9 +54,9 @@ def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Pat
                 f"{prefix}Ablation of the top-2% heads against {config.random} random draws",
                 [
                     _ablation_text(study),
-                    head_sets_figure(study["ablation"]),
-                    drop_figure(study["ablation"]),
-                    study["ablation"].summary(),
+                    head_sets_figure(study.ablation),
+                    drop_figure(study.ablation),
+                    study.ablation.summary(),
                 ],
             ),
         ]
@@ -79,7 +79,7 @@ def _summary_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 def _emergence_section(prefix: str, study: dict) -> Section:
 
-    point, prediction = study["point"], study["prediction"]
+    point, prediction = study.point, study.prediction
     if point.transition:
         found = (
             f"Prefix matching rose from chance: the steep segment of a 3-piece fit against "
@@ -90,14 +90,14 @@ def _emergence_section(prefix: str, study: dict) -> Section:
         )
     else:
         found = f"No induction-head transition was detected: {html.escape(str(point.reason))}."
-    fig = trajectory_figure(study["table"], point, prediction, study["losses"])
-    return Section(f"{prefix}Emergence", [found, LAW_NOTE, fig, head_strip_figure(study["table"])])
+    fig = trajectory_figure(study.table, point, prediction, study.losses)
+    return Section(f"{prefix}Emergence", [found, LAW_NOTE, fig, head_strip_figure(study.table)])
 
 
 def _heads_section(prefix: str, study: dict) -> Section:
-    table = study["table"]
+    table = study.table
     steps = sorted(table.step.dropna().unique())
-    point = study["point"]
+    point = study.point
     chosen = [steps[0], steps[-1]]
     if point.transition and point.step is not None:
         chosen.insert(1, point.step)
@@ -112,8 +112,8 @@ def _heads_section(prefix: str, study: dict) -> Section:
 
 def _attention_section(prefix: str, study: dict) -> Section:
 
-    model = study["model"]
-    layer, head, value = study["scores"].top_heads("prefix_matching", k=1)[0]
+    model = study.model
+    layer, head, value = study.scores.top_heads("prefix_matching", k=1)[0]
     tokens = repeated_tokens(model, n=16, batch=1, seed=1)[0]
     text = (
         f"Head L{layer}H{head} has the highest prefix-matching score ({value:.2f}) in the final "
@@ -127,7 +127,7 @@ def _attention_section(prefix: str, study: dict) -> Section:
 
 
 def _ablation_text(study: dict) -> str:
-    s = study["summary"]
+    s = study.summary
     if "induction_loss_top_drop" not in s:
         return "Ablation metrics were not available for this model."
     return (
@@ -143,9 +143,9 @@ def _comparison_section(studies: dict) -> Section:
 
     fig = go.Figure()
     for name, study in studies.items():
-        c = curve(study["table"], "prefix_matching", "max")
+        c = curve(study.table, "prefix_matching", "max")
         fig.add_scatter(x=c.tokens, y=c.value, name=f"{name}: max PS", mode="lines+markers")
-        a = curve(study["table"], "anti_induction", "max")
+        a = curve(study.table, "anti_induction", "max")
         fig.add_scatter(x=a.tokens, y=a.value, name=f"{name}: max anti-induction",
                         mode="lines", line={"dash": "dot"})  # fmt: skip
     fig.update_xaxes(type="log", title_text="training tokens")
@@ -163,7 +163,7 @@ def _comparison_section(studies: dict) -> Section:
 def _config_section(config, studies: dict) -> Section:
     blocks = []
     for name, study in studies.items():
-        run_json = Path(study["run"]) / "run.json"
+        run_json = Path(study.run) / "run.json"
         saved = json.loads(run_json.read_text()) if run_json.is_file() else {}
         shown = html.escape(json.dumps(saved.get("config", saved), indent=2))
         blocks.append(f"<h3>{html.escape(name)}</h3><pre>{shown}</pre>")

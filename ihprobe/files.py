@@ -129,8 +129,15 @@ def check_writable_dir(path: str | os.PathLike, what: str = "--out") -> Path:
     if path.exists() and not path.is_dir():
         raise IhprobeError(f"{what} {path} is a file, not a directory; pass a directory.")
     existing = next(p for p in (path, *path.absolute().parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise IhprobeError(f"{what} {path}: {existing} is not writable; choose another {what}.")
+    if not existing.is_dir():
+        raise IhprobeError(f"{what} {path}: {existing} is a file; choose another {what}.")
+    try:  # a real write: permissions, read-only mounts and root all answer the same way
+        with tempfile.TemporaryFile(dir=existing, prefix=TMP_PREFIX):
+            pass
+    except OSError as err:
+        raise IhprobeError(
+            f"{what} {path}: {existing} is not writable ({err.strerror}); choose another {what}."
+        ) from err
     return path
 
 

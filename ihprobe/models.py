@@ -41,7 +41,8 @@ from ihprobe.runs import checkpoint_meta
 from ihprobe.scores import Provenance
 from ihprobe.sources import causal_lm_config, resolve
 from ihprobe.standin import id_tokenizer
-from ihprobe.weights import check_weights, has_safetensors, verify_checksums
+from ihprobe.validation import check_checkpoint, check_loaded, hf_loading
+from ihprobe.weights import check_weights, has_safetensors, verify_checksums, weight_files
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ def load(
     if processing not in PROCESSING:
         raise IhprobeError(f"processing={processing!r} is not one of {PROCESSING}.")
     path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
+    check_checkpoint(path, weight_files(path))  # files, config schema, headers, finite tensors
     config = causal_lm_config(path, trust_remote_code=trust_remote_code)
     validate_checkpoint(path, config)
     if tokenizer is None:
@@ -128,9 +130,9 @@ def validate_checkpoint(path: Path, config) -> None:
 
 def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = False):
     """The HF model of a checked checkpoint directory (HF maps old tensor names)."""
-    with warnings.catch_warnings(), _quiet_progress():
+    with warnings.catch_warnings(), _quiet_progress(), hf_loading(path):
         warnings.simplefilter("ignore")
-        return AutoModelForCausalLM.from_pretrained(
+        model, info = AutoModelForCausalLM.from_pretrained(
             str(path),
             config=config,
             dtype=dtype,
@@ -138,7 +140,11 @@ def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = 
             use_safetensors=has_safetensors(path),
             trust_remote_code=trust_remote_code,
             local_files_only=True,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # reported in info and refused by check_loaded
         )
+    check_loaded(path, model, info)  # no tensor missing/unexpected/reshaped; causal
+    return model
 
 
 @contextlib.contextmanager
@@ -177,6 +183,7 @@ def load_weights(
             "load the checkpoint with ihprobe.load instead."
         )
     path = resolve(source, revision=revision)
+    check_checkpoint(path, weight_files(path))  # files, config schema, headers, finite tensors
     config = causal_lm_config(path)
     _check_same_config(model, path, config)
     validate_checkpoint(path, config)

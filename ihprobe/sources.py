@@ -22,6 +22,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from ihprobe.errors import IhprobeError
 from ihprobe.runs import checkpoints, looks_like_run
+from ihprobe.validation import hf_loading
 
 
 def resolve(
@@ -117,7 +118,7 @@ def causal_lm_config(path: Path, *, trust_remote_code: bool = False):
             f"{', '.join(SUPPORTED_EXAMPLES)} (all {len(supported)}: "
             "ihprobe.sources.supported_architectures())."
         )
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), hf_loading(path):
         warnings.simplefilter("ignore")
         return AutoConfig.from_pretrained(
             str(path), trust_remote_code=trust_remote_code, local_files_only=True

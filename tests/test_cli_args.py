@@ -265,6 +265,21 @@ def test_a_running_train_holds_its_run_directory(tmp_path, capsys):
     assert not (run / LOCK).exists()
 
 
+def test_the_lock_holds_this_process_id_while_training(tmp_path, monkeypatch):
+    import ihprobe.trainer as trainer
+
+    update, seen = trainer._Trainer._update, []
+
+    def look_at_the_lock(self, step):
+        seen.append((tmp_path / "run" / LOCK).read_text().split()[0])
+        return update(self, step)
+
+    monkeypatch.setattr(trainer._Trainer, "_update", look_at_the_lock)
+    assert main(tiny_train(tmp_path / "run")) == 0
+    assert set(seen) == {str(os.getpid())} and len(seen) == 6
+    assert not (tmp_path / "run" / LOCK).exists()
+
+
 def test_disk_full_while_training_is_one_line_and_cleans_up(tmp_path, monkeypatch, capsys):
     import ihprobe.trainer as trainer
 

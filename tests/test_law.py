@@ -119,3 +119,18 @@ def test_fit_accepts_emergence_points_and_skips_runs_without_transition():
 def test_fit_rejects_points_without_values():
     with pytest.raises(IhprobeError, match="positive"):
         fit_law([(4, 64, 1000), (8, 64, None), (8, 32, 500)])
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("16", 64), {}),
+        ((4.5, 64), {}),
+        ((4, 64), {"b": float("inf")}),
+        ((4, 64), {"T": float("nan")}),
+        ((4, 64), {"T": -1.0}),
+    ],
+)
+def test_predict_refuses_what_is_not_a_shape_or_a_finite_law(args, kwargs):
+    with pytest.raises(IhprobeError):
+        predict_emergence(*args, **kwargs)

@@ -10,7 +10,7 @@ import torch
 import ihprobe
 from ihprobe import models
 from ihprobe.cli import main
-from ihprobe.data.tokenizer import id_tokenizer
+from ihprobe.standin import id_tokenizer
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 

@@ -10,8 +10,8 @@ import torch
 
 import ihprobe
 from ihprobe import inputs
-from ihprobe.data.tokenizer import id_tokenizer
 from ihprobe.errors import IhprobeError
+from ihprobe.standin import id_tokenizer
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 VOCAB = 64

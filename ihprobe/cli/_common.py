@@ -19,15 +19,14 @@ from pathlib import Path
 from ihprobe.errors import IhprobeError
 from ihprobe.files import check_writable_dir, check_writable_file
 
-NO_DEFAULT = (None, False, argparse.SUPPRESS)
-
 
 class DefaultsFormatter(argparse.HelpFormatter):
     """Adds ``(default: X)`` to every option that has a real default and does not say it."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default in NO_DEFAULT or action.default == []:
+        shown = action.default is not None and action.default is not False
+        if "default" in text or not shown or action.default in (argparse.SUPPRESS, []):
             return text
         if not action.option_strings:
             return text

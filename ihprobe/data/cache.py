@@ -13,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from ihprobe.errors import IhprobeError
+from ihprobe.files import atomic_directory
 
 
 def root() -> Path:
@@ -37,15 +38,11 @@ def entry(kind: str, spec: dict, build: Callable[[Path], None]) -> Path:
     final = root() / kind / key(spec)
     if final.is_dir():
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     try:
-        build(tmp)
-        (tmp / "spec.json").write_text(json.dumps(spec, sort_keys=True, default=str, indent=1))
-        os.replace(tmp, final)
-    except OSError:
+        with atomic_directory(final) as tmp:
+            build(tmp)
+            (tmp / "spec.json").write_text(json.dumps(spec, sort_keys=True, default=str, indent=1))
+    except IhprobeError:
         if not final.is_dir():  # a real failure, not a concurrent writer that won the race
             raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return final

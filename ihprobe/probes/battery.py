@@ -52,6 +52,7 @@ from ihprobe.probes.engine import (
     text_rows,
 )
 from ihprobe.scores import HeadScores
+from ihprobe.validation import check_scores
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
@@ -153,6 +154,7 @@ def scan(
             model_scores["icl_score"] = float(per_row["icl_score"].mean())
     ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head}
     ordered_model = {k: model_scores[k] for k in METRICS if k in model_scores}
+    check_scores(ordered_head, ordered_model)  # a NaN/inf score is an error naming the metric
     return HeadScores(ordered_head, ordered_model, provenance(model), settings)
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float
 
+from ihprobe.validation import require_finite
+
 
 def ov_eigen_score(
     W_E: Float[torch.Tensor, "vocab d_model"],
@@ -36,6 +38,7 @@ def ov_eigen_score(
         >>> ov_eigen_score(eye, -eye.view(1, 1, 3, 3), eye.view(1, 1, 3, 3), eye)
         tensor([[-1.]])
     """
+    require_finite("copying", W_E=W_E, W_V=W_V, W_O=W_O, W_U=W_U)  # LAPACK crashes on NaN/inf
     ue = W_U.double() @ W_E.double()  # [d_model, d_model]
     small = W_O.double() @ ue @ W_V.double()  # [layer, head, d_head, d_head]
     eig = torch.linalg.eigvals(small)

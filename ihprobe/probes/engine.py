@@ -38,6 +38,7 @@ from ihprobe.probes.recall import (
     query_recall,
     token_losses,
 )
+from ihprobe.validation import require_finite
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
@@ -207,6 +208,7 @@ def run_probe(
         if at is not None and logits.shape[1] != at.shape[-1]:
             logits = _select(logits, at)  # a model whose unembedding ignored the slice
         if probe.score is not None:
+            require_finite(f"the {probe.name} probe", logits=logits)  # argmax(NaN) looks fine
             store.update(probe.score(logits, rows))
         del logits
         for key, value in store.items():

@@ -1,0 +1,64 @@
+"""Numeric guards: no LAPACK call on non-finite input, and no non-finite score reported.
+
+LAPACK's eigenvalue routines crash the process (segfault, double free) on NaN or inf input, so
+every matrix goes through :func:`require_finite` first. A score that comes out NaN or inf is an
+error naming the metric, never a number in a table; only scores that are undefined by
+definition for some heads (a correlation of a constant) may be NaN, and never inf.
+
+>>> require_finite("copying", W_U=torch.ones(2, 2))
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ihprobe.errors import IhprobeError
+
+NAN_MEANS_UNDEFINED = ("ps_la_correlation",)  # NaN where a head's values are constant
+
+
+def require_finite(metric: str, **tensors: torch.Tensor) -> None:
+    """Raise naming ``metric`` and the tensor when any of ``tensors`` holds NaN or inf.
+
+    Example:
+        >>> require_finite("copying", W_E=torch.tensor([float("nan")]))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ihprobe.errors.IhprobeError: copying: W_E holds 1 NaN/inf values; ...
+    """
+    for name, tensor in tensors.items():
+        finite = torch.isfinite(tensor)
+        if not finite.all():
+            raise IhprobeError(
+                f"{metric}: {name} holds {int((~finite).sum())} NaN/inf values; the model's "
+                "weights are broken, so the score is undefined."
+            )
+
+
+def check_scores(head: dict[str, torch.Tensor], model: dict[str, float]) -> None:
+    """Raise naming the first metric with a non-finite score (see :data:`NAN_MEANS_UNDEFINED`).
+
+    Example:
+        >>> check_scores({}, {"ar_accuracy": math.inf})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ihprobe.errors.IhprobeError: ar_accuracy is inf: the model's activations are not ...
+    """
+    for metric, values in head.items():
+        allowed = torch.isnan(values) if metric in NAN_MEANS_UNDEFINED else False
+        bad = ~(torch.isfinite(values) | allowed)
+        if bad.any():
+            where = tuple(int(i) for i in bad.nonzero()[0])  # (layer, head)
+            _refuse(f"{metric} of head {where}", float(values[where]))
+    for metric, value in model.items():
+        if not math.isfinite(value):
+            _refuse(metric, value)
+
+
+def _refuse(what: str, value: float) -> None:
+    raise IhprobeError(
+        f"{what} is {value}: the model's activations are not finite (broken weights or "
+        "inputs), so no score is reported."
+    )

@@ -1,0 +1,539 @@
+"""Hostile and careless input (issue 19): every case is one line on stderr and exit status 2.
+
+Each case copies a tiny GPT-NeoX checkpoint (saved with ``save_pretrained``), breaks it one way,
+and runs the real CLI in-process (``ihprobe.cli.main``): the exit status must be 2, stderr one
+line naming the problem, with no traceback, no ``.tmp-*`` file and nothing written outside the
+output directory. A FIFO and a NaN checkpoint also run as a separate process, where a hang or a
+LAPACK crash (segfault, double free) would show. ``hypothesis`` fuzzes the config schema and
+safetensors headers, which must give an ``IhprobeError`` or pass, never another exception.
+Every numeric flag of every command is tried at 0, -1, NaN, inf, overflow, empty and a word,
+against a table of which flags may be 0 or negative written from what each flag means.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file, save_file
+
+import ihprobe
+from ihprobe.cli import main
+from ihprobe.errors import IhprobeError
+from ihprobe.probes.copying import ov_eigen_score
+from ihprobe.standin import id_tokenizer
+from ihprobe.validation import check_scores
+from ihprobe.validation.config import SIZE_LIMIT_ENV, check_config
+from ihprobe.validation.files import safetensors_header
+from ihprobe.validation.tensors import check_causal
+from tests.conftest import save_checkpoint, tiny_hf_model
+
+VOCAB = 64
+WEIGHTS = "model.safetensors"
+QKV = "gpt_neox.layers.0.attention.query_key_value.weight"
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """A valid tiny GPT-NeoX checkpoint with a tokenizer (so loading prints no warning)."""
+    directory = tmp_path_factory.mktemp("base") / "ckpt"
+    hf = tiny_hf_model("gpt-neox", vocab_size=VOCAB, d_model=32, context=64)
+    return save_checkpoint(hf, directory, id_tokenizer(VOCAB))
+
+
+@pytest.fixture
+def ckpt(base, tmp_path) -> Path:
+    """A fresh copy of ``base`` to break, in ``tmp_path/work/ckpt``."""
+    return Path(shutil.copytree(base, tmp_path / "work" / "ckpt"))
+
+
+def tree(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.lstat().st_mtime_ns for p in sorted(root.rglob("*"))}
+
+
+def refused(argv: list[str], tmp_path: Path, capsys, monkeypatch, match: str) -> str:
+    """Run the CLI in ``tmp_path/cwd``; check exit 2, one clean stderr line, no stray files."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir(exist_ok=True)
+    monkeypatch.chdir(cwd)
+    out = tmp_path / "out"
+    before = {k: v for k, v in tree(tmp_path).items() if not k.startswith("out")}
+    capsys.readouterr()
+    try:
+        code = main([*argv, "--out", str(out)] if argv[0] in ("scan", "ablate") else argv)
+    except SystemExit as exit_:  # argparse
+        code = exit_.code
+    captured = capsys.readouterr()
+    after = {k: v for k, v in tree(tmp_path).items() if not k.startswith("out")}
+    lines = captured.err.strip().splitlines()
+    assert code == 2, captured.err
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert match.lower() in lines[0].lower(), lines[0]
+    assert after == before, "files written or changed outside the output directory"
+    assert not [p for p in tmp_path.rglob(".tmp-*")], "temporary files left behind"
+    return lines[0]
+
+
+# ----------------------------------------------------------------------------- weights
+
+
+def set_value(ckpt: Path, name: str, value: float, index=(3, 3)) -> None:
+    state = load_file(ckpt / WEIGHTS)
+    state[name][index] = value
+    save_file(state, ckpt / WEIGHTS, metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_unembedding_named_before_lapack(ckpt, tmp_path, capsys, monkeypatch, value):
+    set_value(ckpt, "embed_out.weight", value)
+    argv = ["scan", str(ckpt), "--metrics", "copying"]
+    line = refused(argv, tmp_path, capsys, monkeypatch, "tensor embed_out.weight")
+    assert "1 NaN/inf value" in line
+
+
+@pytest.mark.parametrize("command", ["info", "scan", "ablate"])
+def test_nan_in_attention_weights_named(ckpt, tmp_path, capsys, monkeypatch, command):
+    set_value(ckpt, QKV, float("nan"), index=(0, 0))
+    refused([command, str(ckpt)], tmp_path, capsys, monkeypatch, f"tensor {QKV}")
+
+
+def test_nan_in_half_precision_checkpoint_named(ckpt, tmp_path, capsys, monkeypatch):
+    state = {k: v.half() for k, v in load_file(ckpt / WEIGHTS).items()}
+    state["gpt_neox.final_layer_norm.bias"][5] = float("inf")
+    save_file(state, ckpt / WEIGHTS, metadata={"format": "pt"})
+    match = "tensor gpt_neox.final_layer_norm.bias"
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
+
+
+def keep(ckpt: Path, select) -> None:
+    state = load_file(ckpt / WEIGHTS)
+    save_file(select(state), ckpt / WEIGHTS, metadata={"format": "pt"})
+
+
+WRONG_TENSORS = {
+    "no tensors": (lambda s: {}, "tensors missing"),
+    "half the tensors": (lambda s: dict(list(s.items())[::2]), "tensors missing"),
+    "every key renamed": (lambda s: {f"x.{k}": v for k, v in s.items()}, "tensors missing"),
+    "one extra tensor": (lambda s: {**s, "gpt_neox.extra": torch.zeros(2)}, "1 tensors unexpected"),
+    "integer weights": (lambda s: {**s, QKV: s[QKV].to(torch.int8)}, f"{QKV} is stored as I8"),
+    "one of another shape": (
+        lambda s: {**s, QKV: torch.zeros(3, 3)},
+        f"1 tensors of another shape than config.json implies ({QKV})",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_TENSORS)
+def test_missing_unexpected_or_reshaped_tensors_refused(ckpt, tmp_path, capsys, monkeypatch, case):
+    select, match = WRONG_TENSORS[case]
+    keep(ckpt, select)
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
+
+
+def test_buffers_of_older_checkpoints_are_not_unexpected(tmp_path):
+    """GPT-2 checkpoints saved by older transformers: no prefix, causal-mask buffers."""
+    ckpt = save_checkpoint(tiny_hf_model("gpt2", vocab_size=VOCAB), tmp_path / "gpt2")
+    state = {k.removeprefix("transformer."): v for k, v in load_file(ckpt / WEIGHTS).items()}
+    for layer in range(2):
+        state[f"h.{layer}.attn.bias"] = torch.ones(1, 1, 128, 128).tril()
+        state[f"h.{layer}.attn.masked_bias"] = torch.tensor(-1e4)
+    save_file(state, ckpt / WEIGHTS, metadata={"format": "pt"})
+    id_tokenizer(VOCAB).save_pretrained(ckpt)
+    assert ihprobe.load(ckpt).cfg.n_layers == 2
+
+
+# ----------------------------------------------------------------------------- safetensors headers
+
+
+def raw_safetensors(file: Path, header, data: bytes = b"", length: int | None = None) -> None:
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    file.write_bytes(struct.pack("<Q", len(text) if length is None else length) + text + data)
+
+
+def one_tensor(shape, dtype="F32", offsets=(0, 16)) -> dict:
+    return {"w": {"dtype": dtype, "shape": shape, "data_offsets": list(offsets)}}
+
+
+HEADER_LIES = {
+    "shape larger than data": (one_tensor([4, 4]), b"\0" * 16, "needs 64 bytes"),
+    "dtype wider than data": (one_tensor([4], "F64"), b"\0" * 16, "needs 32 bytes"),
+    "unknown dtype": (one_tensor([4], "F33"), b"\0" * 16, "unknown dtype"),
+    "negative offset": (one_tensor([4], offsets=(-16, 0)), b"\0" * 16, "offsets"),
+    "overlapping": (
+        {**one_tensor([4]), "v": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}},
+        b"\0" * 24,
+        "overlap",
+    ),
+    "header is a list": ([], b"", "not an object"),
+    "deeply nested": (b"[" * 100_000 + b"]" * 100_000, b"", "corrupt"),
+    "header past the end": (one_tensor([4]), b"\0" * 16, "does not fit"),
+    "not JSON": (b"\xff\xfe garbage", b"", "corrupt"),
+    "shape of strings": (one_tensor(["4"]), b"\0" * 16, "not a list of sizes"),
+}
+
+
+@pytest.mark.parametrize("case", HEADER_LIES)
+def test_malformed_safetensors_is_one_line(ckpt, tmp_path, capsys, monkeypatch, case):
+    header, data, match = HEADER_LIES[case]
+    length = 10**6 if case == "header past the end" else None
+    raw_safetensors(ckpt / WEIGHTS, header, data, length)
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
+
+
+@pytest.mark.parametrize("how", ["empty file", "truncated", "random bytes"])
+def test_damaged_weight_file_is_one_line(ckpt, tmp_path, capsys, monkeypatch, how):
+    blob = (ckpt / WEIGHTS).read_bytes()
+    damaged = {"empty file": b"", "truncated": blob[:-100], "random bytes": os.urandom(4096)}
+    (ckpt / WEIGHTS).write_bytes(damaged[how])
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "corrupt or truncated")
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def test_dangling_symlink_refused(ckpt, tmp_path, capsys, monkeypatch):
+    (ckpt / WEIGHTS).unlink()
+    (ckpt / WEIGHTS).symlink_to(tmp_path / "gone.safetensors")
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "dangling symlink")
+
+
+def test_symlink_out_of_the_directory_refused(ckpt, tmp_path, capsys, monkeypatch):
+    outside = tmp_path / "work" / "elsewhere.safetensors"
+    shutil.move(ckpt / WEIGHTS, outside)
+    (ckpt / WEIGHTS).symlink_to(outside)
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "outside the checkpoint directory")
+
+
+def test_symlinks_into_an_hf_cache_blobs_load(base, tmp_path):
+    repo = tmp_path / "models--org--tiny"
+    snapshot, blobs = repo / "snapshots" / "abc123", repo / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for i, file in enumerate(sorted(base.iterdir())):
+        shutil.copy(file, blobs / f"blob{i}")
+        (snapshot / file.name).symlink_to(Path("../../blobs") / f"blob{i}")
+    model = ihprobe.load(snapshot)
+    assert model.cfg.d_vocab == VOCAB
+
+
+def test_shard_index_outside_the_directory_refused(ckpt, tmp_path, capsys, monkeypatch):
+    elsewhere = tmp_path / "work" / "elsewhere"
+    elsewhere.mkdir()
+    torch.save(load_file(ckpt / WEIGHTS), elsewhere / "pytorch_model.bin")
+    (ckpt / WEIGHTS).unlink()
+    torch.save({}, ckpt / "pytorch_model-00001.bin")
+    index = {"metadata": {}, "weight_map": {QKV: "../elsewhere/pytorch_model.bin"}}
+    (ckpt / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "outside the checkpoint directory")
+
+
+def test_pickle_that_runs_code_is_refused(ckpt, tmp_path, capsys, monkeypatch):
+    marker = tmp_path / "work" / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    (ckpt / WEIGHTS).unlink()
+    torch.save({"x": Payload()}, ckpt / "pytorch_model.bin")
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "refused to load")
+    assert not marker.exists()
+
+
+def start_process(argv: list[str], cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ihprobe", *argv], cwd=cwd, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def test_fifo_weights_and_nan_checkpoint_in_a_separate_process(ckpt, tmp_path):
+    """A FIFO would block ``open`` forever; NaN in ``eig`` would crash the process."""
+    fifo = tmp_path / "work" / "fifo"
+    shutil.copytree(ckpt, fifo)
+    (fifo / WEIGHTS).unlink()
+    os.mkfifo(fifo / WEIGHTS)
+    set_value(ckpt, "embed_out.weight", float("nan"))
+    cases = {"not a regular file": fifo, "tensor embed_out.weight": ckpt}
+    running = {  # both at once: each pays the start-up of torch and transformers
+        match: start_process(["scan", str(source), "--metrics", "copying", "--out",
+                              str(tmp_path / f"out-{source.name}")], tmp_path)
+        for match, source in cases.items()
+    }  # fmt: skip
+    for match, process in running.items():
+        try:
+            _, stderr = process.communicate(timeout=120)
+        finally:
+            process.kill()
+        assert process.returncode == 2, stderr
+        assert stderr.count("\n") == 1 and match in stderr, stderr
+    assert not list(tmp_path.glob("out-*"))
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def edit_config(ckpt: Path, **changes) -> None:
+    config = json.loads((ckpt / "config.json").read_text())
+    config.update(changes)
+    (ckpt / "config.json").write_text(json.dumps(config))
+
+
+CONFIG_VALUES = {
+    "vocab -1": ({"vocab_size": -1}, "vocab_size must be at least 1"),
+    "vocab 0": ({"vocab_size": 0}, "vocab_size must be at least 1"),
+    "0 heads": ({"num_attention_heads": 0}, "num_attention_heads must be at least 1"),
+    "3 heads of 32": ({"num_attention_heads": 3}, "not divisible by 3 attention heads"),
+    "kv heads": ({"num_key_value_heads": 3}, "not divisible into 3 key/value heads"),
+    "layers 'two'": ({"num_hidden_layers": "two"}, "must be an integer (got 'two')"),
+    "layers 2.5": ({"num_hidden_layers": 2.5}, "must be an integer (got 2.5)"),
+    "layers true": ({"num_hidden_layers": True}, "must be an integer (got True)"),
+    "eps NaN": ({"layer_norm_eps": float("nan")}, "layer_norm_eps is nan"),
+    "eps inf": ({"layer_norm_eps": float("inf")}, "layer_norm_eps is inf"),
+    "eps -1": ({"layer_norm_eps": -1.0}, "small positive number"),
+    "rope NaN": ({"rope_parameters": {"rope_theta": float("nan")}}, "rope_theta is nan"),
+    "1e9 layers": (
+        {"num_hidden_layers": 10**9},
+        f"exceeds the limit of 1024; set {SIZE_LIMIT_ENV}",
+    ),
+    "huge width": ({"hidden_size": 2**17, "intermediate_size": 2**19}, "over the limit"),
+    "is_causal false": ({"is_causal": False}, "is_causal is false"),
+}
+
+
+@pytest.mark.parametrize("case", CONFIG_VALUES)
+def test_bad_config_values_refused_before_allocation(ckpt, tmp_path, capsys, monkeypatch, case):
+    changes, match = CONFIG_VALUES[case]
+    edit_config(ckpt, **changes)
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
+
+
+DEEP = b'{"a": ' * 900 + b"1.5" + b"}" * 900  # parses; checking it must not recurse 900 deep
+TOO_DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [(b"null", "JSON NoneType"), (b"[1, 2]", "JSON list"), (b"\x89PNG\x00\xff", "not valid JSON"),
+     (b'"text"', "JSON str"), (b"{", "not valid JSON"), (TOO_DEEP, "not valid JSON"),
+     (b'{"vocab_size": 0, "deep": ' + DEEP + b"}", "vocab_size must be at least 1")],
+)  # fmt: skip
+def test_config_that_is_not_an_object_refused(ckpt, tmp_path, capsys, monkeypatch, content, match):
+    (ckpt / "config.json").write_bytes(content)
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
+
+
+def test_size_limits_lift_with_the_environment_variable(monkeypatch):
+    config = {"model_type": "gpt_neox", "num_hidden_layers": 2000, "hidden_size": 64}
+    with pytest.raises(IhprobeError, match=SIZE_LIMIT_ENV):
+        check_config(config, "c")
+    assert check_config(config, "c", size_limits=False)["layers"] == 2000
+    monkeypatch.setenv(SIZE_LIMIT_ENV, "1")
+    assert check_config(config, "c")["layers"] == 2000
+
+
+def bert_lm(is_decoder: bool):
+    from transformers import BertConfig, BertLMHeadModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=64, is_decoder=is_decoder)  # fmt: skip
+    return BertLMHeadModel(cfg).eval()
+
+
+def test_bert_lm_head_that_is_not_a_decoder_refused(tmp_path, capsys, monkeypatch):
+    ckpt = save_checkpoint(
+        bert_lm(is_decoder=False), tmp_path / "work" / "bert", id_tokenizer(VOCAB)
+    )
+    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "is_decoder=False")
+
+
+def test_causality_is_measured_not_only_read_from_the_config():
+    with pytest.raises(IhprobeError, match="attention sees future tokens"):
+        check_causal(bert_lm(is_decoder=False), "bert")
+    check_causal(bert_lm(is_decoder=True), "bert")  # the same weights made causal pass
+    check_causal(tiny_hf_model("gpt-neox", vocab_size=VOCAB), "neox")
+
+
+def test_the_untouched_checkpoint_still_loads(base, tmp_path, capsys, monkeypatch):
+    """The known-good side of every case above: the same CLI accepts the intact copy."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["info", str(base)]) == 0
+    assert main(["scan", str(base), "--metrics", "copying,ar_accuracy", "--batch", "4",
+                 "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    assert "Traceback" not in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- numerics
+
+
+def test_eigenvalue_code_never_sees_non_finite_input():
+    eye = torch.eye(3)
+    for bad in (float("nan"), float("inf")):
+        W_U = eye.clone()
+        W_U[1, 1] = bad
+        with pytest.raises(IhprobeError, match="copying: W_U holds 1 NaN/inf"):
+            ov_eigen_score(eye, eye.view(1, 1, 3, 3), eye.view(1, 1, 3, 3), W_U)
+
+
+def test_scan_of_a_model_broken_after_loading_names_the_metric(base):
+    from ihprobe.probes.battery import scan
+
+    model = ihprobe.load(base)
+    tensors = {name.replace("._original_component", ""): p for name, p in model.named_parameters()}
+    with torch.no_grad():
+        tensors["gpt_neox.final_layer_norm.weight"].fill_(float("nan"))
+    # argmax of NaN logits would give a plausible accuracy; 4 rows x 8 queries x VOCAB logits
+    match = f"repeated tokens probe: logits holds {4 * 8 * VOCAB} NaN/inf"
+    with pytest.raises(IhprobeError, match=match):
+        scan(model, ["ar_accuracy"], batch=4, n=8)
+    with torch.no_grad():
+        tensors["gpt_neox.embed_in.weight"][:, 0] = float("nan")
+    with pytest.raises(IhprobeError, match="prefix_matching of head \\(0, 0\\) is nan"):
+        scan(model, ["prefix_matching"], batch=4, n=8)
+
+
+def test_undefined_correlation_may_be_nan_but_never_inf():
+    nan_head = torch.zeros(2, 4)
+    nan_head[1, 2] = float("nan")
+    check_scores({"ps_la_correlation": nan_head}, {})
+    with pytest.raises(IhprobeError, match="copying of head \\(1, 2\\) is nan"):
+        check_scores({"copying": nan_head}, {})
+    with pytest.raises(IhprobeError, match="ps_la_correlation of head \\(1, 2\\) is inf"):
+        check_scores({"ps_la_correlation": nan_head.nan_to_num(nan=float("inf"))}, {})
+
+
+# ----------------------------------------------------------------------------- fuzzing
+
+ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children,
+                                                                      max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+SHAPE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+              "num_key_value_heads", "layer_norm_eps", "is_decoder", "is_causal",
+              "head_dim")  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(SHAPE_KEYS), ANY_JSON, max_size=5),
+       st.sampled_from(["gpt_neox", "llama", "bert"]))  # fmt: skip
+def test_fuzzed_configs_pass_or_raise_ihprobe_error(values, model_type):
+    config = {"model_type": model_type, "architectures": ["XForCausalLM"], **values}
+    try:
+        found = check_config(config, "c")
+    except IhprobeError as err:
+        assert "\n" not in str(err)
+        return
+    assert all(isinstance(v, int) and v >= 1 for v in found.values())
+    if "num_attention_heads" in found and "hidden_size" in found and "head_dim" not in config:
+        assert found["hidden_size"] % found["num_attention_heads"] == 0
+
+
+ENTRY = st.fixed_dictionaries(
+    {"dtype": st.sampled_from(["F32", "F16", "I8", "BOOL", "Q4"]) | ANY_JSON,
+     "shape": st.lists(st.integers(-2, 5), max_size=3) | ANY_JSON,
+     "data_offsets": st.lists(st.integers(-8, 64), min_size=2, max_size=2) | ANY_JSON}
+)  # fmt: skip
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.dictionaries(st.text(max_size=3), ENTRY | ANY_JSON, max_size=3) | ANY_JSON,
+       st.integers(0, 64))  # fmt: skip
+def test_fuzzed_safetensors_headers_pass_or_raise_ihprobe_error(tmp_path, header, data_bytes):
+    file = tmp_path / "fuzz.safetensors"
+    raw_safetensors(file, header, b"\0" * data_bytes)
+    try:
+        entries = safetensors_header(file)
+    except IhprobeError as err:
+        assert "\n" not in str(err)
+        return
+    spans = sorted(e["data_offsets"] for e in entries.values())
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # no overlap
+
+
+CONFIG_KEYS = ("hidden_act", "hidden_dropout", "rope_parameters", "architectures", "model_type",
+               "dtype", "use_parallel_residual", "tie_word_embeddings", "is_decoder",
+               "max_position_embeddings", "intermediate_size", "partial_rotary_factor")  # fmt: skip
+ODD_VALUES = st.sampled_from([None, True, 0, -1, 3, 2.5, 1e-30, "x", "gelu", [], {}, [1], {"a": 1}])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.dictionaries(st.sampled_from(CONFIG_KEYS), ODD_VALUES, min_size=1, max_size=2))
+def test_fuzzed_config_values_through_info(base, tmp_path_factory, capsys, changes):
+    """Values the schema does not know still give exit 0 or one line with exit 2 from HF."""
+    ckpt = Path(shutil.copytree(base, tmp_path_factory.mktemp("fuzz") / "ckpt"))
+    edit_config(ckpt, **changes)
+    capsys.readouterr()
+    code = main(["info", str(ckpt)])
+    err = capsys.readouterr().err
+    assert code in (0, 2) and "Traceback" not in err
+    assert code == 0 or len(err.strip().splitlines()) == 1, err
+
+
+# ----------------------------------------------------------------------------- CLI numbers
+
+# Flags where 0 or a negative number means something (a seed, a threshold on a log scale, a
+# law coefficient, "never", a probability or fraction that may be 0); every other numeric flag
+# counts or sizes something and must refuse both. Written from the flags' meaning, not the code.
+ZERO_ALLOWED = {"--seed", "--threshold", "--b", "--c", "--state-every", "--reliability",
+                "--repetition", "--warmup", "--weight-decay", "--grad-clip"}  # fmt: skip
+NEGATIVE_ALLOWED = {"--seed", "--threshold", "--b", "--c"}
+NEVER_ALLOWED = ("nan", "inf", "-inf", "x", "", "1e999")
+
+
+def numeric_flags() -> list[tuple[str, str, str]]:
+    """(command, flag, how argparse names it) for every option that takes a number."""
+    import argparse
+
+    from ihprobe.cli import build_parser
+
+    found = []
+    subparsers = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    for command, parser in sorted(subparsers.choices.items()):
+        for action in parser._actions:
+            if action.option_strings and action.type is not None and _is_numeric(action.type):
+                flag = max(action.option_strings, key=len)
+                found.append((command, flag, "/".join(action.option_strings)))
+    return found
+
+
+def _is_numeric(kind) -> bool:
+    try:
+        return isinstance(kind("1"), (int, float))
+    except Exception:  # noqa: BLE001 - a non-numeric type rejects "1" in its own way
+        return False
+
+
+def flag_refused(command: str, flag: str, named: str, value: str, capsys) -> bool:
+    """Parse only: an unknown flag at the end stops the command before it does any work."""
+    capsys.readouterr()
+    code = main([command, f"{flag}={value}", "--no-such-flag"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in lines[0], lines
+    return f"argument {named}:" in lines[0]
+
+
+@pytest.mark.parametrize("command, flag, named", numeric_flags())
+def test_every_numeric_flag_refuses_nonsense_in_one_line(command, flag, named, capsys):
+    for value in NEVER_ALLOWED:
+        assert flag_refused(command, flag, named, value, capsys), value
+    assert flag_refused(command, flag, named, "0", capsys) == (flag not in ZERO_ALLOWED)
+    assert flag_refused(command, flag, named, "-1", capsys) == (flag not in NEGATIVE_ALLOWED)
+    valid = [v for v in ("1", "0.5") if not flag_refused(command, flag, named, v, capsys)]
+    assert valid, "no ordinary value accepted"
