@@ -149,7 +149,7 @@ def test_scan_matches_reference(loaded):
 @pytest.mark.parametrize("arch", ["gpt2", "gpt-neox", "llama"])
 def test_copying_matches_the_full_ov_circuit(arch, tmp_path):
     """Small vocabulary, so that the reference can take eigenvalues of the vocab x vocab matrix."""
-    from ihprobe.data.tokenizer import id_tokenizer
+    from ihprobe.standin import id_tokenizer
 
     directory = save_checkpoint(
         tiny_hf_model(arch, vocab_size=64), tmp_path / arch, id_tokenizer(64)
