@@ -156,7 +156,7 @@ def trajectory(
     revisions: Sequence[str] | None = None,
     tokens_per_step: int | None = None,
     cache: bool | str | os.PathLike | None = True,
-    progress: bool = True,
+    progress: bool | None = True,
     **scan_kwargs,
 ) -> pd.DataFrame:
     """Scan every checkpoint and return one long table ordered by training tokens.
@@ -169,7 +169,7 @@ def trajectory(
         tokens_per_step: B*C, to fill ``tokens`` where the checkpoints do not record it
             (hub revisions): tokens = step * tokens_per_step.
         cache: True for the default cache directory, a path, or False for none.
-        progress: show a tqdm bar over checkpoints (on by default; False silences it).
+        progress: a tqdm bar over checkpoints (on by default; None: only on a terminal).
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
     Returns:
@@ -196,7 +196,7 @@ def cached_sweep(
     *,
     cache: bool | str | os.PathLike | None = True,
     tokens_per_step: int | None = None,
-    progress: bool = False,
+    progress: bool | None = False,
 ) -> pd.DataFrame:
     """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
     ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
@@ -206,7 +206,7 @@ def cached_sweep(
     duplicates = Duplicates()
     done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
     frames = []
-    for ckpt in tqdm(ckpts, disable=not progress):
+    for ckpt in tqdm(ckpts, disable=None if progress is None else not progress):
         path = resolve(ckpt.source, revision=ckpt.revision)
         digest = weights_hash(path)
         duplicate = duplicates.check(ckpt, digest)

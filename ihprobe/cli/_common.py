@@ -21,8 +21,13 @@ from ihprobe.files import check_writable_dir, check_writable_file
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
-    """``-q/--quiet``: no progress bars on stderr (they are on by default)."""
+    """``-q/--quiet``: no progress bars (without it, bars on stderr when it is a terminal)."""
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+def progress(args: argparse.Namespace) -> bool | None:
+    """The ``progress`` argument for the library: None (a bar on a terminal) or False."""
+    return False if args.quiet else None
 
 
 class DefaultsFormatter(argparse.HelpFormatter):

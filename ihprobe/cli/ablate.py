@@ -13,7 +13,7 @@ every checkpoint, cached by weights hash) and the report shows them over trainin
 
 from __future__ import annotations
 
-from ihprobe.cli._common import add_quiet, any_int, fraction_or_count, positive_int
+from ihprobe.cli._common import add_quiet, any_int, fraction_or_count, positive_int, progress
 
 SCOPES = ("layer", "global")  # ihprobe.head_sets; repeated here to keep start-up imports light
 BASELINES = ("layer-matched", "global", "score-matched")
@@ -89,7 +89,7 @@ def run(args) -> int:
         result
         for source in args.sources  # one skeleton per source
         for result in ablate_checkpoints(
-            sources_of(source, args.revision or None), progress=not args.quiet, **kwargs
+            sources_of(source, args.revision or None), progress=progress(args), **kwargs
         )
     ]
     frame = pd.concat([r.to_frame() for r in results], ignore_index=True)
@@ -108,7 +108,7 @@ def _over_training(args, kwargs: dict, targets) -> int:
     from ihprobe.files import atomic_write
 
     table = ablation_trajectory(
-        args.sources, revisions=args.revision or None, progress=not args.quiet, **kwargs
+        args.sources, revisions=args.revision or None, progress=progress(args), **kwargs
     )
     atomic_write(targets[0], lambda tmp: table.to_csv(tmp, index=False))
     write_trajectory_report(targets[1], table, by=args.by)

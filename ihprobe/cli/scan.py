@@ -13,7 +13,7 @@ progress bar.
 
 from __future__ import annotations
 
-from ihprobe.cli._common import add_quiet, any_int, positive_int
+from ihprobe.cli._common import add_quiet, any_int, positive_int, progress
 
 SUMMARY_METRIC = "prefix_matching"
 
@@ -71,7 +71,7 @@ def run(args) -> int:
     frames, last, sections = [], [], []
     for source in args.sources:
         ckpts = sources_of(source, args.revision or None)
-        found = scan_checkpoints(ckpts, args.metrics, progress=not args.quiet, **kwargs)
+        found = scan_checkpoints(ckpts, args.metrics, progress=progress(args), **kwargs)
         for scores, duplicate in found:
             frames.append(scores.to_frame().assign(duplicate_of=duplicate))
         last.append(found[-1])
