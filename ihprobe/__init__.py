@@ -59,6 +59,9 @@ _EXPORTS: dict[str, str] = {
     "PathPatchResult": "ihprobe.circuit.patching",
     "loss_by_position": "ihprobe.circuit.positions",
     "attention_viewer": "ihprobe.figures.viewer",
+    "head_effects": "ihprobe.ablation",
+    "HeadEffects": "ihprobe.ablation",
+    "ablation_trajectory": "ihprobe.ablation_series",
     # errors
     "IhprobeError": "ihprobe.errors",
 }

@@ -229,6 +229,11 @@ def emergence(
         >>> p.transition, p.tokens_low, p.tokens_high, p.threshold_tokens
         (True, 32000.0, 64000.0, 64000.0)
     """
+    if not isinstance(table, pd.DataFrame):
+        raise IhprobeError(
+            f"emergence takes a trajectory table, not a {type(table).__name__}: pass "
+            "ihprobe.trajectory(run_dir, ['prefix_matching']) (or read a trajectory CSV)."
+        )
     data = curve(table, metric, reduce)
     model = str(table["model"].iloc[0]) if "model" in table and len(table) else None
     sign = -1.0 if metric in DECREASING else 1.0

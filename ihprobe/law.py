@@ -121,7 +121,8 @@ def predict_emergence(
     )
     if not shape_ok or batch_size < 1 or context < 1:
         raise IhprobeError(
-            f"batch size and context must be positive integers (got B={batch_size}, C={context})."
+            f"batch size and context must be positive integers (got B={batch_size!r}, "
+            f"C={context!r})."
         )
     chosen = get_law(law, T=T, b=b, c=c)
     updates = chosen.updates(batch_size, context)

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -165,8 +166,11 @@ class HeadScores(CarriesProvenance):
         for metric, rows in heads.groupby("metric", sort=False):
             shape = (int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1)
             values = torch.full(shape, float("nan"))
-            values[rows["layer"].astype(int).values, rows["head"].astype(int).values] = (
-                torch.tensor(rows["value"].astype(float).values, dtype=torch.float32)
+            at = [
+                torch.as_tensor(rows[k].to_numpy(dtype=int, copy=True)) for k in ("layer", "head")
+            ]
+            values[at[0], at[1]] = torch.tensor(
+                rows["value"].to_numpy(dtype=float, copy=True), dtype=torch.float32
             )
             head[metric] = values
         model_rows = frame[frame["layer"].isna()]
@@ -193,6 +197,8 @@ class HeadScores(CarriesProvenance):
             >>> scores.top_heads("prefix_matching", k=1)               # doctest: +SKIP
             [(1, 3, 0.93)]
         """
+        if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:
+            raise IhprobeError(f"k={k!r}: pass how many heads to list, an integer >= 1.")
         values = self.head_metric(metric)
         n_heads = values.shape[1]
         flat = values.flatten().nan_to_num(nan=-float("inf"))

@@ -22,7 +22,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -177,7 +177,7 @@ def trajectory(
     revisions: Sequence[str] | None = None,
     tokens_per_step: int | None = None,
     cache: bool | str | os.PathLike | None = True,
-    progress: bool = False,
+    progress: bool | None = True,
     device: str = "cpu",
     **scan_kwargs,
 ) -> pd.DataFrame:
@@ -191,7 +191,7 @@ def trajectory(
         tokens_per_step: B*C, to fill ``tokens`` where the checkpoints do not record it
             (hub revisions): tokens = step * tokens_per_step.
         cache: True for the default cache directory, a path, or False for none.
-        progress: show a tqdm bar over checkpoints.
+        progress: a tqdm bar over checkpoints (on by default; None: only on a terminal).
         device: where models are loaded; under torchrun ``cuda`` means each rank's own GPU.
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
@@ -204,34 +204,58 @@ def trajectory(
         >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP
         ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
     """
-    directory = cache_dir(cache)
-    settings = _settings_key(metrics, scan_kwargs)
-    ckpts = sources_of(source_or_sources, revisions)
+    return cached_sweep(
+        sources_of(source_or_sources, revisions),
+        lambda where: _Scanner(metrics, scan_kwargs, where).scan,
+        "scans", _settings_key(metrics, scan_kwargs), cache=cache,
+        tokens_per_step=tokens_per_step, progress=progress, device=device,
+    )  # fmt: skip
 
-    def scan_share(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
-        """(weights hash, scan rows, checkpoint meta) of each checkpoint of this rank."""
-        scanned: dict[str, pd.DataFrame] = {}  # weights hash -> scan rows, within this call
-        scanner = _Scanner(metrics, scan_kwargs, world.device)
+
+def cached_sweep(
+    ckpts: Sequence[Checkpoint],
+    make_compute: Callable[[torch.device], Callable[[Checkpoint], pd.DataFrame]],
+    folder: str,
+    settings: str,
+    *,
+    cache: bool | str | os.PathLike | None = True,
+    tokens_per_step: int | None = None,
+    progress: bool | None = False,
+    device: str = "cpu",
+) -> pd.DataFrame:
+    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
+    ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
+    tokens, with provenance and ``duplicate_of`` (used by :func:`trajectory` and
+    :func:`ihprobe.ablation_trajectory`). ``make_compute(device)`` builds the function once
+    per process; under torchrun each rank computes every N-th checkpoint (:mod:`ihprobe.shard`)
+    and every rank gets the whole table."""
+    directory = cache_dir(cache)
+
+    def share_rows(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
+        """(weights hash, rows, checkpoint meta) of each checkpoint of this rank's share."""
+        done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
+        compute = make_compute(world.device)
         out = []
-        for ckpt in tqdm(share, disable=not (progress and world.main)):
+        bar = None if progress is None else not (progress and world.main)
+        for ckpt in tqdm(share, disable=bar):
             path = resolve(ckpt.source, revision=ckpt.revision)
             digest = weights_hash(path)
-            file = directory / "scans" / f"{digest[:32]}-{settings}.json" if directory else None
-            rows = scanned.get(digest)
+            file = directory / folder / f"{digest[:32]}-{settings}.json" if directory else None
+            rows = done.get(digest)
             if rows is None and file is not None:
                 rows = _read(file)
             if rows is None:
-                rows = scanner.scan(ckpt)
+                rows = compute(ckpt)
                 if file is not None:
                     _write(file, rows)
-            scanned[digest] = rows
+            done[digest] = rows
             out.append((digest, rows, checkpoint_meta(path)))
         return out
 
     duplicates = Duplicates()
     frames = []
     for ckpt, (digest, rows, meta) in zip(
-        ckpts, each_share(scan_share, ckpts, device), strict=True
+        ckpts, each_share(share_rows, ckpts, device), strict=True
     ):
         frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
         frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)

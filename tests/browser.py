@@ -18,7 +18,9 @@ _ERROR_TRAP = """<script>
 window.__errors = [];
 window.addEventListener('error', e => window.__errors.push(String(e.message)));
 window.addEventListener('load', () => setTimeout(() => {
-  document.documentElement.setAttribute('data-jserrors', JSON.stringify(window.__errors));
+  const root = document.documentElement;
+  root.setAttribute('data-overflow', root.scrollWidth - root.clientWidth);
+  root.setAttribute('data-jserrors', JSON.stringify(window.__errors));
 }, 500));
 </script>"""
 
@@ -39,9 +41,16 @@ FLAGS = (
 class Rendered:
     dom: str  # the DOM after scripts ran
     errors: list[str]  # JavaScript errors raised while the page loaded
+    overflow: int  # pixels the page is wider than the window (scrollWidth - clientWidth)
 
     def count(self, pattern: str) -> int:
         return len(re.findall(pattern, self.dom))
+
+    @property
+    def annotations(self) -> list[str]:
+        """Texts of the plotly annotations drawn on the page (an off-axis one draws none)."""
+        tags = re.findall(r'<text class="annotation-text"[^>]*>', self.dom)
+        return [m.group(1) for t in tags if (m := re.search(r'data-unformatted="([^"]*)"', t))]
 
 
 def chromium() -> str:
@@ -70,21 +79,23 @@ def _run(html_file: Path, *extra: str) -> subprocess.CompletedProcess:
         )
 
 
-def render(html_file: Path) -> Rendered:
-    """Load ``html_file`` (with an error trap injected) and return the DOM and JS errors."""
+def render(html_file: Path, width: int = 1200) -> Rendered:
+    """Load ``html_file`` in a ``width``-pixel window (with an error trap injected) and return
+    the DOM, the JS errors and the horizontal overflow."""
     import json
 
     source = html_file.read_text(encoding="utf-8")
     trapped = html_file.with_name(f".trapped-{html_file.name}")
     trapped.write_text(source.replace("<head>", "<head>" + _ERROR_TRAP, 1), encoding="utf-8")
     try:
-        dom = _run(trapped, "--dump-dom").stdout
+        dom = _run(trapped, "--dump-dom", f"--window-size={width},900").stdout
     finally:
         trapped.unlink()
     found = re.search(r"data-jserrors=\"([^\"]*)\"", dom)
     assert found, "the page never finished loading (no error report in the DOM)"
     errors = json.loads(found.group(1).replace("&quot;", '"'))
-    return Rendered(dom=dom, errors=errors)
+    overflow = int(re.search(r'data-overflow="(-?\d+)"', dom).group(1))
+    return Rendered(dom=dom, errors=errors, overflow=overflow)
 
 
 def screenshot(html_file: Path, name: str, height: int = 4000) -> Path:

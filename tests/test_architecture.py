@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("result types", ("scores",)),
     ("run folder and loading", ("runs", "sources", "weights", "validation", "models", "world",
                                 "train_config")),
-    ("results", ("probes", "masks", "head_sets", "tasks", "ablation",
+    ("results", ("probes", "masks", "head_sets", "tasks", "ablation", "ablation_series",
                  "ablation_result", "changepoint", "trajectories", "shard", "circuit",
                  "forecast", "llc")),
     ("training", ("trainer", "live")),

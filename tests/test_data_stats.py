@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -77,3 +78,12 @@ def test_cli_bad_input_is_one_line_and_exit_2(capsys):
     err = capsys.readouterr().err
     assert "not a probability" in err and len(err.strip().splitlines()) == 1
     assert main(["data-stats", "--producer", "iid", "--option", "oops"]) == 2
+
+
+def test_cli_text_echoes_the_request_and_gives_units(capsys):
+    argv = ["data-stats", "--producer", "semi-natural", "--repetition", "0.9"]
+    argv += ["--reliability", "0.5", "--vocab-size", "300", "--batches", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "requested: " in out and "reliability=0.5" in out and "repetition=0.9" in out
+    assert re.search(r"bigram_entropy: [\d.]+ bits", out)

@@ -7,8 +7,13 @@ import inspect
 import pkgutil
 import subprocess
 import sys
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
 
 import ihprobe
+from ihprobe.errors import IhprobeError
 
 
 def test_public_names_survive_importing_every_submodule():
@@ -26,3 +31,25 @@ def test_cli_lists_every_command():
     for command in ("demo", "info", "scan", "train", "data-stats", "predict", "emergence",
                     "fit-law", "sweep", "ablate"):  # fmt: skip
         assert command in out
+
+
+def test_wrong_types_in_the_public_api_are_one_line_ihprobe_errors():
+    """Calls a new user gets wrong: each raises IhprobeError with one line, not a TypeError."""
+    from ihprobe.scores import HeadScores
+
+    tiny_model = SimpleNamespace(cfg=SimpleNamespace(n_layers=2, n_heads=4))
+    scores = HeadScores.from_frame(
+        pd.DataFrame({"model": "m", "revision": None, "step": 0, "tokens": 0, "layer": [0, 0],
+                      "head": [0, 1], "metric": "prefix_matching", "value": [0.1, 0.9]})
+    )  # fmt: skip
+    calls = {
+        "top_heads": lambda: scores.top_heads("prefix_matching", k="3"),
+        "predict_emergence": lambda: ihprobe.predict_emergence("16", 64),
+        "ablate_heads": lambda: ihprobe.ablate_heads(tiny_model, (1, 2)).__enter__(),
+        "emergence": lambda: ihprobe.emergence("run_dir"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(IhprobeError) as caught:
+            call()
+        assert "\n" not in str(caught.value), name
+    assert scores.top_heads("prefix_matching", k=1)[0][:2] == (0, 1)  # right types still work

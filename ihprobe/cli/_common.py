@@ -20,6 +20,16 @@ from ihprobe.errors import IhprobeError
 from ihprobe.files import check_writable_dir, check_writable_file
 
 
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    """``-q/--quiet``: no progress bars (without it, bars on stderr when it is a terminal)."""
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+def progress(args: argparse.Namespace) -> bool | None:
+    """The ``progress`` argument for the library: None (a bar on a terminal) or False."""
+    return False if args.quiet else None
+
+
 class DefaultsFormatter(argparse.HelpFormatter):
     """Adds ``(default: X)`` to every option that has a real default and does not say it."""
 
@@ -58,6 +68,20 @@ finite_float = _number(float, lambda v: True, "a finite number")
 fraction = _number(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
 probability = _number(float, lambda v: 0 <= v <= 1, "a probability in [0, 1]")
 warmup_fraction = _number(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
+
+
+def fraction_or_count(text: str) -> float | int:
+    """A count k >= 1 when written as an integer ("1"), else a fraction in (0, 1] ("0.02").
+
+    >>> fraction_or_count("1"), fraction_or_count("0.02")
+    (1, 0.02)
+    """
+    try:
+        return positive_int(text) if text.strip().isdigit() else fraction(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a fraction in (0, 1] nor a count k >= 1"
+        ) from None
 
 
 def device(text: str) -> str:

@@ -58,9 +58,15 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
-        print(
-            "\n".join(
-                f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}" for k, v in stats.items()
-            )
-        )
+        if options:  # what was asked for, beside what the producer delivered
+            print("requested: " + ", ".join(f"{k}={v}" for k, v in sorted(options.items())))
+        print("\n".join(_line(k, v) for k, v in stats.items()))
     return 0
+
+
+def _line(key: str, value) -> str:
+    """``key: value`` with the unit of entropies (bits, as ihprobe.data.stats computes them)."""
+    if not isinstance(value, float):
+        return f"{key}: {value}"
+    unit = " bits" if key.endswith("entropy") else ""
+    return f"{key}: {value:.4f}{unit}"

@@ -9,10 +9,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "demo",
         help="train a tiny model, watch induction heads emerge, ablate them, write a report",
-        description="The main job end to end on CPU in a few minutes (see README).",
+        description="The main job end to end on CPU in about a minute (see README).",
     )
     p.add_argument("--out", default="runs/demo", help="output directory")
-    p.add_argument("--steps", type=positive_int, help="training updates (default 2000)")
+    p.add_argument("--steps", type=positive_int, help="training updates (default 500)")
     p.add_argument(
         "--random", type=positive_int, help="random draws of the ablation baseline (default 20)"
     )
@@ -22,24 +22,31 @@ def register(subparsers) -> None:
         action="store_true",
         help="also train natural-only and Bi-Induct variants at matched compute",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true", help="stage lines only, no progress bars")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the final summary")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    import logging
+    import sys
     from dataclasses import replace
 
-    from ihprobe.demo import DemoConfig, run_demo
+    from ihprobe.demo import DemoConfig, run_demo, summary_text
 
+    if not args.quiet:  # one line per stage on stderr, beside the progress bars
+        stages = logging.getLogger("ihprobe.demo")
+        stages.setLevel(logging.INFO)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("demo: %(message)s"))
+        stages.addHandler(handler)
+        stages.propagate = False
     config = DemoConfig(out=args.out, seed=args.seed, compare=args.compare,
-                        progress=not args.no_progress)  # fmt: skip
+                        progress=not (args.no_progress or args.quiet))  # fmt: skip
     if args.steps is not None:
         config = replace(config, steps=args.steps)
     if args.random is not None:
         config = replace(config, random=args.random)
     result = run_demo(config)
-    print(result.summary.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    print(f"\nreport:  {result.report}")
-    for name, path in result.tables.items():
-        print(f"{name + ':':<22} {path}")
+    print(summary_text(result))
     return 0

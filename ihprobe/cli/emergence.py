@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ihprobe.cli._common import any_int, finite_float, positive_int
+from ihprobe.cli._common import add_quiet, any_int, finite_float, positive_int, progress
 
 
 def add_point_options(p) -> None:
@@ -39,6 +39,7 @@ def register(subparsers) -> None:
     add_point_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--html", metavar="FILE", help="write trajectory figures to an HTML page")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -67,7 +68,7 @@ def run(args) -> int:
     kwargs = point_kwargs(args)
     results, sections = [], []
     for run_dir in args.runs:
-        point = run_emergence(run_dir, **kwargs)
+        point = run_emergence(run_dir, progress=progress(args), **kwargs)
         shape = (point.batch_size, point.context)
         law = predict_emergence(*shape) if all(shape) else None
         record = point.to_dict()
@@ -75,7 +76,7 @@ def run(args) -> int:
             record["predicted_updates"] = law.updates
         results.append(record)
         if args.html:
-            sections.append(_section(run_dir, point, law, kwargs))
+            sections.append(_section(run_dir, point, law, kwargs, progress(args)))
         if not args.json:
             line = describe(point)
             if law is not None:
@@ -92,7 +93,7 @@ def run(args) -> int:
     return 0
 
 
-def _section(run_dir, point, law, kwargs: dict):
+def _section(run_dir, point, law, kwargs: dict, bars: bool | None):
     """The run's trajectory figure (the point's metric, and AR accuracy beside it)."""
     import pandas as pd
 
@@ -105,7 +106,8 @@ def _section(run_dir, point, law, kwargs: dict):
 
     scan = {k: v for k, v in kwargs.items() if k not in ("metric", "reduce", "threshold")}
     metrics = dict.fromkeys([point.metric, "ar_accuracy"])  # each cached on its own
-    table = pd.concat([trajectory(run_dir, [m], **scan) for m in metrics], ignore_index=True)
+    table = pd.concat([trajectory(run_dir, [m], progress=bars, **scan) for m in metrics],
+                      ignore_index=True)  # fmt: skip
     blocks = [describe(point), trajectory_figure(table, point, law, losses(run_dir))]
     if table.loc[table["metric"] == point.metric, "layer"].notna().any():
         blocks.append(head_strip_figure(table, point.metric))

@@ -23,6 +23,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    import re
+
     from ihprobe.changepoint import run_emergence
     from ihprobe.errors import IhprobeError
     from ihprobe.law import fit_law
@@ -34,7 +36,12 @@ def run(args) -> int:
             f"{unknown[0]} does not record its batch size and context (no run.json); "
             "fit_law needs runs written by ihprobe train."
         )
-    fit = fit_law(points, b=args.b, c=args.c)
+    try:
+        fit = fit_law(points, b=args.b, c=args.c)
+    except IhprobeError as err:  # the library names its keyword; here the flag does that job
+        raise IhprobeError(
+            re.sub(r"fit_law\(points, (\w)=([\d.]+)\)", r"--\1 \2", str(err))
+        ) from None
     if args.json:
         print(json.dumps({**fit.to_dict(), "runs": [p.to_dict() for p in points]}, indent=2))
         return 0

@@ -2,7 +2,8 @@
 
 Writes ``OUT/scores.csv`` (the long table of :meth:`ihprobe.HeadScores.to_frame`, one block per
 checkpoint, with ``duplicate_of`` naming an earlier checkpoint of identical weights) and
-``OUT/heatmaps.html`` (a heatmap per head metric of each source's last checkpoint), and prints
+``OUT/heatmaps.html`` (a heatmap per head metric of each source, with a slider over the
+checkpoints of a run or several revisions), and prints
 the top heads. A run directory is swept checkpoint by checkpoint into one skeleton, with a
 progress bar. Under ``torchrun --nproc-per-node N`` each rank scans every N-th checkpoint and
 rank 0 writes the same files one process would.
@@ -14,7 +15,7 @@ rank 0 writes the same files one process would.
 
 from __future__ import annotations
 
-from ihprobe.cli._common import any_int, device, positive_int
+from ihprobe.cli._common import add_quiet, any_int, device, positive_int, progress
 
 SUMMARY_METRIC = "prefix_matching"
 
@@ -49,6 +50,7 @@ def register(subparsers) -> None:
                    help="where models go; under torchrun, cuda is each rank's own GPU")  # fmt: skip
     p.add_argument("--top", type=positive_int, default=3, help="heads listed per checkpoint")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -58,7 +60,7 @@ def run(args) -> int:
     import pandas as pd
 
     from ihprobe.cli._common import read_text_option, refuse_overwrite
-    from ihprobe.figures.heads import head_heatmap
+    from ihprobe.figures.heads import checkpoint_slider, head_heatmap
     from ihprobe.files import atomic_write
     from ihprobe.probes.battery import check_metrics
     from ihprobe.report import Section, write_report
@@ -72,25 +74,27 @@ def run(args) -> int:
     text = read_text_option(args.text)
     kwargs = {"n": args.n, "batch": args.batch, "seed": args.seed, "bos": args.bos,
               "text": text, "chunk": args.chunk}  # fmt: skip
-    frames, last = [], []
+    frames, last, sections = [], [], []
     with join_world(args.device):  # one torchrun job for all sources
         for source in args.sources:
             ckpts = sources_of(source, args.revision or None)
             found = scan_checkpoints(
-                ckpts, args.metrics, progress=None, device=args.device, **kwargs
+                ckpts, args.metrics, progress=progress(args), device=args.device, **kwargs
             )
             for scores, duplicate in found:
                 frames.append(scores.to_frame().assign(duplicate_of=duplicate))
             last.append(found[-1])
+            series = [scores for scores, _ in found]
+            if series[-1].head:  # several checkpoints: one heatmap per metric with a slider
+                figure = (
+                    checkpoint_slider if len(series) > 1 else lambda s, m: head_heatmap(s[-1], m)
+                )
+                blocks = [figure(series, metric) for metric in series[-1].head]
+                sections.append(Section(_label(series[-1]), blocks))
     if not is_main_process():
         return 0  # rank 0 writes and prints what all ranks scanned
     table = pd.concat(frames, ignore_index=True)
     atomic_write(targets[0], lambda tmp: table.to_csv(tmp, index=False))
-    sections = [
-        Section(_label(s), [head_heatmap(s, metric) for metric in s.head])
-        for s, _ in last
-        if s.head
-    ]
     write_report(targets[1], "ihprobe scan: head scores", sections)
     for scores, duplicate in last:
         _print_summary(scores, duplicate, args.top)

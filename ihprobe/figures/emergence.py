@@ -7,12 +7,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ihprobe.changepoint import EmergencePoint, curve
+from ihprobe.figures.heads import color_range
 
 # (metric, reduce, label) drawn by trajectory_figure when the table holds them
 TRAJECTORY_LINES = (
@@ -51,19 +54,34 @@ def trajectory_figure(
     if point is not None and point.transition:
         fig.add_vrect(x0=point.tokens_low, x1=point.tokens_high, fillcolor="orange",
                       opacity=0.15, line_width=0)  # fmt: skip
-        fig.add_vline(x=point.tokens, line={"color": "orange"},
-                      annotation_text=f"emergence ~{point.updates:,.0f} updates")  # fmt: skip
+        labelled_vline(fig, point.tokens, f"emergence ~{point.updates:,.0f} updates",
+                       {"color": "darkorange"}, y=1.0)  # fmt: skip
     if prediction is not None:
-        fig.add_vline(x=prediction.tokens, line={"color": "black", "dash": "dash"},
-                      annotation_text=f"law ({prediction.law.name}): {prediction.updates:,.0f}",
-                      annotation_position="bottom right")  # fmt: skip
+        labelled_vline(fig, prediction.tokens,
+                       f"law ({prediction.law.name}): {prediction.updates:,.0f} updates",
+                       {"color": "black", "dash": "dash"}, y=0.08)  # fmt: skip
     fig.update_xaxes(type="log", title_text="training tokens")
     fig.update_yaxes(title_text="score", secondary_y=False)
     heading = title or (f"{point.model}" if point is not None and point.model else "trajectory")
     if point is not None and not point.transition:
         heading += f" — no transition: {point.reason}"
-    fig.update_layout(title=heading, hovermode="x unified", template="plotly_white")
+    fig.update_layout(title=heading, hovermode="x unified", template="plotly_white",
+                      legend={"orientation": "h", "y": -0.25})  # fmt: skip
     return fig
+
+
+def labelled_vline(fig: go.Figure, x: float, text: str, line: dict, y: float = 1.0) -> None:
+    """A vertical line at data position ``x`` of a log-x figure, with ``text`` beside it.
+
+    Plotly places shapes on a log axis by data value but annotations by log10 of it
+    (``add_vline(annotation_text=...)`` puts the label off the plot), so the label is added
+    separately at ``log10(x)``.
+    """
+    fig.add_vline(x=x, line=line)
+    fig.add_annotation(x=math.log10(x), y=y, xref="x", yref="paper", text=text,
+                       showarrow=False, xanchor="left", yanchor="top",
+                       font={"color": line.get("color", "black")},
+                       bgcolor="rgba(255,255,255,0.8)")  # fmt: skip
 
 
 def head_strip_figure(table: pd.DataFrame, metric: str = "prefix_matching") -> go.Figure:
@@ -76,8 +94,8 @@ def head_strip_figure(table: pd.DataFrame, metric: str = "prefix_matching") -> g
             z=grid.to_numpy(),
             x=[f"{int(t):,}" for t in grid.columns],
             y=labels,
-            colorscale="Viridis",
             colorbar={"title": metric},
+            **color_range(metric),
             hovertemplate="%{y} at %{x} tokens: %{z:.3f}<extra></extra>",
         )
     )

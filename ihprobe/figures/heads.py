@@ -1,6 +1,13 @@
 """Per-head heatmaps of results: any head score of ``HeadScores``, layer (rows) x head (columns).
 
+Colour scales are chosen from the metric, never from the data: a bounded score (an attention
+weight, 0..1) always spans 0..1, so a head at chance stays dark; a signed score (copying,
+correlations, logit attributions) gets a diverging scale centred on 0. ``zmin``/``zmax``
+override either.
+
 >>> head_heatmap(ihprobe.scan(model), "prefix_matching").write_html("ps.html")  # doctest: +SKIP
+>>> color_range("copying")["colorscale"]
+'RdBu'
 """
 
 from __future__ import annotations
@@ -11,6 +18,33 @@ from jaxtyping import Float
 
 from ihprobe.scores import HeadScores, Provenance
 
+# head metrics whose values are attention weights: bounded to [0, 1]
+BOUNDED = frozenset({"prefix_matching", "prefix_matching_sd", "previous_token",
+                     "duplicate_token", "forward_induction", "anti_induction"})  # fmt: skip
+# head metrics that can be negative: a diverging scale with 0 in the middle
+SIGNED = frozenset({"copying", "logit_attribution", "ps_la_correlation",
+                    "direct_logit_attribution", "change", "relative_change"})  # fmt: skip
+
+
+def color_range(metric: str, zmin: float | None = None, zmax: float | None = None) -> dict:
+    """Heatmap colour settings of ``metric``: 0..1 Viridis for bounded scores, RdBu centred on 0
+    for signed ones, the data's range otherwise; ``zmin``/``zmax`` override the range.
+
+    Example:
+        >>> color_range("prefix_matching")
+        {'colorscale': 'Viridis', 'zmin': 0.0, 'zmax': 1.0}
+    """
+    if metric in SIGNED:
+        found = {"colorscale": "RdBu", "zmid": 0.0}
+    elif metric in BOUNDED:
+        found = {"colorscale": "Viridis", "zmin": 0.0, "zmax": 1.0}
+    else:
+        found = {"colorscale": "Viridis"}
+    if zmin is not None or zmax is not None:
+        found.pop("zmid", None)
+        found.update({k: v for k, v in (("zmin", zmin), ("zmax", zmax)) if v is not None})
+    return found
+
 
 def where(provenance: Provenance) -> str:
     """``model, revision, step N`` of a result, the parts that are known."""
@@ -20,34 +54,94 @@ def where(provenance: Provenance) -> str:
 
 
 def layer_head_heatmap(
-    values: Float[torch.Tensor, "layer head"], label: str, title: str, colorscale="Viridis"
+    values: Float[torch.Tensor, "layer head"],
+    label: str,
+    title: str,
+    colorscale: str | None = None,
+    zmin: float | None = None,
+    zmax: float | None = None,
 ) -> go.Figure:
-    """A plotly heatmap of ``[layer, head]`` values; hover shows layer, head and value."""
+    """A plotly heatmap of ``[layer, head]`` values coloured as :func:`color_range` of
+    ``label`` says (``colorscale`` overrides the scale); hover shows layer, head and value."""
     values = values.double().cpu()
-    n_layers, n_heads = values.shape
-    fig = go.Figure(
-        go.Heatmap(
-            z=values.numpy(),
-            x=list(range(n_heads)),
-            y=list(range(n_layers)),
-            colorscale=colorscale,
-            colorbar={"title": label},
-            hovertemplate="layer %{y}, head %{x}<br>" + label + " = %{z:.4f}<extra></extra>",
-        )
-    )
+    fig = go.Figure(_heatmap_trace(values, label, zmin, zmax))
+    if colorscale is not None:
+        fig.update_traces(colorscale=colorscale)
     fig.update_layout(
         title=title,
         xaxis={"title": "head", "dtick": 1},
         yaxis={"title": "layer", "dtick": 1, "autorange": "reversed"},
+        height=max(280, 160 + 40 * values.shape[0]),
     )
     return fig
 
 
-def head_heatmap(scores: HeadScores, metric: str = "prefix_matching") -> go.Figure:
+def head_heatmap(
+    scores: HeadScores,
+    metric: str = "prefix_matching",
+    zmin: float | None = None,
+    zmax: float | None = None,
+) -> go.Figure:
     """A plotly heatmap of one head metric of ``scores``; hover shows the value.
 
     Example:
         >>> head_heatmap(scores, "prefix_matching").write_html("ps.html")  # doctest: +SKIP
     """
     values = scores.head_metric(metric)
-    return layer_head_heatmap(values, metric, f"{metric} — {where(scores.provenance)}")
+    title = f"{metric} — {where(scores.provenance)}"
+    return layer_head_heatmap(values, metric, title, zmin=zmin, zmax=zmax)
+
+
+def checkpoint_slider(
+    series: list[HeadScores],
+    metric: str = "prefix_matching",
+    zmin: float | None = None,
+    zmax: float | None = None,
+) -> go.Figure:
+    """One heatmap of ``metric`` per checkpoint of ``series``, chosen with a slider (the last
+    checkpoint is shown first). Every frame shares one colour range, so checkpoints compare.
+
+    Example:
+        >>> checkpoint_slider([ihprobe.scan(m) for m in models])  # doctest: +SKIP
+    """
+    values = [s.head_metric(metric).double().cpu() for s in series]
+    if zmin is None and zmax is None and metric not in BOUNDED | SIGNED:
+        zmin = min(float(v.min()) for v in values)
+        zmax = max(float(v.max()) for v in values)
+    labels = [_checkpoint_label(s.provenance, i) for i, s in enumerate(series)]
+    fig = go.Figure(_heatmap_trace(values[-1], metric, zmin, zmax))
+    steps = [{"label": label, "method": "restyle", "args": [{"z": [v.numpy()]}]}
+             for v, label in zip(values, labels, strict=True)]  # fmt: skip
+    fig.update_layout(
+        title=f"{metric} per head — {series[-1].provenance.model} (slider: checkpoint)",
+        xaxis={"title": "head", "dtick": 1},
+        yaxis={"title": "layer", "dtick": 1, "autorange": "reversed"},
+        sliders=[
+            {
+                "active": len(steps) - 1,
+                "steps": steps,
+                "pad": {"t": 50},
+                "currentvalue": {"prefix": "checkpoint: "},
+            }
+        ],  # fmt: skip
+        height=max(340, 220 + 40 * values[-1].shape[0]),
+    )
+    return fig
+
+
+def _checkpoint_label(provenance: Provenance, index: int) -> str:
+    if provenance.step is not None:
+        return f"step {provenance.step}"
+    return str(provenance.revision or index)
+
+
+def _heatmap_trace(values, label: str, zmin, zmax) -> go.Heatmap:
+    n_layers, n_heads = values.shape
+    return go.Heatmap(
+        z=values.numpy(),
+        x=list(range(n_heads)),
+        y=list(range(n_layers)),
+        colorbar={"title": label},
+        hovertemplate="layer %{y}, head %{x}<br>" + label + " = %{z:.4f}<extra></extra>",
+        **color_range(label, zmin, zmax),
+    )
