@@ -14,16 +14,29 @@ import logging
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ihprobe.errors import IhprobeError
 
-if TYPE_CHECKING:
-    from ihprobe.sweep import Run
-
 log = logging.getLogger(__name__)
+
+
+class Run(Protocol):
+    """What a launcher needs of one run of a sweep (:class:`ihprobe.sweep.Run` has it)."""
+
+    out: Path
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def log(self) -> Path: ...
+
+    def train_command(self, extra: tuple[str, ...], launcher: Sequence[str]) -> list[str]: ...
+
 
 INSTALL = "pip install 'ihprobe[cluster]'"
 
