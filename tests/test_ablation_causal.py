@@ -227,16 +227,16 @@ def test_random_init_is_not_significant_under_any_baseline(tmp_path, scope):
             assert row.load_bearing_lo < 2, (scope, baseline, row.metric)
 
 
-def _result(values, draws):
+def _result(values, draws, repeat=False):
     return AblationResult(
         Provenance("m"), "prefix_matching", torch.zeros(2, 4), [(1, 2)], draws,
         {"ar_accuracy": torch.tensor(values)},
-        {"baseline": "layer-matched", "draws_repeat": False, "seed": 0},
+        {"baseline": "layer-matched", "draws_repeat": repeat, "seed": 0},
     )  # fmt: skip
 
 
 def test_verdict_sentence_follows_the_numbers():
-    draws = [[(1, h)] for h in (0, 1, 3) * 7][:20]
+    draws = [[(1, h), (0, i % 4)] for i, h in enumerate((0, 1, 3) * 7)][:20]  # all distinct
     noise = [0.01 * ((7 * i) % 5 - 2) for i in range(20)]  # draws within +-0.02 of clean
     harmful = _result([0.9, 0.1, *[0.9 + e for e in noise]], draws)
     sentence = verdict(harmful, "ar_accuracy")
@@ -248,3 +248,14 @@ def test_verdict_sentence_follows_the_numbers():
     assert "a signature only" in verdict(same, "ar_accuracy")
     few = _result([0.9, 0.5, 0.89, 0.2], [[(1, 0)], [(1, 1)]])
     assert "inconclusive" in verdict(few, "ar_accuracy")
+
+
+def test_verdict_reads_the_distinct_sets_p_when_draws_repeat():
+    """Twenty draws of three distinct sets give p = 1/21 over draws but 1/4 over the sets: as
+    harmful a top set is then not called load-bearing."""
+    draws = [[(1, h)] for h in (0, 1, 3) * 7][:20]
+    values = [0.9, 0.1, *[0.9 + 0.01 * ((7 * i) % 5 - 2) for i in range(20)]]
+    repeated = verdict(_result(values, draws, repeat=True), "ar_accuracy")
+    assert "p = 0.048, over the distinct sets 0.25" in repeated
+    assert "inconclusive: only 3 distinct random sets exist" in repeated
+    assert "load-bearing:" not in repeated

@@ -219,6 +219,7 @@ def verdict(result: AblationResult, metric: str) -> str:
     """One sentence answering "are the top heads load-bearing?" for ``metric``, chosen from
     the numbers: load-bearing (p <= 0.05 and index > 2), a signature only (p > 0.05 and the
     index's interval below 2), or inconclusive; with the p-value and the index's interval.
+    When the draws had to repeat sets, p is the one over the distinct sets.
 
     Example:
         >>> verdict(ihprobe.ablate(model, scope="global", top=1), "ar_accuracy")  # doctest: +SKIP
@@ -230,14 +231,24 @@ def verdict(result: AblationResult, metric: str) -> str:
     draws = f"{len(result.random_heads)} {s.get('baseline', 'layer-matched')} random draws"
     if s.get("draws_repeat"):
         draws += f" (only {s.get('distinct_sets')} distinct sets)"
+    # Repeated draws are not independent evidence: with only N distinct sets, the exact
+    # permutation p cannot fall below 1 / (N + 1), so the verdict reads the distinct-set p.
+    p = row.p_distinct if s.get("draws_repeat") else row.p_value
     numbers = (
-        f"p = {row.p_value:.2g}, load-bearing index {row.load_bearing_index:.2g} "
+        f"p = {row.p_value:.2g}"
+        + (f", over the distinct sets {row.p_distinct:.2g}" if s.get("draws_repeat") else "")
+        + f", load-bearing index {row.load_bearing_index:.2g} "
         f"(95% interval {row.load_bearing_lo:.2g} to {row.load_bearing_hi:.2g})"
     )
-    if row.p_value <= 0.05 and row.load_bearing_index > LOAD_BEARING_INDEX:
+    if p <= 0.05 and row.load_bearing_index > LOAD_BEARING_INDEX:
         answer = "load-bearing: the model depends on these heads more than on random ones"
-    elif row.p_value > 0.05 and row.load_bearing_hi < LOAD_BEARING_INDEX:
+    elif p > 0.05 and row.load_bearing_hi < LOAD_BEARING_INDEX:
         answer = "a signature only: removing them costs no more than removing random heads"
+    elif s.get("draws_repeat") and row.p_value <= 0.05:
+        answer = (
+            f"inconclusive: only {int(row.distinct_sets)} distinct random sets exist, too few "
+            "for a permutation test to tell these heads from random ones"
+        )
     else:
         answer = "inconclusive at this number of draws and rows"
     return (
