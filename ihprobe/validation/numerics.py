@@ -16,7 +16,9 @@ import torch
 
 from ihprobe.errors import IhprobeError
 
-NAN_MEANS_UNDEFINED = ("ps_la_correlation",)  # NaN where a head's values are constant
+# NaN where a score is undefined by definition: a correlation of a constant, and the
+# K-composition of a head that has no previous-token head before it (layer 0, for one).
+NAN_MEANS_UNDEFINED = ("ps_la_correlation", "k_composition")
 
 
 def require_finite(metric: str, **tensors: torch.Tensor) -> None:
