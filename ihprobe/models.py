@@ -41,12 +41,14 @@ from ihprobe.runs import checkpoint_meta
 from ihprobe.scores import Provenance
 from ihprobe.sources import causal_lm_config, resolve
 from ihprobe.standin import id_tokenizer
-from ihprobe.weights import check_weights, has_safetensors, verify_checksums
+from ihprobe.weights import check_weights, has_safetensors, read_state_dict, verify_checksums
 
 log = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 PROCESSING = ("none", "tl")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DEVICES = ("cpu", "cuda", "auto")
 CONFIG_NAMES = ("_name_or_path", "transformers_version")  # config keys that name, not shape
 
 
@@ -69,7 +71,7 @@ def load(
     *,
     revision: str | None = None,
     device: str | torch.device = "cpu",
-    dtype: torch.dtype = torch.float32,
+    dtype: str | torch.dtype = "float32",
     tokenizer=None,
     processing: str = "none",
     trust_remote_code: bool = False,
@@ -79,8 +81,9 @@ def load(
     Args:
         source: checkpoint directory, ihprobe checkpoint, or hub id.
         revision: hub revision (branch, tag, commit; Pythia's ``"step1000"``).
-        device: where to put the model.
-        dtype: parameter dtype.
+        device: ``"cpu"``, ``"cuda"`` (``"cuda:1"``...) or ``"auto"`` (cuda when available).
+        dtype: parameter dtype, ``"float32"``, ``"bfloat16"`` or ``"float16"`` (or the torch
+            dtype). The probes accumulate in float32 whatever the model's dtype.
         tokenizer: an HF tokenizer to use instead of the checkpoint's own. A directory with no
             tokenizer loads with a warning and a stand-in that maps id ``i`` to ``"<i>"``.
         processing: ``"none"`` keeps HF's weights, so logits equal the HF model's; ``"tl"``
@@ -98,6 +101,7 @@ def load(
     """
     if processing not in PROCESSING:
         raise IhprobeError(f"processing={processing!r} is not one of {PROCESSING}.")
+    dtype, device = parse_dtype(dtype), parse_device(device)
     path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
     config = causal_lm_config(path, trust_remote_code=trust_remote_code)
     validate_checkpoint(path, config)
@@ -114,6 +118,41 @@ def load(
     prov = Provenance(_model_name(source, path), revision, meta.get("step"), meta.get("tokens"))
     _LOADED[model] = _Loaded(prov, hf_tensors)
     return model
+
+
+def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """The torch dtype named by ``dtype`` (one of :data:`DTYPES`, or a torch dtype).
+
+    >>> parse_dtype("bfloat16")
+    torch.bfloat16
+    """
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise IhprobeError(f"dtype={dtype!r} is not one of {', '.join(DTYPES)}.")
+
+
+def parse_device(device: str | torch.device) -> torch.device:
+    """The torch device named by ``device``: cpu, cuda[:i], or auto (cuda when available).
+
+    >>> parse_device("auto") if not torch.cuda.is_available() else torch.device("cpu")
+    device(type='cpu')
+    """
+    text = str(device)
+    if text == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        parsed = torch.device(text)
+    except (RuntimeError, ValueError):
+        parsed = None
+    if parsed is None or parsed.type not in DEVICES:
+        raise IhprobeError(f"device={text!r} is not one of {', '.join(DEVICES)} (or cuda:N).")
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise IhprobeError(
+            f"device={text!r} but torch sees no CUDA device here; use device='cpu' or 'auto'."
+        )
+    return parsed
 
 
 def validate_checkpoint(path: Path, config) -> None:
@@ -181,7 +220,7 @@ def load_weights(
     _check_same_config(model, path, config)
     validate_checkpoint(path, config)
     targets = loaded.hf_tensors
-    state = _hf_model(path, config, model.cfg.dtype).state_dict()
+    state = _state_for(targets, path, config, model.cfg.dtype)
     mismatched = sorted(k for k in targets if k not in state or state[k].shape != targets[k].shape)
     if mismatched:
         raise IhprobeError(
@@ -197,6 +236,17 @@ def load_weights(
     loaded.provenance = Provenance(
         loaded.provenance.model, revision, meta.get("step"), meta.get("tokens")
     )
+
+
+def _state_for(targets: dict[str, torch.Tensor], path: Path, config, dtype: torch.dtype):
+    """The checkpoint's tensors under the names of ``targets``: read straight from its
+    safetensors when they carry those names and shapes (no model is built), else through HF,
+    which also maps old tensor names and ties shared weights."""
+    if has_safetensors(path):
+        state = read_state_dict(path)
+        if all(k in state and state[k].shape == t.shape for k, t in targets.items()):
+            return state
+    return _hf_model(path, config, dtype).state_dict()
 
 
 def _check_same_config(model: TransformerBridge, path: Path, config) -> None:

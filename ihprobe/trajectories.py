@@ -28,6 +28,7 @@ from ihprobe import __version__
 from ihprobe.ablation import AblationResult, ablate
 from ihprobe.errors import IhprobeError
 from ihprobe.files import atomic_write
+from ihprobe.hub_cache import RevisionIndex, check_keep, drop_revision
 from ihprobe.models import fill_provenance, load_or_swap
 from ihprobe.probes.battery import scan
 from ihprobe.runs import Checkpoint, checkpoint_meta, checkpoints
@@ -121,10 +122,12 @@ def scan_checkpoints(
     metrics: Sequence[str] | None = None,
     *,
     progress: bool | None = False,
+    keep: str = "all",
     **scan_kwargs,
 ) -> list[tuple[HeadScores, str | None]]:
     """:func:`ihprobe.scan` of every checkpoint, each with the earlier checkpoint of identical
-    weights (or None) when there is more than one checkpoint.
+    weights (or None) when there is more than one checkpoint. With ``keep="none"`` each hub
+    revision leaves the HF cache once it is scanned (as in :func:`trajectory`).
 
     Example:
         >>> [s.step for s, _ in scan_checkpoints(checkpoints("runs/demo"))]   # doctest: +SKIP
@@ -134,6 +137,8 @@ def scan_checkpoints(
     for ckpt, model in each_model(ckpts, progress=progress, desc="scan"):
         duplicate = _duplicate_of(duplicates, ckpt) if len(ckpts) > 1 else None
         out.append((scan(model, metrics, **scan_kwargs), duplicate))
+        if check_keep(keep) == "none":
+            drop_revision(resolve(ckpt.source, revision=ckpt.revision))
     return out
 
 
@@ -156,6 +161,7 @@ def trajectory(
     revisions: Sequence[str] | None = None,
     tokens_per_step: int | None = None,
     cache: bool | str | os.PathLike | None = True,
+    keep: str = "all",
     progress: bool = False,
     **scan_kwargs,
 ) -> pd.DataFrame:
@@ -169,6 +175,10 @@ def trajectory(
         tokens_per_step: B*C, to fill ``tokens`` where the checkpoints do not record it
             (hub revisions): tokens = step * tokens_per_step.
         cache: True for the default cache directory, a path, or False for none.
+        keep: ``"all"`` leaves fetched hub revisions in the HF cache; ``"none"`` removes each
+            one from the HF cache once it is scanned, before the next is fetched (hundreds of
+            checkpoints would fill a disk). A revision scanned before is not fetched again:
+            an interrupted series resumes from the results cache.
         progress: show a tqdm bar over checkpoints.
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
@@ -180,27 +190,13 @@ def trajectory(
         >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP
         ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
     """
-    directory = cache_dir(cache)
-    settings = _settings_key(metrics, scan_kwargs)
+    series = _Series(cache_dir(cache), _Scanner(metrics, scan_kwargs), check_keep(keep))
     duplicates = Duplicates()
-    scanned: dict[str, pd.DataFrame] = {}  # weights hash -> scan rows, within this call
-    scanner = _Scanner(metrics, scan_kwargs)
     frames = []
     for ckpt in tqdm(sources_of(source_or_sources, revisions), disable=not progress):
-        path = resolve(ckpt.source, revision=ckpt.revision)
-        digest = weights_hash(path)
-        duplicate = duplicates.check(ckpt, digest)
-        file = directory / "scans" / f"{digest[:32]}-{settings}.json" if directory else None
-        rows = scanned.get(digest)
-        if rows is None and file is not None:
-            rows = _read(file)
-        if rows is None:
-            rows = scanner.scan(ckpt)
-            if file is not None:
-                _write(file, rows)
-        scanned[digest] = rows
-        frames.append(_with_provenance(rows, ckpt, checkpoint_meta(path), tokens_per_step))
-        frames[-1]["duplicate_of"] = duplicate
+        digest, rows, meta = series.rows(ckpt)
+        frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
+        frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
     table = pd.concat(frames, ignore_index=True)
     order = "tokens" if table["tokens"].notna().all() else "step"
     return table.sort_values(order, kind="stable").reset_index(drop=True)
@@ -218,6 +214,58 @@ def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_pe
     frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
     frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
     return frame
+
+
+class _Series:
+    """The scan rows of each checkpoint: from this call, the results cache, or a new scan.
+
+    Hub revisions go through a :class:`~ihprobe.hub_cache.RevisionIndex`, so a revision whose
+    scan is cached is not fetched; with ``keep="none"`` a fetched revision leaves the HF cache
+    once it is scanned.
+    """
+
+    def __init__(self, directory: Path | None, scanner: _Scanner, keep: str):
+        self.directory, self.scanner, self.keep = directory, scanner, keep
+        self.settings = _settings_key(scanner.metrics, scanner.scan_kwargs)
+        self.scanned: dict[str, pd.DataFrame] = {}  # weights hash -> scan rows, this call
+        self.indexes: dict[str, RevisionIndex] = {}
+
+    def rows(self, ckpt: Checkpoint) -> tuple[str, pd.DataFrame, dict]:
+        """``(weights hash, scan rows, checkpoint metadata)`` of ``ckpt``."""
+        index = self._index(ckpt)
+        digest = index.get(ckpt.revision) if index is not None else None
+        rows = self._known(digest) if digest is not None else None
+        if rows is not None:
+            return digest, rows, {}
+        path = resolve(ckpt.source, revision=ckpt.revision)
+        digest = weights_hash(path)
+        rows = self._known(digest)
+        if rows is None:
+            rows = self.scanner.scan(ckpt)
+            if self.directory is not None:
+                _write(self._file(digest), rows)
+        self.scanned[digest] = rows
+        if index is not None:
+            index.record(ckpt.revision, digest)
+        meta = checkpoint_meta(path)
+        if self.keep == "none":
+            drop_revision(path)
+        return digest, rows, meta
+
+    def _index(self, ckpt: Checkpoint) -> RevisionIndex | None:
+        if ckpt.revision is None:
+            return None
+        if ckpt.source not in self.indexes:
+            self.indexes[ckpt.source] = RevisionIndex(self.directory, ckpt.source)
+        return self.indexes[ckpt.source]
+
+    def _file(self, digest: str) -> Path:
+        return self.directory / "scans" / f"{digest[:32]}-{self.settings}.json"
+
+    def _known(self, digest: str) -> pd.DataFrame | None:
+        if digest in self.scanned:
+            return self.scanned[digest]
+        return _read(self._file(digest)) if self.directory is not None else None
 
 
 class _Scanner:

@@ -7,7 +7,7 @@ the top heads. A run directory is swept checkpoint by checkpoint into one skelet
 progress bar.
 
     ihprobe scan runs/demo --metrics prefix_matching,ar_accuracy --out scans/demo
-    ihprobe scan EleutherAI/pythia-70m --revision step1000 --revision step2000
+    ihprobe scan EleutherAI/pythia-70m --revision step1000 --revision step2000 --keep none
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ def register(subparsers) -> None:
     p.add_argument("--chunk", type=positive_int, help="rows per forward pass (bounds memory)")
     p.add_argument("--bos", action="store_true", help="prepend the tokenizer's BOS to probe rows")
     p.add_argument("--text", help="text file for the ICL score (skipped without it)")
+    p.add_argument(
+        "--keep",
+        choices=("all", "none"),
+        default="all",
+        help="none: remove each hub revision from the HF cache once it is scanned",
+    )
     p.add_argument("--top", type=positive_int, default=3, help="heads listed per checkpoint")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     p.set_defaults(func=run)
@@ -69,7 +75,7 @@ def run(args) -> int:
     frames, last = [], []
     for source in args.sources:
         ckpts = sources_of(source, args.revision or None)
-        found = scan_checkpoints(ckpts, args.metrics, progress=None, **kwargs)
+        found = scan_checkpoints(ckpts, args.metrics, progress=None, keep=args.keep, **kwargs)
         for scores, duplicate in found:
             frames.append(scores.to_frame().assign(duplicate_of=duplicate))
         last.append(found[-1])
