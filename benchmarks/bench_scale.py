@@ -19,13 +19,9 @@ Run: ``python benchmarks/bench_scale.py [--sizes 70m,160m] [--rows 20] [--device
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import resource
-import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path

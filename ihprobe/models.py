@@ -42,13 +42,13 @@ from ihprobe.scores import Provenance
 from ihprobe.sources import causal_lm_config, resolve
 from ihprobe.standin import id_tokenizer
 from ihprobe.weights import check_weights, has_safetensors, read_state_dict, verify_checksums
+from ihprobe.world import resolve_device
 
 log = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 PROCESSING = ("none", "tl")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-DEVICES = ("cpu", "cuda", "auto")
 CONFIG_NAMES = ("_name_or_path", "transformers_version")  # config keys that name, not shape
 
 
@@ -101,7 +101,7 @@ def load(
     """
     if processing not in PROCESSING:
         raise IhprobeError(f"processing={processing!r} is not one of {PROCESSING}.")
-    dtype, device = parse_dtype(dtype), parse_device(device)
+    dtype, device = parse_dtype(dtype), resolve_device(str(device))
     path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
     config = causal_lm_config(path, trust_remote_code=trust_remote_code)
     validate_checkpoint(path, config)
@@ -131,28 +131,6 @@ def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, str) and dtype in DTYPES:
         return DTYPES[dtype]
     raise IhprobeError(f"dtype={dtype!r} is not one of {', '.join(DTYPES)}.")
-
-
-def parse_device(device: str | torch.device) -> torch.device:
-    """The torch device named by ``device``: cpu, cuda[:i], or auto (cuda when available).
-
-    >>> parse_device("auto") if not torch.cuda.is_available() else torch.device("cpu")
-    device(type='cpu')
-    """
-    text = str(device)
-    if text == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        parsed = torch.device(text)
-    except (RuntimeError, ValueError):
-        parsed = None
-    if parsed is None or parsed.type not in DEVICES:
-        raise IhprobeError(f"device={text!r} is not one of {', '.join(DEVICES)} (or cuda:N).")
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise IhprobeError(
-            f"device={text!r} but torch sees no CUDA device here; use device='cpu' or 'auto'."
-        )
-    return parsed
 
 
 def validate_checkpoint(path: Path, config) -> None:

@@ -93,8 +93,9 @@ def test_keep_all_leaves_the_cache_as_it_was(hub, tmp_path):
 
 def test_cli_scan_streams_and_removes(hub, tmp_path, capsys):
     out = tmp_path / "scan"
-    argv = ["scan", REPO, "--revision", "step100", "--revision", "step300", "--keep", "none",
-            "--metrics", "prefix_matching", "--n", "8", "--batch", "4", "--out", str(out)]  # fmt: skip
+    revisions = ["--revision", "step100", "--revision", "step300", "--keep", "none"]
+    probe = ["--metrics", "prefix_matching", "--n", "8", "--batch", "4", "--out", str(out)]
+    argv = ["scan", REPO, *revisions, *probe]
     assert main(argv) == 0
     assert (out / "scores.csv").is_file()
     remaining = {p.name for p in (hub / "models--org--tiny" / "refs").iterdir()}
