@@ -47,7 +47,7 @@ def test_bfloat16_scores_match_float32_within_bf16_precision(checkpoint):
 @pytest.mark.parametrize(
     "kwargs, message",
     [({"dtype": "float8"}, "dtype='float8' is not one of float32, bfloat16, float16"),
-     ({"device": "tpu"}, "device='tpu': ihprobe runs on cpu or cuda")],
+     ({"device": "tpu"}, "device='tpu' is not a device; use auto, cpu, cuda or cuda:N")],
 )  # fmt: skip
 def test_bad_dtype_or_device_is_one_line(checkpoint, kwargs, message):
     with pytest.raises(IhprobeError, match=message.replace("(", r"\(")):
