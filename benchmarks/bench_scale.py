@@ -19,9 +19,13 @@ Run: ``python benchmarks/bench_scale.py [--sizes 70m,160m] [--rows 20] [--device
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import platform
 import resource
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -61,9 +65,17 @@ def checkpoint(size: str, seed: int = 0) -> Path:
 
 
 def timed(fn) -> float:
-    start = time.perf_counter()
+    """Seconds of ``fn``: CPU seconds of this process on a CPU (other processes on a loaded
+    machine do not count), wall seconds after a synchronize on an accelerator."""
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+    start = time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def bare(model, tokens: torch.Tensor, chunk: int) -> None:
@@ -191,3 +203,82 @@ def worker(task: str, size: str, device: str, dtype: str, rows: int, n: int, rep
     if device.startswith("cuda") and torch.cuda.is_available():
         out["peak_gpu_gb"] = torch.cuda.max_memory_allocated() / 2**30
     print(json.dumps(out))
+
+
+TARGETS = {"swap": 1.5, "scan_attention": 1.3, "scan_all": 1.3, "ablate": 1.15}
+RESULTS = Path(__file__).with_name("RESULTS_scale.md")
+
+
+def run_worker(task: str, size: str, opts) -> dict:
+    """One measurement in a fresh process (its own peak memory); its JSON line."""
+    argv = [sys.executable, __file__, "--worker", task, "--sizes", size, "--rows", str(opts.rows),
+            "--n", str(opts.n), "--repeats", str(opts.repeats), "--device", opts.device,
+            "--dtype", opts.dtype]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ})
+    if done.returncode != 0:
+        return {"skipped": f"failed: {done.stderr.strip().splitlines()[-1:]}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def weights_gb(size: str) -> float:
+    return sum(f.stat().st_size for f in checkpoint(size).glob("*.safetensors")) / 2**30
+
+
+def table(results: dict, opts) -> str:
+    lines = ["| model | step | seconds | reference | ref seconds | ratio | target | peak RSS GB "
+             "| weights GB |", "|---|---|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for (size, task), r in results.items():
+        if "skipped" in r:
+            lines.append(f"| {size} | {task} | - | {r['skipped']} | | | | | |")
+            continue
+        ratio = r["op_s"] / r["ref_s"]
+        target = f"<= {TARGETS[task]}" if task in TARGETS else ""
+        lines.append(f"| {size} | {task} | {r['op_s']:.2f} | {r['ref']} | {r['ref_s']:.2f} | "
+                     f"{ratio:.2f}x | {target} | {r['peak_rss_gb']:.2f} | "
+                     f"{weights_gb(size):.2f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def write_section(path: Path, name: str, text: str) -> None:
+    """Replace the text between ``<!-- begin NAME -->`` and ``<!-- end NAME -->`` in ``path``."""
+    begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+    old = path.read_text() if path.is_file() else f"{begin}\n{end}\n"
+    if begin not in old:
+        old += f"\n{begin}\n{end}\n"
+    head, rest = old.split(begin, 1)
+    path.write_text(f"{head}{begin}\n{text}\n{end}{rest.split(end, 1)[1]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="70m,160m")
+    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--rows", type=int, default=20, help="probe rows (batch)")
+    parser.add_argument("--n", type=int, default=50, help="half-length of repeated tokens")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--section", help="write the table into this section of RESULTS_scale.md")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.worker:
+        return worker(opts.worker, opts.sizes, opts.device, opts.dtype, opts.rows, opts.n,
+                      opts.repeats)  # fmt: skip
+    results = {}
+    for size in opts.sizes.split(","):
+        checkpoint(size), checkpoint(size, seed=1)
+        for task in opts.tasks.split(","):
+            results[size, task] = run_worker(task, size, opts)
+            print(size, task, results[size, task], flush=True)
+    where = torch.cuda.get_device_name() if opts.device.startswith("cuda") else (
+        f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}")  # fmt: skip
+    text = (f"{where}; torch {torch.__version__}; dtype {opts.dtype}; {opts.rows} rows of "
+            f"2 x {opts.n} tokens; best of {opts.repeats}; ablate with {RANDOM} random draws."
+            f"\n\n{table(results, opts)}")  # fmt: skip
+    print(text)
+    if opts.section:
+        write_section(RESULTS, opts.section, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import huggingface_hub.constants
+import pandas as pd
 import pytest
 
 from ihprobe.cli import main
@@ -119,3 +120,27 @@ def test_unknown_revision_or_repo_exits_2_with_one_line(hub, tmp_path, capsys, s
 def test_bad_keep_is_refused(hub):
     with pytest.raises(IhprobeError, match="keep='some' is not one of all, none"):
         trajectory(REPO, METRICS, revisions=["step100"], keep="some", cache=False, **SCAN)
+
+
+def test_duplicates_are_left_out_of_the_fit_and_marked_in_the_figure():
+    from ihprobe.changepoint import emergence
+    from ihprobe.figures.emergence import trajectory_figure
+
+    tokens = [0] + [2**k * 1000 for k in range(12)]
+    ps = [0.02] * 7 + [0.8] * 6  # PS jumps between 32k and 64k tokens
+    copies = {1, 2, 3}  # early branches that hold the final weights (pythia issue #205)
+    values = [0.8 if i in copies else v for i, v in enumerate(ps)]
+    table = pd.DataFrame({"model": "m", "step": [t // 1000 for t in tokens], "tokens": tokens,
+                          "metric": "prefix_matching", "value": values,
+                          "duplicate_of": [("m@final" if i in copies else None)
+                                           for i in range(len(tokens))]})  # fmt: skip
+    point = emergence(table)
+    assert (point.tokens_low, point.tokens_high) == (32000.0, 64000.0)
+    assert point.curve["duplicate"].sum() == len(copies)  # the curve keeps them, marked
+    fooled = emergence(table, include_duplicates=True)
+    assert not fooled.transition or (fooled.tokens_low, fooled.tokens_high) != (32000, 64000)
+    names = [trace.name for trace in trajectory_figure(table, point).data]
+    marked = [n for n in names if "same weights" in n]
+    assert len(marked) == 1
+    crosses = next(t for t in trajectory_figure(table, point).data if t.name == marked[0])
+    assert sorted(crosses.x) == [tokens[i] for i in sorted(copies)]
