@@ -94,10 +94,13 @@ def load_model(size: str, device: str, dtype: str):
 
 
 def read_safetensors(path: Path) -> None:
+    """Every tensor of the checkpoint in memory: ``load_file`` maps the file lazily, so each
+    tensor is copied once to read its pages."""
     from safetensors.torch import load_file
 
     for file in sorted(path.glob("*.safetensors")):
-        load_file(str(file))
+        for tensor in load_file(str(file)).values():
+            tensor.clone()
 
 
 def scan_rows(model, batch: int, n: int) -> list[torch.Tensor]:

@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 PROCESSING = ("none", "tl")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# tensor names on disk that HF renames when it loads them (GPT-NeoX/Pythia's output layer)
+SAVED_NAMES = {"embed_out.weight": "lm_head.weight"}
 CONFIG_NAMES = ("_name_or_path", "transformers_version")  # config keys that name, not shape
 
 
@@ -222,6 +224,9 @@ def _state_for(targets: dict[str, torch.Tensor], path: Path, config, dtype: torc
     which also maps old tensor names and ties shared weights."""
     if has_safetensors(path):
         state = read_state_dict(path)
+        for saved, name in SAVED_NAMES.items():
+            if saved in state and name not in state:
+                state[name] = state.pop(saved)
         if all(k in state and state[k].shape == t.shape for k, t in targets.items()):
             return state
     return _hf_model(path, config, dtype).state_dict()
