@@ -42,6 +42,9 @@ _EXPORTS: dict[str, str] = {
     "ablate": "ihprobe.ablation",
     "ablate_heads": "ihprobe.ablation",
     "AblationResult": "ihprobe.ablation",
+    "head_effects": "ihprobe.ablation",
+    "HeadEffects": "ihprobe.ablation",
+    "ablation_trajectory": "ihprobe.ablation_series",
     # errors
     "IhprobeError": "ihprobe.errors",
 }

@@ -202,8 +202,8 @@ def _ablation_summary(result) -> dict:
     for metric in ("ar_accuracy", "induction_loss"):
         if metric in frame.metric.values:
             row = frame[frame.metric == metric].iloc[0]
-            out[f"{metric}_top_drop"] = float(row.top_drop)
-            out[f"{metric}_random_drop"] = float(row.random_drop_mean)
+            out[f"{metric}_top_drop"] = float(row.relative_change)
+            out[f"{metric}_random_drop"] = float(row.random_relative_change_mean)
             out[f"{metric}_p"] = float(row.p_value)
     return out
 

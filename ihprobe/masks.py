@@ -25,13 +25,17 @@ import torch
 from jaxtyping import Bool, Float, Int
 
 from ihprobe.errors import IhprobeError
+from ihprobe.hooks import keep as keep_slice
+from ihprobe.hooks import replace_with
 from ihprobe.probes.engine import NOTHING, Probe, run_probe
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
 
-MODES = ("zero", "mean")
+MODES = ("mean", "zero", "resample", "pattern")
+HOOK_MODES = ("zero", "mean")  # the modes that need no evaluation rows (ablation_hooks)
 HOOK_Z = "blocks.{layer}.attn.hook_z"
+HOOK_PATTERN = "blocks.{layer}.attn.hook_pattern"
 
 Hook = tuple[str, Callable]
 Reference = Int[torch.Tensor, "batch pos"] | Float[torch.Tensor, "layer head d_head"]
@@ -110,7 +114,9 @@ def _bind(fn: Callable, layer: int) -> Callable:
 
 def mask_hooks(
     keep: Float[torch.Tensor, "layer head"] | Float[torch.Tensor, "batch layer head"],
-    replacement: Float[torch.Tensor, "layer head d_head"] | None = None,
+    replacement: Float[torch.Tensor, "layer head d_head"]
+    | Float[torch.Tensor, "batch layer pos head d_head"]
+    | None = None,
 ) -> list[Hook]:
     """``hook_z`` hooks that apply a keep-mask: ``z * keep + (1 - keep) * replacement``.
 
@@ -118,7 +124,9 @@ def mask_hooks(
         keep: 1 keeps a head, 0 ablates it (fractions interpolate). ``[layer, head]`` applies
             to every row; ``[batch, layer, head]`` gives each row its own mask and must match
             the batch the hooks will see.
-        replacement: what an ablated head outputs instead (``mean_z``); None means zero.
+        replacement: what an ablated head outputs instead: its mean ``[layer, head, d_head]``
+            (``mean_z``), or per row ``[batch, layer, pos, head, d_head]`` (resampling, from
+            :func:`clean_activations`); None means zero.
 
     Returns:
         ``(hook name, function)`` pairs for ``run_with_hooks`` or ``model.hooks``, one per layer
@@ -149,9 +157,79 @@ def _mask_fn(k: torch.Tensor, replacement: torch.Tensor | None, layer: int, per_
         m = (k[:, None, :, None] if per_row else k[None, None, :, None]).to(z.device, z.dtype)
         if replacement is None:
             return z * m
-        return z * m + (1 - m) * replacement[layer].to(z.device, z.dtype)
+        r = replacement[layer] if replacement.dim() == 3 else replacement[:, layer]
+        return z * m + (1 - m) * r.to(z.device, z.dtype)
 
     return hook
+
+
+def hold_patterns(patterns: Float[torch.Tensor, "batch layer head query key"]) -> list[Hook]:
+    """``hook_pattern`` hooks that hold every head's attention at ``patterns`` (its clean
+    value), so an ablation changes the residual stream but no head's attention.
+
+    Example:
+        >>> clean = clean_activations(model, probe, patterns=True)["pattern"]  # doctest: +SKIP
+        >>> hooks = mask_hooks(keep) + hold_patterns(clean)                    # doctest: +SKIP
+    """
+    return [
+        (
+            HOOK_PATTERN.format(layer=layer),
+            replace_with(lambda p, layer=layer: _held(p, patterns[:, layer])),
+        )
+        for layer in range(patterns.shape[1])
+    ]
+
+
+def _held(pattern: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
+    return clean.to(pattern.device, pattern.dtype)
+
+
+@torch.inference_mode()
+def clean_activations(
+    model: TransformerLensModel,
+    probe: Probe,
+    *,
+    z: bool = False,
+    patterns: bool = False,
+    chunk: int = 64,
+) -> dict[str, torch.Tensor]:
+    """The clean run's ``hook_z`` (``"z"``: ``[rows, layer, pos, head, d_head]``) and attention
+    (``"pattern"``: ``[rows, layer, head, query, key]``) of every row of ``probe``, the inputs
+    of resample and pattern-preserving ablation. Memory grows with rows x layers x positions.
+
+    Example:
+        >>> clean_activations(model, probe, z=True)["z"].shape              # doctest: +SKIP
+        torch.Size([100, 2, 100, 4, 16])
+    """
+    names = {"z": HOOK_Z, "pattern": HOOK_PATTERN}
+    wanted = [name for name, on in (("z", z), ("pattern", patterns)) if on]
+
+    def make_hooks(rows, store):
+        return [
+            (names[name].format(layer=layer), keep_slice(store, (name, layer), lambda x: x))
+            for name in wanted
+            for layer in range(model.cfg.n_layers)
+        ]
+
+    silent = Probe(probe.name, probe.tokens, positions=NOTHING)
+    kept = run_probe(model, silent, make_hooks, chunk=chunk)
+    layers = range(model.cfg.n_layers)
+    return {name: torch.stack([kept[(name, layer)] for layer in layers], dim=1) for name in wanted}
+
+
+def derangement(n: int, seed: int = 0) -> Int[torch.Tensor, " n"]:
+    """A random permutation with no fixed point (a random cycle): row ``b`` takes row
+    ``order[b]``'s activations in resample ablation.
+
+    >>> order = derangement(5, seed=1); bool((order != torch.arange(5)).all())
+    True
+    """
+    if n < 2:
+        raise IhprobeError("resample ablation needs at least 2 evaluation rows; pass batch >= 2.")
+    cycle = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    order = torch.empty(n, dtype=torch.long)
+    order[cycle] = cycle.roll(-1)
+    return order
 
 
 def ablation_hooks(
@@ -180,8 +258,11 @@ def ablation_hooks(
 
 def replacement_for(model: TransformerLensModel, mode: str, reference) -> torch.Tensor | None:
     """What ablated heads output in ``mode``: None (zero) or the mean ``z`` per head."""
-    if mode not in MODES:
-        raise IhprobeError(f"mode={mode!r} is not one of {MODES}.")
+    if mode not in HOOK_MODES:
+        raise IhprobeError(
+            f"mode={mode!r} is not one of {HOOK_MODES} here; resample and pattern ablation "
+            "need the evaluation rows: use ihprobe.ablate or ihprobe.head_effects."
+        )
     if mode == "zero":
         return None
     if reference is None:

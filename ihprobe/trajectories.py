@@ -18,7 +18,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -190,10 +190,34 @@ def trajectory(
         >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP
         ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
     """
-    series = _Series(cache_dir(cache), _Scanner(metrics, scan_kwargs), check_keep(keep))
+    scanner = _Scanner(metrics, scan_kwargs)
+    return cached_sweep(
+        sources_of(source_or_sources, revisions), scanner.scan, "scans",
+        _settings_key(metrics, scan_kwargs), cache=cache, tokens_per_step=tokens_per_step,
+        keep=keep, progress=progress,
+    )  # fmt: skip
+
+
+def cached_sweep(
+    ckpts: Sequence[Checkpoint],
+    compute: Callable[[Checkpoint], pd.DataFrame],
+    folder: str,
+    settings: str,
+    *,
+    cache: bool | str | os.PathLike | None = True,
+    tokens_per_step: int | None = None,
+    keep: str = "all",
+    progress: bool = False,
+) -> pd.DataFrame:
+    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
+    ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
+    tokens, with provenance and ``duplicate_of`` (used by :func:`trajectory` and
+    :func:`ihprobe.ablation_trajectory`). ``keep="none"`` streams hub revisions (see
+    :func:`trajectory`)."""
+    series = _Series(cache_dir(cache), compute, folder, settings, check_keep(keep))
     duplicates = Duplicates()
     frames = []
-    for ckpt in tqdm(sources_of(source_or_sources, revisions), disable=not progress):
+    for ckpt in tqdm(ckpts, disable=not progress):
         digest, rows, meta = series.rows(ckpt)
         frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
         frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
@@ -217,17 +241,17 @@ def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_pe
 
 
 class _Series:
-    """The scan rows of each checkpoint: from this call, the results cache, or a new scan.
+    """The rows of each checkpoint: from this call, the results cache, or ``compute``.
 
     Hub revisions go through a :class:`~ihprobe.hub_cache.RevisionIndex`, so a revision whose
     scan is cached is not fetched; with ``keep="none"`` a fetched revision leaves the HF cache
     once it is scanned.
     """
 
-    def __init__(self, directory: Path | None, scanner: _Scanner, keep: str):
-        self.directory, self.scanner, self.keep = directory, scanner, keep
-        self.settings = _settings_key(scanner.metrics, scanner.scan_kwargs)
-        self.scanned: dict[str, pd.DataFrame] = {}  # weights hash -> scan rows, this call
+    def __init__(self, directory: Path | None, compute, folder: str, settings: str, keep: str):
+        self.directory, self.compute, self.keep = directory, compute, keep
+        self.folder, self.settings = folder, settings
+        self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
         self.indexes: dict[str, RevisionIndex] = {}
 
     def rows(self, ckpt: Checkpoint) -> tuple[str, pd.DataFrame, dict]:
@@ -241,10 +265,10 @@ class _Series:
         digest = weights_hash(path)
         rows = self._known(digest)
         if rows is None:
-            rows = self.scanner.scan(ckpt)
+            rows = self.compute(ckpt)
             if self.directory is not None:
                 _write(self._file(digest), rows)
-        self.scanned[digest] = rows
+        self.done[digest] = rows
         if index is not None:
             index.record(ckpt.revision, digest)
         meta = checkpoint_meta(path)
@@ -260,11 +284,11 @@ class _Series:
         return self.indexes[ckpt.source]
 
     def _file(self, digest: str) -> Path:
-        return self.directory / "scans" / f"{digest[:32]}-{self.settings}.json"
+        return self.directory / self.folder / f"{digest[:32]}-{self.settings}.json"
 
     def _known(self, digest: str) -> pd.DataFrame | None:
-        if digest in self.scanned:
-            return self.scanned[digest]
+        if digest in self.done:
+            return self.done[digest]
         return _read(self._file(digest)) if self.directory is not None else None
 
 

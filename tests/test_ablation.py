@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics as pystats
 
 import pytest
 import torch
@@ -10,7 +11,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 import ihprobe
 from ihprobe.ablation import METRICS, evaluate_groups, natural_probe, repeated_probe
-from ihprobe.ablation_result import _statistics
+from ihprobe.ablation_result import statistics as _statistics
 from ihprobe.errors import IhprobeError
 from ihprobe.head_sets import head_sets, heads_per_layer
 from ihprobe.masks import keep_mask
@@ -100,9 +101,11 @@ def test_load_bearing_head_drops_far_more_than_random(planted, mode):
     acc, loss = _stats(result, "ar_accuracy"), _stats(result, "induction_loss")
     assert acc.clean > 0.95  # the planted circuit works...
     assert acc.top < 0.3  # ...and removing its head breaks it
-    assert acc.top_drop < -0.7 and abs(acc.random_drop_mean) < 0.05
-    assert acc.p_value == 0 and loss.p_value == 0
-    assert loss.top_drop > 5 and loss.top_drop > 10 * abs(loss.random_drop_hi)
+    assert acc.relative_change < -0.7 and abs(acc.random_relative_change_mean) < 0.05
+    assert acc.p_value == loss.p_value == 1 / 21  # no draw as harmful: the least p of 20 draws
+    assert loss.relative_change > 5
+    assert loss.relative_change > 10 * abs(loss.random_relative_change_hi)
+    assert loss.load_bearing_index > 2 and loss.load_bearing_lo > 2
 
 
 @pytest.mark.slow
@@ -112,7 +115,8 @@ def test_random_init_model_shows_no_significant_difference(random_init):
     for metric in ("induction_loss", "ar_mean_rank"):
         stats = _stats(result, metric)
         assert stats.p_value > 0.05
-        assert stats.random_drop_lo - 1e-3 <= stats.top_drop <= stats.random_drop_hi + 1e-3
+        lo, hi = stats.random_relative_change_lo, stats.random_relative_change_hi
+        assert lo - 1e-3 <= stats.relative_change <= hi + 1e-3
 
 
 def test_same_seed_same_result_other_seed_other_draws(random_init):
@@ -150,15 +154,20 @@ def test_batched_groups_equal_separate_ablated_runs(planted):
 def test_statistics_against_hand_computed_values():
     values = torch.tensor([2.0, 4.0, 2.2, 2.4, 2.0, 2.6, 5.0])  # a loss: clean, top, 5 random
     stats = _statistics("induction_loss", values)
-    random_drops = torch.tensor([0.1, 0.2, 0.0, 0.3, 1.5])
-    assert stats["top_drop"] == pytest.approx(1.0)
-    assert stats["random_drop_mean"] == pytest.approx(0.42)
-    assert stats["random_drop_sd"] == pytest.approx(float(random_drops.std()))
-    assert stats["p_value"] == pytest.approx(0.2)  # one draw of five hurt at least as much
-    assert stats["ratio"] == pytest.approx(1.0 / 0.42)
+    random_changes = [0.2, 0.4, 0.0, 0.6, 3.0]
+    assert stats["change"] == pytest.approx(2.0) and stats["relative_change"] == pytest.approx(1.0)
+    assert stats["random_relative_change_mean"] == pytest.approx(0.42)
+    assert stats["random_change_sd"] == pytest.approx(pystats.stdev(random_changes))
+    assert stats["p_value"] == pytest.approx(2 / 6)  # (1 + one draw of five as harmful) / 6
+    index = (2.0 - pystats.mean(random_changes)) / pystats.stdev(random_changes)
+    assert stats["load_bearing_index"] == pytest.approx(index)
+    assert stats["load_bearing_lo"] < index < stats["load_bearing_hi"]
+    assert "ratio" not in stats
     flipped = _statistics("ar_accuracy", torch.tensor([0.5, 0.1, 0.5, 0.45, 0.05]))
-    assert flipped["p_value"] == pytest.approx(1 / 3)  # lower accuracy is worse
-    assert flipped["top_drop"] == pytest.approx(-0.8)
+    assert flipped["p_value"] == pytest.approx(2 / 4)  # lower accuracy is worse
+    assert flipped["relative_change"] == pytest.approx(-0.8)
+    icl = _statistics("icl_score", torch.tensor([-0.01, 0.02, -0.02, 0.0]))
+    assert icl["change"] == pytest.approx(0.03) and math.isnan(icl["relative_change"])
 
 
 @pytest.mark.parametrize(
@@ -205,7 +214,8 @@ def test_frame_has_the_shared_columns_and_every_statistic(random_init):
         "model", "revision", "step", "tokens", "layer", "head", "metric", "value"
     ]  # fmt: skip
     metrics = set(frame.metric)
-    assert {"ar_accuracy.clean", "ar_accuracy.p_value", "ar_accuracy.ratio"} <= metrics
+    assert {"ar_accuracy.clean", "ar_accuracy.p_value", "ar_accuracy.load_bearing_index"} <= metrics
+    assert not any(m.endswith((".ratio", "_drop")) for m in metrics)
     assert frame.query("metric == 'top_set'").value.sum() == 2  # one head in each layer
     assert frame.query("metric == 'random_set'").value.sum() == 3 * 2
     assert set(METRICS) >= {m.split(".")[0] for m in metrics if "." in m}

@@ -40,7 +40,7 @@ def test_ablate_a_run_writes_csv_and_report(run_dir, tmp_path, capsys):
     per_ckpt = frame.groupby("step")
     assert (per_ckpt.apply(lambda f: (f.metric == "top_set").sum()) == 8).all()
     assert (per_ckpt.apply(lambda f: f.query("metric == 'top_set'").value.sum()) == 2).all()
-    assert {"induction_loss.p_value", "natural_loss.top_drop"} <= set(frame.metric)
+    assert {"induction_loss.p_value", "natural_loss.relative_change"} <= set(frame.metric)
     printed = capsys.readouterr().out
     assert printed.count("top set") == len(STEPS) and "wrote" in printed
     page = (out / "report.html").read_text()
@@ -61,7 +61,8 @@ def test_result_figure_and_single_checkpoint_report(run_dir, tmp_path):
     result = ihprobe.ablate(model, random=3, batch=4, metrics=["induction_loss", "ar_accuracy"])
     fig = drop_figure(result)
     assert len(fig.data) == 4  # random box + top marker for each metric
-    assert fig.data[1].y[0] == pytest.approx(float(result.drops("induction_loss")[1]))
+    v = result.values["induction_loss"].double()
+    assert fig.data[1].y[0] == pytest.approx(float((v[1] - v[0]) / v[0]))
     page = write_ablation_report(tmp_path / "r.html", [result]).read_text()
     assert "over training" not in page and "L0H" in page
 
@@ -69,7 +70,11 @@ def test_result_figure_and_single_checkpoint_report(run_dir, tmp_path):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--top", "0"], "--top: '0' is not a fraction"),
+        (["--top", "0"], "--top: '0' is not a fraction in (0, 1] nor a count k >= 1"),
+        (["--top", "1.5"], "--top: '1.5' is not a fraction in (0, 1] nor a count k >= 1"),
+        (["--scope", "model"], "--scope: invalid choice: 'model'"),
+        (["--baseline", "matched"], "--baseline: invalid choice: 'matched'"),
+        (["--mode", "half"], "--mode: invalid choice: 'half'"),
         (["--random", "0"], "--random: '0' is not a positive integer"),
         (["--metrics", "bleu"], "unknown metric"),
         (["--by", "bleu"], "unknown head score --by bleu"),
@@ -79,3 +84,39 @@ def test_bad_flags_fail_in_one_line_before_loading(tmp_path, capsys, flags, mess
     assert main(["ablate", str(tmp_path / "missing"), *flags]) == 2  # the source is never read
     err = capsys.readouterr().err
     assert message in err and err.strip().count("\n") == 0
+
+
+@pytest.mark.slow
+def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeypatch):
+    from ihprobe import ablation_series
+
+    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "over"
+    argv = ["ablate", str(run_dir), "--out", str(out), "--over-training", "--scope", "global",
+            "--top", "1", "--random", "3", "--batch", "4",
+            "--metrics", "induction_loss"]  # fmt: skip
+    assert main(argv) == 0
+    frame = pd.read_csv(out / "ablation.csv")
+    assert sorted(frame.step.unique()) == list(STEPS)
+    per_step = frame[frame.metric == "induction_loss.head_change"].groupby("step").size()
+    assert (per_step == 2 * 4).all()  # every head of every checkpoint
+    assert (frame[frame.metric == "top_set"].groupby("step").value.sum() == 1).all()  # global
+    page = (out / "report.html").read_text()
+    assert "Signature vs load-bearing over training" in page and "over training" in page
+
+    def no_ablation(*args, **kwargs):
+        raise AssertionError("a cached checkpoint was ablated again")
+
+    monkeypatch.setattr(ablation_series, "ablate", no_ablation)
+    again = ihprobe.ablation_trajectory(
+        run_dir, scope="global", top=1, random=3, batch=4, metrics=["induction_loss"]
+    )
+    assert len(again) == len(frame) and set(again.metric) == set(frame.metric)
+
+
+def test_cli_choices_are_the_librarys():
+    from ihprobe import head_sets, masks
+    from ihprobe.cli import ablate as cli
+
+    assert (cli.SCOPES, cli.BASELINES) == (head_sets.SCOPES, head_sets.BASELINES)
+    assert set(cli.MODES) == set(masks.MODES)

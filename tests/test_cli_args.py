@@ -35,6 +35,7 @@ REFUSES = {
     types.nonnegative_float: ["-5"],
     types.finite_float: [],
     types.fraction: ["0", "-5", "1.5"],
+    types.fraction_or_count: ["0", "-5", "1.5", "2.5"],
     types.probability: ["-5", "1.5"],
     types.warmup_fraction: ["-5", "1"],
     count: ["0", "-5"],

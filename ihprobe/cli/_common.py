@@ -61,6 +61,20 @@ probability = _number(float, lambda v: 0 <= v <= 1, "a probability in [0, 1]")
 warmup_fraction = _number(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
 
 
+def fraction_or_count(text: str) -> float | int:
+    """A count k >= 1 when written as an integer ("1"), else a fraction in (0, 1] ("0.02").
+
+    >>> fraction_or_count("1"), fraction_or_count("0.02")
+    (1, 0.02)
+    """
+    try:
+        return positive_int(text) if text.strip().isdigit() else fraction(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a fraction in (0, 1] nor a count k >= 1"
+        ) from None
+
+
 def device(text: str) -> str:
     """``auto``, ``cpu``, ``cuda`` or ``cuda:N``."""
     kind, sep, index = text.partition(":")

@@ -1,16 +1,23 @@
-"""``ihprobe ablate SOURCE...``: top heads per layer against random baselines, with a report.
+"""``ihprobe ablate SOURCE...``: top heads (per layer or global) against random baselines.
 
 Writes ``OUT/ablation.csv`` (the long table of :meth:`ihprobe.AblationResult.to_frame`, one block
 per checkpoint) and ``OUT/report.html`` (method, head sets, per-metric charts, the numbers; on a
-run directory also the signature-vs-load-bearing curve over training).
+run directory also the signature-vs-load-bearing curve over training). With ``--over-training``
+the table is :func:`ihprobe.ablation_trajectory`'s (load-bearing index and per-head effects at
+every checkpoint, cached by weights hash) and the report shows them over training.
 
     ihprobe ablate runs/demo --out ablation/demo --metrics ar_accuracy,induction_loss
-    ihprobe ablate path/to/checkpoint --by logit_attribution --random 50 --mode zero
+    ihprobe ablate path/to/checkpoint --scope global --top 1 --baseline score-matched
+    ihprobe ablate runs/demo --over-training --scope global --top 1 --mode pattern
 """
 
 from __future__ import annotations
 
-from ihprobe.cli._common import any_int, fraction, positive_int
+from ihprobe.cli._common import any_int, fraction_or_count, positive_int
+
+SCOPES = ("layer", "global")  # ihprobe.head_sets; repeated here to keep start-up imports light
+BASELINES = ("layer-matched", "global", "score-matched")
+MODES = ("mean", "zero", "resample", "pattern")
 
 
 def register(subparsers) -> None:
@@ -23,9 +30,18 @@ def register(subparsers) -> None:
     p.add_argument("--revision", action="append", default=None, help="hub revision (repeatable)")
     p.add_argument("--out", default="ablation", help="output directory")
     p.add_argument("--by", default="prefix_matching", help="head score that ranks heads")
-    p.add_argument("--top", type=fraction, default=0.02, help="fraction of heads per layer")
+    p.add_argument(
+        "--top", type=fraction_or_count, default=0.02,
+        help="fraction of heads (0.02) or a count (1) in the top set",
+    )  # fmt: skip
+    p.add_argument("--scope", choices=SCOPES, default="layer", help="layer ([B]'s) or global top")
     p.add_argument("--random", type=positive_int, default=20, help="random draws")
-    p.add_argument("--mode", choices=("mean", "zero"), default="mean", help="ablation kind")
+    p.add_argument("--baseline", choices=BASELINES, default="layer-matched", help="random heads")
+    p.add_argument("--mode", choices=MODES, default="mean", help="what ablated heads output")
+    p.add_argument(
+        "--over-training", action="store_true",
+        help="every checkpoint of a run: load-bearing index and per-head effects over training",
+    )  # fmt: skip
     p.add_argument("--metrics", help="comma-separated metrics (default: all the model can run)")
     p.add_argument("--seed", type=any_int, default=0, help="seed of probe inputs and random draws")
     p.add_argument("--n", type=positive_int, help="half-length of the repeated tokens")
@@ -51,7 +67,8 @@ def run(args) -> int:
     from ihprobe.trajectories import ablate_checkpoints, sources_of
 
     metrics = args.metrics.split(",") if args.metrics else None
-    check_settings(top=args.top, random=args.random, mode=args.mode, metrics=metrics)
+    check_settings(top=args.top, random=args.random, mode=args.mode, metrics=metrics,
+                   scope=args.scope, baseline=args.baseline)  # fmt: skip
     if args.by not in HEAD_METRICS:
         raise IhprobeError(
             f"unknown head score --by {args.by}; choose one of {list(HEAD_METRICS)}."
@@ -60,10 +77,13 @@ def run(args) -> int:
     targets = [out / "ablation.csv", out / "report.html"]
     refuse_overwrite(targets, args.force)
     kwargs = {
-        "by": args.by, "top": args.top, "random": args.random, "mode": args.mode,
-        "metrics": metrics, "seed": args.seed, "n": args.n, "batch": args.batch, "bos": args.bos,
+        "by": args.by, "top": args.top, "scope": args.scope, "random": args.random,
+        "baseline": args.baseline, "mode": args.mode, "metrics": metrics, "seed": args.seed,
+        "n": args.n, "batch": args.batch, "bos": args.bos,
         "text": read_text_option(args.text), "tasks": args.task,
     }  # fmt: skip
+    if args.over_training:
+        return _over_training(args, kwargs, targets)
     results = [
         result
         for source in args.sources  # one skeleton per source
@@ -80,6 +100,21 @@ def run(args) -> int:
     return 0
 
 
+def _over_training(args, kwargs: dict, targets) -> int:
+    """``--over-training``: ablation_trajectory, its table and the over-training report."""
+    from ihprobe.ablation_series import ablation_trajectory
+    from ihprobe.figures.ablation import write_trajectory_report
+    from ihprobe.files import atomic_write
+
+    table = ablation_trajectory(
+        args.sources, revisions=args.revision or None, progress=True, **kwargs
+    )
+    atomic_write(targets[0], lambda tmp: table.to_csv(tmp, index=False))
+    write_trajectory_report(targets[1], table, by=args.by)
+    print(f"wrote {targets[0]} ({len(table)} rows) and {targets[1]}")
+    return 0
+
+
 def _print_summary(result) -> None:
     top = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
     where = f" step {result.step}" if result.step is not None else ""
@@ -87,7 +122,9 @@ def _print_summary(result) -> None:
     for row in result.summary().itertuples():
         if ":" not in row.metric:
             print(
-                f"  {row.metric}: clean {row.clean:.4g}, top drop {row.top_drop:+.3g}, "
-                f"random {row.random_drop_mean:+.3g} [{row.random_drop_lo:+.3g}, "
-                f"{row.random_drop_hi:+.3g}], p {row.p_value:.3g}"
+                f"  {row.metric}: clean {row.clean:.4g}, top change {row.change:+.3g}, "
+                f"random {row.random_change_mean:+.3g} [{row.random_change_lo:+.3g}, "
+                f"{row.random_change_hi:+.3g}], p {row.p_value:.3g}, load-bearing index "
+                f"{row.load_bearing_index:.3g} [{row.load_bearing_lo:.3g}, "
+                f"{row.load_bearing_hi:.3g}]"
             )

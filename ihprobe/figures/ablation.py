@@ -1,7 +1,9 @@
-"""Figures and report sections of causal ablation: drops, head sets, signature vs load-bearing.
+"""Figures and report sections of causal ablation: changes, head sets, per-head effects,
+signature vs load-bearing.
 
 >>> result = ihprobe.ablate(model)                                  # doctest: +SKIP
 >>> drop_figure(result).show()                                      # doctest: +SKIP
+>>> head_effects_figure(ihprobe.head_effects(model), "ar_accuracy")  # doctest: +SKIP
 >>> write_ablation_report("out/report.html", [result])              # doctest: +SKIP
 """
 
@@ -17,22 +19,27 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ihprobe.ablation_result import AblationResult, HeadEffects, changes, metric_of
+from ihprobe.figures.heads import layer_head_heatmap, where
 from ihprobe.report import Section, write_report
 
 TOP_COLOR, RANDOM_COLOR, SIGNATURE_COLOR = "#d62728", "#7f7f7f", "#1f77b4"
+PAGE_WIDTH = 900  # px: the report's column, so that no figure overflows it
+PANELS_PER_ROW = 3
 
 
-def _changes(result, metric: str) -> tuple[np.ndarray, str]:
-    """SPEC's relative drops of every group, or absolute changes when the clean value is 0."""
-    drops = result.drops(metric).numpy()
-    if np.isfinite(drops).all():
-        return drops, "relative change"
-    v = result.values[metric].double().numpy()
-    return v - v[0], "change (clean is 0)"
+def _changes(result: AblationResult, metric: str) -> tuple[np.ndarray, str]:
+    """Relative changes of every group, or absolute ones for absolute-only metrics and a
+    clean value of 0."""
+    change, relative = changes(metric, result.values[metric])
+    if np.isfinite(relative).all():
+        return relative, "relative change"
+    return change, "change (absolute)"
 
 
-def drop_figure(result, metrics: Sequence[str] | None = None) -> go.Figure:
-    """One panel per metric: the random draws' drops (box and points) and the top set's (red).
+def drop_figure(result: AblationResult, metrics: Sequence[str] | None = None) -> go.Figure:
+    """One panel per metric: the random draws' changes (box and points) and the top set's
+    (red), at most three panels per row so that the figure fits the page.
 
     Per-task HITS entries (``hits@1:task``) are left out unless named in ``metrics``.
 
@@ -40,32 +47,60 @@ def drop_figure(result, metrics: Sequence[str] | None = None) -> go.Figure:
         >>> drop_figure(ihprobe.ablate(model)).show()                  # doctest: +SKIP
     """
     metrics = list(metrics or [m for m in result.values if ":" not in m])
-    changes = {m: _changes(result, m) for m in metrics}
-    titles = [f"{m}<br><sub>{changes[m][1]}</sub>" for m in metrics]
-    fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=titles)
-    for col, metric in enumerate(metrics, start=1):
-        changes_, _ = changes[metric]
+    found = {m: _changes(result, m) for m in metrics}
+    titles = [f"{m}<br><sub>{found[m][1]}</sub>" for m in metrics]
+    n_rows = -(-len(metrics) // PANELS_PER_ROW)
+    n_cols = min(len(metrics), PANELS_PER_ROW)
+    fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=titles, vertical_spacing=0.18)
+    for i, metric in enumerate(metrics):
+        values, _ = found[metric]
+        row, col = i // PANELS_PER_ROW + 1, i % PANELS_PER_ROW + 1
         fig.add_trace(
             go.Box(
-                y=changes_[2:], name="random", boxpoints="all", jitter=0.4, pointpos=0,
-                marker_color=RANDOM_COLOR, showlegend=col == 1, legendgroup="random",
+                y=values[2:], name="random", boxpoints="all", jitter=0.4, pointpos=0,
+                marker_color=RANDOM_COLOR, showlegend=i == 0, legendgroup="random",
                 hovertemplate="random draw: %{y:.3g}<extra></extra>",
             ),
-            row=1, col=col,
+            row=row, col=col,
         )  # fmt: skip
         fig.add_trace(
             go.Scatter(
-                x=["random"], y=[changes_[1]], name="top set", mode="markers",
+                x=["random"], y=[values[1]], name="top set", mode="markers",
                 marker={"color": TOP_COLOR, "size": 14, "symbol": "diamond"},
-                showlegend=col == 1, legendgroup="top",
+                showlegend=i == 0, legendgroup="top",
                 hovertemplate="top set: %{y:.3g}<extra></extra>",
             ),
-            row=1, col=col,
+            row=row, col=col,
         )  # fmt: skip
-        fig.update_xaxes(showticklabels=False, row=1, col=col)
+        fig.update_xaxes(showticklabels=False, row=row, col=col)
+    s = result.settings
     fig.update_layout(
-        title=f"Ablating the top {result.by} heads vs {len(result.random_heads)} random draws",
-        height=380, width=max(420, 220 * len(metrics)), template="plotly_white",
+        title=f"Top {result.by} heads ({s.get('scope', 'layer')} scope) vs "
+        f"{len(result.random_heads)} {s.get('baseline', 'layer-matched')} draws",
+        height=60 + 340 * n_rows, width=min(PAGE_WIDTH, max(420, 280 * n_cols)),
+        template="plotly_white",
+    )  # fmt: skip
+    return fig
+
+
+def head_effects_figure(effects: HeadEffects, metric: str) -> go.Figure:
+    """Heatmap of each head's change of ``metric`` when it alone is ablated, layer x head,
+    on a diverging scale centred on 0 (red: the metric got worse).
+
+    Example:
+        >>> head_effects_figure(ihprobe.head_effects(model), "ar_accuracy").show()  # doctest: +SKIP
+    """
+    change = effects.change(metric)
+    worse_is_up = metric_of(metric).harm_sign > 0
+    colors = "RdBu_r" if worse_is_up else "RdBu"
+    title = f"{metric}: change when each head alone is ablated — {where(effects.provenance)}"
+    fig = layer_head_heatmap(change, f"{metric} change", title, colorscale=colors)
+    bound = float(change.abs().max()) or 1.0
+    fig.update_traces(zmid=0, zmin=-bound, zmax=bound)
+    n_layers, n_heads = effects.shape
+    fig.update_layout(
+        template="plotly_white", width=min(PAGE_WIDTH, max(420, 120 + 40 * n_heads)),
+        height=max(260, 100 + 30 * n_layers),
     )  # fmt: skip
     return fig
 
@@ -94,7 +129,8 @@ def head_sets_figure(result) -> go.Figure:
     fig.update_layout(
         title=f"{result.by} · T: top set · n: drawn n times",
         xaxis_title="head", yaxis_title="layer", template="plotly_white",
-        height=max(260, 60 + 28 * scores.shape[0]), width=max(520, 120 + 34 * scores.shape[1]),
+        height=max(260, 60 + 28 * scores.shape[0]),
+        width=min(PAGE_WIDTH, max(520, 120 + 34 * scores.shape[1])),
     )  # fmt: skip
     fig.update_yaxes(autorange="reversed", dtick=1)
     fig.update_xaxes(dtick=1)
@@ -104,8 +140,9 @@ def head_sets_figure(result) -> go.Figure:
 def load_bearing_figure(frame: pd.DataFrame, metric: str, by: str) -> go.Figure:
     """Signature vs load-bearing over training, from the concatenated ``to_frame`` tables.
 
-    Left axis: the largest ``by`` score of any head (the signature). Right axis: ``metric``'s
-    drop under top-set ablation, with the random draws' mean and 95% interval.
+    Left axis: the largest ``by`` score of any head (the signature). Right axis: the
+    load-bearing index of ``metric`` with its bootstrap 95% interval (2 marks a top set that
+    hurts two random-draw sds more than the draws do).
 
     Example:
         >>> frame = pd.concat([r.to_frame() for r in results])         # doctest: +SKIP
@@ -115,7 +152,8 @@ def load_bearing_figure(frame: pd.DataFrame, metric: str, by: str) -> go.Figure:
     signature = frame[frame.metric == by].groupby(x).value.max()
     stats = frame[frame.metric.str.startswith(metric + ".")].copy()
     stats["stat"] = stats.metric.str.slice(len(metric) + 1)
-    table = stats.pivot_table(index=x, columns="stat", values="value").sort_index()
+    table = stats.pivot_table(index=x, columns="stat", values="value", dropna=False).sort_index()
+    table = table.replace([np.inf, -np.inf], np.nan)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_scatter(
         x=signature.index, y=signature.values, name=f"max {by} (signature)",
@@ -123,58 +161,130 @@ def load_bearing_figure(frame: pd.DataFrame, metric: str, by: str) -> go.Figure:
     )  # fmt: skip
     fig.add_scatter(
         x=list(table.index) + list(table.index[::-1]),
-        y=list(table.random_drop_hi) + list(table.random_drop_lo[::-1]),
-        fill="toself", fillcolor="rgba(127,127,127,0.2)", line={"width": 0},
-        name="random 95% interval", hoverinfo="skip", secondary_y=True,
+        y=list(table.load_bearing_hi) + list(table.load_bearing_lo[::-1]),
+        fill="toself", fillcolor="rgba(214,39,40,0.15)", line={"width": 0},
+        name="index 95% interval", hoverinfo="skip", secondary_y=True,
     )  # fmt: skip
     fig.add_scatter(
-        x=table.index, y=table.random_drop_mean, name="random drop (mean)",
-        mode="lines+markers", line={"color": RANDOM_COLOR, "dash": "dash"}, secondary_y=True,
-    )  # fmt: skip
-    fig.add_scatter(
-        x=table.index, y=table.top_drop, name="top-set drop (load-bearing)",
+        x=table.index, y=table["load_bearing_index"], name="load-bearing index",
         mode="lines+markers", line={"color": TOP_COLOR}, secondary_y=True,
     )  # fmt: skip
+    fig.add_hline(y=2, line={"color": RANDOM_COLOR, "dash": "dot"}, secondary_y=True)
     if x == "tokens" and (table.index > 0).all():
         fig.update_xaxes(type="log")
     fig.update_xaxes(title_text=f"training {x}")
     fig.update_yaxes(title_text=f"max {by}", secondary_y=False)
-    fig.update_yaxes(title_text=f"{metric}: (ablated - clean) / clean", secondary_y=True)
+    fig.update_yaxes(title_text=f"{metric}: load-bearing index", secondary_y=True)
     fig.update_layout(
         title=f"Signature vs load-bearing over training ({metric})", template="plotly_white",
-        height=480, width=900, legend={"orientation": "h", "y": -0.25},
+        height=480, width=PAGE_WIDTH, legend={"orientation": "h", "y": -0.25},
     )  # fmt: skip
     return fig
 
 
+def head_effects_over_training(frame: pd.DataFrame, metric: str) -> go.Figure:
+    """Each head's change of ``metric`` when ablated alone (rows ``L{layer}H{head}``) at every
+    checkpoint (columns), from :func:`ihprobe.ablation_trajectory`'s table.
+
+    Example:
+        >>> head_effects_over_training(table, "ar_accuracy").show()         # doctest: +SKIP
+    """
+    rows = frame[frame.metric == f"{metric}.head_change"].copy()
+    x = "tokens" if rows["tokens"].notna().all() else "step"
+    rows["head_label"] = "L" + rows["layer"].astype(str) + "H" + rows["head"].astype(str)
+    table = rows.pivot_table(index="head_label", columns=x, values="value", sort=False)
+    bound = float(np.nanmax(np.abs(table.values))) if table.size else 1.0
+    colors = "RdBu_r" if metric_of(metric).harm_sign > 0 else "RdBu"
+    fig = go.Figure(
+        go.Heatmap(
+            z=table.values, x=[str(c) for c in table.columns], y=list(table.index),
+            colorscale=colors, zmid=0, zmin=-bound, zmax=bound,
+            colorbar={"title": f"{metric} change"},
+            hovertemplate="%{y} at %{x}: %{z:.3g}<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.update_layout(
+        title=f"{metric}: change when each head alone is ablated, over training",
+        xaxis_title=f"training {x}", template="plotly_white", width=PAGE_WIDTH,
+        height=max(300, 120 + 18 * len(table)),
+    )  # fmt: skip
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+LOAD_BEARING_INDEX = 2.0  # top harm at least this many draw sds above the draws' mean
+
+
+def verdict(result: AblationResult, metric: str) -> str:
+    """One sentence answering "are the top heads load-bearing?" for ``metric``, chosen from
+    the numbers: load-bearing (p <= 0.05 and index > 2), a signature only (p > 0.05 and the
+    index's interval below 2), or inconclusive; with the p-value and the index's interval.
+
+    Example:
+        >>> verdict(ihprobe.ablate(model, scope="global", top=1), "ar_accuracy")  # doctest: +SKIP
+        'Ablating L1H3 changes ar_accuracy by -0.21 ...: load-bearing.'
+    """
+    row = result.summary().set_index("metric").loc[metric]
+    s = result.settings
+    heads = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
+    draws = f"{len(result.random_heads)} {s.get('baseline', 'layer-matched')} random draws"
+    if s.get("draws_repeat"):
+        draws += f" (only {s.get('distinct_sets')} distinct sets)"
+    numbers = (
+        f"p = {row.p_value:.2g}, load-bearing index {row.load_bearing_index:.2g} "
+        f"(95% interval {row.load_bearing_lo:.2g} to {row.load_bearing_hi:.2g})"
+    )
+    if row.p_value <= 0.05 and row.load_bearing_index > LOAD_BEARING_INDEX:
+        answer = "load-bearing: the model depends on these heads more than on random ones"
+    elif row.p_value > 0.05 and row.load_bearing_hi < LOAD_BEARING_INDEX:
+        answer = "a signature only: removing them costs no more than removing random heads"
+    else:
+        answer = "inconclusive at this number of draws and rows"
+    return (
+        f"Ablating {heads} changes {metric} by {row.change:+.3g} (random draws: "
+        f"{row.random_change_mean:+.3g} on average; {draws}; {numbers}): {answer}."
+    )
+
+
 METHOD = """
-<p>Every head is scored by <code>{by}</code>. In every layer the top
-<code>k = max(1, ceil({top} &times; n_heads)) = {k}</code> heads are ablated ({mode} ablation of
-<code>hook_z</code>, the head's output before <code>W_O</code>{mean_note}), and the drop of every
-metric, <code>(ablated - clean) / clean</code>, is compared with {random} random draws of {k}
-other heads per layer (seed {seed}). All draws run stacked along the batch with one head mask per
-group of rows. <b>p</b> is the share of random draws that hurt at least as much as the top set
-(harm oriented per metric: lower accuracy, higher loss or rank); <b>ratio</b> is the top set's
-harm over the random draws' mean harm. A head set that scores high but costs no more than random
-heads is a <i>signature</i>; one that costs far more is <i>load-bearing</i> (SPEC section 4).</p>
+<p>Every head is scored by <code>{by}</code>; the top set is {top_rule} ({mode} ablation of
+<code>hook_z</code>, the head's output before <code>W_O</code>{mean_note}). Each metric's change
+<code>ablated - clean</code> (and, where the clean value keeps its sign, relative to clean) is
+compared with {random} <b>{baseline}</b> baseline draws of other heads (seed {seed}); all groups
+run stacked along the batch with one head mask per group of rows. <b>p</b> = (1 + draws that hurt
+at least as much as the top set) / (draws + 1), harm oriented per metric (lower accuracy, higher
+loss or rank). The <b>load-bearing index</b> is (top harm - mean draw harm) / sd(draw harm), with a
+bootstrap 95% interval. A head set that scores high but costs no more than random heads is a
+<i>signature</i>; one that costs far more is <i>load-bearing</i>.{notes}</p>
 """
 
-
 TABLE_COLUMNS = {
-    "top_drop": "top drop", "random_drop_mean": "random drop", "random_drop_sd": "sd",
-    "random_drop_lo": "2.5%", "random_drop_hi": "97.5%", "p_value": "p",
+    "change": "change", "relative_change": "relative", "random_change_mean": "draws: change",
+    "random_change_lo": "2.5%", "random_change_hi": "97.5%", "p_value": "p",
+    "p_distinct": "p (distinct sets)", "distinct_sets": "distinct sets",
+    "load_bearing_index": "index", "load_bearing_lo": "index 2.5%",
+    "load_bearing_hi": "index 97.5%",
 }  # fmt: skip
 CURVE_METRICS = ("induction_loss", "ar_accuracy", "icl_score", "ar_mean_rank", "hits@1")
 
 
 def _curve_metric(frame: pd.DataFrame, metrics: list[str]) -> str:
-    """The metric of the over-training curve: the first of ``CURVE_METRICS`` whose drops are
-    defined at every checkpoint (accuracy is 0 early in training, so its drops are not)."""
+    """The metric of the over-training curve: the first of ``CURVE_METRICS`` whose index is
+    finite at every checkpoint (accuracy is 0 early in training, so its index may not be)."""
     for metric in [m for m in CURVE_METRICS if m in metrics] + metrics:
-        drops = frame[frame.metric == f"{metric}.top_drop"].value
-        if len(drops) and drops.notna().all():
+        index = frame[frame.metric == f"{metric}.load_bearing_index"].value
+        if len(index) and np.isfinite(index).all():
             return metric
     return metrics[0]
+
+
+def _top_rule(s: dict) -> str:
+    if s.get("scope", "layer") == "layer":
+        k = s.get("heads_per_layer")
+        return f"the top <code>k = {k}</code> heads of every layer (top={s.get('top')})"
+    return (
+        f"the top <code>{s.get('top_count')}</code> heads of the whole model (top={s.get('top')})"
+    )
 
 
 def _label(result) -> str:
@@ -200,12 +310,14 @@ def report_sections(results: Sequence, metric: str | None = None) -> list:
     s = first.settings
     mean_note = (
         "; the replacement is the head's mean z over each probe's own rows"
-        if s.get("mode") == "mean"
+        if s.get("mode") in ("mean", "pattern")
         else ""
     )
+    notes = "".join(f" <br><i>{html.escape(n)}.</i>" for n in s.get("notes", []))
     method = METHOD.format(
-        by=first.by, top=s.get("top"), k=s.get("heads_per_layer"), mode=s.get("mode"),
-        random=s.get("random"), seed=s.get("seed"), mean_note=mean_note,
+        by=first.by, top_rule=_top_rule(s), mode=s.get("mode"), random=s.get("random"),
+        baseline=s.get("baseline", "layer-matched"), seed=s.get("seed"), mean_note=mean_note,
+        notes=notes,
     )  # fmt: skip
     sections = [Section("Method", [method])]
     for model in dict.fromkeys(r.model_name for r in results):  # one curve per training run
@@ -221,7 +333,8 @@ def report_sections(results: Sequence, metric: str | None = None) -> list:
             )
         )
     for result in results:
-        table = result.summary().drop(columns="random_mean").rename(columns=TABLE_COLUMNS)
+        summary = result.summary()
+        table = summary[["metric", "clean", "top", *TABLE_COLUMNS]].rename(columns=TABLE_COLUMNS)
         top = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
         sections.append(
             Section(
@@ -243,3 +356,27 @@ def write_ablation_report(
     return write_report(
         path, "ihprobe ablate: causal ablation of heads", report_sections(results, metric)
     )
+
+
+def write_trajectory_report(
+    path: str | os.PathLike, table: pd.DataFrame, by: str = "prefix_matching"
+) -> Path:
+    """The report of :func:`ihprobe.ablation_trajectory`: per metric, signature vs load-bearing
+    over training and every head's effect over training.
+
+    Example:
+        >>> write_trajectory_report("out/report.html", ablation_trajectory("runs/demo"))
+        ... # doctest: +SKIP
+    """
+    metrics = list(dict.fromkeys(
+        m.rsplit(".", 1)[0] for m in table.metric if m.endswith(".load_bearing_index")
+    ))  # fmt: skip
+    sections = []
+    for model in table.model.unique():
+        run = table[table.model == model]
+        for metric in metrics:
+            blocks = [load_bearing_figure(run, metric, by)]
+            if (run.metric == f"{metric}.head_change").any():
+                blocks.append(head_effects_over_training(run, metric))
+            sections.append(Section(f"{model}: {metric}", blocks))
+    return write_report(path, "ihprobe ablate --over-training", sections)

@@ -39,6 +39,7 @@ queries, not only the second half.
 from __future__ import annotations
 
 import torch
+from einops import rearrange
 from jaxtyping import Float, Int
 
 from ihprobe.probes.recall import query_positions
@@ -114,4 +115,5 @@ def pair_sd(
     attention: Float[torch.Tensor, "layer batch head pair"],
 ) -> Float[torch.Tensor, "layer head"]:
     """Population standard deviation over rows and pairs (numpy's ``std``, as [A]'s code)."""
-    return attention.transpose(1, 2).flatten(2).std(dim=2, correction=0)
+    per_head = rearrange(attention, "layer batch head pair -> layer head (batch pair)")
+    return per_head.std(dim=2, correction=0)

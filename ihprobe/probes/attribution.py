@@ -22,6 +22,7 @@ layer at a time, so memory stays at ``[batch, query, head, n]``. ``hook_result``
 from __future__ import annotations
 
 import torch
+from einops import rearrange
 from jaxtyping import Float, Int
 
 
@@ -109,8 +110,8 @@ def pearson(
     >>> pearson(x, 2 * x + 1), pearson(x, -x)
     (tensor([[1.]]), tensor([[-1.]]))
     """
-    x = x.transpose(1, 2).flatten(2).double()
-    y = y.transpose(1, 2).flatten(2).double()
+    x = rearrange(x, "layer batch head query -> layer head (batch query)").double()
+    y = rearrange(y, "layer batch head query -> layer head (batch query)").double()
     x = x - x.mean(-1, keepdim=True)
     y = y - y.mean(-1, keepdim=True)
     r = (x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1))

@@ -67,7 +67,9 @@ class Metric:
 
     ``chance`` maps ``(d_vocab, n)`` (``n``: the probe's half-length or snippet length) to the
     value a model with no induction would get; ``threshold`` is the level that counts as formed
-    (emergence), ``min_rise`` the least rise that counts as a transition.
+    (emergence), ``min_rise`` the least rise that counts as a transition. ``relative`` is False
+    for a metric whose clean value can be near zero or change sign: its changes are compared
+    on the absolute scale only.
     """
 
     name: str
@@ -78,6 +80,7 @@ class Metric:
     chance: Callable[[int, int], float] | None = None
     threshold: float | None = None
     min_rise: float = 0.0
+    relative: bool = True  # False: the clean value can be near 0 or flip sign; absolute only
     in_scan: bool = True
     in_ablate: bool = False
 
@@ -111,7 +114,8 @@ METRIC_TABLE: dict[str, Metric] = {
         Metric("induction_loss", "model", "repeated", _LOGITS, "lower",
                lambda v, n: math.log(v), in_ablate=True),
         # loss(late) - loss(early): more negative is better in-context learning
-        Metric("icl_score", "model", "text", _LOGITS, "lower", lambda v, n: 0.0, in_ablate=True),
+        Metric("icl_score", "model", "text", _LOGITS, "lower", lambda v, n: 0.0, relative=False,
+               in_ablate=True),
         Metric("natural_loss", "model", "text", _LOGITS, "lower", lambda v, n: math.log(v),
                in_scan=False, in_ablate=True),
         Metric("hits@1", "model", "tasks", _LOGITS, "higher", lambda v, n: 1 / v,
@@ -134,15 +138,6 @@ AblationMetric = Literal[
 HEAD_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan and m.level == "head")
 SCAN_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan)
 ABLATION_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_ablate)
-
-
-def family(name: str) -> tuple[str, ...]:
-    """The scan metrics of one input family, in table order.
-
-    >>> family("snippets")
-    ('forward_induction', 'anti_induction')
-    """
-    return tuple(m for m in SCAN_METRICS if METRIC_TABLE[m].family == name)
 
 
 # ----------------------------------------------------------------------------- probes
@@ -206,8 +201,9 @@ def run_probe(
         rows = index % n_rows
         store: dict = {}
         at = _positions_of(probe, rows)
-        found = list(make(index, store)) + _unembed_only(model, at)
+        found, fired = _counted(list(make(index, store)) + _unembed_only(model, at))
         logits = model.run_with_hooks(probe.tokens[rows], fwd_hooks=found)
+        _check_fired(found, fired)
         if at is not None and logits.shape[1] != at.shape[-1]:
             logits = _select(logits, at)  # a model whose unembedding ignored the slice
         if probe.score is not None:
@@ -216,6 +212,31 @@ def run_probe(
         for key, value in store.items():
             kept.setdefault(key, []).append(value)
     return {key: torch.cat(values) for key, values in kept.items()}
+
+
+def _counted(hooks: list[Hook]) -> tuple[list[Hook], list[int]]:
+    """The hooks wrapped to count their calls, and the counts."""
+    fired = [0] * len(hooks)
+
+    def counting(i: int, fn: Callable) -> Callable:
+        def hook(activation, hook):
+            fired[i] += 1
+            return fn(activation, hook=hook)
+
+        return hook
+
+    return [(name, counting(i, fn)) for i, (name, fn) in enumerate(hooks)], fired
+
+
+def _check_fired(hooks: list[Hook], fired: list[int]) -> None:
+    """Raise when a hook never ran: its slice, mask or patch would silently be missing."""
+    silent = sorted({name for (name, _), count in zip(hooks, fired, strict=True) if not count})
+    if silent:
+        raise IhprobeError(
+            f"hook point(s) {', '.join(silent)} did not fire on this model, so its numbers would "
+            "be silently wrong; load it with ihprobe.load (a TransformerBridge) and report the "
+            "architecture if it still happens."
+        )
 
 
 def _positions_of(probe: Probe, rows: torch.Tensor) -> torch.Tensor | None:
