@@ -30,7 +30,7 @@ def test_gpu_check_script_parses():
 
 def test_benchmarks_the_script_runs_import():
     scale, train = module("bench_scale"), module("bench_train")
-    assert set(scale.MEASURES) == set(scale.TASKS) and callable(train.main)
+    assert set(scale.TASKS) <= set(scale.MEASURES) and callable(train.main)
     for size, cfg in scale.PYTHIA.items():  # every Pythia model has 64-dimensional heads
         assert cfg["hidden_size"] // cfg["num_attention_heads"] == 64, size
 
