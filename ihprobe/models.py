@@ -34,6 +34,7 @@ from transformer_lens.model_bridge.generalized_components.joint_qkv_attention im
     JointQKVAttentionBridge,
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
 from ihprobe.errors import IhprobeError
@@ -268,10 +269,15 @@ def load_or_swap(
 
 
 def _resplit_fused_qkv(model: TransformerBridge) -> None:
-    """Fused-QKV bridges (GPT-NeoX) keep q/k/v as copies made at boot: make them again."""
-    for module in model.modules():
-        if isinstance(module, JointQKVAttentionBridge):
-            module.set_original_component(module.original_component)
+    """Fused-QKV bridges (GPT-NeoX) keep q/k/v as copies made at boot: make them again.
+
+    The bridge builds fresh ``nn.Linear`` modules for the copies; their random initialisation
+    is skipped (the split weights replace it at once).
+    """
+    with no_init_weights():
+        for module in model.modules():
+            if isinstance(module, JointQKVAttentionBridge):
+                module.set_original_component(module.original_component)
 
 
 def provenance(model: torch.nn.Module) -> Provenance:
