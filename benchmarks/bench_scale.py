@@ -206,6 +206,18 @@ def measure_head_effects(size, device, dtype, rows, n, repeats) -> dict:
     return {"op_s": min(op), "ref_s": min(ref), "ref": f"(L x H + 2) x bare forward, {rows} rows"}
 
 
+def measure_memory(size, device, dtype, rows, n, repeats) -> dict:
+    """Peak RSS of ``scan`` (all metrics) at its default chunk, alone in its process (no bare
+    forwards with full logits beside it): after loading, and after the scan."""
+    import ihprobe
+    from ihprobe.probes.engine import DEFAULT_CHUNK
+
+    model = load_model(size, device, dtype)
+    loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    op = timed(lambda: ihprobe.scan(model, n=n, batch=DEFAULT_CHUNK))
+    return {"op_s": op, "ref_s": float("nan"), "ref": f"peak RSS after load {loaded:.2f} GB"}
+
+
 MEASURES = {
     "load": measure_load,
     "swap": measure_swap,
@@ -215,6 +227,7 @@ MEASURES = {
     "head_effects": measure_head_effects,
     "ablate_before": measure_ablate_before,  # these two are not in TASKS: --tasks names them
     "ablate_ranked": measure_ablate_ranked,
+    "memory": measure_memory,
 }
 
 
