@@ -270,8 +270,9 @@ def table(results: dict, opts) -> str:
             continue
         ratio = r["op_s"] / r["ref_s"]
         target = f"<= {TARGETS[task]}" if task in TARGETS else ""
+        shown = "-" if ratio != ratio else f"{ratio:.2f}x"  # NaN: no time reference
         lines.append(f"| {size} | {task} | {r['op_s']:.2f} | {r['ref']} | {r['ref_s']:.2f} | "
-                     f"{ratio:.2f}x | {target} | {r['peak_rss_gb']:.2f} | "
+                     f"{shown} | {target} | {r['peak_rss_gb']:.2f} | "
                      f"{weights_gb(size):.2f} |")  # fmt: skip
     return "\n".join(lines)
 
