@@ -32,7 +32,7 @@ from ihprobe.trainer import TrainConfig, build_model, causal_lm_loss, train
 RESULTS = Path(__file__).with_name("RESULTS_train.md")
 
 
-def config(out: str, steps: int) -> TrainConfig:
+def config(out: str, steps: int, device: str = "cpu") -> TrainConfig:
     return TrainConfig(
         out=out,
         producer="iid",
@@ -41,7 +41,7 @@ def config(out: str, steps: int) -> TrainConfig:
         checkpoints="linear",
         n_checkpoints=1,
         progress=False,
-        device="cpu",
+        device=device,
     )
 
 
@@ -60,14 +60,16 @@ def time_ihprobe(cfg: TrainConfig, tmp: str) -> float:
 
 
 def time_bare(cfg: TrainConfig, data: list[torch.Tensor]) -> float:
-    model = build_model(cfg, vocab_size=128).train()
+    model = build_model(cfg, vocab_size=128).to(cfg.device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0, fused=True)
     begin = time.perf_counter()
     for tokens in data:
-        loss = causal_lm_loss(model, tokens)
+        loss = causal_lm_loss(model, tokens.to(cfg.device))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
     return time.perf_counter() - begin
 
 
@@ -87,7 +89,7 @@ def time_hf_trainer(cfg: TrainConfig, data: list[torch.Tensor], tmp: str) -> flo
         logging_steps=cfg.log_every,
         save_strategy="no",
         report_to=[],
-        use_cpu=True,
+        use_cpu=cfg.device == "cpu",
         dataloader_num_workers=0,
         disable_tqdm=True,
         seed=cfg.seed,
@@ -104,13 +106,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="write benchmarks/RESULTS_train.md")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (benchmarks/gpu_check.sh)")
     opts = parser.parse_args()
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = config(tmp, opts.steps)
+        cfg = config(tmp, opts.steps, opts.device)
         data = batches(cfg)
         tokens = cfg.total_steps * cfg.tokens_per_update
         best = {"ihprobe train": [], "HF Trainer": [], "bare loop": []}

@@ -1,7 +1,8 @@
 """The LLC over the checkpoints of the demo run, beside its prefix-matching emergence.
 
 Runs :func:`ihprobe.llc_trajectory` (devinterp's SGLD; needs ``pip install 'ihprobe[llc]'``) on
-one demo-configuration run (default: seed 0 of ``benchmarks/validate_forecast.py``), finds the
+one demo-configuration run (default: seed 0 of ``benchmarks/validate_forecast.py``, the demo's
+``DemoConfig`` training settings with live probes; one torch thread, as the demo), finds the
 LLC's change point with the PS change-point fit, and writes ``benchmarks/RESULTS_llc.md`` and
 ``benchmarks/RESULTS_llc.csv`` (one row per checkpoint with the diagnostics) and the figure
 ``llc.html`` into the run. Cached per checkpoint: a rerun only samples new checkpoints.
@@ -16,12 +17,18 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
+from ihprobe.demo import DemoConfig
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--run", default=str(ROOT / "runs" / "validate-forecast" / "B32-seed0"))
+    parser.add_argument(
+        "--run", default=str(ROOT / "runs" / "validate-forecast-demo" / "B32-seed0")
+    )
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--draws", type=int, default=100)
     args = parser.parse_args()
@@ -29,8 +36,10 @@ def main() -> None:
     from ihprobe.changepoint import run_emergence
     from ihprobe.figures.forecast import llc_figure
     from ihprobe.llc import SGLDSettings, llc_stages, llc_trajectory, stage_sentence
+    from ihprobe.runs import run_meta
     from ihprobe.trajectories import trajectory
 
+    torch.set_num_threads(DemoConfig().threads)  # as the demo: more threads spin on shared cores
     run = Path(args.run)
     settings = SGLDSettings(chains=args.chains, draws=args.draws)
     begin = time.perf_counter()
@@ -46,15 +55,19 @@ def main() -> None:
     frame.assign(command=command.strip()).to_csv(Path(__file__).with_name("RESULTS_llc.csv"),
                                                  index=False)  # fmt: skip
     finite = bool(frame.finite.all())
+    n_beta = settings.beta(run_meta(run)["config"]["context"])
     lines = [
         "# LLC over the checkpoints of the demo run (CPU)",
         "",
-        f"Command: `{command.strip()}` ({seconds:.0f} s for the uncached checkpoints)",
+        f"Command: `{command.strip()}` (from the repository root; {seconds:.0f} s for the",
+        "uncached checkpoints on a 2-core CPU shared with other jobs, one torch thread).",
         "",
         f"Run: `{run.name}` (demo configuration). SGLD: step {settings.lr:g}, localisation "
-        f"{settings.localization:g}, n_beta {settings.beta(64):.0f}, {settings.chains} chains x "
+        f"{settings.localization:g}, n_beta {n_beta:.0f}, {settings.chains} chains x "
         f"{settings.draws} draws, batch {settings.batch_size}, {settings.rows} rows of the run's "
-        "own data distribution (devinterp 2.x `llc`).",
+        "own data distribution (devinterp 2.x `llc`). The checks below are the module's",
+        "diagnostics (`LLCTrajectory.checks`); every chain's SGLD loss trace is drawn in the",
+        "run's `llc.html` (`ihprobe.figures.forecast.llc_figure`).",
         "",
         "| " + " | ".join(frame.columns) + " |",
         "|" + " --- |" * len(frame.columns),

@@ -86,9 +86,10 @@ TEXT_METRICS = tuple(m for m in METRICS if METRIC_TABLE[m].family == "text")
 TASK_METRICS = tuple(m for m in METRICS if METRIC_TABLE[m].family == "tasks")
 TEXT_LENGTH = 512  # tokens per natural-text row (enough for Olsson's tokens 50 and 500)
 # Logits held at once, which bounds each chunk of stacked rows. On CPU, time is linear in rows
-# and small chunks stay in cache (16 MB measured fastest, benchmarks/bench_ablation.py); an
-# accelerator wants large chunks to fill its parallel units (1 GB).
-MAX_LOGITS = {"cpu": 2**22, "accelerator": 2**28}
+# once a pass holds a few rows, but one-row passes cost ~3x per row (benchmarks/bench_scale.py):
+# 128 MB still gives Pythia's 50k vocabulary 13 rows of 50 queries a pass, while small models
+# stay at MAX_TOKENS; an accelerator wants large chunks to fill its parallel units (1 GB).
+MAX_LOGITS = {"cpu": 2**25, "accelerator": 2**28}
 MAX_TOKENS = {"cpu": 2**13, "accelerator": 2**18}  # tokens per chunk when few logits are read
 
 

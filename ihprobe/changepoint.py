@@ -110,7 +110,8 @@ def _plain(value):
 def curve(
     table: pd.DataFrame, metric: str = "prefix_matching", reduce: str | tuple[int, int] = "max"
 ) -> pd.DataFrame:
-    """One value per checkpoint: ``step, tokens, value`` ordered by training progress.
+    """One value per checkpoint: ``step, tokens, value, duplicate`` ordered by training
+    progress (``duplicate``: the table's ``duplicate_of`` names an earlier checkpoint).
 
     Per-head metrics are reduced over heads (``"max"``, ``"mean"``, ``"min"``) or picked for
     one ``(layer, head)``; model-level metrics are taken as they are.
@@ -145,7 +146,14 @@ def curve(
     else:
         raise IhprobeError(f"reduce={reduce!r}: use one of {REDUCERS} or a (layer, head) tuple.")
     keys = ["step", "tokens"]
-    out = rows.groupby(keys, dropna=False, sort=False)["value"].agg(how).reset_index()
+    grouped = rows.groupby(keys, dropna=False, sort=False)
+    out = grouped["value"].agg(how).reset_index()
+    # a checkpoint whose weights repeat an earlier one's (trajectory's duplicate_of column)
+    out["duplicate"] = (
+        grouped["duplicate_of"].agg(lambda d: d.notna().any()).to_numpy(bool)
+        if "duplicate_of" in rows
+        else False
+    )
     if "model" in rows and rows["model"].nunique() > 1 and out["tokens"].duplicated().any():
         raise IhprobeError(
             f"the table mixes runs {sorted(rows['model'].unique())[:4]} with overlapping "
@@ -199,6 +207,7 @@ def emergence(
     min_rise: float | None = None,
     batch_size: int | None = None,
     context: int | None = None,
+    include_duplicates: bool = False,
 ) -> EmergencePoint:
     """Find the emergence point of ``metric`` in a trajectory table.
 
@@ -219,6 +228,9 @@ def emergence(
             differences and from the fit's residuals, whichever is larger).
         batch_size, context: the run's B and C, for :func:`fit_law`; they also turn tokens into
             updates when the table has no steps.
+        include_duplicates: fit checkpoints whose weights repeat an earlier checkpoint's too
+            (``duplicate_of``; published series hold such copies). Left out by default: a
+            copy is not a measurement of its step. The point's ``curve`` keeps them.
 
     Example:
         >>> tokens = [0] + [2**k * 1000 for k in range(12)]
@@ -234,11 +246,12 @@ def emergence(
             f"emergence takes a trajectory table, not a {type(table).__name__}: pass "
             "ihprobe.trajectory(run_dir, ['prefix_matching']) (or read a trajectory CSV)."
         )
-    data = curve(table, metric, reduce)
+    full = curve(table, metric, reduce)
+    data = full if include_duplicates else full[~full["duplicate"]].reset_index(drop=True)
     model = str(table["model"].iloc[0]) if "model" in table and len(table) else None
     sign = -1.0 if metric in DECREASING else 1.0
     base = {"metric": metric, "reduce": reduce, "model": model}
-    base.update(batch_size=batch_size, context=context, curve=data)
+    base.update(batch_size=batch_size, context=context, curve=full)
     axis = "tokens" if data["tokens"].notna().all() else "step"
     fit_rows = data[data[axis] > 0]
     if len(fit_rows) < 2 * segments:

@@ -39,9 +39,18 @@ def keep(store: dict, key: Hashable, select: Select) -> Callable:
     """
 
     def hook(activation: torch.Tensor, hook) -> None:
-        store[key] = select(activation.detach())
+        store[key] = accumulating(select(activation.detach()))
 
     return hook
+
+
+def accumulating(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 when it is in a half-precision dtype: probes accumulate in float32.
+
+    >>> accumulating(torch.ones(2, dtype=torch.bfloat16)).dtype
+    torch.float32
+    """
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
 
 
 def replace_with(select: Select) -> Callable:

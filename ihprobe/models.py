@@ -34,6 +34,7 @@ from transformer_lens.model_bridge.generalized_components.joint_qkv_attention im
     JointQKVAttentionBridge,
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
 from ihprobe.errors import IhprobeError
@@ -42,12 +43,22 @@ from ihprobe.scores import Provenance
 from ihprobe.sources import causal_lm_config, resolve
 from ihprobe.standin import id_tokenizer
 from ihprobe.validation import check_checkpoint, check_loaded, hf_loading
-from ihprobe.weights import check_weights, has_safetensors, verify_checksums, weight_files
+from ihprobe.weights import (
+    check_weights,
+    has_safetensors,
+    read_state_dict,
+    verify_checksums,
+    weight_files,
+)
+from ihprobe.world import resolve_device
 
 log = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 PROCESSING = ("none", "tl")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# tensor names on disk that HF renames when it loads them (GPT-NeoX/Pythia's output layer)
+SAVED_NAMES = {"embed_out.weight": "lm_head.weight"}
 CONFIG_NAMES = ("_name_or_path", "transformers_version")  # config keys that name, not shape
 
 
@@ -70,7 +81,7 @@ def load(
     *,
     revision: str | None = None,
     device: str | torch.device = "cpu",
-    dtype: torch.dtype = torch.float32,
+    dtype: str | torch.dtype = "float32",
     tokenizer=None,
     processing: str = "none",
     trust_remote_code: bool = False,
@@ -80,8 +91,9 @@ def load(
     Args:
         source: checkpoint directory, ihprobe checkpoint, or hub id.
         revision: hub revision (branch, tag, commit; Pythia's ``"step1000"``).
-        device: where to put the model.
-        dtype: parameter dtype.
+        device: ``"cpu"``, ``"cuda"`` (``"cuda:1"``...) or ``"auto"`` (cuda when available).
+        dtype: parameter dtype, ``"float32"``, ``"bfloat16"`` or ``"float16"`` (or the torch
+            dtype). The probes accumulate in float32 whatever the model's dtype.
         tokenizer: an HF tokenizer to use instead of the checkpoint's own. A directory with no
             tokenizer loads with a warning and a stand-in that maps id ``i`` to ``"<i>"``.
         processing: ``"none"`` keeps HF's weights, so logits equal the HF model's; ``"tl"``
@@ -99,6 +111,7 @@ def load(
     """
     if processing not in PROCESSING:
         raise IhprobeError(f"processing={processing!r} is not one of {PROCESSING}.")
+    dtype, device = parse_dtype(dtype), resolve_device(str(device))
     path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
     check_checkpoint(path, weight_files(path))  # files, config schema, headers, finite tensors
     config = causal_lm_config(path, trust_remote_code=trust_remote_code)
@@ -116,6 +129,19 @@ def load(
     prov = Provenance(_model_name(source, path), revision, meta.get("step"), meta.get("tokens"))
     _LOADED[model] = _Loaded(prov, hf_tensors)
     return model
+
+
+def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """The torch dtype named by ``dtype`` (one of :data:`DTYPES`, or a torch dtype).
+
+    >>> parse_dtype("bfloat16")
+    torch.bfloat16
+    """
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise IhprobeError(f"dtype={dtype!r} is not one of {', '.join(DTYPES)}.")
 
 
 def validate_checkpoint(path: Path, config) -> None:
@@ -188,7 +214,7 @@ def load_weights(
     _check_same_config(model, path, config)
     validate_checkpoint(path, config)
     targets = loaded.hf_tensors
-    state = _hf_model(path, config, model.cfg.dtype).state_dict()
+    state = _state_for(targets, path, config, model.cfg.dtype)
     mismatched = sorted(k for k in targets if k not in state or state[k].shape != targets[k].shape)
     if mismatched:
         raise IhprobeError(
@@ -204,6 +230,20 @@ def load_weights(
     loaded.provenance = Provenance(
         loaded.provenance.model, revision, meta.get("step"), meta.get("tokens")
     )
+
+
+def _state_for(targets: dict[str, torch.Tensor], path: Path, config, dtype: torch.dtype):
+    """The checkpoint's tensors under the names of ``targets``: read straight from its
+    safetensors when they carry those names and shapes (no model is built), else through HF,
+    which also maps old tensor names and ties shared weights."""
+    if has_safetensors(path):
+        state = read_state_dict(path)
+        for saved, name in SAVED_NAMES.items():
+            if saved in state and name not in state:
+                state[name] = state.pop(saved)
+        if all(k in state and state[k].shape == t.shape for k, t in targets.items()):
+            return state
+    return _hf_model(path, config, dtype).state_dict()
 
 
 def _check_same_config(model: TransformerBridge, path: Path, config) -> None:
@@ -246,10 +286,15 @@ def load_or_swap(
 
 
 def _resplit_fused_qkv(model: TransformerBridge) -> None:
-    """Fused-QKV bridges (GPT-NeoX) keep q/k/v as copies made at boot: make them again."""
-    for module in model.modules():
-        if isinstance(module, JointQKVAttentionBridge):
-            module.set_original_component(module.original_component)
+    """Fused-QKV bridges (GPT-NeoX) keep q/k/v as copies made at boot: make them again.
+
+    The bridge builds fresh ``nn.Linear`` modules for the copies; their random initialisation
+    is skipped (the split weights replace it at once).
+    """
+    with no_init_weights():
+        for module in model.modules():
+            if isinstance(module, JointQKVAttentionBridge):
+                module.set_original_component(module.original_component)
 
 
 def provenance(model: torch.nn.Module) -> Provenance:

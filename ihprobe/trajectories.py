@@ -33,6 +33,7 @@ from ihprobe import __version__
 from ihprobe.ablation import AblationResult, ablate
 from ihprobe.errors import IhprobeError
 from ihprobe.files import atomic_write
+from ihprobe.hub_cache import RevisionIndex, check_keep, drop_revision
 from ihprobe.models import fill_provenance, load_or_swap
 from ihprobe.probes.battery import scan
 from ihprobe.runs import Checkpoint, checkpoint_meta, checkpoints
@@ -133,23 +134,32 @@ def scan_checkpoints(
     *,
     progress: bool | None = False,
     device: str = "cpu",
+    keep: str = "all",
     **scan_kwargs,
 ) -> list[tuple[HeadScores, str | None]]:
     """:func:`ihprobe.scan` of every checkpoint, each with the earlier checkpoint of identical
-    weights (or None) when there is more than one checkpoint. Sharded under torchrun.
+    weights (or None) when there is more than one checkpoint. Sharded under torchrun. With
+    ``keep="none"`` each hub revision leaves the HF cache once it is scanned (as in
+    :func:`trajectory`).
 
     Example:
         >>> [s.step for s, _ in scan_checkpoints(checkpoints("runs/demo"))]   # doctest: +SKIP
     """
 
+    keep = check_keep(keep)
+
     def scan_share(share: list[Checkpoint], world) -> list[tuple[HeadScores, str | None]]:
         swept = each_model(
             share, progress=progress if world.main else False, desc="scan", device=world.device
         )
-        return [
-            (scan(model, metrics, **scan_kwargs), _hash(ckpt) if len(ckpts) > 1 else None)
-            for ckpt, model in swept
-        ]
+        out = []
+        for ckpt, model in swept:
+            out.append(
+                (scan(model, metrics, **scan_kwargs), _hash(ckpt) if len(ckpts) > 1 else None)
+            )
+            if keep == "none":
+                drop_revision(resolve(ckpt.source, revision=ckpt.revision))
+        return out
 
     duplicates = Duplicates()
     return [
@@ -179,6 +189,7 @@ def trajectory(
     cache: bool | str | os.PathLike | None = True,
     progress: bool | None = True,
     device: str = "cpu",
+    keep: str = "all",
     **scan_kwargs,
 ) -> pd.DataFrame:
     """Scan every checkpoint and return one long table ordered by training tokens.
@@ -193,6 +204,10 @@ def trajectory(
         cache: True for the default cache directory, a path, or False for none.
         progress: a tqdm bar over checkpoints (on by default; None: only on a terminal).
         device: where models are loaded; under torchrun ``cuda`` means each rank's own GPU.
+        keep: ``"all"`` leaves fetched hub revisions in the HF cache; ``"none"`` removes each
+            one from the HF cache once it is scanned, before the next is fetched (hundreds of
+            checkpoints would fill a disk). A revision scanned before is not fetched again:
+            an interrupted series resumes from the results cache.
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
     Returns:
@@ -208,7 +223,7 @@ def trajectory(
         sources_of(source_or_sources, revisions),
         lambda where: _Scanner(metrics, scan_kwargs, where).scan,
         "scans", _settings_key(metrics, scan_kwargs), cache=cache,
-        tokens_per_step=tokens_per_step, progress=progress, device=device,
+        tokens_per_step=tokens_per_step, progress=progress, device=device, keep=keep,
     )  # fmt: skip
 
 
@@ -222,35 +237,22 @@ def cached_sweep(
     tokens_per_step: int | None = None,
     progress: bool | None = False,
     device: str = "cpu",
+    keep: str = "all",
 ) -> pd.DataFrame:
     """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
     ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
     tokens, with provenance and ``duplicate_of`` (used by :func:`trajectory` and
     :func:`ihprobe.ablation_trajectory`). ``make_compute(device)`` builds the function once
     per process; under torchrun each rank computes every N-th checkpoint (:mod:`ihprobe.shard`)
-    and every rank gets the whole table."""
-    directory = cache_dir(cache)
+    and every rank gets the whole table. ``keep="none"`` streams hub revisions (see
+    :func:`trajectory`)."""
+    keep = check_keep(keep)
 
     def share_rows(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
         """(weights hash, rows, checkpoint meta) of each checkpoint of this rank's share."""
-        done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
-        compute = make_compute(world.device)
-        out = []
+        series = _Series(cache_dir(cache), make_compute(world.device), folder, settings, keep)
         bar = None if progress is None else not (progress and world.main)
-        for ckpt in tqdm(share, disable=bar):
-            path = resolve(ckpt.source, revision=ckpt.revision)
-            digest = weights_hash(path)
-            file = directory / folder / f"{digest[:32]}-{settings}.json" if directory else None
-            rows = done.get(digest)
-            if rows is None and file is not None:
-                rows = _read(file)
-            if rows is None:
-                rows = compute(ckpt)
-                if file is not None:
-                    _write(file, rows)
-            done[digest] = rows
-            out.append((digest, rows, checkpoint_meta(path)))
-        return out
+        return [series.rows(ckpt) for ckpt in tqdm(share, disable=bar)]
 
     duplicates = Duplicates()
     frames = []
@@ -276,6 +278,58 @@ def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_pe
     frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
     frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
     return frame
+
+
+class _Series:
+    """The rows of each checkpoint: from this call, the results cache, or ``compute``.
+
+    Hub revisions go through a :class:`~ihprobe.hub_cache.RevisionIndex`, so a revision whose
+    scan is cached is not fetched; with ``keep="none"`` a fetched revision leaves the HF cache
+    once it is scanned.
+    """
+
+    def __init__(self, directory: Path | None, compute, folder: str, settings: str, keep: str):
+        self.directory, self.compute, self.keep = directory, compute, keep
+        self.folder, self.settings = folder, settings
+        self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
+        self.indexes: dict[str, RevisionIndex] = {}
+
+    def rows(self, ckpt: Checkpoint) -> tuple[str, pd.DataFrame, dict]:
+        """``(weights hash, scan rows, checkpoint metadata)`` of ``ckpt``."""
+        index = self._index(ckpt)
+        digest = index.get(ckpt.revision) if index is not None else None
+        rows = self._known(digest) if digest is not None else None
+        if rows is not None:
+            return digest, rows, {}
+        path = resolve(ckpt.source, revision=ckpt.revision)
+        digest = weights_hash(path)
+        rows = self._known(digest)
+        if rows is None:
+            rows = self.compute(ckpt)
+            if self.directory is not None:
+                _write(self._file(digest), rows)
+        self.done[digest] = rows
+        if index is not None:
+            index.record(ckpt.revision, digest)
+        meta = checkpoint_meta(path)
+        if self.keep == "none":
+            drop_revision(path)
+        return digest, rows, meta
+
+    def _index(self, ckpt: Checkpoint) -> RevisionIndex | None:
+        if ckpt.revision is None:
+            return None
+        if ckpt.source not in self.indexes:
+            self.indexes[ckpt.source] = RevisionIndex(self.directory, ckpt.source)
+        return self.indexes[ckpt.source]
+
+    def _file(self, digest: str) -> Path:
+        return self.directory / self.folder / f"{digest[:32]}-{self.settings}.json"
+
+    def _known(self, digest: str) -> pd.DataFrame | None:
+        if digest in self.done:
+            return self.done[digest]
+        return _read(self._file(digest)) if self.directory is not None else None
 
 
 class _Scanner:

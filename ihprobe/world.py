@@ -60,7 +60,7 @@ def resolve_device(device: str, local_rank: int = 0) -> torch.device:
         ) from err
     if dev.type not in ("cpu", "cuda"):
         raise IhprobeError(
-            f"device={device!r}: ihprobe trains on cpu or cuda; use auto, cpu or cuda."
+            f"device={device!r}: ihprobe runs on cpu or cuda; use auto, cpu or cuda."
         )
     if dev.type == "cuda":
         if not torch.cuda.is_available():

@@ -489,9 +489,19 @@ def test_fuzzed_config_values_through_info(base, tmp_path_factory, capsys, chang
 # Flags where 0 or a negative number means something (a seed, a threshold on a log scale, a
 # law coefficient, "never", a probability or fraction that may be 0); every other numeric flag
 # counts or sizes something and must refuse both. Written from the flags' meaning, not the code.
-ZERO_ALLOWED = {"--seed", "--threshold", "--b", "--c", "--state-every", "--reliability",
-                "--repetition", "--warmup", "--weight-decay", "--grad-clip",
-                "--gpus-per-run"}  # fmt: skip  (0 GPUs: a CPU-only Slurm job)
+ZERO_ALLOWED = {
+    "--seed",
+    "--threshold",
+    "--b",
+    "--c",
+    "--state-every",
+    "--reliability",
+    "--repetition",
+    "--warmup",
+    "--weight-decay",
+    "--grad-clip",
+    "--gpus-per-run",
+}  # fmt: skip  (0 GPUs: a CPU-only Slurm job)
 NEGATIVE_ALLOWED = {"--seed", "--threshold", "--b", "--c"}
 NEVER_ALLOWED = ("nan", "inf", "-inf", "x", "", "1e999")
 

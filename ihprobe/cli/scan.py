@@ -9,7 +9,7 @@ progress bar. Under ``torchrun --nproc-per-node N`` each rank scans every N-th c
 rank 0 writes the same files one process would.
 
     ihprobe scan runs/demo --metrics prefix_matching,ar_accuracy --out scans/demo
-    ihprobe scan EleutherAI/pythia-70m --revision step1000 --revision step2000
+    ihprobe scan EleutherAI/pythia-70m --revision step1000 --revision step2000 --keep none
     torchrun --nproc-per-node 8 -m ihprobe scan runs/demo --device cuda
 """
 
@@ -48,6 +48,12 @@ def register(subparsers) -> None:
     p.add_argument("--text", help="text file for the ICL score (skipped without it)")
     p.add_argument("--device", type=device, default="cpu",
                    help="where models go; under torchrun, cuda is each rank's own GPU")  # fmt: skip
+    p.add_argument(
+        "--keep",
+        choices=("all", "none"),
+        default="all",
+        help="none: remove each hub revision from the HF cache once it is scanned",
+    )
     p.add_argument("--top", type=positive_int, default=3, help="heads listed per checkpoint")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     add_quiet(p)
@@ -79,7 +85,12 @@ def run(args) -> int:
         for source in args.sources:
             ckpts = sources_of(source, args.revision or None)
             found = scan_checkpoints(
-                ckpts, args.metrics, progress=progress(args), device=args.device, **kwargs
+                ckpts,
+                args.metrics,
+                progress=progress(args),
+                device=args.device,
+                keep=args.keep,
+                **kwargs,
             )
             for scores, duplicate in found:
                 frames.append(scores.to_frame().assign(duplicate_of=duplicate))

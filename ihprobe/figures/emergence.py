@@ -34,7 +34,8 @@ def trajectory_figure(
     """Max PS and AR accuracy (left axis) and training loss (right axis) against tokens, log x.
 
     The detected emergence point is a solid line with the bracketing checkpoints shaded, the
-    law's :class:`~ihprobe.law.Prediction` a dashed line.
+    law's :class:`~ihprobe.law.Prediction` a dashed line; checkpoints whose weights repeat an
+    earlier one's (``duplicate_of``) are red crosses (left out of the emergence fit).
 
     Args:
         table: a trajectory table of one run.
@@ -47,6 +48,11 @@ def trajectory_figure(
         if metric in set(table["metric"]):
             c = curve(table, metric, reduce)
             fig.add_scatter(x=c.tokens, y=c.value, name=label, mode="lines+markers")
+            copies = c[c["duplicate"]]
+            if len(copies):
+                fig.add_scatter(x=copies.tokens, y=copies.value, mode="markers",
+                                name=f"{label}: same weights as an earlier checkpoint",
+                                marker={"symbol": "x", "size": 11, "color": "red"})  # fmt: skip
     if losses is not None and len(losses):
         fig.add_scatter(x=losses.tokens, y=losses.loss, name="training loss", mode="lines",
                         line={"color": "grey", "width": 1}, secondary_y=True)  # fmt: skip

@@ -29,7 +29,7 @@ from jaxtyping import Bool, Float, Int
 
 from ihprobe.data.corpus import default_documents
 from ihprobe.errors import IhprobeError
-from ihprobe.hooks import replace_with
+from ihprobe.hooks import accumulating, replace_with
 from ihprobe.probes.recall import (
     icl_score_per_row,
     induction_targets,
@@ -212,7 +212,7 @@ def run_probe(
             logits = _select(logits, at)  # a model whose unembedding ignored the slice
         if probe.score is not None:
             require_finite(f"the {probe.name} probe", logits=logits)  # argmax(NaN) looks fine
-            store.update(probe.score(logits, rows))
+            store.update(probe.score(accumulating(logits), rows))
         del logits
         for key, value in store.items():
             kept.setdefault(key, []).append(value)
