@@ -44,7 +44,6 @@ from ihprobe.sources import causal_lm_config, resolve
 from ihprobe.standin import id_tokenizer
 from ihprobe.validation import check_checkpoint, check_loaded, hf_loading
 from ihprobe.weights import (
-    check_weights,
     has_safetensors,
     read_state_dict,
     verify_checksums,
@@ -113,9 +112,8 @@ def load(
         raise IhprobeError(f"processing={processing!r} is not one of {PROCESSING}.")
     dtype, device = parse_dtype(dtype), resolve_device(str(device))
     path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
-    check_checkpoint(path, weight_files(path))  # files, config schema, headers, finite tensors
+    validate_checkpoint(path)
     config = causal_lm_config(path, trust_remote_code=trust_remote_code)
-    validate_checkpoint(path, config)
     if tokenizer is None:
         tokenizer = _tokenizer_for(path, config, trust_remote_code)
     hf_model = _hf_model(path, config, dtype, trust_remote_code)
@@ -144,13 +142,12 @@ def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
     raise IhprobeError(f"dtype={dtype!r} is not one of {', '.join(DTYPES)}.")
 
 
-def validate_checkpoint(path: Path, config) -> None:
-    """Every check a checkpoint directory passes before its weights reach a model.
-
-    The one place where loading validates: weight files open safely, and their SHA-256 match
-    the ones ihprobe's trainer recorded in ``ihprobe.json``.
-    """
-    check_weights(path)
+def validate_checkpoint(path: Path) -> None:
+    """Every check a checkpoint directory passes before anything is built from it: regular
+    files inside it, the config schema, safetensors headers and finite tensors
+    (:func:`ihprobe.validation.check_checkpoint`), and the SHA-256 ihprobe's trainer recorded in
+    ``ihprobe.json``."""
+    check_checkpoint(path, weight_files(path))
     verify_checksums(path)
 
 
@@ -209,10 +206,9 @@ def load_weights(
             "load the checkpoint with ihprobe.load instead."
         )
     path = resolve(source, revision=revision)
-    check_checkpoint(path, weight_files(path))  # files, config schema, headers, finite tensors
+    validate_checkpoint(path)
     config = causal_lm_config(path)
     _check_same_config(model, path, config)
-    validate_checkpoint(path, config)
     targets = loaded.hf_tensors
     state = _state_for(targets, path, config, model.cfg.dtype)
     mismatched = sorted(k for k in targets if k not in state or state[k].shape != targets[k].shape)

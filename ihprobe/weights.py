@@ -11,7 +11,6 @@ SHA-256 of each weight file, and :func:`verify_checksums` compares them.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -70,46 +69,6 @@ def _read_file(file: Path) -> dict[str, torch.Tensor]:
     if not isinstance(state, dict):
         raise IhprobeError(f"{file} does not hold a state dict (found {type(state).__name__}).")
     return state
-
-
-def check_weights(path: Path) -> None:
-    """Open every weight file safely; fail with the file's name when one is corrupt.
-
-    Safetensors headers are checked against the file size; pickles are opened with
-    ``weights_only=True`` so that a payload that would run code is refused before HF sees it.
-    """
-    for file in weight_files(path):
-        if file.suffix == ".safetensors":
-            _check_safetensors(file)
-        else:
-            _read_file(file)
-
-
-def _check_safetensors(file: Path) -> None:
-    size = file.stat().st_size
-    try:
-        with open(file, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            if n <= 0 or 8 + n > size:
-                raise ValueError("header longer than the file")
-            header = json.loads(fh.read(n))
-        end = max(
-            (v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0
-        )
-        if 8 + n + end > size:
-            raise ValueError(f"data ends at byte {8 + n + end} but the file has {size}")
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
-        raise IhprobeError(
-            f"{file} is corrupt or truncated ({err}); re-save or re-download it."
-        ) from err
-
-
-def check_finite(source: str | os.PathLike | Path) -> None:
-    """Raise naming the first tensor that holds NaN or inf values."""
-    for name, tensor in read_state_dict(resolve(source)).items():
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            bad = int((~torch.isfinite(tensor)).sum())
-            raise IhprobeError(f"{source}: tensor {name} has {bad} NaN/inf values.")
 
 
 def weights_hash(source: str | os.PathLike | Path) -> str:

@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM, BertConfig, BertModel
 import ihprobe
 from ihprobe import models, weights
 from ihprobe.errors import IhprobeError
+from ihprobe.validation.tensors import check_finite_files
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 
@@ -163,8 +164,8 @@ def test_hash_nan_and_identical_checkpoints(tmp_path):
         hf.gpt_neox.layers[1].mlp.dense_h_to_4h.weight[0, 0] = float("nan")
     bad = save_checkpoint(hf, tmp_path / "bad")
     with pytest.raises(IhprobeError, match="layers.1.mlp.dense_h_to_4h.weight has 1 NaN"):
-        weights.check_finite(bad)
-    weights.check_finite(a)  # finite weights pass
+        check_finite_files(weights.weight_files(bad))
+    check_finite_files(weights.weight_files(a))  # finite weights pass
 
 
 def _fake_run(root, steps):
