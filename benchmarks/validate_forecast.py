@@ -128,8 +128,9 @@ def write_results(table: pd.DataFrame, command: str, priors: dict, runs: dict, w
         "# Live emergence forecast on the demo configuration (CPU)",
         "",
         f"Command: `{command}` (from the repository root). Hardware: 2-core CPU shared with other",
-        f"jobs, one torch thread (as the demo). Wall time of this invocation: {wall / 60:.1f} min",
-        "(training wall time of each run, from its files, in `train_wall_s`).",
+        "jobs, one torch thread (as the demo). Wall time: training the five runs took "
+        f"{sum(wall_seconds(r) for r in runs.values()):.0f} s (from the runs' files; per seed in",
+        f"`train_wall_s`), this invocation {wall:.0f} s (finished runs are reused).",
         "",
         f"Demo configuration (`ihprobe.demo.DemoConfig`, taken from the demo): {DEMO.layers}-layer",
         f"GPT-NeoX d{DEMO.d_model}, {DEMO.heads} heads, C={DEMO.context}, B={DEMO.batch_size},",
