@@ -63,16 +63,8 @@ class Prediction:
     context: int
 
     def to_dict(self) -> dict:
-        return {
-            "batch_size": self.batch_size,
-            "context": self.context,
-            "updates": self.updates,
-            "tokens": self.tokens,
-            "law": self.law.name,
-            "T": self.law.T,
-            "b": self.law.b,
-            "c": self.law.c,
-        }
+        shape = {key: getattr(self, key) for key in ("batch_size", "context", "updates", "tokens")}
+        return {**shape, "law": self.law.name, "T": self.law.T, "b": self.law.b, "c": self.law.c}
 
 
 def get_law(law: str | Law, *, T: float | None = None, b=None, c=None) -> Law:
@@ -165,10 +157,7 @@ class LawFit:
 
     def to_dict(self) -> dict:
         return {
-            "T": self.T,
-            "b": self.b,
-            "c": self.c,
-            "r": self.r,
+            **{key: getattr(self, key) for key in ("T", "b", "c", "r")},
             "n": len(self.points),
             "stderr": self.stderr,
             "fixed": list(self.fixed),

@@ -34,10 +34,10 @@ import torch
 from ihprobe.changepoint import EmergencePoint, emergence
 from ihprobe.errors import IhprobeError
 from ihprobe.files import atomic_write
-from ihprobe.models import quiet_progress
+from ihprobe.models import quiet_progress, validate_checkpoint
 from ihprobe.runs import RUN_META, checkpoints, run_meta
 from ihprobe.trajectories import cache_dir
-from ihprobe.weights import check_weights, weights_hash
+from ihprobe.weights import weights_hash
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ def _hf_model(path: Path):
     safetensors without running code from the checkpoint."""
     from transformers import AutoModelForCausalLM
 
-    check_weights(path)
+    validate_checkpoint(path)  # the validation layer and the trainer's checksums
     with quiet_progress():
         return AutoModelForCausalLM.from_pretrained(
             str(path), use_safetensors=True, local_files_only=True, dtype=torch.float32

@@ -26,7 +26,6 @@ import torch
 import transformers
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
-from transformers.utils import logging as hf_logging
 
 from ihprobe import __version__
 from ihprobe.architectures import build_model, causal_lm_loss, model_sizes
@@ -34,7 +33,7 @@ from ihprobe.data import make_producer
 from ihprobe.errors import IhprobeError
 from ihprobe.files import atomic_directory, atomic_write, check_writable_dir
 from ihprobe.forecast import FORECAST, LiveForecast, law_prior
-from ihprobe.models import load, load_weights
+from ihprobe.models import load, load_weights, quiet_progress
 from ihprobe.probes.battery import scan
 from ihprobe.runs import CHECKPOINT_META, METRICS, PROBES, RUN_META, RunDir, config_changes
 from ihprobe.schedule import checkpoint_steps, learning_rate
@@ -363,7 +362,7 @@ class _Trainer:
         ``ihprobe.json`` records the SHA-256 of each weight file, which :func:`ihprobe.load`
         checks."""
         with atomic_directory(self.run.checkpoint(step)) as tmp:
-            with _quiet_transformers():
+            with quiet_progress():
                 self.raw.save_pretrained(tmp)
             self._save_tokenizer(tmp)
             meta = {**self._checkpoint_meta(step), "sha256": weight_checksums(tmp)}
@@ -395,7 +394,7 @@ class _Trainer:
         """Max prefix-matching score and AR accuracy of checkpoint ``step``."""
         ckpt = self.run.checkpoint(step)
         # probing must not move the training RNG
-        with torch.random.fork_rng(devices=[]), _quiet_transformers():
+        with torch.random.fork_rng(devices=[]), quiet_progress():
             if self.probe_model is None:
                 self.probe_model = load(ckpt, device=self.world.device)
             else:
@@ -460,18 +459,6 @@ def _adamw(model, config: TrainConfig) -> torch.optim.AdamW:
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.999), fused=True)
-
-
-@contextlib.contextmanager
-def _quiet_transformers():
-    """Silence transformers' own progress bars (one per saved checkpoint otherwise)."""
-    was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            hf_logging.enable_progress_bar()
 
 
 def _progress(total: int, start: int, enabled: bool):

@@ -20,6 +20,13 @@ from ihprobe.errors import IhprobeError
 from ihprobe.files import check_writable_dir, check_writable_file
 
 
+def add_source(p: argparse.ArgumentParser, out: str) -> None:
+    """SOURCE, ``--revision`` and ``--out`` of a command that reads one checkpoint."""
+    p.add_argument("source", metavar="SOURCE", help="checkpoint directory or hub id")
+    p.add_argument("--revision", help="hub revision")
+    p.add_argument("--out", default=out, help="output directory")
+
+
 def add_quiet(p: argparse.ArgumentParser) -> None:
     """``-q/--quiet``: no progress bars (without it, bars on stderr when it is a terminal)."""
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

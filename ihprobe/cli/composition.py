@@ -10,16 +10,14 @@ K-composition pairs.
 
 from __future__ import annotations
 
-from ihprobe.cli._common import any_int, positive_int
+from ihprobe.cli._common import add_source, any_int, positive_int
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "composition", help="Q/K/V composition scores of every head pair; CSV + HTML"
     )
-    p.add_argument("source", metavar="SOURCE", help="checkpoint directory or hub id")
-    p.add_argument("--revision", help="hub revision")
-    p.add_argument("--out", default="composition", help="output directory")
+    add_source(p, out="composition")
     p.add_argument(
         "--draws", type=positive_int, default=50, help="random-matrix draws for the baseline"
     )

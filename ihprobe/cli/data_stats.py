@@ -46,14 +46,8 @@ def run(args) -> int:
         "reliability": args.reliability,
     }
     options = {k: v for k, v in options.items() if v is not None} | dict(args.option)
-    producer = make_producer(
-        args.producer,
-        batch_size=args.batch_size,
-        context=args.context,
-        seed=args.seed,
-        total_steps=args.total_steps,
-        **options,
-    )
+    shape = {key: getattr(args, key) for key in ("batch_size", "context", "seed", "total_steps")}
+    producer = make_producer(args.producer, **shape, **options)
     stats = producer_stats(producer, batches=args.batches)
     if args.json:
         print(json.dumps(stats, indent=2))

@@ -13,16 +13,14 @@ method, layer, head, position, value, fraction``), ``OUT/path.csv`` and ``OUT/pa
 
 from __future__ import annotations
 
-from ihprobe.cli._common import any_int, positive_int
+from ihprobe.cli._common import add_source, any_int, positive_int
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "patch", help="activation / attribution / path patching of heads; CSV + HTML"
     )
-    p.add_argument("source", metavar="SOURCE", help="checkpoint directory or hub id")
-    p.add_argument("--revision", help="hub revision")
-    p.add_argument("--out", default="patch", help="output directory")
+    add_source(p, out="patch")
     p.add_argument("--per", choices=("head", "head_position"), default="head",
                    help="patch whole heads, or each head at each position")  # fmt: skip
     p.add_argument("--sender", help="previous-token head as LAYER.HEAD (default: found by scan)")
