@@ -1,0 +1,224 @@
+"""[B]'s contrast at matched compute, with seeds and bootstrap intervals (issue 15).
+
+Arms (``--list``), each one ``ihprobe.train`` run per seed under
+``runs/validate-papers/contrast``: ``natural`` (natural text only, a 300-id BPE of the embedded
+corpus) and Bi-Induct ``forward``, ``backward`` and ``balanced`` over the same text (snippet
+span L = 20, injection rate m0 = 0.5 annealed linearly to 0, token-level mixing; snippets
+replace text, so every arm sees the same tokens and the same updates).
+
+Per arm and seed, on the final checkpoint:
+
+* signature: max prefix matching (PS), max forward-induction and max anti-induction scores
+  (``ihprobe.scan``);
+* load-bearing: the top-k prefix-matching heads ablated (mean ablation) against 20 random draws,
+  k = one head per layer in total (``scope="global"``), with ``layer-matched`` and
+  ``score-matched`` baselines, and [B]'s per-layer protocol (``scope="layer"``, top 2% of each
+  layer); the load-bearing index of induction loss with its interval over the random draws;
+* natural-text loss (clean ``natural_loss`` of the ablation, i.e. mean next-token loss on the
+  embedded corpus) and its perplexity.
+
+The arm's table gives each number's mean over seeds with a bootstrap 95% interval over seeds,
+and [B]'s reported direction beside it. Arms whose seeds are not all done are pending.
+
+Run from the repository root (a killed run resumes; finished arms are reused)::
+
+    nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py --list
+    nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py --cell natural --seed 0
+    nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py            # everything
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from validate_papers_common import (
+    ROOT,
+    bootstrap_mean,
+    command_line,
+    hardware,
+    interval,
+    markdown,
+    read_result,
+    status_row,
+    train_or_reuse,
+    write_result,
+)
+
+import ihprobe
+from ihprobe.runs import checkpoints
+from ihprobe.trainer import TrainConfig
+
+SEEDS = (0, 1, 2)
+TEXT = {"vocab_size": 300}
+BI_INDUCT = {**TEXT, "snippet_length": 20, "m0": 0.5, "mixing": "token"}
+ARMS = {
+    "natural": ("natural", TEXT),
+    "forward": ("bi-induct", {**BI_INDUCT, "direction": "forward"}),
+    "backward": ("bi-induct", {**BI_INDUCT, "direction": "backward"}),
+    "balanced": ("bi-induct", {**BI_INDUCT, "direction": "balanced"}),
+}
+B_DIRECTION = {  # what [B] reports for each arm
+    "natural": "central, load-bearing circuit (largest index); anti-induction ~0",
+    "forward": "higher PS / forward induction than natural; distributed, redundant (lower index)",
+    "backward": "anti-induction stays near 0 even though trained on; redundant circuit",
+    "balanced": "distributed, redundant circuit (lower index than natural)",
+}
+METRICS = ("induction_loss", "ar_accuracy", "natural_loss")
+PROTOCOLS = ("global-layer-matched", "global-score-matched", "per-layer")
+HERE = Path(__file__).resolve().parent
+OUT_MD, OUT_CSV = HERE / "RESULTS_papers_contrast.md", HERE / "RESULTS_papers_contrast.csv"
+
+
+def config_of(arm: str, seed: int, args) -> TrainConfig:
+    producer, options = ARMS[arm]
+    return TrainConfig(
+        out=str(Path(args.out) / arm / f"seed{seed}"), producer=producer,
+        producer_options=dict(options), layers=args.layers, heads=args.heads,
+        d_model=args.d_model, context=args.context, batch_size=args.batch_size,
+        steps=args.steps, lr=3e-3, schedule="cosine", seed=seed,
+        n_checkpoints=args.checkpoints, state_every=args.state_every, progress=False,
+    )  # fmt: skip
+
+
+def ablations(model, scores, seed: int, random: int) -> dict[str, dict]:
+    """Index and change of induction loss under the three protocols."""
+    common = {"metrics": METRICS, "random": random, "seed": seed,
+              "scores": scores.head_metric("prefix_matching")}  # fmt: skip
+    k = model.cfg.n_layers  # the global set as large as the per-layer one
+    results = {
+        "global-layer-matched": ihprobe.ablate(model, scope="global", top=k, **common),
+        "global-score-matched": ihprobe.ablate(
+            model, scope="global", top=k, baseline="score-matched", **common
+        ),
+        "per-layer": ihprobe.ablate(model, scope="layer", **common),
+    }
+    out = {}
+    for name, result in results.items():
+        row = result.summary().set_index("metric").loc["induction_loss"]
+        for key in ("load_bearing_index", "load_bearing_lo", "load_bearing_hi",
+                    "relative_change", "random_relative_change_mean", "p_value"):  # fmt: skip
+            out[f"{name}:{key}"] = float(row[key])
+    natural = results["per-layer"].summary().set_index("metric").loc["natural_loss"]
+    out["natural_loss"] = float(natural["clean"])
+    return out
+
+
+def run_arm(arm: str, seed: int, args) -> dict:
+    """Train (or resume, or reuse) one arm's seed and measure it."""
+    run, seconds, how = train_or_reuse(config_of(arm, seed, args))
+    done = read_result(run)
+    if done is not None and how == "reused":
+        print(f"{arm} seed {seed}: reused (finished earlier)", flush=True)
+        return done
+    started = time.perf_counter()
+    model = ihprobe.load(checkpoints(run)[-1].source)
+    scores = ihprobe.scan(model, ["prefix_matching", "forward_induction", "anti_induction"],
+                          seed=seed)  # fmt: skip
+    result = {
+        "arm": arm, "seed": seed, "how": how,
+        "max_ps": float(scores.head_metric("prefix_matching").max()),
+        "max_forward_induction": float(scores.head_metric("forward_induction").max()),
+        "max_anti_induction": float(scores.head_metric("anti_induction").max()),
+        **ablations(model, scores, seed, args.random),
+        "train_s": (done or {}).get("train_s", 0.0) + seconds,
+    }  # fmt: skip
+    result["natural_perplexity"] = math.exp(result["natural_loss"])
+    result["probe_s"] = time.perf_counter() - started
+    write_result(run, result)
+    print(f"{arm} seed {seed}: {how}, {result}", flush=True)
+    return result
+
+
+def collect(args) -> pd.DataFrame:
+    rows = []
+    for arm in ARMS:
+        for seed in SEEDS:
+            result = read_result(Path(args.out) / arm / f"seed{seed}")
+            rows.append(status_row({"arm": arm, "seed": seed}, result))
+    return pd.DataFrame(rows)
+
+
+SHOWN = {
+    "max PS": "max_ps",
+    "max forward induction": "max_forward_induction",
+    "max anti-induction": "max_anti_induction",
+    "index global, layer-matched": "global-layer-matched:load_bearing_index",
+    "index global, score-matched": "global-score-matched:load_bearing_index",
+    "index per-layer [B]": "per-layer:load_bearing_index",
+    "natural-text perplexity": "natural_perplexity",
+}
+
+
+def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean over seeds [bootstrap 95% over seeds]; pending unless every seed is done."""
+    rows = []
+    for arm, group in frame.groupby("arm", sort=False):
+        done = group[group.status == "done"]
+        row = {"arm": arm, "seeds done": ",".join(map(str, done.seed)) or "none"}
+        for label, column in SHOWN.items():
+            value = interval(*bootstrap_mean(done[column])) if len(done) else "pending"
+            undefined = int((~np.isfinite(done[column].astype(float))).sum()) if len(done) else 0
+            if undefined:  # an index is +-inf when every random draw harms exactly alike
+                value += f"; {undefined} seed(s) undefined (random harms all equal), left out"
+            row[label] = value if len(done) == len(group) else f"pending ({value})"
+        row["[B] reports"] = B_DIRECTION[arm]
+        row["train s/seed"] = f"{done.train_s.mean():.0f}" if len(done) else "-"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def report(args) -> None:
+    frame = collect(args)
+    frame.to_csv(OUT_CSV, index=False)
+    lines = [
+        "# [B]'s contrast at matched compute, with seeds (issue 15)", "",
+        f"Last command: `{command_line()}`", f"Hardware: {hardware()}", "",
+        f"Settings: GPT-NeoX {args.layers} layers x {args.heads} heads, d_model {args.d_model}, "
+        f"B = {args.batch_size}, C = {args.context}, {args.steps} updates per arm "
+        f"({args.steps * args.batch_size * args.context:,} tokens, the same for every arm); "
+        "AdamW lr 3e-3, cosine, grad clip 1; Bi-Induct span 20, m0 0.5 linear anneal, "
+        f"token mixing; seeds {', '.join(map(str, SEEDS))}; ablation: mean, "
+        f"{args.random} random draws, index of induction loss.", "",
+        "Each cell: mean over seeds [bootstrap 95% over seeds]. An arm without all its seeds is",
+        "**pending**: its numbers are not findings. Per-seed rows (with each index's interval",
+        "over the random draws and the wall times): `RESULTS_papers_contrast.csv`.", "",
+        *markdown(arm_table(frame)), "",
+    ]  # fmt: skip
+    OUT_MD.write_text("\n".join(lines))
+    print(f"wrote {OUT_MD.name} and {OUT_CSV.name}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cell", action="append", choices=list(ARMS), help="only this arm")
+    parser.add_argument("--seed", type=int, action="append", help="only this seed")
+    parser.add_argument("--list", action="store_true", help="list the arms and their status")
+    parser.add_argument("--report", action="store_true", help="only rewrite the results files")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--context", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--checkpoints", type=int, default=10)
+    parser.add_argument("--random", type=int, default=20, help="random baseline draws")
+    parser.add_argument("--state-every", type=int, default=100)
+    parser.add_argument("--out", default=str(ROOT / "runs" / "validate-papers" / "contrast"))
+    args = parser.parse_args()
+    if args.list:
+        print(collect(args)[["arm", "seed", "status"]].to_string(index=False))
+        return
+    if not args.report:
+        for arm in args.cell or ARMS:
+            for seed in args.seed or SEEDS:
+                run_arm(arm, seed, args)
+    report(args)
+
+
+if __name__ == "__main__":
+    main()
