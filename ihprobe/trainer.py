@@ -114,7 +114,9 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
             if config.forecast and world.main:
                 prior = law_prior(config.batch_size, config.context, law_from=config.law_from)
                 trainer.forecaster = LiveForecast(run.root, prior)
-            return trainer.fit()
+            done = trainer.fit()
+            del trainer  # DDP's reducer holds the process group: free it while the group lives
+        return done
 
 
 def _check_run_dir(run: RunDir, config: TrainConfig) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -104,4 +105,8 @@ def join_world(device: str) -> Iterator[World]:
         if owned:
             if finished:  # no rank tears gloo down while another still talks to it
                 dist.barrier()
+                # gloo's worker thread retires the barrier's work after wait() returns and needs
+                # the GIL for it; destroying the group (which joins that thread) while this
+                # thread holds the GIL would deadlock, so let it finish first.
+                time.sleep(0.05)
             dist.destroy_process_group()
