@@ -165,7 +165,7 @@ def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
             undefined = int((~np.isfinite(done[column].astype(float))).sum()) if len(done) else 0
             if undefined:  # an index is +-inf when every random draw harms exactly alike
                 value += f"; {undefined} seed(s) undefined (random harms all equal), left out"
-            row[label] = value if len(done) == len(group) else f"pending ({value})"
+            row[label] = value if len(done) in (0, len(group)) else f"pending ({value})"
         row["[B] reports"] = B_DIRECTION[arm]
         row["train s/seed"] = f"{done.train_s.mean():.0f}" if len(done) else "-"
         rows.append(row)

@@ -7,8 +7,9 @@ Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validat
 * ``fx-B{B}-C{C}``: the same B x C grid where the context does not change the repetition
   structure: ``repeats`` over natural text, period 8..16 tokens and a repeated tail that starts
   32..48 tokens before the end of the row, both in absolute tokens. Every row then holds the
-  same kind and amount of repetition (about 40 copied tokens, 2-5 periods) whatever C is; a
-  longer context only adds non-repeating text in front. (Fixing the start instead would let a
+  same kind and amount of repetition (measured: 27 copied tokens per row on average at both
+  C = 64 and C = 256, 2-6 periods) whatever C is; a longer context only adds non-repeating
+  text in front. (Fixing the start instead would let a
   longer row add more copies, the confound of ``validate_law.py``.)
 * ``size-d128``, ``size-L3``: width 128 and depth 3 at (B, C) = (16, 128); with ``sn-B16-C128``
   (width 64, depth 2) they test [A]'s model-size independence.
@@ -136,6 +137,8 @@ def collect(args) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     for flag in ("transition", "censored"):  # absent while nothing is done
         frame[flag] = frame.get(flag, pd.Series(False, index=frame.index)).fillna(False)
+    for column in ("steps", "updates", "train_s", "probe_s"):
+        frame[column] = frame.get(column, pd.Series(np.nan, index=frame.index))
     return frame
 
 
