@@ -154,9 +154,9 @@ def measure_scan(metrics):
 def measure_ablate_before(size, device, dtype, rows, n, repeats) -> dict:
     """``ablate`` with the logits budget it had before issue 13 (16 MB: one row a pass at
     Pythia's vocabulary), for the profile in RESULTS_scale.md."""
-    from ihprobe import ablation
+    from ihprobe.probes import engine
 
-    ablation.MAX_LOGITS["cpu"] = 2**22
+    engine.MAX_LOGITS["cpu"] = 2**22
     return measure_ablate(size, device, dtype, rows, n, repeats)
 
 

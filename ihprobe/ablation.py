@@ -60,6 +60,7 @@ from ihprobe.probes.engine import (
     METRIC_TABLE,
     AblationMetric,
     Probe,
+    budget_rows,
     reads_text,
     recall_probe,
     run_probe,
@@ -85,12 +86,6 @@ METRICS = ABLATION_METRICS
 TEXT_METRICS = tuple(m for m in METRICS if METRIC_TABLE[m].family == "text")
 TASK_METRICS = tuple(m for m in METRICS if METRIC_TABLE[m].family == "tasks")
 TEXT_LENGTH = 512  # tokens per natural-text row (enough for Olsson's tokens 50 and 500)
-# Logits held at once, which bounds each chunk of stacked rows. On CPU, time is linear in rows
-# once a pass holds a few rows, but one-row passes cost ~3x per row (benchmarks/bench_scale.py):
-# 128 MB still gives Pythia's 50k vocabulary 13 rows of 50 queries a pass, while small models
-# stay at MAX_TOKENS; an accelerator wants large chunks to fill its parallel units (1 GB).
-MAX_LOGITS = {"cpu": 2**25, "accelerator": 2**28}
-MAX_TOKENS = {"cpu": 2**13, "accelerator": 2**18}  # tokens per chunk when few logits are read
 
 
 @torch.inference_mode()
@@ -116,11 +111,8 @@ def evaluate_groups(
         ... # doctest: +SKIP
         >>> evaluate_groups(model, probe, keeps, None)["induction_loss"]  # doctest: +SKIP
     """
-    n_rows, n_pos = probe.tokens.shape
-    where = "cpu" if torch.device(model.cfg.device).type == "cpu" else "accelerator"
-    max_logits = max_logits or MAX_LOGITS[where]
-    chunk = min(max_logits // (probe.read * model.cfg.d_vocab), MAX_TOKENS[where] // n_pos)
-    chunk = max(1, min(len(keeps) * n_rows, chunk))
+    n_rows = len(probe.tokens)
+    chunk = budget_rows(model, probe, max_logits)
 
     per_row = replacement is not None and replacement.dim() == 5
 

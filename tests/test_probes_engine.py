@@ -10,7 +10,8 @@ import torch
 
 import ihprobe
 from ihprobe.inputs import repeated_tokens
-from ihprobe.probes.engine import METRIC_TABLE, Probe, recall_probe, run_probe
+from ihprobe.probes import engine
+from ihprobe.probes.engine import METRIC_TABLE, Probe, budget_rows, recall_probe, run_probe
 from ihprobe.probes.recall import induction_loss_per_row
 from tests.conftest import save_checkpoint, tiny_hf_model
 
@@ -43,6 +44,28 @@ def test_chunks_and_stacked_groups_give_the_same_rows(model):
     assert torch.allclose(whole["induction_loss"], expected, atol=1e-5)
     for name, values in whole.items():
         assert torch.allclose(chunked[name], values.repeat(2), atol=1e-5)
+
+
+def test_a_pass_never_holds_more_logits_than_the_budget(model, monkeypatch):
+    """Pythia's 50k vocabulary at the default chunk held 25 rows of logits (2.4 GB peak on
+    160m): the logits budget, not ``chunk``, must bound each pass, and it changes no number."""
+    tokens = repeated_tokens(model, n=20, batch=7, seed=0)
+    probe = recall_probe(model, tokens, n=20)
+    sizes = []
+
+    def count(index, store):
+        sizes.append(len(index))
+        return []
+
+    with torch.no_grad():
+        free = run_probe(model, probe, chunk=None)
+        budget = 2 * probe.read * model.cfg.d_vocab + 1  # two rows of logits
+        monkeypatch.setitem(engine.MAX_LOGITS, "cpu", budget)
+        assert budget_rows(model, probe) == 2
+        bounded = run_probe(model, probe, count, chunk=25)
+    assert sizes == [2, 2, 2, 1]
+    for name, values in free.items():
+        assert torch.allclose(bounded[name], values, atol=1e-5)
 
 
 def test_hooks_store_slices_and_an_empty_position_list_unembeds_nothing(model):

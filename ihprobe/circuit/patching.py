@@ -33,7 +33,6 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 
-from ihprobe.ablation import MAX_LOGITS, MAX_TOKENS
 from ihprobe.circuit.pairs import Metric, PatchPair, induction_pair, logit_diff, token_pair
 from ihprobe.errors import IhprobeError
 from ihprobe.masks import keep_mask
@@ -268,10 +267,7 @@ def _run(model, rows, pair: PatchPair, metric: Metric, hooks=(), groups: int = 1
         return {"metric": metric(logits, targets[index.to(targets.device)]).float().cpu()}
 
     probe = Probe("patching", rows, score, pair.positions)
-    where = "cpu" if torch.device(model.cfg.device).type == "cpu" else "accelerator"
-    chunk = min(MAX_LOGITS[where] // (probe.read * model.cfg.d_vocab),
-                MAX_TOKENS[where] // rows.shape[1])  # fmt: skip
-    return run_probe(model, probe, hooks, chunk=max(1, chunk), groups=groups)
+    return run_probe(model, probe, hooks, chunk=None, groups=groups)
 
 
 def _groups(n_layers: int, n_heads: int, length: int) -> Int[torch.Tensor, "group 3"]:

@@ -55,6 +55,13 @@ Z = "blocks.{layer}.attn.hook_z"
 SCALE = "ln_final.hook_scale"
 NOTHING = torch.zeros(0, dtype=torch.long)  # positions of a probe that unembeds none
 DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score unchanged
+# Each pass is further bounded by the logits it holds and the tokens it runs. On CPU, time is
+# linear in rows once a pass holds a few rows, but one-row passes cost ~3x per row
+# (benchmarks/bench_scale.py): 128 MB still gives Pythia's 50k vocabulary 13 rows of 50
+# queries a pass (5 rows of 101 when every position is read), while small models stay at
+# MAX_TOKENS; an accelerator wants large chunks to fill its parallel units (1 GB).
+MAX_LOGITS = {"cpu": 2**25, "accelerator": 2**28}
+MAX_TOKENS = {"cpu": 2**13, "accelerator": 2**18}
 
 
 def _uniform_attention(vocab: int, n: int) -> float:
@@ -182,14 +189,15 @@ def run_probe(
     """Run ``probe``'s rows (stacked ``groups`` times) through ``model``, ``chunk`` rows a pass.
 
     Only ``probe.positions`` are unembedded (a hook on ``unembed.hook_in`` where the model has
-    one; otherwise the logits are sliced afterwards). Returns ``probe.score``'s per-row values
+    one; otherwise the logits are sliced afterwards). A pass never holds more rows than
+    :func:`budget_rows` allows, whatever ``chunk`` says. Returns ``probe.score``'s per-row values
     and whatever the hooks stored, each concatenated over chunks along the batch:
     ``[groups * rows, ...]``, group-major. Chunking bounds memory; it changes no number.
 
     Args:
         hooks: fixed ``(name, fn)`` hooks, or ``hooks(index, store)`` giving the hooks of each
             chunk from the flat indices of its rows (``group * rows + row``).
-        chunk: rows per forward pass; None runs all rows in one pass.
+        chunk: most rows per forward pass; None leaves only the memory budget.
         groups: how many times the rows are stacked (one head mask per group in ablation).
 
     Example:
@@ -201,7 +209,8 @@ def run_probe(
     total = groups * n_rows
     make = hooks if callable(hooks) else (lambda index, store: list(hooks))
     kept: dict[str, list[torch.Tensor]] = {}
-    for index in torch.arange(total).split(chunk or total):
+    rows_per_pass = min(chunk or total, budget_rows(model, probe))
+    for index in torch.arange(total).split(rows_per_pass):
         rows = index % n_rows
         store: dict = {}
         at = _positions_of(probe, rows)
@@ -217,6 +226,20 @@ def run_probe(
         for key, value in store.items():
             kept.setdefault(key, []).append(value)
     return {key: torch.cat(values) for key, values in kept.items()}
+
+
+def budget_rows(model: TransformerLensModel, probe: Probe, max_logits: int | None = None) -> int:
+    """Most rows one pass may hold: its logits within ``MAX_LOGITS``, its tokens within
+    ``MAX_TOKENS`` (the accelerator's values when the model is on one), at least one.
+
+    Example:
+        >>> budget_rows(model, Probe("p", torch.zeros(100, 101, dtype=torch.long)))
+        ... # doctest: +SKIP
+        6
+    """
+    where = "cpu" if torch.device(model.cfg.device).type == "cpu" else "accelerator"
+    logits = (max_logits or MAX_LOGITS[where]) // max(1, probe.read * model.cfg.d_vocab)
+    return max(1, min(logits, MAX_TOKENS[where] // probe.tokens.shape[1]))
 
 
 def _counted(hooks: list[Hook]) -> tuple[list[Hook], list[int]]:
