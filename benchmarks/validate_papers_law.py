@@ -3,24 +3,32 @@
 Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validate-papers/law``:
 
 * ``sn-B{B}-C{C}``: semi-natural rows (bigrams of the embedded corpus, 300-id BPE) with
-  repetition = reliability = 0.9 ([A] experiment 2), B in 8/16/32, C in 64/128/256.
-* ``fx-B{B}-C{C}``: the same B x C grid where the context does not change the repetition
-  structure: ``repeats`` over natural text, period 8..16 tokens and a repeated tail that starts
-  32..48 tokens before the end of the row, both in absolute tokens. Every row then holds the
-  same kind and amount of repetition (measured: 27 copied tokens per row on average at both
-  C = 64 and C = 256, 2-6 periods) whatever C is; a longer context only adds non-repeating
-  text in front. (Fixing the start instead would let a
-  longer row add more copies, the confound of ``validate_law.py``.)
-* ``size-d128``, ``size-L3``: width 128 and depth 3 at (B, C) = (16, 128); with ``sn-B16-C128``
+  repetition = reliability = 0.9 ([A] experiment 2), B in 4/8/16, C in 32/64/128.
+* ``fx-B8-C{C}``: a context grid where the context does not change the repetition structure:
+  ``repeats`` over natural text, period 8..16 tokens and a repeated tail that starts 32..48
+  tokens before the end of the row, both in absolute tokens, B = 8, C in 64/128/256. Every row
+  then holds the same kind and amount of repetition (27 copied tokens per row on average at
+  both C = 64 and C = 256, 2-6 periods) whatever C is; a longer context only adds
+  non-repeating text in front. (Fixing the start instead would let a longer row add more
+  copies, the confound of ``validate_law.py``.) One B, so only c is fitted here (b = 0: T
+  absorbs B^b).
+* ``size-d128``, ``size-L3``: width 128 and depth 3 at (B, C) = (8, 64); with ``sn-B8-C64``
   (width 64, depth 2) they test [A]'s model-size independence.
-* ``sched-cosine``: ``sn-B16-C128`` with a cosine schedule instead of the constant one.
+* ``sched-cosine``: ``sn-B8-C64`` with a cosine schedule instead of the constant one.
+
+Budgets: each cell trains for ``BUDGET_AT_REFERENCE`` updates scaled by (16 * 128 / (B C))^0.65
+(6,000 updates at B = 16, C = 128; 36,400 at B = 4, C = 32), about 2.5 times the emergence
+point of pilots (near 2,400 updates at B = 16, C = 128 and 14,500 at B = 4, C = 32, where a
+square-root budget of 24,000 censored it), so that every cell sees its transition for exponents
+b + c up to about 1.3. The budget is the same
+for every seed of a cell, and a run whose steep segment reaches its last checkpoint is reported
+as censored, never fitted. ``--steps N`` gives every cell N updates instead (smoke runs).
 
 Every run: GPT-NeoX, 4 heads, AdamW lr 3e-3, 1% warm-up then constant (unless the cell says
-cosine), grad clip 1, ``--steps`` updates, log-spaced checkpoints. The emergence point is the
+cosine), grad clip 1, log-spaced checkpoints. The emergence point is the
 start of the steep segment of a 3-segment fit of max prefix matching against log tokens
 (``ihprobe.changepoint.run_emergence``). T, b and c are refitted (``ihprobe.fit_law``) over all
-seeds of a grid, leaving out runs whose steep segment reaches the last checkpoint (censored:
-the budget was too short to place the point); 95% intervals come from resampling seeds within
+seeds of a grid, leaving out censored runs; 95% intervals come from resampling seeds within
 cells. A fit is reported only when every cell of its grid has all its seeds done; otherwise it
 is marked pending.
 
@@ -58,8 +66,10 @@ from ihprobe.errors import IhprobeError
 from ihprobe.law import LAWS, fit_law
 from ihprobe.trainer import TrainConfig
 
-BATCHES, CONTEXTS, SEEDS = (8, 16, 32), (64, 128, 256), (0, 1, 2)
-SIZE_AT = (16, 128)
+BATCHES, CONTEXTS, SEEDS = (4, 8, 16), (32, 64, 128), (0, 1, 2)
+FIXED_B, FIXED_CONTEXTS = 8, (64, 128, 256)
+SIZE_AT = (8, 64)
+BUDGET_AT_REFERENCE = (16, 128, 6000)  # (B, C, updates); other cells scale by (B C)^-0.65
 SEMI_NATURAL = {"repetition": 0.9, "reliability": 0.9, "vocab_size": 300}
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_CSV = HERE / "RESULTS_papers_law.md", HERE / "RESULTS_papers_law.csv"
@@ -70,6 +80,16 @@ def fixed_structure(context: int) -> dict:
     return {"period": [8, 16], "start": [context - 48, context - 32], "vocab_size": 300}
 
 
+def budget(B: int, C: int) -> int:
+    """Updates for a cell: the reference budget scaled by (B C)^-0.65, in hundreds.
+
+    >>> budget(16, 128), budget(4, 32)
+    (6000, 36400)
+    """
+    B0, C0, updates = BUDGET_AT_REFERENCE
+    return int(round(updates * (B0 * C0 / (B * C)) ** 0.65 / 100) * 100)
+
+
 def cells() -> dict[str, dict]:
     """Cell name -> its grid, producer, options and shape."""
     out = {}
@@ -77,8 +97,10 @@ def cells() -> dict[str, dict]:
         for C in CONTEXTS:
             out[f"sn-B{B}-C{C}"] = {"grid": "semi-natural", "producer": "semi-natural",
                                     "options": SEMI_NATURAL, "B": B, "C": C}  # fmt: skip
-            out[f"fx-B{B}-C{C}"] = {"grid": "fixed-structure", "producer": "repeats",
-                                    "options": fixed_structure(C), "B": B, "C": C}  # fmt: skip
+    for C in FIXED_CONTEXTS:
+        out[f"fx-B{FIXED_B}-C{C}"] = {"grid": "fixed-structure", "producer": "repeats",
+                                      "options": fixed_structure(C),
+                                      "B": FIXED_B, "C": C}  # fmt: skip
     base = {"producer": "semi-natural", "options": SEMI_NATURAL, "B": SIZE_AT[0], "C": SIZE_AT[1]}
     out["size-d128"] = {**base, "grid": "size", "d_model": 128}
     out["size-L3"] = {**base, "grid": "size", "layers": 3}
@@ -91,7 +113,8 @@ def config_of(name: str, cell: dict, seed: int, args) -> TrainConfig:
         out=str(Path(args.out) / name / f"seed{seed}"), producer=cell["producer"],
         producer_options=dict(cell["options"]), layers=cell.get("layers", args.layers),
         heads=4, d_model=cell.get("d_model", args.d_model), context=cell["C"],
-        batch_size=cell["B"], steps=args.steps, lr=3e-3, warmup=0.01,
+        batch_size=cell["B"], steps=args.steps or budget(cell["B"], cell["C"]),
+        lr=3e-3, warmup=0.01,
         schedule=cell.get("schedule", "constant"), seed=seed,
         n_checkpoints=args.checkpoints, state_every=args.state_every, progress=False,
     )  # fmt: skip
@@ -147,17 +170,20 @@ def placed(done: pd.DataFrame) -> pd.DataFrame:
     return done[done.transition.astype(bool) & ~done.censored.astype(bool)]
 
 
-def fit_grid(done: pd.DataFrame, resamples: int = 1000) -> dict:
-    """Refit with both forms; bootstrap intervals by resampling seeds within each cell."""
+def fit_grid(done: pd.DataFrame, b: float | None = None, resamples: int = 1000) -> dict:
+    """Refit with both forms; bootstrap intervals by resampling seeds within each cell.
+
+    ``b`` fixes the batch exponent (a grid with one B); the sqrt form then fixes only c.
+    """
     formed = placed(done)
     points = formed.rename(columns={"B": "batch_size", "C": "context"})
-    free, sqrt = fit_law(points), fit_law(points, b=0.5, c=0.5)
+    free, sqrt = fit_law(points, b=b), fit_law(points, b=0.5 if b is None else b, c=0.5)
     rng = np.random.default_rng(0)
     draws = []
     for _ in range(resamples):
         parts = [g.iloc[rng.integers(0, len(g), len(g))] for _, g in points.groupby("cell")]
         try:
-            fit = fit_law(pd.concat(parts))
+            fit = fit_law(pd.concat(parts), b=b)
         except IhprobeError:
             continue
         draws.append((np.log10(fit.T), fit.b, fit.c))
@@ -172,22 +198,24 @@ def fit_grid(done: pd.DataFrame, resamples: int = 1000) -> dict:
             "rms_published": published}  # fmt: skip
 
 
-def fit_lines(frame: pd.DataFrame, grid: str) -> list[str]:
+def fit_lines(frame: pd.DataFrame, grid: str, b: float | None = None) -> list[str]:
     rows = frame[frame.grid == grid]
     if (rows.status != "done").any():
         n = int((rows.status == "done").sum())
         return [f"- **{grid}**: pending ({n} of {len(rows)} cell-seeds done); no fit reported "
                 "until every cell has all its seeds."]  # fmt: skip
     try:
-        f = fit_grid(rows)
+        f = fit_grid(rows, b=b)
     except IhprobeError as err:
         return [f"- **{grid}**: no fit: {err}"]
     t = f["fit"]
+    b_part = (f"b [{f['b_ci'][0]:.2f}, {f['b_ci'][1]:.2f}], " if b is None
+              else f"b fixed at {b:g} (one batch size), ")  # fmt: skip
     return [
         f"- **{grid}** ({f['n']} points, {f['no_transition']} without a transition or censored): "
         f"U = {t.T:,.0f} / (B^{t.b:.2f} C^{t.c:.2f}); 95% intervals (seeds resampled within "
         f"cells): log10 T [{f['log10T_ci'][0]:.2f}, {f['log10T_ci'][1]:.2f}], "
-        f"b [{f['b_ci'][0]:.2f}, {f['b_ci'][1]:.2f}], c [{f['c_ci'][0]:.2f}, {f['c_ci'][1]:.2f}]; "
+        f"{b_part}c [{f['c_ci'][0]:.2f}, {f['c_ci'][1]:.2f}]; "
         "[A]: b = 0.37, c = 0.62.",
         f"  - residual RMS (log10 U): fitted exponents {f['rms_free']:.3f}, sqrt form with T refit "
         f"(T = {f['sqrt_T']:,.0f}) {f['rms_sqrt']:.3f}; [A]'s published constants: "
@@ -225,7 +253,8 @@ def report(args) -> None:
         f"Last command: `{command_line()}`", f"Hardware: {hardware()}", "",
         "Settings: GPT-NeoX, 4 heads, d_model 64 and 2 layers unless the cell says otherwise; "
         f"AdamW lr 3e-3, 1% warm-up then constant (sched-cosine: cosine to 0), grad clip 1; "
-        f"updates per run as in the table (default {args.steps}), {args.checkpoints} "
+        "updates per run as in the table (the cell's budget, see the docstring), "
+        f"{args.checkpoints} "
         "log-spaced checkpoints; seeds "
         f"{', '.join(map(str, SEEDS))}. Data and grids: see the docstring of "
         "`benchmarks/validate_papers_law.py`. Emergence = start of the steep segment of a "
@@ -233,7 +262,7 @@ def report(args) -> None:
         "Per-seed rows, wall times and status: `RESULTS_papers_law.csv`. Cells whose seeds are not",
         "all done are **pending**: their numbers are not findings.", "",
         *markdown(cell_table(frame)), "", "## Fits", "",
-        *fit_lines(frame, "semi-natural"), *fit_lines(frame, "fixed-structure"), "",
+        *fit_lines(frame, "semi-natural"), *fit_lines(frame, "fixed-structure", b=0.0), "",
         "Size and schedule cells are compared with `sn-B16-C128` in the table above.", "",
     ]  # fmt: skip
     OUT_MD.write_text("\n".join(lines))
@@ -246,8 +275,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, action="append", help="run only this seed")
     parser.add_argument("--list", action="store_true", help="list the cells and their status")
     parser.add_argument("--report", action="store_true", help="only rewrite the results files")
-    parser.add_argument("--steps", type=int, default=10000, help="updates per run")
-    parser.add_argument("--checkpoints", type=int, default=20)
+    parser.add_argument("--steps", type=int, help="updates per run (default: the cell's budget)")
+    parser.add_argument("--checkpoints", type=int, default=40, help="log-spaced (1.3x apart)")
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--state-every", type=int, default=100, help="updates between states")
