@@ -3,7 +3,7 @@
 Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validate-papers/law``:
 
 * ``sn-B{B}-C{C}``: semi-natural rows (bigrams of the embedded corpus, 300-id BPE) with
-  repetition = reliability = 0.9 ([A] experiment 2), B in 4/8/16, C in 32/64/128.
+  repetition = reliability = 0.9 ([A] experiment 2), B in 8/16/32, C in 32/64/128.
 * ``fx-B8-C{C}``: a context grid where the context does not change the repetition structure:
   ``repeats`` over natural text, period 8..16 tokens and a repeated tail that starts 32..48
   tokens before the end of the row, both in absolute tokens, B = 8, C in 64/128/256. Every row
@@ -16,11 +16,11 @@ Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validat
   (width 64, depth 2) they test [A]'s model-size independence.
 * ``sched-cosine``: ``sn-B8-C64`` with a cosine schedule instead of the constant one.
 
-Budgets: each cell trains for ``BUDGET_AT_REFERENCE`` updates scaled by (16 * 128 / (B C))^0.65
-(6,000 updates at B = 16, C = 128; 36,400 at B = 4, C = 32), about 2.5 times the emergence
-point of pilots (near 2,400 updates at B = 16, C = 128 and 14,500 at B = 4, C = 32, where a
-square-root budget of 24,000 censored it), so that every cell sees its transition for exponents
-b + c up to about 1.3. The budget is the same
+Budgets: each cell trains for ``BUDGET_AT_REFERENCE`` updates scaled by
+(16 * 128 / (B C))^0.9 (4,400 updates at B = 16, C = 128; 28,600 at B = 8, C = 32), about 1.8
+times the emergence point of pilots: near 2,400 updates at B = 16, C = 128, and 18,000-28,000
+at B = 4 (C = 64 and 32), where budgets scaled by (B C)^-0.5 or ^-0.65 censored it or saw no
+transition; those B = 4 pilots are why the grid starts at B = 8. The budget is the same
 for every seed of a cell, and a run whose steep segment reaches its last checkpoint is reported
 as censored, never fitted. ``--steps N`` gives every cell N updates instead (smoke runs).
 
@@ -66,10 +66,10 @@ from ihprobe.errors import IhprobeError
 from ihprobe.law import LAWS, fit_law
 from ihprobe.trainer import TrainConfig
 
-BATCHES, CONTEXTS, SEEDS = (4, 8, 16), (32, 64, 128), (0, 1, 2)
+BATCHES, CONTEXTS, SEEDS = (8, 16, 32), (32, 64, 128), (0, 1, 2)
 FIXED_B, FIXED_CONTEXTS = 8, (64, 128, 256)
 SIZE_AT = (8, 64)
-BUDGET_AT_REFERENCE = (16, 128, 6000)  # (B, C, updates); other cells scale by (B C)^-0.65
+BUDGET_AT_REFERENCE = (16, 128, 4400)  # (B, C, updates); other cells scale by (B C)^-0.9
 SEMI_NATURAL = {"repetition": 0.9, "reliability": 0.9, "vocab_size": 300}
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_CSV = HERE / "RESULTS_papers_law.md", HERE / "RESULTS_papers_law.csv"
@@ -81,13 +81,13 @@ def fixed_structure(context: int) -> dict:
 
 
 def budget(B: int, C: int) -> int:
-    """Updates for a cell: the reference budget scaled by (B C)^-0.65, in hundreds.
+    """Updates for a cell: the reference budget scaled by (B C)^-0.9, in hundreds.
 
-    >>> budget(16, 128), budget(4, 32)
-    (6000, 36400)
+    >>> budget(16, 128), budget(8, 32)
+    (4400, 28600)
     """
     B0, C0, updates = BUDGET_AT_REFERENCE
-    return int(round(updates * (B0 * C0 / (B * C)) ** 0.65 / 100) * 100)
+    return int(round(updates * (B0 * C0 / (B * C)) ** 0.9 / 100) * 100)
 
 
 def cells() -> dict[str, dict]:
