@@ -148,10 +148,13 @@ def test_scan_matches_reference(loaded):
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "gpt-neox", "llama"])
-def test_copying_matches_the_full_ov_circuit(arch, tmp_path):
-    """Small vocabulary, so that the reference can take eigenvalues of the vocab x vocab matrix."""
+def test_copying_matches_the_full_ov_circuit(arch, tmp_path, monkeypatch):
+    """Small vocabulary, so that the reference can take eigenvalues of the vocab x vocab matrix;
+    the vocabulary is cut into chunks of 10 (and a remainder), as a 50k one is."""
+    from ihprobe.probes import copying
     from ihprobe.standin import id_tokenizer
 
+    monkeypatch.setattr(copying, "VOCAB_CHUNK", 10)
     directory = save_checkpoint(
         tiny_hf_model(arch, vocab_size=64), tmp_path / arch, id_tokenizer(64)
     )

@@ -22,6 +22,8 @@ from jaxtyping import Float
 
 from ihprobe.validation import require_finite
 
+VOCAB_CHUNK = 4096  # tokens of W_U W_E multiplied at a time (50 MB of float64 at d_model 768)
+
 
 def ov_eigen_score(
     W_E: Float[torch.Tensor, "vocab d_model"],
@@ -32,6 +34,8 @@ def ov_eigen_score(
     """``sum(lambda) / sum(|lambda|)`` over the eigenvalues of ``W_E W_V W_O W_U`` per head.
 
     Computed in float64 on ``W_O (W_U W_E) W_V``; 0 for a head whose circuit is zero.
+    ``W_U W_E`` is summed over ``VOCAB_CHUNK`` tokens at a time, so a 50k vocabulary never
+    holds a float64 copy of the embeddings (600 MB at Pythia-160m).
 
     Example:
         >>> eye = torch.eye(3)
@@ -39,7 +43,10 @@ def ov_eigen_score(
         tensor([[-1.]])
     """
     require_finite("copying", W_E=W_E, W_V=W_V, W_O=W_O, W_U=W_U)  # LAPACK crashes on NaN/inf
-    ue = W_U.double() @ W_E.double()  # [d_model, d_model]
+    ue = sum(  # [d_model, d_model]
+        u.double() @ e.double()
+        for u, e in zip(W_U.split(VOCAB_CHUNK, 1), W_E.split(VOCAB_CHUNK), strict=True)
+    )
     small = W_O.double() @ ue @ W_V.double()  # [layer, head, d_head, d_head]
     eig = torch.linalg.eigvals(small)
     total = eig.abs().sum(-1)
