@@ -34,6 +34,7 @@ from ihprobe.standin import id_tokenizer
 from ihprobe.validation import check_scores
 from ihprobe.validation.config import SIZE_LIMIT_ENV, check_config
 from ihprobe.validation.files import safetensors_header
+from ihprobe.validation.numerics import all_finite
 from ihprobe.validation.tensors import check_causal
 from tests.conftest import save_checkpoint, tiny_hf_model
 
@@ -548,3 +549,24 @@ def test_every_numeric_flag_refuses_nonsense_in_one_line(command, flag, named, c
     assert flag_refused(command, flag, named, "-1", capsys) == (flag not in NEGATIVE_ALLOWED)
     valid = [v for v in ("1", "0.5") if not flag_refused(command, flag, named, v, capsys)]
     assert valid, "no ordinary value accepted"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dtype=st.sampled_from([torch.float64, torch.float32, torch.float16, torch.bfloat16]),
+    size=st.integers(0, 300),
+    planted=st.lists(
+        st.tuples(
+            st.integers(0, 299), st.sampled_from([float("nan"), float("inf"), -float("inf")])
+        ),
+        max_size=3,
+    ),
+)
+def test_all_finite_agrees_with_isfinite_wherever_the_bad_value_is(dtype, size, planted):
+    """The min/max shortcut of the weight and logits checks must see every NaN and inf."""
+    tensor = torch.randn(size, dtype=torch.float64).to(dtype)
+    for index, value in planted:
+        if index < size:
+            tensor[index] = value
+    assert all_finite(tensor) == bool(torch.isfinite(tensor).all())
+    assert all_finite(tensor.view(-1, 1)) == all_finite(tensor)

@@ -57,10 +57,10 @@ NOTHING = torch.zeros(0, dtype=torch.long)  # positions of a probe that unembeds
 DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score unchanged
 # Each pass is further bounded by the logits it holds and the tokens it runs. On CPU, time is
 # linear in rows once a pass holds a few rows, but one-row passes cost ~3x per row
-# (benchmarks/bench_scale.py): 64 MB still gives Pythia's 50k vocabulary 6 rows of 50
-# queries a pass and keeps a 160m scan within its weights + 1 GB (128 MB did not), while small
-# models stay at MAX_TOKENS; an accelerator wants large chunks to fill its units (1 GB).
-MAX_LOGITS = {"cpu": 2**24, "accelerator": 2**28}
+# (benchmarks/bench_scale.py): 128 MB still gives Pythia's 50k vocabulary 13 rows of 50
+# queries a pass (64 MB cost a 160m scan 1.5x for 0.05 GB less peak memory), while small models
+# stay at MAX_TOKENS; an accelerator wants large chunks to fill its parallel units (1 GB).
+MAX_LOGITS = {"cpu": 2**25, "accelerator": 2**28}
 MAX_TOKENS = {"cpu": 2**13, "accelerator": 2**18}
 
 

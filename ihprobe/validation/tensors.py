@@ -18,6 +18,7 @@ import torch
 
 from ihprobe.errors import IhprobeError
 from ihprobe.validation.files import safetensors_header
+from ihprobe.validation.numerics import all_finite
 
 NOT_FLOAT = ("I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL")
 # buffers older transformers saved (causal masks, rotary frequencies); HF recomputes them
@@ -30,7 +31,7 @@ def check_finite_files(files: list[Path]) -> None:
     """Raise naming the first tensor of ``files`` that holds a NaN or inf value."""
     for file in files:
         for name, tensor in _tensors(file):
-            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            if not all_finite(tensor):
                 bad = int((~torch.isfinite(tensor)).sum())
                 raise IhprobeError(
                     f"{file}: tensor {name} has {bad} NaN/inf value{'s' * (bad > 1)}; the "
