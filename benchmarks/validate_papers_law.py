@@ -20,7 +20,9 @@ Budgets: each cell trains for ``BUDGET_AT_REFERENCE`` updates scaled by
 (16 * 128 / (B C))^0.9 (4,400 updates at B = 16, C = 128; 28,600 at B = 8, C = 32), about 1.8
 times the emergence point of pilots: near 2,400 updates at B = 16, C = 128, and 18,000-28,000
 at B = 4 (C = 64 and 32), where budgets scaled by (B C)^-0.5 or ^-0.65 censored it or saw no
-transition; those B = 4 pilots are why the grid starts at B = 8. The budget is the same
+transition; those B = 4 pilots are why the grid starts at B = 8. C = 128 cells get twice
+that: at B = 8 the first seed saw no transition in 8,200 updates (8.4M tokens, max PS 0.05
+throughout), while C = 32 and 64 had placed theirs by 3-4M tokens. The budget is the same
 for every seed of a cell, and a run whose steep segment reaches its last checkpoint is reported
 as censored, never fitted. ``--steps N`` gives every cell N updates instead (smoke runs).
 
@@ -81,13 +83,15 @@ def fixed_structure(context: int) -> dict:
 
 
 def budget(B: int, C: int) -> int:
-    """Updates for a cell: the reference budget scaled by (B C)^-0.9, in hundreds.
+    """Updates for a cell: the reference budget scaled by (B C)^-0.9, in hundreds, twice that
+    at C = 128.
 
     >>> budget(16, 128), budget(8, 32)
-    (4400, 28600)
+    (8800, 28600)
     """
     B0, C0, updates = BUDGET_AT_REFERENCE
-    return int(round(updates * (B0 * C0 / (B * C)) ** 0.9 / 100) * 100)
+    scaled = int(round(updates * (B0 * C0 / (B * C)) ** 0.9 / 100) * 100)
+    return scaled * (2 if C == 128 else 1)
 
 
 def cells() -> dict[str, dict]:
