@@ -11,7 +11,10 @@ Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validat
   both C = 64 and C = 256, 2-6 periods) whatever C is; a longer context only adds
   non-repeating text in front. (Fixing the start instead would let a longer row add more
   copies, the confound of ``validate_law.py``.) One B, so only c is fitted here (b = 0: T
-  absorbs B^b).
+  absorbs B^b). Every fx cell trains for ``FIXED_BUDGET`` updates: if C does not matter here,
+  all three emerge at about the same update (a pilot at C = 128, seed 0, was rising from max
+  PS 0.02 at 2,900 updates to 0.18 at 6,000), and a budget shrinking with C would censor the
+  longest context.
 * ``size-d128``, ``size-L3``: width 128 and depth 3 at (B, C) = (8, 64); with ``sn-B8-C64``
   (width 64, depth 2) they test [A]'s model-size independence.
 * ``sched-cosine``: ``sn-B8-C64`` with a cosine schedule instead of the constant one.
@@ -69,7 +72,7 @@ from ihprobe.law import LAWS, fit_law
 from ihprobe.trainer import TrainConfig
 
 BATCHES, CONTEXTS, SEEDS = (8, 16, 32), (32, 64, 128), (0, 1, 2)
-FIXED_B, FIXED_CONTEXTS = 8, (64, 128, 256)
+FIXED_B, FIXED_CONTEXTS, FIXED_BUDGET = 8, (64, 128, 256), 12000
 SIZE_AT = (8, 64)
 BUDGET_AT_REFERENCE = (16, 128, 4400)  # (B, C, updates); other cells scale by (B C)^-0.9
 SEMI_NATURAL = {"repetition": 0.9, "reliability": 0.9, "vocab_size": 300}
@@ -103,8 +106,8 @@ def cells() -> dict[str, dict]:
                                     "options": SEMI_NATURAL, "B": B, "C": C}  # fmt: skip
     for C in FIXED_CONTEXTS:
         out[f"fx-B{FIXED_B}-C{C}"] = {"grid": "fixed-structure", "producer": "repeats",
-                                      "options": fixed_structure(C),
-                                      "B": FIXED_B, "C": C}  # fmt: skip
+                                      "options": fixed_structure(C), "B": FIXED_B,
+                                      "C": C, "steps": FIXED_BUDGET}  # fmt: skip
     base = {"producer": "semi-natural", "options": SEMI_NATURAL, "B": SIZE_AT[0], "C": SIZE_AT[1]}
     out["size-d128"] = {**base, "grid": "size", "d_model": 128}
     out["size-L3"] = {**base, "grid": "size", "layers": 3}
@@ -117,7 +120,7 @@ def config_of(name: str, cell: dict, seed: int, args) -> TrainConfig:
         out=str(Path(args.out) / name / f"seed{seed}"), producer=cell["producer"],
         producer_options=dict(cell["options"]), layers=cell.get("layers", args.layers),
         heads=4, d_model=cell.get("d_model", args.d_model), context=cell["C"],
-        batch_size=cell["B"], steps=args.steps or budget(cell["B"], cell["C"]),
+        batch_size=cell["B"], steps=args.steps or cell.get("steps") or budget(cell["B"], cell["C"]),
         lr=3e-3, warmup=0.01,
         schedule=cell.get("schedule", "constant"), seed=seed,
         n_checkpoints=args.checkpoints, state_every=args.state_every, progress=False,
