@@ -55,10 +55,12 @@ from validate_papers_common import (
     read_result,
     status_row,
     train_or_reuse,
+    verdict_order,
     write_result,
 )
 
 import ihprobe
+from ihprobe.probes.engine import METRIC_TABLE
 from ihprobe.runs import checkpoints
 from ihprobe.trainer import TrainConfig
 
@@ -181,6 +183,79 @@ def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+FORMED = METRIC_TABLE["prefix_matching"].threshold  # an attention score that counts as a head
+
+
+def ci_of(frame: pd.DataFrame, arm: str, column: str) -> tuple[float, float]:
+    """The 95% interval over an arm's seeds (NaN while the arm is pending)."""
+    rows = frame[(frame.arm == arm) & (frame.status == "done")]
+    if len(rows) < (frame.arm == arm).sum():
+        return (np.nan, np.nan)
+    return bootstrap_mean(rows[column])[1:]
+
+
+def verdicts(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(claim of [B], verdict, why) for each claim, decided by the intervals over seeds."""
+    ci = lambda arm, column: ci_of(frame, arm, column)  # noqa: E731
+    index = "global-layer-matched:load_bearing_index"
+    done = {arm: not np.isnan(ci(arm, "max_ps")[0]) for arm in ARMS}
+    no_heads = done["natural"] and ci("natural", "max_ps")[1] < FORMED
+    natural_ps = "max PS {:.2g}-{:.2g}".format(*ci("natural", "max_ps"))
+    claims = {
+        "natural": "natural-only models have a central, load-bearing induction circuit",
+        "forward": "Bi-Induct forward raises forward induction above natural-only",
+        "backward": "anti-induction stays near zero when trained on backward snippets",
+        "forward-index": "Bi-Induct forward: a distributed, redundant circuit (index below "
+        "natural's)",
+        "balanced-index": "Bi-Induct balanced: a distributed, redundant circuit (index below "
+        "natural's)",
+    }
+    needs = {
+        "natural": ["natural"],
+        "forward": ["natural", "forward"],
+        "backward": ["backward"],
+        "forward-index": ["natural", "forward"],
+        "balanced-index": ["natural", "balanced"],
+    }
+    out = []
+    for key, claim in claims.items():
+        waiting = [arm for arm in needs[key] if not done[arm]]
+        if waiting:
+            out.append((claim, "pending", f"arm(s) {', '.join(waiting)} not done with all seeds"))
+        elif key in ("natural", "forward-index", "balanced-index") and no_heads:
+            out.append(
+                (
+                    claim,
+                    "inconclusive at this scale",
+                    f"no induction head formed from "
+                    f"natural text ({natural_ps}, below {FORMED}): nothing to compare",
+                )
+            )
+        elif key == "natural":
+            verdict, why = verdict_order(ci("natural", index), (0.0, 0.0))
+            out.append((claim, verdict, f"the global layer-matched index {why} (0 = random)"))
+        elif key == "forward":
+            column = "max_forward_induction"
+            verdict, why = verdict_order(ci("forward", column), ci("natural", column))
+            out.append((claim, verdict, f"max forward induction {why} (forward vs natural)"))
+        elif key == "backward":
+            anti = ci("backward", "max_anti_induction")
+            verdict, why = verdict_order((FORMED, FORMED), anti)
+            out.append(
+                (
+                    claim,
+                    verdict,
+                    f"max anti-induction {anti[0]:.2g}-{anti[1]:.2g}, "
+                    f"against {FORMED} for a formed head",
+                )
+            )
+        else:
+            arm = key.split("-")[0]
+            verdict, why = verdict_order(ci("natural", index), ci(arm, index))
+            out.append((claim, verdict, f"index {why} (natural vs {arm})"))
+    return out  # fmt: skip
+
+
 def report(args) -> None:
     frame = collect(args)
     frame.to_csv(OUT_CSV, index=False)
@@ -196,7 +271,10 @@ def report(args) -> None:
         "Each cell: mean over seeds [bootstrap 95% over seeds]. An arm without all its seeds is",
         "**pending**: its numbers are not findings. Per-seed rows (with each index's interval",
         "over the random draws and the wall times): `RESULTS_papers_contrast.csv`.", "",
-        *markdown(arm_table(frame)), "",
+        *markdown(arm_table(frame)), "", "## [B]'s claims at this scale", "",
+        "Decided by the 95% intervals over seeds (separated intervals decide; overlapping ones",
+        f"are inconclusive); a head counts as formed at an attention score of {FORMED}.", "",
+        *markdown(pd.DataFrame(verdicts(frame), columns=["[B]'s claim", "here", "why"])), "",
     ]  # fmt: skip
     OUT_MD.write_text("\n".join(lines))
     print(f"wrote {OUT_MD.name} and {OUT_CSV.name}")

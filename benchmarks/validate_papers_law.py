@@ -59,10 +59,13 @@ from validate_papers_common import (
     command_line,
     hardware,
     interval,
+    log_ratio,
     markdown,
     read_result,
     status_row,
     train_or_reuse,
+    verdict_same,
+    verdict_value,
     write_result,
 )
 
@@ -218,6 +221,8 @@ def fit_lines(frame: pd.DataFrame, grid: str, b: float | None = None) -> list[st
     t = f["fit"]
     b_part = (f"b [{f['b_ci'][0]:.2f}, {f['b_ci'][1]:.2f}], " if b is None
               else f"b fixed at {b:g} (one batch size), ")  # fmt: skip
+    b_verdict = [] if b is not None else [("b", verdict_value(f["b_ci"], 0.37, widest=1.0))]
+    said = b_verdict + [("c", verdict_value(f["c_ci"], 0.62, widest=1.0))]
     return [
         f"- **{grid}** ({f['n']} points, {f['no_transition']} without a transition or censored): "
         f"U = {t.T:,.0f} / (B^{t.b:.2f} C^{t.c:.2f}); 95% intervals (seeds resampled within "
@@ -228,7 +233,34 @@ def fit_lines(frame: pd.DataFrame, grid: str, b: float | None = None) -> list[st
         f"(T = {f['sqrt_T']:,.0f}) {f['rms_sqrt']:.3f}; [A]'s published constants: "
         + ", ".join(f"{k} {v:.3f}" for k, v in f["rms_published"].items())
         + ".",
+        "  - against [A]: " + "; ".join(f"{k} {v} ({why})" for k, (v, why) in said) + ".",
     ]
+
+
+def compared_lines(frame: pd.DataFrame) -> list[str]:
+    """Size and schedule cells against the base cell: the ratio of mean emergence updates."""
+    base = f"sn-B{SIZE_AT[0]}-C{SIZE_AT[1]}"
+    claims = {"size-d128": "[A]: the emergence point does not depend on model size (width 128)",
+              "size-L3": "[A]: the emergence point does not depend on model size (3 layers)",
+              "sched-cosine": "how far a cosine schedule moves the emergence point"}  # fmt: skip
+    lines = []
+    for cell, claim in claims.items():
+        rows = frame[frame.cell.isin([cell, base])]
+        if (rows.status != "done").any():
+            lines.append(f"- {claim}: pending (`{cell}` or `{base}` has seeds left).")
+            continue
+        done = placed(rows)
+        point, lo, hi = log_ratio(done[done.cell == cell].updates, done[done.cell == base].updates)
+        if not np.isfinite(point):
+            lines.append(f"- {claim}: no transition placed in `{cell}` or `{base}`.")
+            continue
+        ratio = f"`{cell}` / `{base}` = {10**point:.2f}"
+        if cell.startswith("size"):
+            verdict, why = verdict_same((lo, hi))
+            lines.append(f"- {claim}: **{verdict}**; {ratio}, {why}.")
+        else:
+            lines.append(f"- {claim}: {ratio}, 95% interval [{10**lo:.2f}, {10**hi:.2f}].")
+    return lines
 
 
 def cell_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -270,7 +302,7 @@ def report(args) -> None:
         "all done are **pending**: their numbers are not findings.", "",
         *markdown(cell_table(frame)), "", "## Fits", "",
         *fit_lines(frame, "semi-natural"), *fit_lines(frame, "fixed-structure", b=0.0), "",
-        "Size and schedule cells are compared with `sn-B16-C128` in the table above.", "",
+        "## Model size and schedule", "", *compared_lines(frame), "",
     ]  # fmt: skip
     OUT_MD.write_text("\n".join(lines))
     print(f"wrote {OUT_MD.name} and {OUT_CSV.name}")
