@@ -30,14 +30,11 @@ RESULT = "result.json"
 
 
 def hardware() -> str:
-    """One line: CPU, cores, torch threads and version."""
+    """One line: CPU, cores and torch version (the runs' threads are in each report's header)."""
     import torch
 
     cpu = platform.processor() or platform.machine()
-    return (
-        f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), {platform.system()}"
-    )
+    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {platform.system()}"
 
 
 def train_or_reuse(config: TrainConfig) -> tuple[Path, float, str]:
@@ -198,3 +195,10 @@ def verdict_same(ci: tuple[float, float], *, factor: float = 1.5) -> tuple[str, 
     if lo > 0 or hi < 0:
         return "disagrees", f"{span} excludes 1"
     return "inconclusive at this scale", f"{span} holds 1 but is wider than {factor}x"
+
+
+def wall_hours(frame: pd.DataFrame) -> float:
+    """Training plus probe seconds of the finished runs, in hours."""
+    done = frame[frame.status == "done"]
+    return float(done.get("train_s", pd.Series(dtype=float)).fillna(0).sum()
+                 + done.get("probe_s", pd.Series(dtype=float)).fillna(0).sum()) / 3600  # fmt: skip

@@ -66,6 +66,7 @@ from validate_papers_common import (
     train_or_reuse,
     verdict_same,
     verdict_value,
+    wall_hours,
     write_result,
 )
 
@@ -289,7 +290,12 @@ def report(args) -> None:
     frame.to_csv(OUT_CSV, index=False)
     lines = [
         "# [A]'s emergence law on semi-natural data, with seeds (issue 15)", "",
-        f"Last command: `{command_line()}`", f"Hardware: {hardware()}", "",
+        "Runs: one process per cell and seed, two at a time (one per core, "
+        "`OMP_NUM_THREADS=1`): `nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py "
+        "--cell CELL --seed SEED`; the tables: the same with `--report`.",
+        f"Last command: `{command_line()}`", f"Hardware: {hardware()}",
+        f"Wall time of the finished runs: {wall_hours(frame):.2f} h of one core (training and "
+        "probes, summed over cells and seeds).", "",
         "Settings: GPT-NeoX, 4 heads, d_model 64 and 2 layers unless the cell says otherwise; "
         f"AdamW lr 3e-3, 1% warm-up then constant (sched-cosine: cosine to 0), grad clip 1; "
         "updates per run as in the table (the cell's budget, see the docstring), "
