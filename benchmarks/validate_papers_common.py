@@ -92,13 +92,19 @@ def bootstrap_mean(values, *, resamples: int = 2000, seed: int = 0) -> tuple[flo
     return float(x.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def interval(mean: float, lo: float, hi: float, digits: int = 3) -> str:
-    """``m [lo, hi]``, ``m (one seed)`` or ``pending``."""
+def interval(mean: float, lo: float, hi: float, digits: int = 3, spec: str | None = None) -> str:
+    """``m [lo, hi]``, ``m (one seed)`` or ``pending``; ``spec`` a format such as ``",.0f"``
+    (default: ``digits`` significant digits).
+
+    >>> interval(11800.4, 10200, 13200, spec=",.0f"), interval(0.5, np.nan, np.nan)
+    ('11,800 [10,200, 13,200]', '0.5 (one seed)')
+    """
+    spec = spec or f".{digits}g"
     if not np.isfinite(mean):
         return "pending"
     if not np.isfinite(lo):
-        return f"{mean:.{digits}g} (one seed)"
-    return f"{mean:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+        return f"{mean:{spec}} (one seed)"
+    return f"{mean:{spec}} [{lo:{spec}}, {hi:{spec}}]"
 
 
 def markdown(frame: pd.DataFrame) -> list[str]:

@@ -181,12 +181,16 @@ def placed(done: pd.DataFrame) -> pd.DataFrame:
     return done[done.transition.astype(bool) & ~done.censored.astype(bool)]
 
 
-def fit_grid(done: pd.DataFrame, b: float | None = None, resamples: int = 1000) -> dict:
+def fit_grid(
+    done: pd.DataFrame, b: float | None = None, resamples: int = 1000, censored: bool = False
+) -> dict:
     """Refit with both forms; bootstrap intervals by resampling seeds within each cell.
 
     ``b`` fixes the batch exponent (a grid with one B); the sqrt form then fixes only c.
+    ``censored`` also fits the start of the steep segment of censored runs (a sensitivity
+    check: their transition began inside the budget, its end did not).
     """
-    formed = placed(done)
+    formed = done[done.transition.astype(bool)] if censored else placed(done)
     points = formed.rename(columns={"B": "batch_size", "C": "context"})
     free, sqrt = fit_law(points, b=b), fit_law(points, b=0.5 if b is None else b, c=0.5)
     rng = np.random.default_rng(0)
@@ -235,7 +239,20 @@ def fit_lines(frame: pd.DataFrame, grid: str, b: float | None = None) -> list[st
         + ", ".join(f"{k} {v:.3f}" for k, v in f["rms_published"].items())
         + ".",
         "  - against [A]: " + "; ".join(f"{k} {v} ({why})" for k, (v, why) in said) + ".",
+        *censored_line(rows, b),
     ]
+
+
+def censored_line(rows: pd.DataFrame, b: float | None) -> list[str]:
+    """The fit again with the censored runs' start points, when there are any."""
+    n = int(rows.censored.astype(bool).sum())
+    if not n:
+        return []
+    f = fit_grid(rows, b=b, censored=True)
+    b_part = "" if b is not None else f"b [{f['b_ci'][0]:.2f}, {f['b_ci'][1]:.2f}], "
+    return [f"  - sensitivity, with the {n} censored run(s)' start points included "
+            f"({f['n']} points): b = {f['fit'].b:.2f}, c = {f['fit'].c:.2f}; 95% intervals "
+            f"{b_part}c [{f['c_ci'][0]:.2f}, {f['c_ci'][1]:.2f}]."]  # fmt: skip
 
 
 def compared_lines(frame: pd.DataFrame) -> list[str]:
@@ -269,7 +286,9 @@ def cell_table(frame: pd.DataFrame) -> pd.DataFrame:
     for name, group in frame.groupby("cell", sort=False):
         done = group[group.status == "done"]
         formed = placed(done)
-        value = interval(*bootstrap_mean(formed.updates)) if len(formed) else "none placed"
+        value = (
+            interval(*bootstrap_mean(formed.updates), spec=",.0f") if len(formed) else "none placed"
+        )
         if len(done) < len(group):
             value = f"pending ({value if len(done) else 'nothing done'})"
         rows.append({

@@ -122,3 +122,14 @@ def test_size_verdict_reads_the_ratio_of_emergence_points():
     slower = same.copy()
     slower.loc[slower.cell == "size-d128", "updates"] *= 3
     assert "**disagrees**" in law.compared_lines(slower)[0]
+
+
+def test_censored_runs_are_left_out_of_the_fit_and_refitted_as_a_sensitivity_check():
+    frame = law_frame(0.37, 0.62)
+    plain = " ".join(law.fit_lines(frame, "semi-natural"))
+    assert "sensitivity" not in plain
+    late = frame.index[(frame.cell == "sn-B8-C128") & (frame.seed == 1)]
+    frame.loc[late, ["censored", "updates"]] = [True, 1e6]  # a start far off the law
+    lines = " ".join(law.fit_lines(frame, "semi-natural"))
+    assert "(26 points, 1 without a transition or censored)" in lines
+    assert "with the 1 censored run(s)' start points included (27 points)" in lines
