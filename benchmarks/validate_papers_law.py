@@ -269,6 +269,18 @@ def compared_lines(frame: pd.DataFrame) -> list[str]:
             continue
         done = placed(rows)
         point, lo, hi = log_ratio(done[done.cell == cell].updates, done[done.cell == base].updates)
+        never = rows[(rows.cell == cell) & ~rows.transition.astype(bool)]
+        base_done = done[done.cell == base]
+        if len(never) == (rows.cell == cell).sum() and len(base_done) == (rows.cell == base).sum():
+            # no seed of the cell began its transition within the budget: a lower bound
+            at_least = never.steps.min() / base_done.updates.max()
+            verdict = "disagrees" if at_least > 1.5 else "inconclusive at this scale"
+            said = f"**{verdict}**; " if cell.startswith("size") else ""
+            by = f"{base_done.updates.max():,.0f}"
+            lines.append(f"- {claim}: {said}no seed of `{cell}` began a transition within its "
+                         f"{int(never.steps.min()):,} updates, while every seed of `{base}` had "
+                         f"by {by}: at least {at_least:.1f}x later.")  # fmt: skip
+            continue
         if not np.isfinite(point):
             lines.append(f"- {claim}: no transition placed in `{cell}` or `{base}`.")
             continue

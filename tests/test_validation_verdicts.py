@@ -129,7 +129,21 @@ def test_censored_runs_are_left_out_of_the_fit_and_refitted_as_a_sensitivity_che
     plain = " ".join(law.fit_lines(frame, "semi-natural"))
     assert "sensitivity" not in plain
     late = frame.index[(frame.cell == "sn-B8-C128") & (frame.seed == 1)]
-    frame.loc[late, ["censored", "updates"]] = [True, 1e6]  # a start far off the law
+    frame.loc[late, "censored"] = True
+    frame.loc[late, "updates"] = 1e6  # a start far off the law
     lines = " ".join(law.fit_lines(frame, "semi-natural"))
     assert "(26 points, 1 without a transition or censored)" in lines
     assert "with the 1 censored run(s)' start points included (27 points)" in lines
+
+
+def test_a_cell_that_never_transitions_gives_a_lower_bound_not_a_ratio():
+    frame = law_frame(0.37, 0.62)
+    wide = frame.cell == "size-d128"
+    frame.loc[wide, "transition"] = False
+    frame.loc[wide, "updates"] = np.nan
+    frame.loc[wide, "steps"] = 15300
+    line = law.compared_lines(frame)[0]
+    base = frame[frame.cell == "sn-B8-C64"].updates.max()
+    assert "**disagrees**" in line and f"at least {15300 / base:.1f}x later" in line
+    frame.loc[wide, "steps"] = int(base * 1.2)  # a budget too short to say much
+    assert "**inconclusive at this scale**" in law.compared_lines(frame)[0]
