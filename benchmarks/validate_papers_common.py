@@ -208,3 +208,18 @@ def wall_hours(frame: pd.DataFrame) -> float:
     done = frame[frame.status == "done"]
     return float(done.get("train_s", pd.Series(dtype=float)).fillna(0).sum()
                  + done.get("probe_s", pd.Series(dtype=float)).fillna(0).sum()) / 3600  # fmt: skip
+
+
+def report_header(title: str, script: str, unit: str, frame: pd.DataFrame) -> list[str]:
+    """The first lines of a results file: title, how the runs were launched (``unit``: the
+    options of one process), the last command,
+    the hardware and the one-core wall time of the finished runs."""
+    return [
+        f"# {title}", "",
+        "Runs: one process per cell and seed, two at a time (one per core, "
+        f"`OMP_NUM_THREADS=1`): `nice -n 19 .venv/bin/python benchmarks/{script} {unit}`; the "
+        "tables: the same with `--report`.",
+        f"Last command: `{command_line()}`", f"Hardware: {hardware()}",
+        f"Wall time of the finished runs: {wall_hours(frame):.2f} h of one core (training and "
+        "probes, summed over cells and seeds).", "",
+    ]  # fmt: skip

@@ -48,15 +48,13 @@ import pandas as pd
 from validate_papers_common import (
     ROOT,
     bootstrap_mean,
-    command_line,
-    hardware,
     interval,
     markdown,
     read_result,
+    report_header,
     status_row,
     train_or_reuse,
     verdict_order,
-    wall_hours,
     write_result,
 )
 
@@ -257,17 +255,14 @@ def verdicts(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
     return out  # fmt: skip
 
 
+TITLE = "[B]'s contrast at matched compute, with seeds (issue 15)"
+
+
 def report(args) -> None:
     frame = collect(args)
     frame.to_csv(OUT_CSV, index=False)
     lines = [
-        "# [B]'s contrast at matched compute, with seeds (issue 15)", "",
-        "Runs: one process per cell and seed, two at a time (one per core, "
-        "`OMP_NUM_THREADS=1`): `nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py "
-        "--cell ARM --seed SEED`; the tables: the same with `--report`.",
-        f"Last command: `{command_line()}`", f"Hardware: {hardware()}",
-        f"Wall time of the finished runs: {wall_hours(frame):.2f} h of one core (training and "
-        "probes, summed over cells and seeds).", "",
+        *report_header(TITLE, "validate_papers_contrast.py", "--seed SEED", frame),
         f"Settings: GPT-NeoX {args.layers} layers x {args.heads} heads, d_model {args.d_model}, "
         f"B = {args.batch_size}, C = {args.context}, {args.steps} updates per arm "
         f"({args.steps * args.batch_size * args.context:,} tokens, the same for every arm); "

@@ -56,17 +56,15 @@ import pandas as pd
 from validate_papers_common import (
     ROOT,
     bootstrap_mean,
-    command_line,
-    hardware,
     interval,
     log_ratio,
     markdown,
     read_result,
+    report_header,
     status_row,
     train_or_reuse,
     verdict_same,
     verdict_value,
-    wall_hours,
     write_result,
 )
 
@@ -322,17 +320,14 @@ def cell_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+TITLE = "[A]'s emergence law on semi-natural data, with seeds (issue 15)"
+
+
 def report(args) -> None:
     frame = collect(args)
     frame.to_csv(OUT_CSV, index=False)
     lines = [
-        "# [A]'s emergence law on semi-natural data, with seeds (issue 15)", "",
-        "Runs: one process per cell and seed, two at a time (one per core, "
-        "`OMP_NUM_THREADS=1`): `nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py "
-        "--cell CELL --seed SEED`; the tables: the same with `--report`.",
-        f"Last command: `{command_line()}`", f"Hardware: {hardware()}",
-        f"Wall time of the finished runs: {wall_hours(frame):.2f} h of one core (training and "
-        "probes, summed over cells and seeds).", "",
+        *report_header(TITLE, "validate_papers_law.py", "--cell CELL --seed SEED", frame),
         "Settings: GPT-NeoX, 4 heads, d_model 64 and 2 layers unless the cell says otherwise; "
         f"AdamW lr 3e-3, 1% warm-up then constant (sched-cosine: cosine to 0), grad clip 1; "
         "updates per run as in the table (the cell's budget, see the docstring), "
