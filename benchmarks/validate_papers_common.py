@@ -216,9 +216,8 @@ def report_header(title: str, script: str, unit: str, frame: pd.DataFrame) -> li
     the hardware and the one-core wall time of the finished runs."""
     return [
         f"# {title}", "",
-        "Runs: one process per cell and seed, two at a time (one per core, "
-        f"`OMP_NUM_THREADS=1`): `nice -n 19 .venv/bin/python benchmarks/{script} {unit}`; the "
-        "tables: the same with `--report`.",
+        f"Runs: `nice -n 19 .venv/bin/python benchmarks/{script} {unit}`, two processes at a "
+        "time (one per core, `OMP_NUM_THREADS=1`); the tables: the same with `--report`.",
         f"Last command: `{command_line()}`", f"Hardware: {hardware()}",
         f"Wall time of the finished runs: {wall_hours(frame):.2f} h of one core (training and "
         "probes, summed over cells and seeds).", "",
