@@ -112,7 +112,7 @@ def evaluate_groups(
         >>> evaluate_groups(model, probe, keeps, None)["induction_loss"]  # doctest: +SKIP
     """
     n_rows = len(probe.tokens)
-    chunk = budget_rows(model, probe, max_logits)
+    chunk = budget_rows(model, probe, max_logits) if max_logits else None  # else run_probe's
 
     per_row = replacement is not None and replacement.dim() == 5
 

@@ -48,8 +48,7 @@ def require_finite(metric: str, **tensors: torch.Tensor) -> None:
         if not all_finite(tensor):
             raise IhprobeError(
                 f"{metric}: {name} holds {int((~torch.isfinite(tensor)).sum())} NaN/inf values; "
-                "the model's "
-                "weights are broken, so the score is undefined."
+                "the model's weights are broken, so the score is undefined."
             )
 
 
