@@ -44,11 +44,8 @@ def train_one_induction_head(max_updates: int = 1500, target_loss: float = 2.8):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     directory = tmp_path_factory.mktemp("one-induction-head")
     save_checkpoint(train_one_induction_head(), directory, id_tokenizer(VOCAB))
-    torch.set_num_threads(threads)
     model = ihprobe.load(directory)
     scores = ihprobe.scan(model, ["prefix_matching", "previous_token"], n=32)
     assert scores.top_heads("prefix_matching", 1)[0][:2] == INDUCTION  # training worked

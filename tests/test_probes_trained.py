@@ -43,17 +43,8 @@ def train_two_layer(max_updates=2500, target_loss=2.8, *, model=None, seed=0):
     return model.eval()
 
 
-@pytest.fixture
-def one_thread():
-    """A model this small trains no faster on two threads, and far slower on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.slow
-def test_trained_model_has_an_induction_head_that_scan_finds(tmp_path, one_thread):
+def test_trained_model_has_an_induction_head_that_scan_finds(tmp_path):
     directory = save_checkpoint(train_two_layer(), tmp_path / "trained", id_tokenizer(VOCAB))
     model = ihprobe.load(directory)
     n = 32

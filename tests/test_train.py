@@ -16,15 +16,6 @@ from ihprobe.trainer import TrainConfig, load_config, train
 from ihprobe.weights import read_state_dict
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models gain nothing from a second thread, and lose a lot on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny(tmp_path, name="run", **overrides) -> TrainConfig:
     """A config that trains in well under a second: 1 layer, d_model 16, B=4, C=16."""
     base = dict(

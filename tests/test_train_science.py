@@ -16,15 +16,6 @@ from ihprobe.trainer import TrainConfig, train
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models gain nothing from a second thread, and lose a lot on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 class RepeatedPermutations(Producer):
     """Rows that cycle through ``period`` distinct random tokens, the period drawn per row.
 
