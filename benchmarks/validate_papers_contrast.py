@@ -86,9 +86,10 @@ OUT_MD, OUT_CSV = HERE / "RESULTS_papers_contrast.md", HERE / "RESULTS_papers_co
 
 def config_of(arm: str, seed: int, args) -> TrainConfig:
     producer, options = ARMS[arm]
+    corpus = {"text": args.text} if args.text else {}
     return TrainConfig(
         out=str(Path(args.out) / arm / f"seed{seed}"), producer=producer,
-        producer_options=dict(options), layers=args.layers, heads=args.heads,
+        producer_options={**options, **corpus}, layers=args.layers, heads=args.heads,
         d_model=args.d_model, context=args.context, batch_size=args.batch_size,
         steps=args.steps, lr=3e-3, schedule="cosine", seed=seed,
         n_checkpoints=args.checkpoints, state_every=args.state_every, progress=False,
@@ -258,27 +259,35 @@ def verdicts(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
 TITLE = "[B]'s contrast at matched compute, with seeds (issue 15)"
 
 
+def results_files(args) -> tuple[Path, Path]:
+    """``RESULTS_papers_contrast[-LABEL].md`` and ``.csv``: one pair per corpus."""
+    suffix = f"-{args.label}" if args.label else ""
+    return (HERE / f"{OUT_MD.stem}{suffix}.md", HERE / f"{OUT_CSV.stem}{suffix}.csv")
+
+
 def report(args) -> None:
     frame = collect(args)
-    frame.to_csv(OUT_CSV, index=False)
+    out_md, out_csv = results_files(args)
+    frame.to_csv(out_csv, index=False)
     lines = [
         *report_header(TITLE, "validate_papers_contrast.py", "--seed SEED", frame),
         f"Settings: GPT-NeoX {args.layers} layers x {args.heads} heads, d_model {args.d_model}, "
         f"B = {args.batch_size}, C = {args.context}, {args.steps} updates per arm "
         f"({args.steps * args.batch_size * args.context:,} tokens, the same for every arm); "
         "AdamW lr 3e-3, cosine, grad clip 1; Bi-Induct span 20, m0 0.5 linear anneal, "
-        f"token mixing; seeds {', '.join(map(str, SEEDS))}; ablation: mean, "
+        f"token mixing; corpus: {args.text or 'the embedded one'} (300-id BPE on it); "
+        f"seeds {', '.join(map(str, SEEDS))}; ablation: mean, "
         f"{args.random} random draws, index of induction loss.", "",
         "Each cell: mean over seeds [bootstrap 95% over seeds]. An arm without all its seeds is",
         "**pending**: its numbers are not findings. Per-seed rows (with each index's interval",
-        "over the random draws and the wall times): `RESULTS_papers_contrast.csv`.", "",
+        f"over the random draws and the wall times): `{out_csv.name}`.", "",
         *markdown(arm_table(frame)), "", "## [B]'s claims at this scale", "",
         "Decided by the 95% intervals over seeds (separated intervals decide; overlapping ones",
         f"are inconclusive); a head counts as formed at an attention score of {FORMED}.", "",
         *markdown(pd.DataFrame(verdicts(frame), columns=["[B]'s claim", "here", "why"])), "",
     ]  # fmt: skip
-    OUT_MD.write_text("\n".join(lines))
-    print(f"wrote {OUT_MD.name} and {OUT_CSV.name}")
+    out_md.write_text("\n".join(lines))
+    print(f"wrote {out_md.name} and {out_csv.name}")
 
 
 def main() -> None:
@@ -296,8 +305,18 @@ def main() -> None:
     parser.add_argument("--checkpoints", type=int, default=10)
     parser.add_argument("--random", type=int, default=20, help="random baseline draws")
     parser.add_argument("--state-every", type=int, default=100)
-    parser.add_argument("--out", default=str(ROOT / "runs" / "validate-papers" / "contrast"))
+    parser.add_argument(
+        "--text",
+        help="train every arm on this corpus (file, folder or glob) "
+        "instead of the embedded one; needs --label",
+    )
+    parser.add_argument("--label", help="names the corpus in the run folder and results files")
+    parser.add_argument("--out", help="run folder (default runs/validate-papers/contrast[-LABEL])")
     args = parser.parse_args()
+    if bool(args.text) != bool(args.label):
+        parser.error("--text and --label go together: name the corpus you train on")
+    suffix = f"-{args.label}" if args.label else ""
+    args.out = args.out or str(ROOT / "runs" / "validate-papers" / f"contrast{suffix}")
     if args.list:
         print(collect(args)[["arm", "seed", "status"]].to_string(index=False))
         return
