@@ -217,6 +217,11 @@ def verdicts(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
         "forward-index": ["natural", "forward"],
         "balanced-index": ["natural", "balanced"],
     }
+    for arm in ("forward", "backward", "balanced"):  # needs no heads: [B] finds it at every size
+        claims[f"{arm}-perplexity"] = (
+            f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"
+        )
+        needs[f"{arm}-perplexity"] = ["natural", arm]
     out = []
     for key, claim in claims.items():
         waiting = [arm for arm in needs[key] if not done[arm]]
@@ -249,6 +254,10 @@ def verdicts(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
                     f"against {FORMED} for a formed head",
                 )
             )
+        elif key.endswith("-perplexity"):
+            arm, column = key.split("-")[0], "natural_perplexity"
+            verdict, why = verdict_order(ci(arm, column), ci("natural", column))
+            out.append((claim, verdict, f"perplexity: {why} ({arm} vs natural)"))
         else:
             arm = key.split("-")[0]
             verdict, why = verdict_order(ci("natural", index), ci(arm, index))

@@ -50,9 +50,11 @@ def test_every_law_cell_gets_a_budget_that_grows_as_b_and_c_shrink():
     assert budgets["sn-B8-C32"] > budgets["sn-B8-C64"]
 
 
-def contrast_frame(natural_ps: float, backward_anti: float, seeds=(0, 1, 2)) -> pd.DataFrame:
-    """Three seeds per arm with a little spread; the natural arm's PS and the backward arm's
-    anti-induction set by the test."""
+def contrast_frame(
+    natural_ps: float, backward_anti: float, seeds=(0, 1, 2), natural_perplexity: float = 7.0
+) -> pd.DataFrame:
+    """Three seeds per arm with a little spread; the natural arm's PS and perplexity and the
+    backward arm's anti-induction set by the test (every Bi-Induct arm's perplexity is 8)."""
     rows = []
     for arm in contrast.ARMS:
         for seed in seeds:
@@ -64,6 +66,7 @@ def contrast_frame(natural_ps: float, backward_anti: float, seeds=(0, 1, 2)) -> 
                 "max_anti_induction": (backward_anti if arm == "backward" else 0.03) + jitter,
                 "global-layer-matched:load_bearing_index": (3.0 if arm == "natural" else 1.0)
                 + jitter,
+                "natural_perplexity": (natural_perplexity if arm == "natural" else 8.0) + jitter,
             })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -84,6 +87,20 @@ def test_contrast_anti_induction_verdict_flips_with_the_backward_arm():
     low = dict((c, v) for c, v, _ in contrast.verdicts(contrast_frame(0.6, 0.03)))
     high = dict((c, v) for c, v, _ in contrast.verdicts(contrast_frame(0.6, 0.7)))
     assert (low[claim], high[claim]) == ("agrees", "disagrees")
+
+
+def test_contrast_perplexity_verdicts_need_no_heads_and_flip_with_the_data():
+    claims = [f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"
+              for arm in ("forward", "backward", "balanced")]  # fmt: skip
+    for perplexity, expected in ((7.0, "agrees"), (9.0, "disagrees"),
+                                 (8.0, "inconclusive at this scale")):  # fmt: skip
+        found = dict(
+            (c, v)
+            for c, v, _ in contrast.verdicts(
+                contrast_frame(0.02, 0.03, natural_perplexity=perplexity)
+            )
+        )
+        assert [found[c] for c in claims] == [expected] * 3, perplexity
 
 
 def test_contrast_verdicts_wait_for_every_seed():
