@@ -120,3 +120,21 @@ def test_cli_choices_are_the_librarys():
 
     assert (cli.SCOPES, cli.BASELINES) == (head_sets.SCOPES, head_sets.BASELINES)
     assert set(cli.MODES) == set(masks.MODES)
+
+
+def test_load_bearing_curve_marks_index_two_on_its_own_axis():
+    from ihprobe.figures.ablation import load_bearing_figure
+
+    rows = []
+    for tokens, ps, index in ((1024, 0.02, 0.5), (2048, 0.6, 14.0), (4096, 0.9, -3.0)):
+        rows += [
+            {"tokens": tokens, "metric": "prefix_matching", "value": ps},
+            {"tokens": tokens, "metric": "induction_loss.load_bearing_index", "value": index},
+            {"tokens": tokens, "metric": "induction_loss.load_bearing_lo", "value": index - 1},
+            {"tokens": tokens, "metric": "induction_loss.load_bearing_hi", "value": index + 1},
+        ]
+    fig = load_bearing_figure(pd.DataFrame(rows), "induction_loss", "prefix_matching")
+    (label,) = [a for a in fig.layout.annotations if a.text == "index 2"]
+    assert (label.yref, label.y) == ("y2", 2)  # read on the index axis, not the score axis
+    assert fig.layout.yaxis2.tickmode == "auto"  # round ticks rather than the score grid's
+    assert list(fig.data[-1].y) == [0.5, 14.0, -3.0]

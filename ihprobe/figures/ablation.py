@@ -170,11 +170,18 @@ def load_bearing_figure(frame: pd.DataFrame, metric: str, by: str) -> go.Figure:
         mode="lines+markers", line={"color": TOP_COLOR}, secondary_y=True,
     )  # fmt: skip
     fig.add_hline(y=2, line={"color": RANDOM_COLOR, "dash": "dot"}, secondary_y=True)
+    fig.add_annotation(text="index 2", x=0, xref="paper", y=2, yref="y2", showarrow=False,
+                       xanchor="left", yanchor="bottom", font={"color": RANDOM_COLOR})  # fmt: skip
     if x == "tokens" and (table.index > 0).all():
         fig.update_xaxes(type="log")
     fig.update_xaxes(title_text=f"training {x}")
     fig.update_yaxes(title_text=f"max {by}", secondary_y=False)
-    fig.update_yaxes(title_text=f"{metric}: load-bearing index", secondary_y=True)
+    fig.update_yaxes(
+        title_text=f"{metric}: load-bearing index",
+        secondary_y=True,
+        tickmode="auto",
+        showgrid=False,
+    )  # round ticks, not the left axis's grid
     fig.update_layout(
         title=f"Signature vs load-bearing over training ({metric})", template="plotly_white",
         height=480, width=PAGE_WIDTH, legend={"orientation": "h", "y": -0.25},
