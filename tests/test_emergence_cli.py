@@ -99,6 +99,7 @@ def test_figures_mark_the_point_and_the_prediction():
         losses=pd.DataFrame({"tokens": tokens[1:], "loss": np.linspace(5, 2, 10)}),
     )
     assert {t.name for t in fig.data} == {"max prefix matching", "AR accuracy", "training loss"}
+    assert fig.layout.yaxis2.tickmode == "auto"  # the loss axis's own ticks, not the score's
     lines = [s for s in fig.layout.shapes if s.type == "line"]
     assert sorted(s.x0 for s in lines) == sorted([point.tokens, predict_emergence(4, 25).tokens])
     strip = head_strip_figure(table)

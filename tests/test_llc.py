@@ -100,3 +100,5 @@ def test_the_llc_figure_draws_llc_ps_and_every_chain():
     names = [t.name for t in fig.data]
     assert "LLC" in names and "max PS" in names
     assert sum(name.startswith("step ") for name in names) == 4  # 2 checkpoints x 2 chains
+    ps_axis = fig.data[names.index("max PS")].yaxis
+    assert fig.layout[ps_axis.replace("y", "yaxis")].tickmode == "auto"  # its own 0..1 ticks
