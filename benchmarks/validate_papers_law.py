@@ -27,7 +27,10 @@ transition; those B = 4 pilots are why the grid starts at B = 8. C = 128 cells g
 that: at B = 8 the first seed saw no transition in 8,200 updates (8.4M tokens, max PS 0.05
 throughout), while C = 32 and 64 had placed theirs by 3-4M tokens. The budget is the same
 for every seed of a cell, and a run whose steep segment reaches its last checkpoint is reported
-as censored, never fitted. ``--steps N`` gives every cell N updates instead (smoke runs).
+as censored, never fitted; ``--extend-censored`` reruns each censored seed with twice its
+budget (into ``seedS-x2``; a constant schedule, so only the 1% warm-up and the checkpoint
+spacing change), and the rerun takes its place in the tables and fits. ``--steps N`` gives
+every cell N updates instead (smoke runs).
 
 Every run: GPT-NeoX, 4 heads, AdamW lr 3e-3, 1% warm-up then constant (unless the cell says
 cosine), grad clip 1, log-spaced checkpoints. The emergence point is the
@@ -76,6 +79,7 @@ from ihprobe.trainer import TrainConfig
 BATCHES, CONTEXTS, SEEDS = (8, 16, 32), (32, 64, 128), (0, 1, 2)
 FIXED_B, FIXED_CONTEXTS, FIXED_BUDGET = 8, (64, 128, 256), 12000
 SIZE_AT = (8, 64)
+EXTEND = 2  # a censored seed is rerun (--extend-censored) with this many times its budget
 BUDGET_AT_REFERENCE = (16, 128, 4400)  # (B, C, updates); other cells scale by (B C)^-0.9
 SEMI_NATURAL = {"repetition": 0.9, "reliability": 0.9, "vocab_size": 300}
 HERE = Path(__file__).resolve().parent
@@ -117,21 +121,28 @@ def cells() -> dict[str, dict]:
     return out
 
 
-def config_of(name: str, cell: dict, seed: int, args) -> TrainConfig:
+def run_dir(out: str, name: str, seed: int, factor: int = 1) -> Path:
+    """``OUT/CELL/seedS``, or ``seedS-xF`` for the rerun of a censored seed with F x the budget."""
+    return Path(out) / name / (f"seed{seed}" if factor == 1 else f"seed{seed}-x{factor}")
+
+
+def config_of(name: str, cell: dict, seed: int, args, factor: int = 1) -> TrainConfig:
+    steps = args.steps or cell.get("steps") or budget(cell["B"], cell["C"])
     return TrainConfig(
-        out=str(Path(args.out) / name / f"seed{seed}"), producer=cell["producer"],
+        out=str(run_dir(args.out, name, seed, factor)), producer=cell["producer"],
         producer_options=dict(cell["options"]), layers=cell.get("layers", args.layers),
         heads=4, d_model=cell.get("d_model", args.d_model), context=cell["C"],
-        batch_size=cell["B"], steps=args.steps or cell.get("steps") or budget(cell["B"], cell["C"]),
+        batch_size=cell["B"], steps=steps * factor,
         lr=3e-3, warmup=0.01,
         schedule=cell.get("schedule", "constant"), seed=seed,
         n_checkpoints=args.checkpoints, state_every=args.state_every, progress=False,
     )  # fmt: skip
 
 
-def run_cell(name: str, cell: dict, seed: int, args) -> dict:
-    """Train (or resume, or reuse) one cell's seed and find its emergence point."""
-    config = config_of(name, cell, seed, args)
+def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
+    """Train (or resume, or reuse) one cell's seed and find its emergence point; ``factor``
+    times the cell's budget for the rerun of a censored seed."""
+    config = config_of(name, cell, seed, args, factor)
     run, seconds, how = train_or_reuse(config)
     done = read_result(run)
     if done is not None and how == "reused":
@@ -151,7 +162,7 @@ def run_cell(name: str, cell: dict, seed: int, args) -> dict:
         # the steep segment reaches the last checkpoint: the point is at the budget's edge
         "censored": bool(point.transition and point.updates_high >= config.total_steps),
         "train_s": previous.get("train_s", 0.0) + seconds, "probe_s": time.perf_counter() - started,
-        "how": how,
+        "how": how, "budget_factor": factor,
     }  # fmt: skip
     write_result(run, result)
     print(f"{name} seed {seed}: {how}, {result}", flush=True)
@@ -163,7 +174,10 @@ def collect(args) -> pd.DataFrame:
     rows = []
     for name, cell in cells().items():
         for seed in SEEDS:
-            result = read_result(Path(args.out) / name / f"seed{seed}")
+            result = read_result(run_dir(args.out, name, seed))
+            if result and result.get("censored"):  # its rerun with a longer budget, if done
+                rerun = read_result(run_dir(args.out, name, seed, EXTEND))
+                result = rerun or result
             shape = {"grid": cell["grid"], "B": cell["B"], "C": cell["C"]}
             rows.append(status_row({"cell": name, "seed": seed, **shape}, result))
     frame = pd.DataFrame(rows)
@@ -171,6 +185,7 @@ def collect(args) -> pd.DataFrame:
         frame[flag] = frame.get(flag, pd.Series(False, index=frame.index)).fillna(False)
     for column in ("steps", "updates", "train_s", "probe_s"):
         frame[column] = frame.get(column, pd.Series(np.nan, index=frame.index))
+    frame["budget_factor"] = frame.get("budget_factor", pd.Series(1, index=frame.index)).fillna(1)
     return frame
 
 
@@ -320,6 +335,16 @@ def cell_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def rerun_lines(frame: pd.DataFrame) -> list[str]:
+    """Which seeds the table shows from their rerun with a longer budget (``--extend-censored``)."""
+    reruns = frame[frame.budget_factor > 1]
+    if not len(reruns):
+        return []
+    seeds = ", ".join(f"`{r.cell}` seed {r.seed}" for r in reruns.itertuples())
+    return [f"Censored at their cell's budget and rerun with {EXTEND}x of it (`--extend-censored`; "
+            f"the rerun replaces the censored run everywhere below): {seeds}.", ""]  # fmt: skip
+
+
 TITLE = "[A]'s emergence law on semi-natural data, with seeds (issue 15)"
 
 
@@ -338,7 +363,7 @@ def report(args) -> None:
         "3-segment fit of max prefix matching vs log tokens (probe n = 16, 50 rows).", "",
         "Per-seed rows, wall times and status: `RESULTS_papers_law.csv`. Cells whose seeds are not",
         "all done are **pending**: their numbers are not findings.", "",
-        *markdown(cell_table(frame)), "", "## Fits", "",
+        *markdown(cell_table(frame)), "", *rerun_lines(frame), "## Fits", "",
         *fit_lines(frame, "semi-natural"), *fit_lines(frame, "fixed-structure", b=0.0), "",
         "## Model size and schedule", "", *compared_lines(frame), "",
     ]  # fmt: skip
@@ -352,6 +377,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, action="append", help="run only this seed")
     parser.add_argument("--list", action="store_true", help="list the cells and their status")
     parser.add_argument("--report", action="store_true", help="only rewrite the results files")
+    parser.add_argument(
+        "--extend-censored",
+        action="store_true",
+        help=f"rerun each censored seed with {EXTEND}x its budget; the rerun "
+        "replaces it in the tables and fits",
+    )
     parser.add_argument("--steps", type=int, help="updates per run (default: the cell's budget)")
     parser.add_argument("--checkpoints", type=int, default=40, help="log-spaced (1.3x apart)")
     parser.add_argument("--d-model", type=int, default=64)
@@ -366,7 +397,15 @@ def main() -> None:
     if args.list:
         print(collect(args)[["cell", "seed", "grid", "B", "C", "status"]].to_string(index=False))
         return
-    if not args.report:
+    if args.extend_censored:
+        done = collect(args)
+        chosen = done[done.censored.astype(bool) & (done.budget_factor == 1)]
+        for row in chosen.itertuples():
+            if (not args.cell or row.cell in args.cell) and (
+                not args.seed or row.seed in args.seed
+            ):
+                run_cell(row.cell, table[row.cell], row.seed, args, factor=EXTEND)
+    elif not args.report:
         for name in args.cell or table:
             for seed in args.seed or SEEDS:
                 run_cell(name, table[name], seed, args)

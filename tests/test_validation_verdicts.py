@@ -164,3 +164,25 @@ def test_a_cell_that_never_transitions_gives_a_lower_bound_not_a_ratio():
     assert "**disagrees**" in line and f"{15300 / top:.2f}x the upper end" in line
     frame.loc[wide, "steps"] = int(top * 1.2)  # a budget too short to say much
     assert "**inconclusive at this scale**" in law.compared_lines(frame)[0]
+
+
+def test_a_censored_seeds_rerun_with_a_longer_budget_takes_its_place(tmp_path):
+    args = type("Args", (), {"out": str(tmp_path)})()
+    censored = {"cell": "sn-B8-C128", "seed": 1, "transition": True, "censored": True,
+                "updates": 12867.0, "steps": 16400, "budget_factor": 1}  # fmt: skip
+    run = law.run_dir(args.out, "sn-B8-C128", 1)
+    run.mkdir(parents=True)
+    common.write_result(run, censored)
+    row = law.collect(args).set_index(["cell", "seed"]).loc[("sn-B8-C128", 1)]
+    assert bool(row.censored) and row.updates == 12867 and law.rerun_lines(law.collect(args)) == []
+    rerun = law.run_dir(args.out, "sn-B8-C128", 1, law.EXTEND)
+    assert rerun.name == f"seed1-x{law.EXTEND}"
+    rerun.mkdir()
+    longer = {"censored": False, "updates": 14100.0, "steps": 16400 * law.EXTEND,
+              "budget_factor": law.EXTEND}  # fmt: skip
+    common.write_result(rerun, {**censored, **longer})
+    frame = law.collect(args)
+    row = frame.set_index(["cell", "seed"]).loc[("sn-B8-C128", 1)]
+    assert not bool(row.censored) and row.updates == 14100 and row.steps == 32800
+    assert "`sn-B8-C128` seed 1" in " ".join(law.rerun_lines(frame))
+    assert (frame.status == "done").sum() == 1  # the rerun is that seed, not another row
