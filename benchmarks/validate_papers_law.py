@@ -27,10 +27,13 @@ transition; those B = 4 pilots are why the grid starts at B = 8. C = 128 cells g
 that: at B = 8 the first seed saw no transition in 8,200 updates (8.4M tokens, max PS 0.05
 throughout), while C = 32 and 64 had placed theirs by 3-4M tokens. The budget is the same
 for every seed of a cell, and a run whose steep segment reaches its last checkpoint is reported
-as censored, never fitted; ``--extend-censored`` reruns each censored seed with twice its
-budget (into ``seedS-x2``; a constant schedule, so only the 1% warm-up and the checkpoint
-spacing change), and the rerun takes its place in the tables and fits. ``--steps N`` gives
-every cell N updates instead (smoke runs).
+as censored, never fitted. ``--extend-censored`` reruns every seed of a cell that has a
+censored seed with twice the budget (into ``seedS-x2``); once all its seeds are done the reruns
+replace the cell's runs in the tables and fits. The whole cell, not only its censored seed:
+a rerun is a fresh run (the 1% warm-up and the checkpoint spacing change with the budget, so
+its trajectory is not the censored one continued), and redrawing only the late seeds would
+bias the cell towards early emergence. ``--steps N`` gives every cell N updates instead
+(smoke runs).
 
 Every run: GPT-NeoX, 4 heads, AdamW lr 3e-3, 1% warm-up then constant (unless the cell says
 cosine), grad clip 1, log-spaced checkpoints. The emergence point is the
@@ -173,11 +176,11 @@ def collect(args) -> pd.DataFrame:
     """One row per cell and seed; status done / pending."""
     rows = []
     for name, cell in cells().items():
-        for seed in SEEDS:
-            result = read_result(run_dir(args.out, name, seed))
-            if result and result.get("censored"):  # its rerun with a longer budget, if done
-                rerun = read_result(run_dir(args.out, name, seed, EXTEND))
-                result = rerun or result
+        results = [read_result(run_dir(args.out, name, seed)) for seed in SEEDS]
+        reruns = [read_result(run_dir(args.out, name, seed, EXTEND)) for seed in SEEDS]
+        if all(reruns):  # the whole cell again with the longer budget (--extend-censored)
+            results = reruns
+        for seed, result in zip(SEEDS, results, strict=True):
             shape = {"grid": cell["grid"], "B": cell["B"], "C": cell["C"]}
             rows.append(status_row({"cell": name, "seed": seed, **shape}, result))
     frame = pd.DataFrame(rows)
@@ -187,6 +190,13 @@ def collect(args) -> pd.DataFrame:
         frame[column] = frame.get(column, pd.Series(np.nan, index=frame.index))
     frame["budget_factor"] = frame.get("budget_factor", pd.Series(1, index=frame.index)).fillna(1)
     return frame
+
+
+def censored_cells(args) -> list[str]:
+    """Cells with a censored seed at their own budget: ``--extend-censored`` reruns them."""
+    frame = collect(args)
+    first = frame[(frame.budget_factor == 1) & frame.censored.astype(bool)]
+    return sorted(set(first.cell))
 
 
 def placed(done: pd.DataFrame) -> pd.DataFrame:
@@ -336,13 +346,14 @@ def cell_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def rerun_lines(frame: pd.DataFrame) -> list[str]:
-    """Which seeds the table shows from their rerun with a longer budget (``--extend-censored``)."""
-    reruns = frame[frame.budget_factor > 1]
-    if not len(reruns):
+    """Which cells the table shows from their reruns with a longer budget."""
+    reruns = sorted(set(frame[frame.budget_factor > 1].cell))
+    if not reruns:
         return []
-    seeds = ", ".join(f"`{r.cell}` seed {r.seed}" for r in reruns.itertuples())
-    return [f"Censored at their cell's budget and rerun with {EXTEND}x of it (`--extend-censored`; "
-            f"the rerun replaces the censored run everywhere below): {seeds}.", ""]  # fmt: skip
+    names = ", ".join(f"`{cell}`" for cell in reruns)
+    return [f"Cells with a seed censored at their budget, rerun with all seeds at {EXTEND}x that "
+            "budget (`--extend-censored`; the reruns replace the cell's runs everywhere below): "
+            f"{names}.", ""]  # fmt: skip
 
 
 TITLE = "[A]'s emergence law on semi-natural data, with seeds (issue 15)"
@@ -380,8 +391,8 @@ def main() -> None:
     parser.add_argument(
         "--extend-censored",
         action="store_true",
-        help=f"rerun each censored seed with {EXTEND}x its budget; the rerun "
-        "replaces it in the tables and fits",
+        help=f"rerun every seed of each cell with a censored seed with {EXTEND}x its budget; "
+        "once all are done they replace the cell's runs",
     )
     parser.add_argument("--steps", type=int, help="updates per run (default: the cell's budget)")
     parser.add_argument("--checkpoints", type=int, default=40, help="log-spaced (1.3x apart)")
@@ -398,13 +409,10 @@ def main() -> None:
         print(collect(args)[["cell", "seed", "grid", "B", "C", "status"]].to_string(index=False))
         return
     if args.extend_censored:
-        done = collect(args)
-        chosen = done[done.censored.astype(bool) & (done.budget_factor == 1)]
-        for row in chosen.itertuples():
-            if (not args.cell or row.cell in args.cell) and (
-                not args.seed or row.seed in args.seed
-            ):
-                run_cell(row.cell, table[row.cell], row.seed, args, factor=EXTEND)
+        for name in censored_cells(args):
+            for seed in args.seed or SEEDS:
+                if not args.cell or name in args.cell:
+                    run_cell(name, table[name], seed, args, factor=EXTEND)
     elif not args.report:
         for name in args.cell or table:
             for seed in args.seed or SEEDS:

@@ -166,23 +166,31 @@ def test_a_cell_that_never_transitions_gives_a_lower_bound_not_a_ratio():
     assert "**inconclusive at this scale**" in law.compared_lines(frame)[0]
 
 
-def test_a_censored_seeds_rerun_with_a_longer_budget_takes_its_place(tmp_path):
+def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are_done(tmp_path):
     args = type("Args", (), {"out": str(tmp_path)})()
-    censored = {"cell": "sn-B8-C128", "seed": 1, "transition": True, "censored": True,
-                "updates": 12867.0, "steps": 16400, "budget_factor": 1}  # fmt: skip
-    run = law.run_dir(args.out, "sn-B8-C128", 1)
-    run.mkdir(parents=True)
-    common.write_result(run, censored)
-    row = law.collect(args).set_index(["cell", "seed"]).loc[("sn-B8-C128", 1)]
-    assert bool(row.censored) and row.updates == 12867 and law.rerun_lines(law.collect(args)) == []
-    rerun = law.run_dir(args.out, "sn-B8-C128", 1, law.EXTEND)
-    assert rerun.name == f"seed1-x{law.EXTEND}"
-    rerun.mkdir()
-    longer = {"censored": False, "updates": 14100.0, "steps": 16400 * law.EXTEND,
-              "budget_factor": law.EXTEND}  # fmt: skip
-    common.write_result(rerun, {**censored, **longer})
-    frame = law.collect(args)
-    row = frame.set_index(["cell", "seed"]).loc[("sn-B8-C128", 1)]
-    assert not bool(row.censored) and row.updates == 14100 and row.steps == 32800
-    assert "`sn-B8-C128` seed 1" in " ".join(law.rerun_lines(frame))
-    assert (frame.status == "done").sum() == 1  # the rerun is that seed, not another row
+    cell, budget = "sn-B8-C128", 16400
+    for seed in law.SEEDS:  # seed 1 censored at the cell's budget
+        run = law.run_dir(args.out, cell, seed)
+        run.mkdir(parents=True)
+        common.write_result(run, {"transition": True, "censored": seed == 1, "steps": budget,
+                                  "updates": 12867.0 if seed == 1 else 6000.0 + seed,
+                                  "budget_factor": 1})  # fmt: skip
+    assert law.censored_cells(args) == [cell]
+
+    def row(seed):
+        return law.collect(args).set_index(["cell", "seed"]).loc[(cell, seed)]
+
+    for seed in law.SEEDS:
+        rerun = law.run_dir(args.out, cell, seed, law.EXTEND)
+        assert rerun.name == f"seed{seed}-x{law.EXTEND}"
+        rerun.mkdir()
+        common.write_result(rerun, {"transition": True, "censored": False,
+                                    "steps": budget * law.EXTEND, "updates": 7000.0 + seed,
+                                    "budget_factor": law.EXTEND})  # fmt: skip
+        if seed != law.SEEDS[-1]:  # a partly rerun cell keeps its first runs, censored one too
+            assert bool(row(1).censored) and row(0).updates == 6000
+            assert law.rerun_lines(law.collect(args)) == []
+    assert [row(seed).updates for seed in law.SEEDS] == [7000.0 + seed for seed in law.SEEDS]
+    assert not bool(row(1).censored) and row(1).steps == budget * law.EXTEND
+    assert f"`{cell}`" in " ".join(law.rerun_lines(law.collect(args)))
+    assert law.censored_cells(args) == []  # nothing left to extend
