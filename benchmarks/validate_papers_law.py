@@ -345,15 +345,30 @@ def cell_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def rerun_lines(frame: pd.DataFrame) -> list[str]:
-    """Which cells the table shows from their reruns with a longer budget."""
+def rerun_lines(frame: pd.DataFrame, out: str) -> list[str]:
+    """Which cells the table shows from their reruns with a longer budget, and how far each
+    seed's emergence moved between its first run and its rerun."""
     reruns = sorted(set(frame[frame.budget_factor > 1].cell))
     if not reruns:
         return []
-    names = ", ".join(f"`{cell}`" for cell in reruns)
-    return [f"Cells with a seed censored at their budget, rerun with all seeds at {EXTEND}x that "
-            "budget (`--extend-censored`; the reruns replace the cell's runs everywhere below): "
-            f"{names}.", ""]  # fmt: skip
+    lines = [f"Cells with a seed censored at their budget, rerun with all seeds at {EXTEND}x that "
+             "budget (`--extend-censored`; the reruns replace the cell's runs everywhere below). "
+             "Emergence updates per seed, first run -> rerun (a rerun is a fresh run: its "
+             "warm-up and checkpoints differ):", ""]  # fmt: skip
+    for cell in reruns:
+        moves = []
+        for row in frame[frame.cell == cell].itertuples():
+            first = read_result(run_dir(out, cell, row.seed)) or {}
+            moves.append(f"seed {row.seed} {_emergence(first)} -> {_emergence(row._asdict())}")
+        lines.append(f"- `{cell}`: " + "; ".join(moves) + ".")
+    return [*lines, ""]
+
+
+def _emergence(result: dict) -> str:
+    if not result.get("transition"):
+        return f"none by {int(result.get('steps', 0)):,}"
+    prefix = ">= " if result.get("censored") else ""  # censored: the start of its rise
+    return f"{prefix}{result['updates']:,.0f}"
 
 
 TITLE = "[A]'s emergence law on semi-natural data, with seeds (issue 15)"
@@ -374,7 +389,7 @@ def report(args) -> None:
         "3-segment fit of max prefix matching vs log tokens (probe n = 16, 50 rows).", "",
         "Per-seed rows, wall times and status: `RESULTS_papers_law.csv`. Cells whose seeds are not",
         "all done are **pending**: their numbers are not findings.", "",
-        *markdown(cell_table(frame)), "", *rerun_lines(frame), "## Fits", "",
+        *markdown(cell_table(frame)), "", *rerun_lines(frame, args.out), "## Fits", "",
         *fit_lines(frame, "semi-natural"), *fit_lines(frame, "fixed-structure", b=0.0), "",
         "## Model size and schedule", "", *compared_lines(frame), "",
     ]  # fmt: skip

@@ -189,8 +189,9 @@ def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are
                                     "budget_factor": law.EXTEND})  # fmt: skip
         if seed != law.SEEDS[-1]:  # a partly rerun cell keeps its first runs, censored one too
             assert bool(row(1).censored) and row(0).updates == 6000
-            assert law.rerun_lines(law.collect(args)) == []
+            assert law.rerun_lines(law.collect(args), args.out) == []
     assert [row(seed).updates for seed in law.SEEDS] == [7000.0 + seed for seed in law.SEEDS]
     assert not bool(row(1).censored) and row(1).steps == budget * law.EXTEND
-    assert f"`{cell}`" in " ".join(law.rerun_lines(law.collect(args)))
+    said = " ".join(law.rerun_lines(law.collect(args), args.out))
+    assert f"`{cell}`: seed 0 6,000 -> 7,000; seed 1 >= 12,867 -> 7,001; seed 2 6,002" in said
     assert law.censored_cells(args) == []  # nothing left to extend
