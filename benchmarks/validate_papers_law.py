@@ -48,6 +48,7 @@ Run from the repository root (a killed run resumes; finished cells are reused)::
     nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --list
     nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --cell sn-B16-C128 --seed 0
     nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py            # everything
+    nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --extend-censored
     nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --report   # tables only
 """
 
@@ -82,7 +83,7 @@ from ihprobe.trainer import TrainConfig
 BATCHES, CONTEXTS, SEEDS = (8, 16, 32), (32, 64, 128), (0, 1, 2)
 FIXED_B, FIXED_CONTEXTS, FIXED_BUDGET = 8, (64, 128, 256), 12000
 SIZE_AT = (8, 64)
-EXTEND = 2  # a censored seed is rerun (--extend-censored) with this many times its budget
+EXTEND = 2  # --extend-censored reruns a cell with a censored seed at this many times its budget
 BUDGET_AT_REFERENCE = (16, 128, 4400)  # (B, C, updates); other cells scale by (B C)^-0.9
 SEMI_NATURAL = {"repetition": 0.9, "reliability": 0.9, "vocab_size": 300}
 HERE = Path(__file__).resolve().parent
@@ -125,7 +126,7 @@ def cells() -> dict[str, dict]:
 
 
 def run_dir(out: str, name: str, seed: int, factor: int = 1) -> Path:
-    """``OUT/CELL/seedS``, or ``seedS-xF`` for the rerun of a censored seed with F x the budget."""
+    """``OUT/CELL/seedS``, or ``seedS-xF`` for its rerun with F times the cell's budget."""
     return Path(out) / name / (f"seed{seed}" if factor == 1 else f"seed{seed}-x{factor}")
 
 
@@ -144,7 +145,7 @@ def config_of(name: str, cell: dict, seed: int, args, factor: int = 1) -> TrainC
 
 def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     """Train (or resume, or reuse) one cell's seed and find its emergence point; ``factor``
-    times the cell's budget for the rerun of a censored seed."""
+    times the cell's budget for a rerun (``--extend-censored``)."""
     config = config_of(name, cell, seed, args, factor)
     run, seconds, how = train_or_reuse(config)
     done = read_result(run)
