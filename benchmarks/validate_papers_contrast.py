@@ -274,10 +274,15 @@ def verdicts(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
 TITLE = "[B]'s contrast at matched compute, with seeds (issue 15)"
 
 
+def suffix(args) -> str:
+    """``-LABEL`` for a run on another corpus (``--text``), else empty: one run folder and one
+    pair of results files per corpus."""
+    return f"-{args.label}" if args.label else ""
+
+
 def results_files(args) -> tuple[Path, Path]:
-    """``RESULTS_papers_contrast[-LABEL].md`` and ``.csv``: one pair per corpus."""
-    suffix = f"-{args.label}" if args.label else ""
-    return (HERE / f"{OUT_MD.stem}{suffix}.md", HERE / f"{OUT_CSV.stem}{suffix}.csv")
+    """``RESULTS_papers_contrast[-LABEL].md`` and ``.csv``."""
+    return (HERE / f"{OUT_MD.stem}{suffix(args)}.md", HERE / f"{OUT_CSV.stem}{suffix(args)}.csv")
 
 
 def report(args) -> None:
@@ -331,8 +336,7 @@ def main() -> None:
     args = parser.parse_args()
     if bool(args.text) != bool(args.label):
         parser.error("--text and --label go together: name the corpus you train on")
-    suffix = f"-{args.label}" if args.label else ""
-    args.out = args.out or str(ROOT / "runs" / "validate-papers" / f"contrast{suffix}")
+    args.out = args.out or str(ROOT / "runs" / "validate-papers" / f"contrast{suffix(args)}")
     if args.list:
         print(collect(args)[["arm", "seed", "status"]].to_string(index=False))
         return

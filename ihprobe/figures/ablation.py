@@ -20,12 +20,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ihprobe.ablation_result import AblationResult, HeadEffects, changes, metric_of
-from ihprobe.figures.heads import layer_head_heatmap, where
+from ihprobe.figures.heads import OWN_TICKS, layer_head_heatmap, where
 from ihprobe.report import Section, write_report
 
 TOP_COLOR, RANDOM_COLOR, SIGNATURE_COLOR = "#d62728", "#7f7f7f", "#1f77b4"
 PAGE_WIDTH = 900  # px: the report's column, so that no figure overflows it
 PANELS_PER_ROW = 3
+LOAD_BEARING_INDEX = 2.0  # top harm at least this many draw sds above the draws' mean
 
 
 def _changes(result: AblationResult, metric: str) -> tuple[np.ndarray, str]:
@@ -169,19 +170,16 @@ def load_bearing_figure(frame: pd.DataFrame, metric: str, by: str) -> go.Figure:
         x=table.index, y=table["load_bearing_index"], name="load-bearing index",
         mode="lines+markers", line={"color": TOP_COLOR}, secondary_y=True,
     )  # fmt: skip
-    fig.add_hline(y=2, line={"color": RANDOM_COLOR, "dash": "dot"}, secondary_y=True)
-    fig.add_annotation(text="index 2", x=0, xref="paper", y=2, yref="y2", showarrow=False,
-                       xanchor="left", yanchor="bottom", font={"color": RANDOM_COLOR})  # fmt: skip
+    line = LOAD_BEARING_INDEX
+    fig.add_hline(y=line, line={"color": RANDOM_COLOR, "dash": "dot"}, secondary_y=True)
+    fig.add_annotation(text=f"index {line:g}", x=0, xref="paper", y=line, yref="y2",
+                       showarrow=False, xanchor="left", yanchor="bottom",
+                       font={"color": RANDOM_COLOR})  # fmt: skip
     if x == "tokens" and (table.index > 0).all():
         fig.update_xaxes(type="log")
     fig.update_xaxes(title_text=f"training {x}")
     fig.update_yaxes(title_text=f"max {by}", secondary_y=False)
-    fig.update_yaxes(
-        title_text=f"{metric}: load-bearing index",
-        secondary_y=True,
-        tickmode="auto",
-        showgrid=False,
-    )  # round ticks, not the left axis's grid
+    fig.update_yaxes(title_text=f"{metric}: load-bearing index", secondary_y=True, **OWN_TICKS)
     fig.update_layout(
         title=f"Signature vs load-bearing over training ({metric})", template="plotly_white",
         height=480, width=PAGE_WIDTH, legend={"orientation": "h", "y": -0.25},
@@ -217,9 +215,6 @@ def head_effects_over_training(frame: pd.DataFrame, metric: str) -> go.Figure:
     )  # fmt: skip
     fig.update_yaxes(autorange="reversed")
     return fig
-
-
-LOAD_BEARING_INDEX = 2.0  # top harm at least this many draw sds above the draws' mean
 
 
 def verdict(result: AblationResult, metric: str) -> str:

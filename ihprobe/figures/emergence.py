@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ihprobe.changepoint import EmergencePoint, curve
-from ihprobe.figures.heads import color_range
+from ihprobe.figures.heads import OWN_TICKS, color_range
 
 # (metric, reduce, label) drawn by trajectory_figure when the table holds them
 TRAJECTORY_LINES = (
@@ -56,7 +56,7 @@ def trajectory_figure(
     if losses is not None and len(losses):
         fig.add_scatter(x=losses.tokens, y=losses.loss, name="training loss", mode="lines",
                         line={"color": "grey", "width": 1}, secondary_y=True)  # fmt: skip
-        fig.update_yaxes(title_text="loss", secondary_y=True, tickmode="auto", showgrid=False)
+        fig.update_yaxes(title_text="loss", secondary_y=True, **OWN_TICKS)
     if point is not None and point.transition:
         fig.add_vrect(x0=point.tokens_low, x1=point.tokens_high, fillcolor="orange",
                       opacity=0.15, line_width=0)  # fmt: skip

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ihprobe.changepoint import EmergencePoint, curve
+from ihprobe.figures.heads import OWN_TICKS
 from ihprobe.forecast import Forecast
 
 
@@ -74,8 +75,7 @@ def llc_figure(
     fig.update_xaxes(title_text="update", row=1, col=1)
     fig.update_xaxes(title_text="SGLD draw", row=2, col=1)
     fig.update_yaxes(title_text="LLC", row=1, col=1, secondary_y=False)
-    fig.update_yaxes(title_text="max PS", row=1, col=1, secondary_y=True, tickmode="auto",
-                     showgrid=False)  # fmt: skip
+    fig.update_yaxes(title_text="max PS", row=1, col=1, secondary_y=True, **OWN_TICKS)
     fig.update_yaxes(title_text="loss", row=2, col=1)
     fig.update_layout(template="plotly_white", title="local learning coefficient over training")
     return fig

@@ -24,6 +24,9 @@ BOUNDED = frozenset({"prefix_matching", "prefix_matching_sd", "previous_token",
 # head metrics that can be negative: a diverging scale with 0 in the middle
 SIGNED = frozenset({"copying", "logit_attribution", "ps_la_correlation",
                     "direct_logit_attribution", "change", "relative_change"})  # fmt: skip
+# plotly syncs an overlaying (right-hand) axis's ticks to the left axis's grid, so they read
+# 4.141, 3.564, ...; these settings give such an axis its own round ticks
+OWN_TICKS = {"tickmode": "auto", "showgrid": False}
 
 
 def color_range(metric: str, zmin: float | None = None, zmax: float | None = None) -> dict:
