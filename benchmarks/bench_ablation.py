@@ -67,9 +67,9 @@ def best_of(fn, repeats: int = REPEATS) -> float:
 
 
 def bench(name: str, overrides: dict, rows: int, n: int) -> dict:
-    from ihprobe.ablation import evaluate_groups, repeated_probe
-    from ihprobe.head_sets import head_sets
-    from ihprobe.masks import keep_mask, mean_z
+    from ihprobe.causal.ablation import evaluate_groups, repeated_probe
+    from ihprobe.causal.head_sets import head_sets
+    from ihprobe.causal.masks import keep_mask, mean_z
 
     with tempfile.TemporaryDirectory() as tmp:
         model = tiny_model(Path(tmp), **overrides)
@@ -100,8 +100,8 @@ def bench(name: str, overrides: dict, rows: int, n: int) -> dict:
 
 
 def bench_effects(name: str, overrides: dict, rows: int, n: int) -> dict:
-    from ihprobe.ablation import head_effects
-    from ihprobe.inputs import repeated_tokens
+    from ihprobe.causal.ablation import head_effects
+    from ihprobe.probes.inputs import repeated_tokens
 
     with tempfile.TemporaryDirectory() as tmp:
         model = tiny_model(Path(tmp), **overrides)

@@ -107,7 +107,7 @@ def build_model(args, directory: Path):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     import ihprobe
-    from ihprobe.standin import id_tokenizer
+    from ihprobe.core.standin import id_tokenizer
 
     torch.manual_seed(0)
     config = GPTNeoXConfig(
@@ -199,7 +199,7 @@ def main() -> int:
     from transformer_lens.head_detector import detect_head
 
     import ihprobe
-    from ihprobe.inputs import repeated_tokens
+    from ihprobe.probes.inputs import repeated_tokens
 
     if args.threads:
         torch.set_num_threads(args.threads)

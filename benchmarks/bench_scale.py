@@ -11,7 +11,7 @@ written once with ``save_pretrained`` (nothing is downloaded) under ``$IHPROBE_C
   safetensors;
 - scan: attention metrics, and all scan metrics, vs bare forwards over the rows scan runs;
 - ablate: top set + R random draws vs (groups x one bare forward) + one reference pass;
-- head_effects: when ``ihprobe.ablation`` provides it.
+- head_effects: when ``ihprobe.causal.ablation`` provides it.
 
 Run: ``python benchmarks/bench_scale.py [--sizes 70m,160m] [--rows 20] [--device cpu]
 [--dtype float32] [--out benchmarks/RESULTS_scale.md]``.
@@ -106,7 +106,7 @@ def read_safetensors(path: Path) -> None:
 
 def scan_rows(model, batch: int, n: int) -> list[torch.Tensor]:
     """The rows ``scan`` runs: repeated tokens, then forward and backward snippets."""
-    from ihprobe import inputs
+    from ihprobe.probes import inputs
 
     rows = [inputs.repeated_tokens(model, n=n, batch=batch, seed=0)]
     for backward in (False, True):
@@ -123,7 +123,7 @@ def measure_load(size, device, dtype, rows, n, repeats) -> dict:
 
 
 def measure_swap(size, device, dtype, rows, n, repeats) -> dict:
-    from ihprobe.models import load_weights
+    from ihprobe.io.models import load_weights
 
     model = load_model(size, device, dtype)
     other = checkpoint(size, seed=1)
@@ -168,7 +168,7 @@ def measure_ablate_ranked(size, device, dtype, rows, n, repeats) -> dict:
 
 def measure_ablate(size, device, dtype, rows, n, repeats, ranked: bool = False) -> dict:
     import ihprobe
-    from ihprobe import inputs
+    from ihprobe.probes import inputs
     from ihprobe.probes.engine import DEFAULT_CHUNK
 
     model = load_model(size, device, dtype)
@@ -186,11 +186,11 @@ def measure_ablate(size, device, dtype, rows, n, repeats, ranked: bool = False) 
 
 
 def measure_head_effects(size, device, dtype, rows, n, repeats) -> dict:
-    from ihprobe import ablation
+    from ihprobe.causal import ablation
 
     if not hasattr(ablation, "head_effects"):
-        return {"skipped": "ihprobe.ablation has no head_effects on this branch"}
-    from ihprobe import inputs
+        return {"skipped": "ihprobe.causal.ablation has no head_effects on this branch"}
+    from ihprobe.probes import inputs
     from ihprobe.probes.engine import DEFAULT_CHUNK
 
     model = load_model(size, device, dtype)

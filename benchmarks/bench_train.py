@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from ihprobe.data import make_producer
-from ihprobe.trainer import TrainConfig, build_model, causal_lm_loss, train
+from ihprobe.training.trainer import TrainConfig, build_model, causal_lm_loss, train
 
 RESULTS = Path(__file__).with_name("RESULTS_train.md")
 

@@ -28,7 +28,7 @@ METRICS = ["prefix_matching", "previous_token", "ar_accuracy", "induction_loss"]
 def make_run(root: Path, count: int) -> Path:
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    from ihprobe.standin import id_tokenizer
+    from ihprobe.core.standin import id_tokenizer
 
     tokenizer = id_tokenizer(512)
     for i in range(count):

@@ -1,12 +1,13 @@
 """Validation of the live emergence forecast on the demo configuration (README "Validation").
 
-Trains the demo configuration (:class:`ihprobe.demo.DemoConfig`'s training settings, taken from
+Trains the demo configuration (:class:`ihprobe.jobs.demo.DemoConfig`'s training settings, taken from
 the demo itself, one torch thread as the demo uses) for three seeds with live probes, plus two
 earlier runs at B = B/2 and 2B (seed 0) that play the user's ``--law-from`` runs; their
 updates are the demo's scaled by the published law's ratio U(B') / U(B) (B^-0.37), so each
 runs as far past its expected emergence as the demo does. For each seed it replays the run's
 ``probes.jsonl`` through the forecaster the trainer uses live
-(:func:`ihprobe.forecast.forecast_records`: each forecast sees only the probes up to its step)
+(:func:`ihprobe.dynamics.forecast.forecast_records`: each forecast sees only the probes up to
+its step)
 and checks whether the forecast made after 30% of the run contains the measured emergence
 point (the change point of the run's max-PS trajectory, ``run_emergence``).
 
@@ -30,14 +31,14 @@ import pandas as pd
 import torch
 
 import ihprobe
-from ihprobe.changepoint import run_emergence
-from ihprobe.demo import DemoConfig, _train_config, variants
+from ihprobe.dynamics.changepoint import run_emergence
+from ihprobe.dynamics.forecast import Prior, forecast_records, law_prior
+from ihprobe.dynamics.law import predict_emergence
 from ihprobe.figures.forecast import forecast_figure
-from ihprobe.forecast import Prior, forecast_records, law_prior
-from ihprobe.law import predict_emergence
-from ihprobe.runs import run_meta
-from ihprobe.train_config import TrainConfig
-from ihprobe.trainer import train
+from ihprobe.io.runs import run_meta
+from ihprobe.jobs.demo import DemoConfig, _train_config, variants
+from ihprobe.training.config import TrainConfig
+from ihprobe.training.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = DemoConfig(progress=False)
@@ -132,7 +133,8 @@ def write_results(table: pd.DataFrame, command: str, priors: dict, runs: dict, w
         f"{sum(wall_seconds(r) for r in runs.values()):.0f} s (from the runs' files; per seed in",
         f"`train_wall_s`), this invocation {wall:.0f} s (finished runs are reused).",
         "",
-        f"Demo configuration (`ihprobe.demo.DemoConfig`, taken from the demo): {DEMO.layers}-layer",
+        "Demo configuration (`ihprobe.jobs.demo.DemoConfig`, taken from the demo): "
+        f"{DEMO.layers}-layer",
         f"GPT-NeoX d{DEMO.d_model}, {DEMO.heads} heads, C={DEMO.context}, B={DEMO.batch_size},",
         f"`{DEMO.producer}` producer {json.dumps(DEMO.producer_options)}, AdamW {DEMO.lr:g}",
         f"{DEMO.schedule}, {DEMO.steps} updates, {DEMO.n_checkpoints} {DEMO.checkpoints}",

@@ -39,9 +39,9 @@ def main() -> None:
     import pandas as pd
 
     from ihprobe import data
-    from ihprobe.changepoint import run_emergence
-    from ihprobe.law import fit_law, predict_emergence
-    from ihprobe.trainer import TrainConfig, train
+    from ihprobe.dynamics.changepoint import run_emergence
+    from ihprobe.dynamics.law import fit_law, predict_emergence
+    from ihprobe.training.trainer import TrainConfig, train
     from tests.test_emergence_e2e import Periodic
 
     data.PRODUCERS["periodic"] = Periodic

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ihprobe.demo import DemoConfig
+from ihprobe.jobs.demo import DemoConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,11 +33,11 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=100)
     args = parser.parse_args()
 
-    from ihprobe.changepoint import run_emergence
+    from ihprobe.dynamics.changepoint import run_emergence
+    from ihprobe.dynamics.llc import SGLDSettings, llc_stages, llc_trajectory, stage_sentence
+    from ihprobe.dynamics.trajectories import trajectory
     from ihprobe.figures.forecast import llc_figure
-    from ihprobe.llc import SGLDSettings, llc_stages, llc_trajectory, stage_sentence
-    from ihprobe.runs import run_meta
-    from ihprobe.trajectories import trajectory
+    from ihprobe.io.runs import run_meta
 
     torch.set_num_threads(DemoConfig().threads)  # as the demo: more threads spin on shared cores
     run = Path(args.run)

@@ -1,6 +1,6 @@
 """What the papers' validation scripts share: train-or-resume-or-reuse a run, hardware, tables.
 
-A cell's run lives in its own directory. A finished run (``ihprobe.runs.is_finished``) is
+A cell's run lives in its own directory. A finished run (``ihprobe.io.runs.is_finished``) is
 reused; a run killed mid-training is resumed from its latest training state
 (``resume=True``); a directory without a state (killed before the first one) starts again.
 Each run's analysis goes to ``result.json`` beside it, so a rerun skips what is done.
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ihprobe.errors import IhprobeError
-from ihprobe.runs import RunDir, config_changes, is_finished, run_meta
-from ihprobe.train_config import RESUMABLE_CHANGES
-from ihprobe.trainer import TrainConfig, train
+from ihprobe.core.errors import IhprobeError
+from ihprobe.io.runs import RunDir, config_changes, is_finished, run_meta
+from ihprobe.training.config import RESUMABLE_CHANGES
+from ihprobe.training.trainer import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = "result.json"

@@ -65,9 +65,9 @@ from validate_papers_common import (
 )
 
 import ihprobe
+from ihprobe.io.runs import checkpoints
 from ihprobe.probes.engine import METRIC_TABLE
-from ihprobe.runs import checkpoints
-from ihprobe.trainer import TrainConfig
+from ihprobe.training.trainer import TrainConfig
 
 SEEDS = (0, 1, 2)
 TEXT = {"vocab_size": 300}

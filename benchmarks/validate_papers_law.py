@@ -38,7 +38,8 @@ bias the cell towards early emergence. ``--steps N`` gives every cell N updates 
 Every run: GPT-NeoX, 4 heads, AdamW lr 3e-3, 1% warm-up then constant (unless the cell says
 cosine), grad clip 1, log-spaced checkpoints. The emergence point is the
 start of the steep segment of a 3-segment fit of max prefix matching against log tokens
-(``ihprobe.changepoint.run_emergence``). T, b and c are refitted (``ihprobe.fit_law``) over all
+(``ihprobe.dynamics.changepoint.run_emergence``). T, b and c are refitted (``ihprobe.fit_law``)
+over all
 seeds of a grid, leaving out censored runs; 95% intervals come from resampling seeds within
 cells. A fit is reported only when every cell of its grid has all its seeds done; otherwise it
 is marked pending.
@@ -75,10 +76,10 @@ from validate_papers_common import (
     write_result,
 )
 
-from ihprobe.changepoint import run_emergence
-from ihprobe.errors import IhprobeError
-from ihprobe.law import LAWS, fit_law
-from ihprobe.trainer import TrainConfig
+from ihprobe.core.errors import IhprobeError
+from ihprobe.dynamics.changepoint import run_emergence
+from ihprobe.dynamics.law import LAWS, fit_law
+from ihprobe.training.trainer import TrainConfig
 
 BATCHES, CONTEXTS, SEEDS = (8, 16, 32), (32, 64, 128), (0, 1, 2)
 FIXED_B, FIXED_CONTEXTS, FIXED_BUDGET = 8, (64, 128, 256), 12000

@@ -20,38 +20,38 @@ __version__ = "0.1.0"
 # ihprobe.X sets the attribute ihprobe.X to the module, hiding the function of that name.
 _EXPORTS: dict[str, str] = {
     # loading and checkpoints
-    "load": "ihprobe.models",
-    "checkpoints": "ihprobe.runs",
-    "Checkpoint": "ihprobe.runs",
+    "load": "ihprobe.io.models",
+    "checkpoints": "ihprobe.io.runs",
+    "Checkpoint": "ihprobe.io.runs",
     # probes
     "scan": "ihprobe.probes.battery",
-    "HeadScores": "ihprobe.scores",
+    "HeadScores": "ihprobe.probes.scores",
     # training and data
-    "train": "ihprobe.trainer",
-    "TrainConfig": "ihprobe.trainer",
+    "train": "ihprobe.training.trainer",
+    "TrainConfig": "ihprobe.training.trainer",
     "make_producer": "ihprobe.data",
     # emergence and the law
-    "trajectory": "ihprobe.trajectories",
-    "emergence": "ihprobe.changepoint",
-    "EmergencePoint": "ihprobe.changepoint",
-    "predict_emergence": "ihprobe.law",
-    "fit_law": "ihprobe.law",
-    "LawFit": "ihprobe.law",
-    "Prediction": "ihprobe.law",
+    "trajectory": "ihprobe.dynamics.trajectories",
+    "emergence": "ihprobe.dynamics.changepoint",
+    "EmergencePoint": "ihprobe.dynamics.changepoint",
+    "predict_emergence": "ihprobe.dynamics.law",
+    "fit_law": "ihprobe.dynamics.law",
+    "LawFit": "ihprobe.dynamics.law",
+    "Prediction": "ihprobe.dynamics.law",
     # live forecast and the local learning coefficient
-    "forecast_emergence": "ihprobe.forecast",
-    "law_prior": "ihprobe.forecast",
-    "Forecast": "ihprobe.forecast",
-    "llc_trajectory": "ihprobe.llc",
-    "llc_stages": "ihprobe.llc",
-    "SGLDSettings": "ihprobe.llc",
+    "forecast_emergence": "ihprobe.dynamics.forecast",
+    "law_prior": "ihprobe.dynamics.forecast",
+    "Forecast": "ihprobe.dynamics.forecast",
+    "llc_trajectory": "ihprobe.dynamics.llc",
+    "llc_stages": "ihprobe.dynamics.llc",
+    "SGLDSettings": "ihprobe.dynamics.llc",
     # causal ablation
-    "ablate": "ihprobe.ablation",
-    "ablate_heads": "ihprobe.ablation",
-    "AblationResult": "ihprobe.ablation",
+    "ablate": "ihprobe.causal.ablation",
+    "ablate_heads": "ihprobe.causal.ablation",
+    "AblationResult": "ihprobe.causal.ablation",
     # the induction circuit
-    "composition": "ihprobe.circuit.composition",
-    "Composition": "ihprobe.circuit.composition",
+    "composition": "ihprobe.probes.composition",
+    "Composition": "ihprobe.probes.composition",
     "patch": "ihprobe.circuit.patching",
     "path_patch": "ihprobe.circuit.patching",
     "attribution_patch": "ihprobe.circuit.patching",
@@ -59,11 +59,11 @@ _EXPORTS: dict[str, str] = {
     "PathPatchResult": "ihprobe.circuit.patching",
     "loss_by_position": "ihprobe.circuit.positions",
     "attention_viewer": "ihprobe.figures.viewer",
-    "head_effects": "ihprobe.ablation",
-    "HeadEffects": "ihprobe.ablation",
-    "ablation_trajectory": "ihprobe.ablation_series",
+    "head_effects": "ihprobe.causal.ablation",
+    "HeadEffects": "ihprobe.causal.ablation",
+    "ablation_trajectory": "ihprobe.dynamics.ablation_series",
     # errors
-    "IhprobeError": "ihprobe.errors",
+    "IhprobeError": "ihprobe.core.errors",
 }
 
 __all__ = sorted(_EXPORTS)

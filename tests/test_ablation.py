@@ -10,11 +10,11 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 import ihprobe
-from ihprobe.ablation import METRICS, evaluate_groups, natural_probe, repeated_probe
-from ihprobe.ablation_result import statistics as _statistics
-from ihprobe.errors import IhprobeError
-from ihprobe.head_sets import head_sets, heads_per_layer
-from ihprobe.masks import keep_mask
+from ihprobe.causal.ablation import METRICS, evaluate_groups, natural_probe, repeated_probe
+from ihprobe.causal.head_sets import head_sets, heads_per_layer
+from ihprobe.causal.masks import keep_mask
+from ihprobe.causal.results import statistics as _statistics
+from ihprobe.core.errors import IhprobeError
 from ihprobe.probes.engine import text_rows
 from ihprobe.probes.recall import associative_recall_per_row, induction_loss_per_row
 from tests.conftest import save_checkpoint, tiny_hf_model
@@ -223,7 +223,7 @@ def test_frame_has_the_shared_columns_and_every_statistic(random_init):
 
 @pytest.mark.slow
 def test_grouped_kv_model_end_to_end_clean_group_is_the_plain_model(tmp_path, tokenizer):
-    from ihprobe.inputs import repeated_tokens
+    from ihprobe.probes.inputs import repeated_tokens
     from ihprobe.probes.recall import icl_positions, icl_score_per_row, induction_loss_per_row
 
     directory = save_checkpoint(tiny_hf_model("llama", context=64), tmp_path / "llama", tokenizer)

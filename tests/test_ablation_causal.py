@@ -10,17 +10,17 @@ import pytest
 import torch
 
 import ihprobe
-from ihprobe.ablation import head_effects
-from ihprobe.ablation_result import AblationResult
-from ihprobe.errors import IhprobeError
+from ihprobe.causal.ablation import head_effects
+from ihprobe.causal.head_sets import baseline_sets, head_sets, top_set
+from ihprobe.causal.masks import derangement, keep_mask, mask_hooks
+from ihprobe.causal.results import AblationResult
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.standin import id_tokenizer
 from ihprobe.figures.ablation import head_effects_figure, verdict
-from ihprobe.head_sets import baseline_sets, head_sets, top_set
-from ihprobe.inputs import repeated_tokens
-from ihprobe.masks import derangement, keep_mask, mask_hooks
+from ihprobe.io.provenance import Provenance
 from ihprobe.probes.engine import recall_probe, run_probe
+from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.recall import induction_loss_per_row
-from ihprobe.scores import Provenance
-from ihprobe.standin import id_tokenizer
 from tests.conftest import save_checkpoint, tiny_hf_model
 from tests.test_probes_trained import VOCAB, train_two_layer
 

@@ -88,7 +88,7 @@ def test_bad_flags_fail_in_one_line_before_loading(tmp_path, capsys, flags, mess
 
 @pytest.mark.slow
 def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeypatch):
-    from ihprobe import ablation_series
+    from ihprobe.dynamics import ablation_series
 
     monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "over"
@@ -115,7 +115,7 @@ def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeyp
 
 
 def test_cli_choices_are_the_librarys():
-    from ihprobe import head_sets, masks
+    from ihprobe.causal import head_sets, masks
     from ihprobe.cli import ablate as cli
 
     assert (cli.SCOPES, cli.BASELINES) == (head_sets.SCOPES, head_sets.BASELINES)

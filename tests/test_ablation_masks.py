@@ -7,8 +7,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import ihprobe
-from ihprobe.errors import IhprobeError
-from ihprobe.masks import ablation_hooks, keep_mask, mask_hooks, mean_z
+from ihprobe.causal.masks import ablation_hooks, keep_mask, mask_hooks, mean_z
+from ihprobe.core.errors import IhprobeError
 
 # Where each architecture keeps W_O of layer {l} in HF, and the weight axis that runs over the
 # concatenated head outputs (nn.Linear is [out, in]; GPT-2's Conv1D is [in, out]).

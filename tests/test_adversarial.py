@@ -27,11 +27,11 @@ from safetensors.torch import load_file, save_file
 
 import ihprobe
 from ihprobe.cli import main
-from ihprobe.errors import IhprobeError
-from ihprobe.standin import id_tokenizer
-from ihprobe.validation.config import SIZE_LIMIT_ENV, check_config
-from ihprobe.validation.files import safetensors_header
-from ihprobe.validation.tensors import check_causal
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.standin import id_tokenizer
+from ihprobe.io.validation.config import SIZE_LIMIT_ENV, check_config
+from ihprobe.io.validation.files import safetensors_header
+from ihprobe.io.validation.tensors import check_causal
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 VOCAB = 64

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import ihprobe
-from ihprobe.circuit.composition import composition, pair_scores
 from ihprobe.circuit.pairs import induction_pair, logit_diff, token_pair
 from ihprobe.circuit.patching import attribution_patch, patch, path_patch
-from ihprobe.hooks import keep
-from ihprobe.standin import id_tokenizer
+from ihprobe.core.hooks import keep
+from ihprobe.core.standin import id_tokenizer
+from ihprobe.probes.composition import composition, pair_scores
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 VOCAB = 128
@@ -156,7 +156,7 @@ def test_patching_rejects_bad_input(random_model):
         path_patch(random_model, [(0, 0)], [(1, 2)], "z")
 
 
-@pytest.mark.parametrize("name", ["ihprobe.circuit.composition", "ihprobe.circuit.pairs"])
+@pytest.mark.parametrize("name", ["ihprobe.probes.composition", "ihprobe.circuit.pairs"])
 def test_docstring_examples(name):
     import doctest
     import importlib
@@ -190,7 +190,7 @@ def test_loss_by_position_over_a_run_matches_the_models_own_loss(tmp_path, token
 
 
 def test_k_composition_metric_reads_only_previous_token_heads(random_model):
-    from ihprobe.circuit.composition import previous_token_composition
+    from ihprobe.probes.composition import previous_token_composition
 
     previous = torch.zeros(3, 4)
     previous[0, 1], previous[1, 3] = 0.9, 0.5  # two previous-token heads, layers 0 and 1

@@ -12,8 +12,8 @@ import pytest
 import ihprobe
 from ihprobe.circuit.pairs import induction_pair
 from ihprobe.cli import main
+from ihprobe.figures.report import Section, write_report
 from ihprobe.figures.viewer import attention_viewer
-from ihprobe.report import Section, write_report
 from tests import browser
 from tests.conftest import save_checkpoint, tiny_hf_model
 
@@ -22,7 +22,7 @@ VOCAB = 128
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    from ihprobe.standin import id_tokenizer
+    from ihprobe.core.standin import id_tokenizer
 
     directory = tmp_path_factory.mktemp("ckpt")
     return save_checkpoint(tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=64), directory,

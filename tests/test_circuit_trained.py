@@ -19,10 +19,10 @@ import pytest
 import torch
 
 import ihprobe
-from ihprobe.circuit.composition import composition
 from ihprobe.circuit.patching import attribution_patch, patch, path_patch
 from ihprobe.circuit.positions import loss_by_position
-from ihprobe.standin import id_tokenizer
+from ihprobe.core.standin import id_tokenizer
+from ihprobe.probes.composition import composition
 from tests.conftest import save_checkpoint, tiny_hf_model
 from tests.test_probes_trained import CONTEXT, VOCAB, train_two_layer
 

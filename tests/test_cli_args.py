@@ -19,11 +19,11 @@ from ihprobe.cli import _common as types
 from ihprobe.cli import build_parser, main
 from ihprobe.cli.train import checkpoints as checkpoint_list
 from ihprobe.cli.train import clip, count
-from ihprobe.demo import DemoConfig
-from ihprobe.errors import IhprobeError
-from ihprobe.files import TMP_PREFIX, atomic_write
-from ihprobe.runs import LOCK, METRICS, RunDir, checkpoint_meta, checkpoints
-from ihprobe.train_config import TrainConfig
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.files import TMP_PREFIX, atomic_write
+from ihprobe.io.runs import LOCK, METRICS, RunDir, checkpoint_meta, checkpoints
+from ihprobe.jobs.demo import DemoConfig
+from ihprobe.training.config import TrainConfig
 
 BAD = ["nan", "inf", "-inf", "abc", ""]
 # every numeric argument type -> values it must refuse (on top of BAD)
@@ -126,7 +126,7 @@ def library_default(command: str, dest: str):
     if config is None:
         return None
     if dest == "steps" and command == "train":
-        from ihprobe.train_config import DEFAULT_STEPS
+        from ihprobe.training.config import DEFAULT_STEPS
 
         return DEFAULT_STEPS
     found = {f.name: f.default for f in fields(config)}
@@ -211,7 +211,7 @@ def test_sweep_refuses_an_axis_that_moves_runs_outside_it(tmp_path, capsys):
 
 
 def test_demo_settings_are_checked_before_training(tmp_path):
-    from ihprobe.demo import run_demo
+    from ihprobe.jobs.demo import run_demo
 
     with pytest.raises(IhprobeError, match="random=0"):
         run_demo(DemoConfig(out=str(tmp_path / "demo"), random=0))
@@ -266,7 +266,7 @@ def test_a_running_train_holds_its_run_directory(tmp_path, capsys):
 
 
 def test_the_lock_holds_this_process_id_while_training(tmp_path, monkeypatch):
-    import ihprobe.trainer as trainer
+    import ihprobe.training.trainer as trainer
 
     update, seen = trainer._Trainer._update, []
 
@@ -281,7 +281,7 @@ def test_the_lock_holds_this_process_id_while_training(tmp_path, monkeypatch):
 
 
 def test_disk_full_while_training_is_one_line_and_cleans_up(tmp_path, monkeypatch, capsys):
-    import ihprobe.trainer as trainer
+    import ihprobe.training.trainer as trainer
 
     def full(obj, path, *args, **kwargs):
         Path(path).write_bytes(b"partial")
@@ -347,8 +347,8 @@ def test_duplicate_weights_are_flagged_by_info_and_scan(tiny_run, tmp_path, caps
 
 
 def test_a_resumed_run_logs_each_step_once_with_the_same_losses(tmp_path, monkeypatch):
-    import ihprobe.trainer as trainer
-    from ihprobe.trainer import load_config, train
+    import ihprobe.training.trainer as trainer
+    from ihprobe.training.trainer import load_config, train
 
     assert main(tiny_train(tmp_path / "reference")) == 0
     reference = RunDir(tmp_path / "reference").records(METRICS)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import ihprobe.changepoint
-import ihprobe.law
+import ihprobe.dynamics.changepoint
+import ihprobe.dynamics.law
 from ihprobe.cli import main
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 
 
 def test_fit_law_error_suggests_the_flag(monkeypatch, capsys):
     point = SimpleNamespace(batch_size=32, context=64, model="run")
-    monkeypatch.setattr(ihprobe.changepoint, "run_emergence", lambda run, **kw: point)
+    monkeypatch.setattr(ihprobe.dynamics.changepoint, "run_emergence", lambda run, **kw: point)
 
     def same_batch(points, b=None, c=None):  # the library's own message, as fit_law raises it
         raise IhprobeError(
@@ -20,7 +20,7 @@ def test_fit_law_error_suggests_the_flag(monkeypatch, capsys):
             "with other values or fix it, e.g. fit_law(points, b=0.37)."
         )
 
-    monkeypatch.setattr(ihprobe.law, "fit_law", same_batch)
+    monkeypatch.setattr(ihprobe.dynamics.law, "fit_law", same_batch)
     assert main(["fit-law", "r1", "r2"]) == 2
     err = capsys.readouterr().err
     assert "e.g. --b 0.37" in err and "fit_law(" not in err and err.count("\n") == 1

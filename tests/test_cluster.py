@@ -13,10 +13,10 @@ import time
 import pandas as pd
 import pytest
 
-from ihprobe import cluster, sweep
 from ihprobe.cli import main
-from ihprobe.cluster import Slurm
-from ihprobe.runs import is_finished
+from ihprobe.io.runs import is_finished
+from ihprobe.jobs import cluster, sweep
+from ihprobe.jobs.cluster import Slurm
 
 TRAIN = ("--producer", "iid", "--steps", "40", "--layers", "1", "--d-model", "16",
          "--heads", "2", "--n-checkpoints", "8", "--device", "cpu")  # fmt: skip

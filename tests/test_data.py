@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data import PRODUCERS, make_producer
 from ihprobe.data.marginals import marginal
-from ihprobe.errors import IhprobeError
 
 
 def test_registry_names():

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data import make_producer
-from ihprobe.errors import IhprobeError
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data import make_producer
 from ihprobe.data import markov as markov_mod
 from ihprobe.data.markov import group_cosines
 from ihprobe.data.stats import corpus_stats, repetition_reliability
-from ihprobe.errors import IhprobeError
 
 V = 32
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import ihprobe.data
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data import PRODUCERS, make_producer, producer_options, producer_options_equal
 from ihprobe.data.bi_induct import BiInductOptions
 from ihprobe.data.repeats import RepeatsOptions
-from ihprobe.errors import IhprobeError
 
 SMALL = {  # options that make each producer quick to build
     "natural": {"vocab_size": 300},

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data import make_producer
-from ihprobe.errors import IhprobeError
 
 
 def _period_and_start(row: torch.Tensor, low: int, high: int) -> tuple[int, int]:

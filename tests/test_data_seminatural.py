@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data import make_producer
 from ihprobe.data.repetition import steady_state_repetition
 from ihprobe.data.seminatural import bigram_matrix
 from ihprobe.data.stats import repeat_structure, repetition_reliability
-from ihprobe.errors import IhprobeError
 
 
 @pytest.fixture(scope="module", autouse=True)

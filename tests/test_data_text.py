@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data import make_producer
 from ihprobe.data import text as text_mod
-from ihprobe.errors import IhprobeError
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from ihprobe.demo import DemoConfig, run_demo
+from ihprobe.jobs.demo import DemoConfig, run_demo
 from tests.browser import render, screenshot
 from tests.test_circuit_cli import network_requests
 

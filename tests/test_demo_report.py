@@ -7,8 +7,14 @@ from types import SimpleNamespace
 
 import torch
 
-from ihprobe.changepoint import EmergencePoint
-from ihprobe.demo_report import effects_text, emergence_text, law_text, loss_text, top_head_text
+from ihprobe.dynamics.changepoint import EmergencePoint
+from ihprobe.figures.demo_report import (
+    effects_text,
+    emergence_text,
+    law_text,
+    loss_text,
+    top_head_text,
+)
 
 
 def point(transition: bool, updates: float = 300.0) -> EmergencePoint:

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 import ihprobe
-from ihprobe.changepoint import curve, emergence
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
+from ihprobe.dynamics.changepoint import curve, emergence
 
 # log-spaced checkpoints, two per doubling of tokens, after a step-0 checkpoint; B*C = 100
 TOKENS = np.array([0] + [100 * round(100 * 2 ** (k / 2)) for k in range(24)])
@@ -148,8 +148,8 @@ def test_result_serialises():
 
 
 def test_public_names_stay_functions_after_their_modules_are_imported():
-    import ihprobe.changepoint  # noqa: F401
-    import ihprobe.law  # noqa: F401
+    import ihprobe.dynamics.changepoint  # noqa: F401
+    import ihprobe.dynamics.law  # noqa: F401
 
     assert callable(ihprobe.emergence) and callable(ihprobe.predict_emergence)
     assert callable(ihprobe.fit_law)

@@ -9,17 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ihprobe import sweep
-from ihprobe.changepoint import emergence
 from ihprobe.cli import main
+from ihprobe.dynamics.changepoint import emergence
+from ihprobe.dynamics.law import LAWS, fit_law, predict_emergence
 from ihprobe.figures.emergence import (
     frontier_figure,
     head_strip_figure,
     law_figure,
     trajectory_figure,
 )
-from ihprobe.law import LAWS, fit_law, predict_emergence
-from ihprobe.runs import data_means, is_finished
+from ihprobe.io.runs import data_means, is_finished
+from ihprobe.jobs import sweep
 
 
 def test_predict_json(capsys):
@@ -150,8 +150,8 @@ def test_sweep_trains_only_unfinished_runs_and_resumes_started_ones(tmp_path, mo
 
 
 def test_fit_law_cli_refits_from_run_points(tmp_path, monkeypatch, capsys):
-    from ihprobe import changepoint
-    from ihprobe.changepoint import EmergencePoint
+    from ihprobe.dynamics import changepoint
+    from ihprobe.dynamics.changepoint import EmergencePoint
 
     law = LAWS["fitted"]
     shapes = {"a": (4, 32), "b": (8, 32), "c": (8, 64), "d": (16, 128)}

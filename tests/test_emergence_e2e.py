@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from ihprobe import data
-from ihprobe.changepoint import run_emergence
 from ihprobe.cli import main
 from ihprobe.data.base import Batch, Producer
+from ihprobe.dynamics.changepoint import run_emergence
 
 
 class Periodic(Producer):
@@ -40,7 +40,7 @@ class Periodic(Producer):
 
 @pytest.mark.slow
 def test_transition_is_found_where_prefix_matching_jumps(tmp_path, monkeypatch, capsys):
-    from ihprobe.trainer import TrainConfig, train
+    from ihprobe.training.trainer import TrainConfig, train
 
     monkeypatch.setitem(data.PRODUCERS, "periodic", Periodic)
     monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import ihprobe
-from ihprobe import trajectories
+from ihprobe.dynamics import trajectories
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 SCAN = {"n": 8, "batch": 4, "seed": 3}
@@ -41,7 +41,7 @@ def counted(monkeypatch):
     real = trajectories.scan
 
     def scan(model, *args, **kwargs):
-        calls.append(ihprobe.models.provenance(model).step)
+        calls.append(ihprobe.io.models.provenance(model).step)
         return real(model, *args, **kwargs)
 
     monkeypatch.setattr(trajectories, "scan", scan)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 
 from ihprobe.figures.heads import checkpoint_slider, head_heatmap, layer_head_heatmap
-from ihprobe.scores import HeadScores, Provenance
+from ihprobe.io.provenance import Provenance
+from ihprobe.probes.scores import HeadScores
 
 
 def scores(values, step=0) -> HeadScores:

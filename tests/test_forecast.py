@@ -7,10 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from ihprobe.changepoint import EmergencePoint
-from ihprobe.errors import IhprobeError
-from ihprobe.forecast import DEFAULT_SPREAD, Prior, forecast_emergence, forecast_records, law_prior
-from ihprobe.law import predict_emergence
+from ihprobe.core.errors import IhprobeError
+from ihprobe.dynamics.changepoint import EmergencePoint
+from ihprobe.dynamics.forecast import (
+    DEFAULT_SPREAD,
+    Prior,
+    forecast_emergence,
+    forecast_records,
+    law_prior,
+)
+from ihprobe.dynamics.law import predict_emergence
 
 # A recorded probes.jsonl: the demo configuration at B=16 (seed 0), max PS per checkpoint.
 RECORDED = [
@@ -145,8 +151,8 @@ def test_the_figure_draws_forecast_interval_and_measured_point():
 def test_live_hook_writes_forecast_jsonl_and_records_detection_in_run_json(tmp_path):
     import json
 
-    from ihprobe.forecast import FORECAST, LiveForecast
-    from ihprobe.runs import PROBES, RUN_META, RunDir
+    from ihprobe.dynamics.forecast import FORECAST, LiveForecast
+    from ihprobe.io.runs import PROBES, RUN_META, RunDir
 
     run = RunDir(tmp_path)
     run.write_json(RUN_META, {"config": {"batch_size": 16, "context": 64}})
@@ -166,9 +172,9 @@ def test_live_hook_writes_forecast_jsonl_and_records_detection_in_run_json(tmp_p
 
 @pytest.mark.slow
 def test_train_with_forecast_starts_at_the_laws_value(tmp_path):
-    from ihprobe.forecast import FORECAST
-    from ihprobe.runs import PROBES, RunDir
-    from ihprobe.trainer import TrainConfig, train
+    from ihprobe.dynamics.forecast import FORECAST
+    from ihprobe.io.runs import PROBES, RunDir
+    from ihprobe.training.trainer import TrainConfig, train
 
     config = TrainConfig(out=str(tmp_path / "run"), producer="iid", layers=1, heads=2,
                          d_model=16, context=16, batch_size=8, steps=20, checkpoints="linear",
@@ -181,7 +187,7 @@ def test_train_with_forecast_starts_at_the_laws_value(tmp_path):
 
 
 def test_forecast_without_live_probes_is_a_config_error():
-    from ihprobe.train_config import TrainConfig, check_config
+    from ihprobe.training.config import TrainConfig, check_config
 
     with pytest.raises(IhprobeError, match="live_probes"):
         check_config(TrainConfig(forecast=True))
@@ -190,8 +196,8 @@ def test_forecast_without_live_probes_is_a_config_error():
 
 
 def test_read_forecasts_gives_back_what_the_hook_wrote(tmp_path):
-    from ihprobe.forecast import LiveForecast, read_forecasts
-    from ihprobe.runs import PROBES, RunDir
+    from ihprobe.dynamics.forecast import LiveForecast, read_forecasts
+    from ihprobe.io.runs import PROBES, RunDir
 
     hook = LiveForecast(tmp_path, Prior(1800, 0.3, "test", 16, 64))
     for record in records(RECORDED[:6]):

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from ihprobe.cli import main
-from ihprobe.errors import IhprobeError
-from ihprobe.trajectories import trajectory
+from ihprobe.core.errors import IhprobeError
+from ihprobe.dynamics.trajectories import trajectory
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 REPO = "org/tiny"
@@ -123,7 +123,7 @@ def test_bad_keep_is_refused(hub):
 
 
 def test_duplicates_are_left_out_of_the_fit_and_marked_in_the_figure():
-    from ihprobe.changepoint import emergence
+    from ihprobe.dynamics.changepoint import emergence
     from ihprobe.figures.emergence import trajectory_figure
 
     tokens = [0] + [2**k * 1000 for k in range(12)]

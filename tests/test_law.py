@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import ihprobe
-from ihprobe.changepoint import EmergencePoint
-from ihprobe.errors import IhprobeError
-from ihprobe.law import LAWS, Law, fit_law, predict_emergence
+from ihprobe.core.errors import IhprobeError
+from ihprobe.dynamics.changepoint import EmergencePoint
+from ihprobe.dynamics.law import LAWS, Law, fit_law, predict_emergence
 
 
 @pytest.mark.parametrize(

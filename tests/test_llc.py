@@ -8,16 +8,16 @@ import sys
 import numpy as np
 import pytest
 
-from ihprobe.changepoint import EmergencePoint
-from ihprobe.errors import IhprobeError
-from ihprobe.llc import SGLDSettings, llc_stages, llc_trajectory, stage_sentence
+from ihprobe.core.errors import IhprobeError
+from ihprobe.dynamics.changepoint import EmergencePoint
+from ihprobe.dynamics.llc import SGLDSettings, llc_stages, llc_trajectory, stage_sentence
 
 FEW = SGLDSettings(chains=2, draws=8, batch_size=8, rows=32, init_batches=2)
 
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
-    from ihprobe.trainer import TrainConfig, train
+    from ihprobe.training.trainer import TrainConfig, train
 
     out = tmp_path_factory.mktemp("llc") / "run"
     config = TrainConfig(out=str(out), producer="iid", layers=1, heads=2, d_model=16,
@@ -72,7 +72,7 @@ def test_stage_sentence_inside_and_outside_the_bracket():
 
 
 def test_llc_stages_find_a_planted_step():
-    from ihprobe.llc import LLCTrajectory
+    from ihprobe.dynamics.llc import LLCTrajectory
 
     steps = np.arange(0, 2100, 100)
     values = np.where(steps < 1000, 20.0, 80.0) + np.random.default_rng(0).normal(0, 1, len(steps))
@@ -87,8 +87,8 @@ def test_llc_stages_find_a_planted_step():
 def test_the_llc_figure_draws_llc_ps_and_every_chain():
     import pandas as pd
 
+    from ihprobe.dynamics.llc import LLCTrajectory
     from ihprobe.figures.forecast import llc_figure
-    from ihprobe.llc import LLCTrajectory
 
     frame = pd.DataFrame({"step": [0, 10], "tokens": [0, 640], "llc_mean": [3.0, 9.0],
                           "llc_std": [0.5, 1.0], "init_loss": [5.0, 4.0]})  # fmt: skip

@@ -13,9 +13,9 @@ import torch
 from transformers import AutoModelForCausalLM, BertConfig, BertModel
 
 import ihprobe
-from ihprobe import models, weights
-from ihprobe.errors import IhprobeError
-from ihprobe.validation.tensors import check_finite_files
+from ihprobe.core.errors import IhprobeError
+from ihprobe.io import models, weights
+from ihprobe.io.validation.tensors import check_finite_files
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 

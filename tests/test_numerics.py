@@ -8,10 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
+from ihprobe.io.validation import check_scores
+from ihprobe.io.validation.numerics import all_finite
 from ihprobe.probes.copying import ov_eigen_score
-from ihprobe.validation import check_scores
-from ihprobe.validation.numerics import all_finite
 
 
 def test_eigenvalue_code_never_sees_non_finite_input():

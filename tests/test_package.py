@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import ihprobe
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 
 
 def test_public_names_survive_importing_every_submodule():
@@ -35,7 +35,7 @@ def test_cli_lists_every_command():
 
 def test_wrong_types_in_the_public_api_are_one_line_ihprobe_errors():
     """Calls a new user gets wrong: each raises IhprobeError with one line, not a TypeError."""
-    from ihprobe.scores import HeadScores
+    from ihprobe.probes.scores import HeadScores
 
     tiny_model = SimpleNamespace(cfg=SimpleNamespace(n_layers=2, n_heads=4))
     scores = HeadScores.from_frame(

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import ihprobe
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 # bfloat16 keeps 8 significant bits: each activation is off by up to 2**-8 relative, and the

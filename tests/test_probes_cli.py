@@ -8,9 +8,9 @@ import pandas as pd
 import torch
 
 import ihprobe
-from ihprobe import models
 from ihprobe.cli import main
-from ihprobe.standin import id_tokenizer
+from ihprobe.core.standin import id_tokenizer
+from ihprobe.io import models
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 

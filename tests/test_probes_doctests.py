@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = [
-    "ihprobe.hooks",
+    "ihprobe.core.hooks",
     "ihprobe.probes.attention",
     "ihprobe.probes.attribution",
     "ihprobe.probes.copying",

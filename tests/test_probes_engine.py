@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import ihprobe
-from ihprobe.inputs import repeated_tokens
 from ihprobe.probes import engine
 from ihprobe.probes.engine import METRIC_TABLE, Probe, budget_rows, recall_probe, run_probe
+from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.recall import induction_loss_per_row
 from tests.conftest import save_checkpoint, tiny_hf_model
 

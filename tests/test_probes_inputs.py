@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ihprobe.errors import IhprobeError
-from ihprobe.inputs import repeated_tokens, snippets
+from ihprobe.core.errors import IhprobeError
 from ihprobe.probes import recall
+from ihprobe.probes.inputs import repeated_tokens, snippets
 
 
 def fake_model(vocab=64, n_ctx=128, tokenizer=None):

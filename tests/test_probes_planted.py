@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import ihprobe
-from ihprobe import inputs
-from ihprobe.errors import IhprobeError
-from ihprobe.standin import id_tokenizer
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.standin import id_tokenizer
+from ihprobe.probes import inputs
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 VOCAB = 64

@@ -11,8 +11,7 @@ import torch
 from scipy.stats import pearsonr
 
 import ihprobe
-from ihprobe import inputs
-from ihprobe.probes import recall
+from ihprobe.probes import inputs, recall
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 N, BATCH, LENGTH = 10, 6, 7
@@ -151,8 +150,8 @@ def test_scan_matches_reference(loaded):
 def test_copying_matches_the_full_ov_circuit(arch, tmp_path, monkeypatch):
     """Small vocabulary, so that the reference can take eigenvalues of the vocab x vocab matrix;
     the vocabulary is cut into chunks of 10 (and a remainder), as a 50k one is."""
+    from ihprobe.core.standin import id_tokenizer
     from ihprobe.probes import copying
-    from ihprobe.standin import id_tokenizer
 
     monkeypatch.setattr(copying, "VOCAB_CHUNK", 10)
     directory = save_checkpoint(

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import ihprobe
-from ihprobe.standin import id_tokenizer
+from ihprobe.core.standin import id_tokenizer
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 VOCAB, CONTEXT, BATCH = 128, 64, 32

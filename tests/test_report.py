@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from ihprobe.report import Section, html_page, write_report
+from ihprobe.figures.report import Section, html_page, write_report
 from tests.browser import render, screenshot
 
 

@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 import torch
 
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 from ihprobe.figures.heads import head_heatmap
-from ihprobe.scores import COLUMNS, HeadScores, Provenance
+from ihprobe.io.provenance import COLUMNS, Provenance
+from ihprobe.probes.scores import HeadScores
 
 
 def make(step=100, tokens=6400):

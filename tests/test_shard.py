@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 import ihprobe
-import ihprobe.shard
+import ihprobe.dynamics.shard
 from ihprobe.cli import main
-from ihprobe.errors import IhprobeError
-from ihprobe.shard import each_share, share
-from ihprobe.world import World
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.world import World
+from ihprobe.dynamics.shard import each_share, share
 from tests.test_probes_cli import fake_run
 
 # -n, not --n: torchrun reads --n as an abbreviation of its own flags anywhere on the line
@@ -34,7 +34,7 @@ def test_each_rank_takes_every_nth_item_and_one_process_takes_all():
     ]
     with pytest.raises(IhprobeError, match="bad"):
         each_share(lambda items, world: (_ for _ in ()).throw(IhprobeError("bad")), [1])
-    assert doctest.testmod(ihprobe.shard).failed == 0
+    assert doctest.testmod(ihprobe.dynamics.shard).failed == 0
 
 
 def _run(tmp_path):
@@ -81,10 +81,10 @@ def test_two_process_trajectory_returns_the_one_process_table_and_cache(tmp_path
     script.write_text(
         textwrap.dedent(f"""
         import json, os, ihprobe
-        from ihprobe import trajectories
+        from ihprobe.dynamics import trajectories
         scanned, real = [], trajectories.scan
         def counted(model, *args, **kwargs):
-            scanned.append(ihprobe.models.provenance(model).step)
+            scanned.append(ihprobe.io.models.provenance(model).step)
             return real(model, *args, **kwargs)
         trajectories.scan = counted
         table = ihprobe.trajectory({str(run)!r}, cache="cache-two", **{kwargs!r})

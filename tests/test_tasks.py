@@ -9,10 +9,9 @@ import pytest
 import torch
 
 import ihprobe
-from ihprobe.ablation import evaluate_groups
-from ihprobe.errors import IhprobeError
-from ihprobe.masks import keep_mask
-from ihprobe.tasks import (
+from ihprobe.causal.ablation import evaluate_groups
+from ihprobe.causal.masks import keep_mask
+from ihprobe.causal.tasks import (
     SEQUENCES,
     builtin_tasks,
     hits_per_row,
@@ -20,6 +19,7 @@ from ihprobe.tasks import (
     read_task,
     task_probes,
 )
+from ihprobe.core.errors import IhprobeError
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from ihprobe import checkpoints, load
-from ihprobe.errors import IhprobeError
-from ihprobe.schedule import checkpoint_steps, learning_rate
-from ihprobe.sources import resolve
-from ihprobe.trainer import TrainConfig, load_config, train
-from ihprobe.weights import read_state_dict
+from ihprobe.core.errors import IhprobeError
+from ihprobe.io.sources import resolve
+from ihprobe.io.weights import read_state_dict
+from ihprobe.training.schedule import checkpoint_steps, learning_rate
+from ihprobe.training.trainer import TrainConfig, load_config, train
 
 
 def tiny(tmp_path, name="run", **overrides) -> TrainConfig:
@@ -186,7 +186,7 @@ def test_gradient_accumulation_gives_the_same_update_as_the_whole_batch(tmp_path
 
 
 def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
-    import ihprobe.trainer as trainer
+    import ihprobe.training.trainer as trainer
 
     real = trainer.causal_lm_loss
     calls = []
@@ -253,7 +253,7 @@ def test_resume_clears_interrupted_writes_and_needs_a_training_state(tmp_path):
 def test_a_crash_between_checkpoints_resumes_from_the_last_state_to_identical_weights(
     tmp_path, monkeypatch
 ):
-    import ihprobe.trainer as trainer
+    import ihprobe.training.trainer as trainer
 
     config = tiny(tmp_path, steps=10, checkpoints=(0,), state_every=3)
     reference = final_weights(train(tiny(tmp_path, "reference", steps=10, checkpoints=(0,))))

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from ihprobe import checkpoints
-from ihprobe.sources import resolve
-from ihprobe.trainer import TrainConfig, load_config, train
-from ihprobe.weights import read_state_dict
+from ihprobe.io.sources import resolve
+from ihprobe.io.weights import read_state_dict
+from ihprobe.training.trainer import TrainConfig, load_config, train
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import torch
 from ihprobe import data
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.stats import corpus_stats
-from ihprobe.trainer import TrainConfig, train
+from ihprobe.training.trainer import TrainConfig, train
 
 pytestmark = pytest.mark.slow
 

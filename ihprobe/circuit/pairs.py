@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Float, Int
 
-from ihprobe import inputs
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
+from ihprobe.probes import inputs
 
 CORRUPTIONS = ("second_half", "anchors")
 DEFAULT_ROWS = 20

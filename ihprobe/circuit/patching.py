@@ -33,10 +33,10 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 
+from ihprobe.causal.masks import keep_mask
 from ihprobe.circuit.pairs import Metric, PatchPair, induction_pair, logit_diff, token_pair
-from ihprobe.errors import IhprobeError
-from ihprobe.masks import keep_mask
-from ihprobe.models import provenance
+from ihprobe.core.errors import IhprobeError
+from ihprobe.io.models import provenance
 from ihprobe.probes.engine import Hook, Probe, run_probe
 
 PER = ("head", "head_position")

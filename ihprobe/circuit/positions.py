@@ -24,11 +24,11 @@ import torch
 from jaxtyping import Float, Int
 from tqdm import tqdm
 
-from ihprobe import inputs
-from ihprobe.models import load_or_swap, provenance
+from ihprobe.io.models import load_or_swap, provenance
+from ihprobe.io.sources import sources_of
+from ihprobe.probes import inputs
 from ihprobe.probes.engine import reads_text, text_rows
 from ihprobe.probes.recall import token_losses
-from ihprobe.trajectories import sources_of
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ the library.
 
 A subcommand module defines ``register(subparsers)``, which adds its parser and sets
 ``func=run``; it imports heavy libraries inside ``run`` so that ``ihprobe --help`` stays fast.
-Errors the user can fix (:class:`~ihprobe.errors.IhprobeError`, or a bad flag value) print one
+Errors the user can fix (:class:`~ihprobe.core.errors.IhprobeError`, or a bad flag value) print one
 line and exit with 2.
 """
 
@@ -17,7 +17,7 @@ import pkgutil
 import sys
 
 from ihprobe.cli._common import DefaultsFormatter
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -16,8 +16,8 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from ihprobe.errors import IhprobeError
-from ihprobe.files import check_writable_dir, check_writable_file
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.files import check_writable_dir, check_writable_file
 
 
 def add_source(p: argparse.ArgumentParser, out: str) -> None:

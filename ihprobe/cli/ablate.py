@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from ihprobe.cli._common import add_quiet, any_int, fraction_or_count, positive_int, progress
 
-SCOPES = ("layer", "global")  # ihprobe.head_sets; repeated here to keep start-up imports light
+SCOPES = (
+    "layer",
+    "global",
+)  # ihprobe.causal.head_sets; repeated here to keep start-up imports light
 BASELINES = ("layer-matched", "global", "score-matched")
 MODES = ("mean", "zero", "resample", "pattern")
 
@@ -59,13 +62,14 @@ def run(args) -> int:
 
     import pandas as pd
 
-    from ihprobe.ablation import check_settings
+    from ihprobe.causal.ablation import check_settings
     from ihprobe.cli._common import read_text_option, refuse_overwrite
-    from ihprobe.errors import IhprobeError
+    from ihprobe.core.errors import IhprobeError
+    from ihprobe.core.files import atomic_write
+    from ihprobe.dynamics.trajectories import ablate_checkpoints
     from ihprobe.figures.ablation import write_ablation_report
-    from ihprobe.files import atomic_write
+    from ihprobe.io.sources import sources_of
     from ihprobe.probes.battery import HEAD_METRICS
-    from ihprobe.trajectories import ablate_checkpoints, sources_of
 
     metrics = args.metrics.split(",") if args.metrics else None
     check_settings(top=args.top, random=args.random, mode=args.mode, metrics=metrics,
@@ -103,9 +107,9 @@ def run(args) -> int:
 
 def _over_training(args, kwargs: dict, targets) -> int:
     """``--over-training``: ablation_trajectory, its table and the over-training report."""
-    from ihprobe.ablation_series import ablation_trajectory
+    from ihprobe.core.files import atomic_write
+    from ihprobe.dynamics.ablation_series import ablation_trajectory
     from ihprobe.figures.ablation import write_trajectory_report
-    from ihprobe.files import atomic_write
 
     table = ablation_trajectory(
         args.sources, revisions=args.revision or None, progress=progress(args), **kwargs

@@ -34,11 +34,11 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from ihprobe import models
     from ihprobe.cli._common import refuse_overwrite
+    from ihprobe.core.files import atomic_write
     from ihprobe.figures.circuit_report import composition_sections
-    from ihprobe.files import atomic_write
-    from ihprobe.report import write_report
+    from ihprobe.figures.report import write_report
+    from ihprobe.io import models
 
     out = Path(args.out)
     targets = [out / "composition.csv", out / "composition.html"]

@@ -32,10 +32,10 @@ def run(args) -> int:
     import sys
     from dataclasses import replace
 
-    from ihprobe.demo import DemoConfig, run_demo, summary_text
+    from ihprobe.jobs.demo import DemoConfig, run_demo, summary_text
 
     if not args.quiet:  # one line per stage on stderr, beside the progress bars
-        stages = logging.getLogger("ihprobe.demo")
+        stages = logging.getLogger("ihprobe.jobs.demo")
         stages.setLevel(logging.INFO)
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("demo: %(message)s"))

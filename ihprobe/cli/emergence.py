@@ -59,9 +59,9 @@ def describe(point) -> str:
 
 
 def run(args) -> int:
-    from ihprobe.changepoint import run_emergence
-    from ihprobe.files import check_writable_file
-    from ihprobe.law import predict_emergence
+    from ihprobe.core.files import check_writable_file
+    from ihprobe.dynamics.changepoint import run_emergence
+    from ihprobe.dynamics.law import predict_emergence
 
     if args.html:
         check_writable_file(args.html, "--html")
@@ -85,7 +85,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(results, indent=2))
     if args.html:
-        from ihprobe.report import write_report
+        from ihprobe.figures.report import write_report
 
         path = write_report(args.html, "ihprobe emergence", sections)
         if not args.json:
@@ -97,12 +97,12 @@ def _section(run_dir, point, law, kwargs: dict, bars: bool | None):
     """The run's trajectory figure (the point's metric, and AR accuracy beside it)."""
     import pandas as pd
 
+    from ihprobe.dynamics.forecast import read_forecasts
+    from ihprobe.dynamics.trajectories import trajectory
     from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
     from ihprobe.figures.forecast import forecast_figure
-    from ihprobe.forecast import read_forecasts
-    from ihprobe.report import Section
-    from ihprobe.runs import losses
-    from ihprobe.trajectories import trajectory
+    from ihprobe.figures.report import Section
+    from ihprobe.io.runs import losses
 
     scan = {k: v for k, v in kwargs.items() if k not in ("metric", "reduce", "threshold")}
     metrics = dict.fromkeys([point.metric, "ar_accuracy"])  # each cached on its own

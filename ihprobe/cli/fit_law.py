@@ -25,9 +25,9 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import re
 
-    from ihprobe.changepoint import run_emergence
-    from ihprobe.errors import IhprobeError
-    from ihprobe.law import fit_law
+    from ihprobe.core.errors import IhprobeError
+    from ihprobe.dynamics.changepoint import run_emergence
+    from ihprobe.dynamics.law import fit_law
 
     points = [run_emergence(r, **point_kwargs(args)) for r in args.runs]
     unknown = [p.model for p in points if not (p.batch_size and p.context)]

@@ -20,8 +20,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from ihprobe import models
-    from ihprobe.runs import checkpoints
+    from ihprobe.io import models
+    from ihprobe.io.runs import checkpoints
 
     path = Path(args.source)
     if path.is_dir() and not (path / "config.json").is_file():
@@ -52,8 +52,8 @@ def run(args) -> int:
 
 def _checkpoint_rows(found) -> list[dict]:
     """One row per checkpoint; ``duplicate_of`` from the weights hash."""
-    from ihprobe.trajectories import Duplicates
-    from ihprobe.weights import weights_hash
+    from ihprobe.dynamics.trajectories import Duplicates
+    from ihprobe.io.weights import weights_hash
 
     duplicates = Duplicates()
     return [

@@ -39,11 +39,11 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from ihprobe import models
     from ihprobe.cli._common import refuse_overwrite
+    from ihprobe.core.files import atomic_write
     from ihprobe.figures.circuit_report import CircuitHeads, circuit_heads, patch_sections
-    from ihprobe.files import atomic_write
-    from ihprobe.report import write_report
+    from ihprobe.figures.report import write_report
+    from ihprobe.io import models
 
     sender, receiver = (
         _head_option(args.sender, "--sender"),
@@ -73,7 +73,7 @@ def run(args) -> int:
 
 def _head_option(value: str | None, flag: str) -> tuple[int, int] | None:
     """``"1.2"`` -> ``(1, 2)``; None stays None."""
-    from ihprobe.errors import IhprobeError
+    from ihprobe.core.errors import IhprobeError
 
     if value is None:
         return None

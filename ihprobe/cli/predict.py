@@ -26,7 +26,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ihprobe.law import predict_emergence
+    from ihprobe.dynamics.law import predict_emergence
 
     p = predict_emergence(args.batch_size, args.context, args.law, T=args.T, b=args.b, c=args.c)
     if args.json:

@@ -66,12 +66,13 @@ def run(args) -> int:
     import pandas as pd
 
     from ihprobe.cli._common import read_text_option, refuse_overwrite
+    from ihprobe.core.files import atomic_write
+    from ihprobe.core.world import is_main_process, join_world
+    from ihprobe.dynamics.trajectories import scan_checkpoints
     from ihprobe.figures.heads import checkpoint_slider, head_heatmap
-    from ihprobe.files import atomic_write
+    from ihprobe.figures.report import Section, write_report
+    from ihprobe.io.sources import sources_of
     from ihprobe.probes.battery import check_metrics
-    from ihprobe.report import Section, write_report
-    from ihprobe.trajectories import scan_checkpoints, sources_of
-    from ihprobe.world import is_main_process, join_world
 
     check_metrics(args.metrics)  # before any model is loaded
     out = Path(args.out)

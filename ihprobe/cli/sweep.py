@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ihprobe.cli._common import nonnegative_int, positive_int
 from ihprobe.cli.emergence import add_point_options, point_kwargs
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 
 SLURM_FLAGS = {"partition": "--partition", "time": "--time", "gpus_per_run": "--gpus-per-run"}
 
@@ -56,7 +56,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ihprobe.sweep import run_sweep
+    from ihprobe.jobs.sweep import run_sweep
 
     written, failed = run_sweep(
         args.grid, args.out, train_args=tuple(args.train_args), jobs=args.jobs,
@@ -70,8 +70,8 @@ def run(args) -> int:
 
 
 def slurm_of(args):
-    """The :class:`~ihprobe.cluster.Slurm` settings of ``--launcher slurm``, else None."""
-    from ihprobe.cluster import Slurm
+    """The :class:`~ihprobe.jobs.cluster.Slurm` settings of ``--launcher slurm``, else None."""
+    from ihprobe.jobs.cluster import Slurm
 
     given = [flag for key, flag in SLURM_FLAGS.items() if getattr(args, key) is not None]
     if args.launcher == "local":

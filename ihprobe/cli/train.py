@@ -140,8 +140,8 @@ def register(subparsers) -> None:
 
 def config_from_args(args):
     """The TrainConfig the flags ask for (on top of run.json when resuming an existing run)."""
-    from ihprobe.runs import run_meta
-    from ihprobe.train_config import TrainConfig, load_config
+    from ihprobe.io.runs import run_meta
+    from ihprobe.training.config import TrainConfig, load_config
 
     given = {k: v for k, v in vars(args).items() if k not in ("func", "command", "verbose")}
     options = dict(given.pop("option", []))
@@ -164,7 +164,7 @@ def config_from_args(args):
 
 
 def run(args) -> int:
-    from ihprobe.trainer import train
+    from ihprobe.training.trainer import train
 
     print(train(config_from_args(args)))
     return 0

@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 import torch
 from jaxtyping import Int
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data.options import ProducerOptions
-from ihprobe.errors import IhprobeError
 
 SHARED = ("batch_size", "context", "seed", "total_steps")  # settings outside a producer's options
 

@@ -23,10 +23,10 @@ from typing import Any, Literal
 
 import torch
 
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.standin import id_tokenizer
 from ihprobe.data.background import BackgroundOptions, BackgroundProducer
 from ihprobe.data.base import Batch, check_probability
-from ihprobe.errors import IhprobeError
-from ihprobe.standin import id_tokenizer
 
 DIRECTIONS = {"balanced": 0.5, "forward": 1.0, "backward": 0.0}  # P(forward) per snippet
 

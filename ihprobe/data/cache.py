@@ -16,8 +16,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ihprobe.errors import IhprobeError
-from ihprobe.files import atomic_directory
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.files import atomic_directory
 
 
 def root() -> Path:

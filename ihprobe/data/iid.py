@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
+from ihprobe.core.standin import id_tokenizer
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.marginals import MarginalOptions
-from ihprobe.standin import id_tokenizer
 
 
 class IIDProducer(Producer):

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Float
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data.options import ProducerOptions
-from ihprobe.errors import IhprobeError
 
 SHAPES = ("uniform", "gaussian", "zipf")
 

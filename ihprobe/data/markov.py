@@ -31,14 +31,14 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.standin import id_tokenizer
 from ihprobe.data import cache
 from ihprobe.data.base import Batch, Producer, check_probability
 from ihprobe.data.blocks import StepBlocks
 from ihprobe.data.marginals import MarginalOptions
 from ihprobe.data.repetition import RepetitionLayer, check_room
 from ihprobe.data.sampling import BigramProcess, inverse_cdf
-from ihprobe.errors import IhprobeError
-from ihprobe.standin import id_tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any, Literal, Union
 
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 
 SCALARS = (bool, int, float)  # field types numbers are converted to
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data.base import SHARED, Producer
 from ihprobe.data.options import ProducerOptions
-from ihprobe.errors import IhprobeError
 
 PRODUCERS: dict[str, type[Producer]] = {}  # name -> class, filled by ihprobe.data
 

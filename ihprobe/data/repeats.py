@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data.background import BackgroundOptions, BackgroundProducer
 from ihprobe.data.base import Batch
-from ihprobe.errors import IhprobeError
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.blocks import StepBlocks
 from ihprobe.data.sampling import BaseProcess, inverse_cdf
-from ihprobe.errors import IhprobeError
 
 REJECTION_ROUNDS = 3  # unrestricted draws tried per fresh token before an exact restricted one
 

@@ -20,11 +20,11 @@ from typing import Any
 import torch
 from jaxtyping import Float, Int
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data.base import Batch, Producer, check_probability
 from ihprobe.data.repetition import RepetitionLayer, check_room
 from ihprobe.data.sampling import BigramProcess
 from ihprobe.data.text import TextOptions
-from ihprobe.errors import IhprobeError
 
 MAX_VOCAB = 8192  # the bigram matrix is dense: 8192^2 float32 = 256 MB
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from jaxtyping import Bool, Int
 
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 
 
 def windows(tokens: torch.Tensor | np.ndarray, context: int) -> Int[torch.Tensor, "batch pos"]:

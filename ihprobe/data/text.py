@@ -26,12 +26,12 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data import cache
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.corpus import default_documents
 from ihprobe.data.options import ProducerOptions
 from ihprobe.data.tokenizer import EOS, SEP, train_bpe
-from ihprobe.errors import IhprobeError
 
 log = logging.getLogger(__name__)
 

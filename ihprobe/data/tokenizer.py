@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 
 EOS = "<|endoftext|>"  # document break; also BOS and PAD, as in GPT-2 and Pythia
 SEP = "<|sep|>"  # separator of Bi-Induct snippets [S, SEP, S]

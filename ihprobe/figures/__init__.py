@@ -1,1 +1,2 @@
-"""Plotly figures: one module per subject (attention patterns, emergence and the law)."""
+"""Plotly figures and self-contained HTML reports: one module per subject; views only call
+results, never the other way round."""

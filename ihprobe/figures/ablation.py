@@ -19,9 +19,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ihprobe.ablation_result import AblationResult, HeadEffects, changes, metric_of
+from ihprobe.causal.results import AblationResult, HeadEffects, changes, metric_of
 from ihprobe.figures.heads import OWN_TICKS, layer_head_heatmap, where
-from ihprobe.report import Section, write_report
+from ihprobe.figures.report import Section, write_report
 
 TOP_COLOR, RANDOM_COLOR, SIGNATURE_COLOR = "#d62728", "#7f7f7f", "#1f77b4"
 PAGE_WIDTH = 900  # px: the report's column, so that no figure overflows it

@@ -11,8 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ihprobe.circuit.composition import Composition
 from ihprobe.circuit.patching import PatchResult
+from ihprobe.probes.composition import Composition
 
 SIZE = {"width": 620, "height": 440, "margin": {"l": 70, "r": 20, "t": 50, "b": 60}}
 

@@ -1,7 +1,8 @@
 """Report sections of the induction circuit: composition, patching, loss by position, viewer.
 
 Each function runs the analysis on a model and returns its tables and the
-:class:`~ihprobe.report.Section` s that show them; the CLI writes them, and other reports can
+:class:`~ihprobe.figures.report.Section` s that show them; the CLI writes them, and other
+reports can
 include the sections as they are.
 
 >>> frame, sections = composition_sections(model)                          # doctest: +SKIP
@@ -15,20 +16,20 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from ihprobe.circuit.composition import KINDS, composition
 from ihprobe.circuit.pairs import induction_pair
 from ihprobe.circuit.patching import attribution_patch, patch, path_patch
 from ihprobe.circuit.positions import loss_by_position_over_run
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 from ihprobe.figures.circuit import (
     attribution_scatter,
     composition_figure,
     loss_by_position_figure,
     patch_figure,
 )
+from ihprobe.figures.report import Section
 from ihprobe.figures.viewer import attention_viewer
 from ihprobe.probes.battery import scan
-from ihprobe.report import Section
+from ihprobe.probes.composition import KINDS, composition
 
 COMPOSITION_NOTE = (
     "Composition score (Elhage et al. 2021): ||W_OV(sender) R(receiver)||_F / (||W_OV||_F "

@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ihprobe.changepoint import EmergencePoint, curve
+from ihprobe.dynamics.changepoint import EmergencePoint, curve
 from ihprobe.figures.heads import OWN_TICKS, color_range
 
 # (metric, reduce, label) drawn by trajectory_figure when the table holds them
@@ -34,14 +34,15 @@ def trajectory_figure(
     """Max PS and AR accuracy (left axis) and training loss (right axis) against tokens, log x.
 
     The detected emergence point is a solid line with the bracketing checkpoints shaded, the
-    law's :class:`~ihprobe.law.Prediction` a dashed line; checkpoints whose weights repeat an
+    law's :class:`~ihprobe.dynamics.law.Prediction` a dashed line; checkpoints whose weights
+    repeat an
     earlier one's (``duplicate_of``) are red crosses (left out of the emergence fit).
 
     Args:
         table: a trajectory table of one run.
         point: :func:`ihprobe.emergence` of it.
         prediction: :func:`ihprobe.predict_emergence` for the run's B and C.
-        losses: ``tokens, loss`` rows, e.g. :func:`ihprobe.runs.losses`.
+        losses: ``tokens, loss`` rows, e.g. :func:`ihprobe.io.runs.losses`.
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     for metric, reduce, label in TRAJECTORY_LINES:
@@ -115,9 +116,10 @@ def head_strip_figure(table: pd.DataFrame, metric: str = "prefix_matching") -> g
 
 
 def law_figure(fit, reference=None) -> go.Figure:
-    """Measured against predicted emergence updates, log-log, for a :class:`~ihprobe.law.LawFit`;
-    ``reference`` (a law name or :class:`~ihprobe.law.Law`) adds its predictions too."""
-    from ihprobe.law import get_law
+    """Measured against predicted emergence updates, log-log, for a
+    :class:`~ihprobe.dynamics.law.LawFit`;
+    ``reference`` (a law name or :class:`~ihprobe.dynamics.law.Law`) adds its predictions too."""
+    from ihprobe.dynamics.law import get_law
 
     frame = fit.to_frame()
     text = [f"B={int(b)} C={int(c)}" for b, c in zip(frame.batch_size, frame.context, strict=True)]

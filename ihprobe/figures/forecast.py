@@ -13,9 +13,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ihprobe.changepoint import EmergencePoint, curve
+from ihprobe.dynamics.changepoint import EmergencePoint, curve
+from ihprobe.dynamics.forecast import Forecast
 from ihprobe.figures.heads import OWN_TICKS
-from ihprobe.forecast import Forecast
 
 
 def forecast_figure(

@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 import torch
 from jaxtyping import Float
 
-from ihprobe.scores import HeadScores, Provenance
+from ihprobe.io.provenance import Provenance
+from ihprobe.probes.scores import HeadScores
 
 # head metrics whose values are attention weights: bounded to [0, 1]
 BOUNDED = frozenset({"prefix_matching", "prefix_matching_sd", "previous_token",

@@ -1,4 +1,4 @@
-"""Head and model scores for induction circuits (SPEC sections 2-3).
+"""Head and model scores for induction circuits .
 
 ``attention`` reduces attention patterns inside hooks (prefix matching, previous and duplicate
 token, forward and anti-induction), ``copying`` scores OV circuits from weights, ``attribution``

@@ -3,7 +3,7 @@
 Every attention score here is the mean, over rows and over a fixed list of (query, key) pairs,
 of ``A[l,h][b, query, key]``. The pairs depend only on the probe's layout (``n``, snippet
 length, BOS), not on the row, so one gather on ``blocks.{l}.attn.hook_pattern`` inside the hook
-(:func:`ihprobe.hooks.pattern_pairs`) keeps ``[batch, head, pair]`` and drops the rest.
+(:func:`ihprobe.core.hooks.pattern_pairs`) keeps ``[batch, head, pair]`` and drops the rest.
 
 On repeated tokens ``[s_1..s_n, s_1..s_n]`` (positions shifted by one with BOS), with
 second-half queries ``q``:

@@ -10,7 +10,7 @@ Input families and what each gives (SPEC sections 1-3):
 * Bi-Induct snippets -- forward ``[S, SEP, S]`` and backward ``[S, SEP, reverse(S)]`` rows in
   one pass, attention pairs only.
 * weights -- the OV copying score, no pass at all; ``k_composition`` (the strongest
-  K-composition from a previous-token head, :mod:`ihprobe.circuit.composition`) from the
+  K-composition from a previous-token head, :mod:`ihprobe.probes.composition`) from the
   weights and the repeated pass's previous-token scores.
 * natural text, when given -- one plain pass for the ICL score.
 
@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING
 import torch
 from jaxtyping import Int
 
-from ihprobe import hooks, inputs
-from ihprobe.circuit.composition import previous_token_composition
-from ihprobe.errors import IhprobeError
-from ihprobe.models import provenance
-from ihprobe.probes import attention, attribution, copying, recall
+from ihprobe.core import hooks
+from ihprobe.core.errors import IhprobeError
+from ihprobe.io.models import provenance
+from ihprobe.io.validation import check_scores
+from ihprobe.probes import attention, attribution, copying, inputs, recall
+from ihprobe.probes.composition import previous_token_composition
 from ihprobe.probes.engine import (
     DEFAULT_CHUNK,
     HEAD_METRICS,
@@ -54,8 +55,7 @@ from ihprobe.probes.engine import (
     text_probe,
     text_rows,
 )
-from ihprobe.scores import HeadScores
-from ihprobe.validation import check_scores
+from ihprobe.probes.scores import HeadScores
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
@@ -112,7 +112,7 @@ def scan(
             on an accelerator larger chunks or None can be a little faster.
 
     Returns:
-        :class:`~ihprobe.scores.HeadScores` with provenance and settings.
+        :class:`~ihprobe.probes.scores.HeadScores` with provenance and settings.
 
     Raises:
         IhprobeError: an unknown metric (the message lists the valid ones), ``n`` too long for

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float
 
-from ihprobe.validation import require_finite
+from ihprobe.io.validation import require_finite
 
 VOCAB_CHUNK = 4096  # tokens of W_U W_E multiplied at a time (50 MB of float64 at d_model 768)
 

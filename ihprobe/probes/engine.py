@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Literal
 import torch
 from jaxtyping import Bool, Float, Int
 
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.hooks import accumulating, replace_with
 from ihprobe.data.corpus import default_documents
-from ihprobe.errors import IhprobeError
-from ihprobe.hooks import accumulating, replace_with
+from ihprobe.io.validation import require_finite
 from ihprobe.probes.recall import (
     icl_score_per_row,
     induction_targets,
@@ -38,7 +39,6 @@ from ihprobe.probes.recall import (
     query_recall,
     token_losses,
 )
-from ihprobe.validation import require_finite
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float, Int
 
-from ihprobe.errors import IhprobeError
+from ihprobe.core.errors import IhprobeError
 
 ICL_EARLY, ICL_LATE = 50, 500  # Olsson et al.'s token positions for the ICL score
 ICL_SHORT = (0.1, 0.8)  # fractions of n_ctx used when the context is too short for 500

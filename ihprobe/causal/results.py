@@ -1,0 +1,243 @@
+"""Results of causal ablation: top set vs random baselines, and every head alone.
+
+Harm is a metric's change oriented by its direction in the metric table (lower accuracy,
+higher loss or rank is positive harm). The statistics compare harms, never a ratio of two
+signed numbers:
+
+* ``p_value = (1 + #draws at least as harmful as the top set) / (R + 1)`` -- a permutation
+  p-value, never below ``1 / (R + 1)``; ``p_distinct`` is the same over the distinct sets
+  drawn (they differ when the baseline has fewer distinct sets than draws).
+* load-bearing ``index = (top harm - mean random harm) / sd(random harm)``, with a percentile
+  bootstrap 95% interval over the random draws (columns ``load_bearing_index``,
+  ``load_bearing_lo``, ``load_bearing_hi``).
+* changes on the absolute scale (``change = ablated - clean``) and, for metrics whose clean
+  value keeps its sign, the relative one (``relative_change = change / clean``); the ICL
+  score, which can be near zero or change sign, is absolute only.
+
+>>> result = ihprobe.ablate(model)                                          # doctest: +SKIP
+>>> result.summary()[["metric", "change", "p_value", "load_bearing_index"]]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from einops import rearrange
+from jaxtyping import Float
+
+from ihprobe.io.provenance import COLUMNS, CarriesProvenance, Provenance, with_provenance
+from ihprobe.probes.engine import METRIC_TABLE
+
+BOOTSTRAP = 2000  # resamples of the random draws for the index's interval
+
+
+def metric_of(name: str):
+    """The table entry of a result's metric name (``hits@1:copy_word`` is ``hits@1``)."""
+    return METRIC_TABLE[name.split(":")[0]]
+
+
+def changes(name: str, values: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """``(ablated - clean, (ablated - clean) / clean)`` of every group against group 0; the
+    relative change is NaN for absolute-only metrics and a clean value of 0."""
+    v = values.double().cpu().numpy()
+    change = v - v[0]
+    if not metric_of(name).relative or v[0] == 0:
+        return change, np.full_like(v, np.nan)
+    return change, change / v[0]
+
+
+@dataclass
+class AblationResult(CarriesProvenance):
+    """Clean, top-ablated and random-ablated values of every metric, and the head sets used.
+
+    ``values[metric]`` is a tensor ``[2 + R]``: clean, top set, then the ``R`` random draws;
+    ``random_heads[r]`` lists the heads draw ``r`` ablated.
+    """
+
+    provenance: Provenance
+    by: str
+    scores: Float[torch.Tensor, "layer head"]
+    top_heads: list[tuple[int, int]]
+    random_heads: list[list[tuple[int, int]]]
+    values: dict[str, Float[torch.Tensor, " group"]]
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self.values)
+
+    def summary(self) -> pd.DataFrame:
+        """One row per metric: clean, top and random values, changes, p-values and index."""
+        seed = self.settings.get("seed", 0)
+        return pd.DataFrame(
+            [statistics(m, v, self.random_heads, seed=seed) for m, v in self.values.items()]
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        """The long table ``model, revision, step, tokens, layer, head, metric, value``.
+
+        Model-level rows (layer and head empty) hold ``{metric}.{statistic}`` for every
+        column of :meth:`summary`; head rows hold the score ``by``, ``top_set`` (1 for heads
+        in the top set) and ``random_set`` (how many random draws picked the head).
+        """
+        rows = []
+        for stats in self.summary().to_dict("records"):
+            metric = stats.pop("metric")
+            rows += [(None, None, f"{metric}.{k}", float(v)) for k, v in stats.items()]
+        picked = torch.zeros_like(self.scores)
+        for draw in self.random_heads:
+            for layer, head in draw:
+                picked[layer, head] += 1
+        top = set(self.top_heads)
+        n_layers, n_heads = self.scores.shape
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                rows.append((layer, head, self.by, float(self.scores[layer, head])))
+                rows.append((layer, head, "top_set", float((layer, head) in top)))
+                rows.append((layer, head, "random_set", float(picked[layer, head])))
+        return with_provenance(pd.DataFrame(rows, columns=list(COLUMNS[4:])), self.provenance)
+
+
+def statistics(
+    metric: str,
+    values: torch.Tensor,
+    draws: list[list[tuple[int, int]]] | None = None,
+    *,
+    seed: int = 0,
+    bootstrap: int = BOOTSTRAP,
+) -> dict:
+    """The statistics of one metric's ``[clean, top, random...]`` values (module docstring)."""
+    change, relative = changes(metric, values)
+    harm = metric_of(metric).harm_sign * change
+    top, random = harm[1], harm[2:]
+    draws = draws or [[(r, r)] for r in range(len(random))]  # unknown sets: all distinct
+    distinct = {tuple(d): h for d, h in zip(draws, random, strict=True)}
+    unique = np.array(list(distinct.values()))
+    index, lo, hi = load_bearing_index(top, random, seed=seed, bootstrap=bootstrap)
+    v = values.double().cpu().numpy()
+    return {
+        "metric": metric,
+        "clean": v[0],
+        "top": v[1],
+        "random_mean": v[2:].mean(),
+        "change": change[1],
+        "relative_change": relative[1],
+        "random_change_mean": change[2:].mean(),
+        "random_change_sd": change[2:].std(ddof=1) if len(random) > 1 else math.nan,
+        "random_change_lo": np.quantile(change[2:], 0.025),
+        "random_change_hi": np.quantile(change[2:], 0.975),
+        "random_relative_change_mean": relative[2:].mean(),
+        "random_relative_change_lo": np.quantile(relative[2:], 0.025),
+        "random_relative_change_hi": np.quantile(relative[2:], 0.975),
+        "p_value": (1 + int((random >= top).sum())) / (len(random) + 1),
+        "p_distinct": (1 + int((unique >= top).sum())) / (len(unique) + 1),
+        "distinct_sets": len(unique),
+        "load_bearing_index": index,
+        "load_bearing_lo": lo,
+        "load_bearing_hi": hi,
+    }
+
+
+def load_bearing_index(
+    top: float, random: np.ndarray, *, seed: int = 0, bootstrap: int = BOOTSTRAP
+) -> tuple[float, float, float]:
+    """``(top - mean(random)) / sd(random)`` of harms, and its percentile-bootstrap 95% interval
+    (random draws resampled with replacement, ``seed``-ed). With sd 0 (every draw equally
+    harmful) it is +-inf when the top set differs and NaN when it does not.
+
+    >>> index, lo, hi = load_bearing_index(5.0, np.array([0.0, 1.0, 2.0]))
+    >>> index, lo <= index <= hi
+    (4.0, True)
+    """
+    if len(random) < 2:
+        return math.nan, math.nan, math.nan
+    index = float(_index(top, random[None])[0])
+    samples = random[np.random.default_rng(seed).integers(0, len(random), (bootstrap, len(random)))]
+    boot = _index(top, samples)
+    if np.isnan(boot).all():
+        return index, math.nan, math.nan
+    with np.errstate(invalid="ignore"):  # infinite resamples: inf - inf inside the quantile
+        lo, hi = np.nanquantile(boot, [0.025, 0.975])
+    return index, float(lo), float(hi)
+
+
+def _index(top: float, harms: np.ndarray) -> np.ndarray:
+    """The index of each row of ``harms``: +-inf when the draws agree exactly (sd 0) and the
+    top set differs from them, NaN when it equals them too."""
+    excess, sd = top - harms.mean(axis=1), harms.std(axis=1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(
+            sd > 0, excess / sd, np.sign(excess) * np.where(excess != 0, np.inf, np.nan)
+        )
+
+
+@dataclass
+class HeadEffects(CarriesProvenance):
+    """Every head ablated alone: ``values[metric]`` is ``[1 + layers * heads]``, the clean
+    value then one per head, layer-major.
+
+    >>> effects = ihprobe.head_effects(model, metrics=["ar_accuracy"])      # doctest: +SKIP
+    >>> effects.ranking("ar_accuracy")[:2]      # most harmful heads first   # doctest: +SKIP
+    [(1, 2, 0.91), (0, 3, 0.12)]
+    """
+
+    provenance: Provenance
+    shape: tuple[int, int]
+    values: dict[str, Float[torch.Tensor, " group"]]
+    settings: dict = field(default_factory=dict)
+
+    def change(self, metric: str) -> Float[torch.Tensor, "layer head"]:
+        """``ablated - clean`` of every head."""
+        v = self.values[metric].double()
+        return rearrange(v[1:] - v[0], "(layer head) -> layer head", layer=self.shape[0])
+
+    def harm(self, metric: str) -> Float[torch.Tensor, "layer head"]:
+        """The change oriented so that positive is worse (the metric table's direction)."""
+        return metric_of(metric).harm_sign * self.change(metric) + 0.0  # no -0.0
+
+    def ranking(self, metric: str) -> list[tuple[int, int, float]]:
+        """``(layer, head, harm)`` of every head, most harmful first (ties: lower index)."""
+        harm = self.harm(metric).flatten()
+        order = torch.sort(-harm, stable=True).indices
+        n_heads = self.shape[1]
+        return [(int(i) // n_heads, int(i) % n_heads, float(harm[i])) for i in order]
+
+    def to_frame(self) -> pd.DataFrame:
+        """The tidy table ``model, revision, step, tokens, layer, head, metric, clean,
+        ablated, change, relative_change, harm``: one row per head and metric."""
+        n_layers, n_heads = self.shape
+        frames = []
+        for metric, values in self.values.items():
+            change, relative = changes(metric, values)
+            v = values.double().cpu().numpy()
+            frames.append(pd.DataFrame({
+                "layer": np.repeat(np.arange(n_layers), n_heads),
+                "head": np.tile(np.arange(n_heads), n_layers),
+                "metric": metric, "clean": v[0], "ablated": v[1:], "change": change[1:],
+                "relative_change": relative[1:],
+                "harm": metric_of(metric).harm_sign * change[1:] + 0.0,
+            }))  # fmt: skip
+        frame = pd.concat(frames, ignore_index=True)
+        p = self.provenance
+        frame.insert(0, "model", p.model)
+        frame.insert(1, "revision", p.revision)
+        frame.insert(2, "step", pd.array([p.step] * len(frame), dtype="Int64"))
+        frame.insert(3, "tokens", pd.array([p.tokens] * len(frame), dtype="Int64"))
+        return frame
+
+    def to_long(self) -> pd.DataFrame:
+        """The long table :data:`~ihprobe.probes.scores.COLUMNS`: ``{metric}.head_change`` per head
+        and ``{metric}.clean`` per model, so checkpoints concatenate with other results."""
+        tidy = self.to_frame()
+        heads = tidy[["layer", "head"]].assign(
+            metric=tidy.metric + ".head_change", value=tidy.change
+        )
+        clean = pd.DataFrame({
+            "layer": None, "head": None, "metric": [f"{m}.clean" for m in self.values],
+            "value": [float(v[0]) for v in self.values.values()],
+        })  # fmt: skip
+        return with_provenance(pd.concat([heads, clean], ignore_index=True), self.provenance)

@@ -1,0 +1,173 @@
+"""Files written whole or not at all: one atomic-write helper for every module of ihprobe.
+
+A file is written under a temporary name (``.tmp-NAME-XXXX``) in its own directory and renamed
+over its final name when complete, so a reader never sees half a file and a killed process leaves
+only a temporary file, which the next run removes. Every error path, disk full included, removes
+the temporary file and raises :class:`~ihprobe.core.errors.IhprobeError` with one line.
+
+>>> import tempfile, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
+>>> atomic_write(path, "hello\\n").read_text()
+'hello\\n'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ihprobe.core.errors import IhprobeError
+
+TMP_PREFIX = ".tmp-"  # every temporary file or directory ihprobe writes starts with this
+SHARED_MODE = 0o644  # mkstemp makes files private; results are meant to be shared
+
+
+def atomic_write(path: str | os.PathLike, content: str | bytes | Callable[[Path], object]) -> Path:
+    """Write ``content`` (text, bytes, or a function that writes to the path it is given) to
+    ``path`` atomically; return ``path``.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
+        >>> atomic_write(path, lambda tmp: tmp.write_text("a,b\\n")).read_text()
+        'a,b\\n'
+    """
+    path = Path(path)
+    _make_parent(path)
+    try:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{TMP_PREFIX}{path.name}-")
+    except OSError as err:
+        raise _write_error(path, err) from err
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if isinstance(content, str):
+                fh.write(content.encode())
+            elif isinstance(content, bytes):
+                fh.write(content)
+        if callable(content):
+            content(tmp)
+        os.chmod(tmp, SHARED_MODE)
+        os.replace(tmp, path)
+    except OSError as err:
+        raise _write_error(path, err) from err
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary directory beside ``path``, renamed to ``path`` when the block ends cleanly.
+
+    The rename fails rather than replace an existing directory; on any error the temporary
+    directory is removed.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> final = pathlib.Path(tempfile.mkdtemp()) / "ckpt"
+        >>> with atomic_directory(final) as tmp:
+        ...     _ = (tmp / "config.json").write_text("{}")
+        >>> sorted(p.name for p in final.iterdir())
+        ['config.json']
+    """
+    path = Path(path)
+    _make_parent(path)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{path.name}-", dir=path.parent))
+    except OSError as err:
+        raise _write_error(path, err) from err
+    try:
+        yield tmp
+        os.rename(tmp, path)
+    except OSError as err:
+        raise _write_error(path, err) from err
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_temporary(directory: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files and directories an interrupted write left in ``directory``."""
+    directory = Path(directory)
+    found = sorted(directory.glob(f"{TMP_PREFIX}*")) if directory.is_dir() else []
+    for tmp in found:
+        shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+    return found
+
+
+def sha256_file(path: str | os.PathLike, block: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file's bytes, read in blocks.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "x"
+        >>> sha256_file(atomic_write(path, b""))[:12]
+        'e3b0c44298fc'
+    """
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_writable_dir(path: str | os.PathLike, what: str = "--out") -> Path:
+    """Raise unless ``path`` is a directory ihprobe can create or write into, before any work.
+
+    Example:
+        >>> import tempfile
+        >>> check_writable_dir(tempfile.mkdtemp()).is_dir()
+        True
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise IhprobeError(f"{what} {path} is a file, not a directory; pass a directory.")
+    existing = next(p for p in (path, *path.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise IhprobeError(f"{what} {path}: {existing} is a file; choose another {what}.")
+    try:  # a real write: permissions, read-only mounts and root all answer the same way
+        with tempfile.TemporaryFile(dir=existing, prefix=TMP_PREFIX):
+            pass
+    except OSError as err:
+        raise IhprobeError(
+            f"{what} {path}: {existing} is not writable ({err.strerror}); choose another {what}."
+        ) from err
+    return path
+
+
+def check_writable_file(path: str | os.PathLike, what: str = "--out") -> Path:
+    """Raise unless a file can be written at ``path`` (its directory writable, not a directory).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> check_writable_file(pathlib.Path(tempfile.mkdtemp()) / "r.html").name
+        'r.html'
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IhprobeError(f"{what} {path} is a directory; pass a file name.")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise IhprobeError(f"{what} {path} is read-only; choose another {what}.")
+    check_writable_dir(path.parent, what)
+    return path
+
+
+def _make_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _write_error(path, err) from err
+
+
+def _write_error(path: Path, err: OSError) -> IhprobeError:
+    """One line for an OS error while writing ``path`` (disk full named as such)."""
+    if err.errno == errno.ENOSPC:
+        return IhprobeError(f"disk full while writing {path}; free space and run again.")
+    reason = err.strerror or str(err)
+    return IhprobeError(f"could not write {path}: {reason}.")

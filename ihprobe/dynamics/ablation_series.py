@@ -1,0 +1,87 @@
+"""Ablation over training: the load-bearing index and per-head effects at every checkpoint.
+
+Each checkpoint's result is cached under its weights hash and the ablation settings, in the
+same cache as :func:`ihprobe.trajectory` (folder ``ablations``), so re-running after new
+checkpoints appear ablates only the new ones. The table holds, per checkpoint, the rows of
+:meth:`~ihprobe.causal.results.AblationResult.to_frame` (the ranking score of every head --
+the signature -- and every statistic of every metric) and, with ``effects``, those of
+:meth:`~ihprobe.causal.results.HeadEffects.to_long` (``{metric}.head_change`` per head).
+
+>>> table = ablation_trajectory("runs/demo", scope="global", top=1)          # doctest: +SKIP
+>>> load_bearing_figure(table, "ar_accuracy", "prefix_matching")             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ihprobe.causal.ablation import ablate, check_settings, head_effects
+from ihprobe.dynamics.trajectories import ROW_COLUMNS, cached_sweep, settings_key
+from ihprobe.io.models import load_or_swap
+from ihprobe.io.runs import Checkpoint
+from ihprobe.io.sources import sources_of
+
+ABLATE_SIGNATURE = inspect.signature(ablate)
+EFFECT_SETTINGS = ("metrics", "mode", "seed", "n", "batch", "bos", "text", "text_rows", "tasks")
+
+
+def ablation_trajectory(
+    source_or_sources,
+    *,
+    revisions: Sequence[str] | None = None,
+    tokens_per_step: int | None = None,
+    effects: bool = True,
+    cache: bool | str | os.PathLike | None = True,
+    progress: bool = False,
+    **ablate_kwargs,
+) -> pd.DataFrame:
+    """:func:`ihprobe.ablate` (and :func:`ihprobe.head_effects`) at every checkpoint, as one
+    long table ordered by training tokens.
+
+    Args:
+        source_or_sources: a run directory, checkpoint, hub id (with ``revisions``) or a list.
+        revisions, tokens_per_step, cache, progress: as in :func:`ihprobe.trajectory`.
+        effects: also ablate every head alone (``{metric}.head_change`` rows).
+        **ablate_kwargs: passed to :func:`ihprobe.ablate` (``scope``, ``top``, ``baseline``,
+            ``mode``, ``metrics``, ...); the per-head effects use the same metrics and rows.
+
+    Returns:
+        Columns ``model, revision, step, tokens, layer, head, metric, value, duplicate_of``.
+
+    Example:
+        >>> table = ablation_trajectory("runs/demo", metrics=["ar_accuracy"], random=20)
+        ... # doctest: +SKIP
+        >>> table.query("metric == 'ar_accuracy.load_bearing_index'")[["step", "value"]]
+        ... # doctest: +SKIP
+    """
+    bound = ABLATE_SIGNATURE.bind(None, **ablate_kwargs)
+    bound.apply_defaults()  # the same settings spelled differently share a cache entry
+    settings = {k: v for k, v in bound.arguments.items() if k != "model"}
+    check_settings(**{k: settings[k] for k in ("top", "random", "mode", "metrics", "scope",
+                                               "baseline")})  # fmt: skip
+    ablator = _Ablator(ablate_kwargs, effects)
+    return cached_sweep(
+        sources_of(source_or_sources, revisions), lambda _device: ablator.rows, "ablations",
+        settings_key(["ablation", f"effects={effects}"], settings), cache=cache,
+        tokens_per_step=tokens_per_step, progress=progress,
+    )  # fmt: skip
+
+
+class _Ablator:
+    """Ablates checkpoints, loading the first and swapping later weights into the same model."""
+
+    def __init__(self, ablate_kwargs: dict, effects: bool):
+        self.model, self.ablate_kwargs, self.effects = None, ablate_kwargs, effects
+
+    def rows(self, ckpt: Checkpoint) -> pd.DataFrame:
+        """``layer, head, metric, value`` of one checkpoint's ablation and per-head effects."""
+        self.model = load_or_swap(self.model, ckpt.source, revision=ckpt.revision)
+        parts = [ablate(self.model, **self.ablate_kwargs).to_frame()]
+        if self.effects:
+            kwargs = {k: v for k, v in self.ablate_kwargs.items() if k in EFFECT_SETTINGS}
+            parts.append(head_effects(self.model, **kwargs).to_long())
+        return pd.concat(parts, ignore_index=True)[ROW_COLUMNS]

@@ -1,0 +1,402 @@
+"""The emergence point of induction heads in a training run (SPEC section 7).
+
+A metric's trajectory over checkpoints (by default the max over heads of the prefix-matching
+score) is fitted against log10(tokens) with a 3-segment continuous piecewise-linear curve
+(``pwlf``); the emergence point is the start of the steepest rising segment. The first checkpoint
+whose value crosses a threshold (0.3 for prefix matching) is reported beside it, and both come with
+the checkpoints that bracket them, which is all the resolution a run's checkpoints allow. A curve
+whose steep segment does not rise clearly above its noise gives an explicit no-transition result.
+
+>>> table = trajectory("runs/demo")                                 # doctest: +SKIP
+>>> point = emergence(table)                                         # doctest: +SKIP
+>>> point.transition, point.updates, (point.tokens_low, point.tokens_high)  # doctest: +SKIP
+(True, 912.4, (51200, 65536))
+
+The law that predicts the point from batch size and context is in :mod:`ihprobe.dynamics.law`; the
+trajectories come from :mod:`ihprobe.dynamics.trajectories`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ihprobe.core.errors import IhprobeError
+from ihprobe.io.provenance import Provenance
+from ihprobe.io.runs import run_shape
+from ihprobe.probes.engine import METRIC_TABLE
+
+log = logging.getLogger(__name__)
+
+# Metrics that fall when induction heads form; their curves are flipped before fitting.
+DECREASING = frozenset(m.name for m in METRIC_TABLE.values() if m.direction == "lower")
+# Default threshold per metric (SPEC 7: PS 0.3). Other metrics use the half-rise level of the fit.
+THRESHOLDS = {m.name: m.threshold for m in METRIC_TABLE.values() if m.threshold is not None}
+# The least rise of the steep segment that counts as a transition, in the metric's own units.
+MIN_RISE = {m.name: m.min_rise for m in METRIC_TABLE.values() if m.min_rise}
+NOISE_FACTOR = 4.0  # the steep segment must also rise this many noise sds
+REDUCERS = ("max", "mean", "min")
+
+
+@dataclass(frozen=True)
+class EmergencePoint:
+    """When a run's metric rose: the change point of the fit and the threshold crossing.
+
+    ``tokens`` is the start of the steep segment (interpolated between checkpoints), ``updates``
+    the optimiser updates there, and ``step`` the first checkpoint at or after it (one you can
+    load). ``tokens_low``/``tokens_high`` (and ``updates_low``/``updates_high``) are the
+    checkpoints that bracket it: the uncertainty that checkpoint spacing leaves. When
+    ``transition`` is False, ``reason`` says why and the point fields are None.
+    """
+
+    metric: str
+    reduce: str | tuple[int, int]
+    transition: bool
+    tokens: float | None = None
+    updates: float | None = None
+    step: int | None = None
+    tokens_low: float | None = None
+    tokens_high: float | None = None
+    updates_low: float | None = None
+    updates_high: float | None = None
+    threshold: float | None = None
+    threshold_step: int | None = None
+    threshold_tokens: float | None = None
+    rise: float = 0.0
+    noise: float = 0.0
+    breaks: tuple[float, ...] = ()  # of the fit, in tokens (in steps when tokens are unknown)
+    slopes: tuple[float, ...] = ()
+    reason: str = ""
+    model: str | None = None
+    batch_size: int | None = None
+    context: int | None = None
+    curve: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False, compare=False)
+
+    @property
+    def provenance(self) -> Provenance:
+        """The run the point was found in (a run, so no revision, step or tokens of its own)."""
+        return Provenance(str(self.model))
+
+    def to_dict(self) -> dict:
+        """Every field but the curve, JSON-ready."""
+        out = {k: v for k, v in asdict(self).items() if k != "curve"}
+        out["reduce"] = list(self.reduce) if isinstance(self.reduce, tuple) else self.reduce
+        return {k: _plain(v) for k, v in out.items()}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per point, so that the points of many runs concatenate."""
+        return pd.DataFrame([self.to_dict()])
+
+
+def _plain(value):
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.floating, np.integer)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# ----------------------------------------------------------------------------- the curve
+
+
+def curve(
+    table: pd.DataFrame, metric: str = "prefix_matching", reduce: str | tuple[int, int] = "max"
+) -> pd.DataFrame:
+    """One value per checkpoint: ``step, tokens, value, duplicate`` ordered by training
+    progress (``duplicate``: the table's ``duplicate_of`` names an earlier checkpoint).
+
+    Per-head metrics are reduced over heads (``"max"``, ``"mean"``, ``"min"``) or picked for
+    one ``(layer, head)``; model-level metrics are taken as they are.
+
+    Example:
+        >>> t = pd.DataFrame({"model": "m", "revision": None, "step": [0, 0, 10, 10],
+        ...     "tokens": [0, 0, 640, 640], "layer": 0, "head": [0, 1, 0, 1],
+        ...     "metric": "prefix_matching", "value": [0.01, 0.02, 0.5, 0.1]})
+        >>> curve(t).value.tolist()
+        [0.02, 0.5]
+    """
+    missing = {"step", "tokens", "metric", "value"} - set(table.columns)
+    if missing:
+        raise IhprobeError(
+            f"the table lacks columns {sorted(missing)}; pass a table from ihprobe.trajectory()."
+        )
+    rows = table[table["metric"] == metric]
+    if rows.empty:
+        found = sorted(table["metric"].unique())
+        raise IhprobeError(f"the table has no {metric!r} rows; it holds {found}.")
+    per_head = "layer" in rows and rows["layer"].notna().any()
+    if isinstance(reduce, tuple):
+        if not per_head:
+            raise IhprobeError(f"{metric} is a model-level metric; a (layer, head) makes no sense.")
+        layer, head = reduce
+        rows = rows[(rows["layer"] == layer) & (rows["head"] == head)]
+        if rows.empty:
+            raise IhprobeError(f"the table has no {metric} rows for head ({layer}, {head}).")
+        how = "max"  # one row per checkpoint already
+    elif reduce in REDUCERS:
+        how = reduce
+    else:
+        raise IhprobeError(f"reduce={reduce!r}: use one of {REDUCERS} or a (layer, head) tuple.")
+    keys = ["step", "tokens"]
+    grouped = rows.groupby(keys, dropna=False, sort=False)
+    out = grouped["value"].agg(how).reset_index()
+    # a checkpoint whose weights repeat an earlier one's (trajectory's duplicate_of column)
+    out["duplicate"] = (
+        grouped["duplicate_of"].agg(lambda d: d.notna().any()).to_numpy(bool)
+        if "duplicate_of" in rows
+        else False
+    )
+    if "model" in rows and rows["model"].nunique() > 1 and out["tokens"].duplicated().any():
+        raise IhprobeError(
+            f"the table mixes runs {sorted(rows['model'].unique())[:4]} with overlapping "
+            "checkpoints; pass one run at a time, e.g. table[table.model == name]."
+        )
+    order = "tokens" if out["tokens"].notna().all() else "step"
+    if out[order].isna().any():
+        raise IhprobeError("every checkpoint needs its step or its token count to be ordered.")
+    return out.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def run_emergence(
+    run_dir,
+    metric: str = "prefix_matching",
+    reduce: str | tuple[int, int] = "max",
+    threshold: float | None = None,
+    *,
+    cache=True,
+    progress: bool = False,
+    **scan_kwargs,
+) -> EmergencePoint:
+    """The emergence point of one run directory: its trajectory, then :func:`emergence`,
+    with the run's batch size and context filled in for :func:`~ihprobe.dynamics.law.fit_law`.
+
+    Example:
+        >>> point = run_emergence("runs/B8-C64")                         # doctest: +SKIP
+        >>> point.updates, point.batch_size, point.context               # doctest: +SKIP
+        (912.4, 8, 64)
+    """
+    from ihprobe.dynamics.trajectories import trajectory
+
+    table = trajectory(run_dir, [metric], cache=cache, progress=progress, **scan_kwargs)
+    batch_size, context = run_shape(run_dir)
+    point = emergence(table, metric, reduce, threshold, batch_size=batch_size, context=context)
+    return dataclasses.replace(point, model=str(run_dir))
+
+
+# ----------------------------------------------------------------------------- the point
+
+
+def emergence(
+    table: pd.DataFrame,
+    metric: str = "prefix_matching",
+    reduce: str | tuple[int, int] = "max",
+    threshold: float | None = None,
+    *,
+    segments: int = 3,
+    min_rise: float | None = None,
+    batch_size: int | None = None,
+    context: int | None = None,
+    include_duplicates: bool = False,
+) -> EmergencePoint:
+    """Find the emergence point of ``metric`` in a trajectory table.
+
+    Args:
+        table: long table from :func:`trajectory` (columns ``step, tokens, metric, value`` and,
+            for per-head metrics, ``layer, head``) of one run.
+        metric: any scan metric; falling metrics (losses, ranks, ICL score) are handled by
+            flipping their sign before the fit.
+        reduce: how heads become one value per checkpoint: ``"max"``, ``"mean"``, ``"min"``
+            or one ``(layer, head)``.
+        threshold: the crossing level; default 0.3 for prefix matching, else the level halfway
+            up the fitted steep segment.
+        segments: pieces of the piecewise-linear fit against log10(tokens).
+        min_rise: least rise of the steep segment that counts as a transition (default per
+            metric: 0.1 for PS, AR accuracy, LA, forward induction; 0 otherwise). The change
+            must also persist: the median of the checkpoints after the steep segment must
+            exceed the median before it by 4 noise sds (noise from checkpoint-to-checkpoint
+            differences and from the fit's residuals, whichever is larger).
+        batch_size, context: the run's B and C, for :func:`fit_law`; they also turn tokens into
+            updates when the table has no steps.
+        include_duplicates: fit checkpoints whose weights repeat an earlier checkpoint's too
+            (``duplicate_of``; published series hold such copies). Left out by default: a
+            copy is not a measurement of its step. The point's ``curve`` keeps them.
+
+    Example:
+        >>> tokens = [0] + [2**k * 1000 for k in range(12)]
+        >>> ps = [0.02] * 7 + [0.8] * 6                  # PS jumps between 32k and 64k tokens
+        >>> t = pd.DataFrame({"step": [x // 1000 for x in tokens], "tokens": tokens,
+        ...     "metric": "prefix_matching", "value": ps})
+        >>> p = emergence(t)
+        >>> p.transition, p.tokens_low, p.tokens_high, p.threshold_tokens
+        (True, 32000.0, 64000.0, 64000.0)
+    """
+    if not isinstance(table, pd.DataFrame):
+        raise IhprobeError(
+            f"emergence takes a trajectory table, not a {type(table).__name__}: pass "
+            "ihprobe.trajectory(run_dir, ['prefix_matching']) (or read a trajectory CSV)."
+        )
+    full = curve(table, metric, reduce)
+    data = full if include_duplicates else full[~full["duplicate"]].reset_index(drop=True)
+    model = str(table["model"].iloc[0]) if "model" in table and len(table) else None
+    sign = -1.0 if metric in DECREASING else 1.0
+    base = {"metric": metric, "reduce": reduce, "model": model}
+    base.update(batch_size=batch_size, context=context, curve=full)
+    axis = "tokens" if data["tokens"].notna().all() else "step"
+    fit_rows = data[data[axis] > 0]
+    if len(fit_rows) < 2 * segments:
+        raise IhprobeError(
+            f"{len(fit_rows)} checkpoint(s) past step 0 are too few for a {segments}-segment fit "
+            f"(need {2 * segments}); save more checkpoints (TrainConfig.n_checkpoints) or pass "
+            "segments=2."
+        )
+    x = np.log10(_floats(fit_rows[axis]))
+    y = sign * _floats(fit_rows["value"])
+    breaks, levels = _piecewise_fit(x, y, segments)
+    widths = np.diff(breaks)
+    slopes = np.where(widths > 1e-12, np.diff(levels) / np.maximum(widths, 1e-12), 0.0)
+    rises = np.diff(levels)
+    steep = int(np.argmax(np.where(rises >= rises.max() / 2, slopes, -np.inf)))
+    rise = float(rises[steep])
+    residual = y - np.interp(x, breaks, levels)
+    dof = max(len(y) - 2 * segments, 1)
+    noise = max(_noise_sd(y), float(np.sqrt(np.sum(residual**2) / dof)))
+    floor = MIN_RISE.get(metric, 0.0) if min_rise is None else min_rise
+    base.update(
+        rise=rise,
+        noise=noise,
+        breaks=tuple(float(10**b) for b in breaks),
+        slopes=tuple(float(s) for s in slopes),
+    )
+    reason = ""
+    if rise <= 1e-9 * max(1.0, float(np.abs(y).max())):  # float noise of a flat fit
+        reason = f"{metric} never rises" if sign > 0 else f"{metric} never falls"
+    elif rise < floor:
+        reason = f"the steepest segment changes {metric} by {rise:.3g} < min_rise={floor:g}"
+    elif _sustained(x, y, breaks[steep], breaks[steep + 1]) < NOISE_FACTOR * noise:
+        reason = (
+            f"{metric} does not stay changed: the levels before and after the steepest segment "
+            f"differ by less than {NOISE_FACTOR:g} noise sds ({noise:.3g})"
+        )
+    if threshold is None:
+        threshold = THRESHOLDS.get(metric)
+        if threshold is None and not reason:
+            threshold = sign * float(levels[steep] + levels[steep + 1]) / 2
+    crossing = _first_crossing(data, threshold, sign) if threshold is not None else None
+    base.update(
+        threshold=threshold,
+        threshold_step=_int(crossing["step"]) if crossing is not None else None,
+        threshold_tokens=_float(crossing["tokens"]) if crossing is not None else None,
+    )
+    if reason:
+        return EmergencePoint(transition=False, reason=reason, **base)
+    start = float(10 ** breaks[steep])
+    return EmergencePoint(
+        transition=True, **base, **_locate(data, axis, start, batch_size, context)
+    )
+
+
+def _piecewise_fit(x: np.ndarray, y: np.ndarray, segments: int):
+    """Breakpoints and fitted levels there of a continuous piecewise-linear least-squares fit.
+
+    ``pwlf`` fits the lines for given breakpoints; the breakpoints are searched exhaustively
+    over the checkpoints and the midpoints between them (a few hundred tiny least-squares
+    problems, deterministic, unlike a stochastic global search), then polished continuously.
+    """
+    import pwlf
+    from scipy.optimize import minimize
+
+    model = pwlf.PiecewiseLinFit(x, y)
+    model.use_custom_opt(segments)
+    candidates = np.unique(np.concatenate([x[1:-1], (x[1:] + x[:-1]) / 2]))
+    best, best_ssr = None, np.inf
+    for combo in itertools.combinations(candidates, segments - 1):
+        ssr = model.fit_with_breaks_opt(np.array(combo))
+        if np.isfinite(ssr) and (best is None or ssr < best_ssr - 1e-12 * max(best_ssr, 1.0)):
+            best, best_ssr = np.array(combo), ssr
+    if best is None:
+        raise IhprobeError("the piecewise-linear fit failed on this curve (is it constant?).")
+    bounds = [(x[0], x[-1])] * (segments - 1)
+    polished = minimize(model.fit_with_breaks_opt, best, method="L-BFGS-B", bounds=bounds)
+    if polished.success and polished.fun < best_ssr - 1e-9 * max(best_ssr, 1e-12):
+        best = np.sort(polished.x)
+    breaks = np.concatenate([[x[0]], best, [x[-1]]])
+    model.fit_with_breaks(breaks)
+    return breaks, np.asarray(model.predict(breaks))
+
+
+def _noise_sd(y: np.ndarray) -> float:
+    """Noise sd from successive differences, robust to the few large steps of a transition."""
+    d = np.diff(y)
+    if len(d) < 2:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+
+
+def _sustained(x: np.ndarray, y: np.ndarray, start: float, end: float) -> float:
+    """Median level after a segment minus the median before it: a phase change persists."""
+    before, after = y[x <= start + 1e-12], y[x >= end - 1e-12]
+    if not len(before) or not len(after):
+        return 0.0
+    return float(np.median(after) - np.median(before))
+
+
+def _first_crossing(data: pd.DataFrame, threshold: float, sign: float):
+    hit = data[sign * data["value"] >= sign * threshold]
+    return None if hit.empty else hit.iloc[0]
+
+
+def _locate(data: pd.DataFrame, axis: str, at: float, batch_size, context) -> dict:
+    """Tokens, updates and the bracketing checkpoints of a point at ``at`` on ``axis``."""
+    positions = _floats(data[axis])
+    nearest = positions[np.argmin(np.abs(positions - at))]
+    at = nearest if abs(nearest - at) <= 1e-9 * at else at  # undo 10**log10 rounding
+    below, above = data[positions <= at], data[positions > at]
+    low = below.iloc[-1] if len(below) else data.iloc[0]
+    high = above.iloc[0] if len(above) else data.iloc[-1]
+    per_update = batch_size * context if batch_size and context else None
+    steps = _floats(data["step"])
+    if axis == "tokens":
+        tokens = at
+        known = ~np.isnan(steps)
+        updates = (
+            float(np.interp(at, positions[known], steps[known]))
+            if known.sum() >= 2
+            else (at / per_update if per_update else None)
+        )
+    else:
+        updates = at
+        tokens = at * per_update if per_update else None
+    first = low if len(below) and float(low[axis]) == at else high
+    return {
+        "tokens": _float(tokens),
+        "updates": _float(updates),
+        "step": _int(first["step"]),
+        "tokens_low": _float(low["tokens"]),
+        "tokens_high": _float(high["tokens"]),
+        "updates_low": _float(low["step"]),
+        "updates_high": _float(high["step"]),
+    }
+
+
+def _floats(column: pd.Series) -> np.ndarray:
+    """A column as float64, missing values (NaN, ``<NA>`` of nullable ints) as NaN."""
+    return column.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+
+
+def _int(value) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)
+
+
+def _float(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)

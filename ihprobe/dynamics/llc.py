@@ -1,0 +1,304 @@
+"""The local learning coefficient (LLC) at every checkpoint of a run, from devinterp's SGLD.
+
+The LLC measures how degenerate the loss landscape is around a checkpoint's weights ``w*``:
+SGLD samples weights near ``w*`` from the tempered, localised posterior, and
+``LLC = n_beta * (E[loss] - loss(w*))``. Developmental interpretability reads stages of
+training from where the LLC changes; :func:`llc_stages` finds them with the same change-point
+fit as the prefix-matching trajectory (:func:`ihprobe.emergence`).
+
+devinterp is an optional extra (``pip install 'ihprobe[llc]'``). The SGLD settings are stated
+in :class:`SGLDSettings`; the diagnostics devinterp asks users to look at (the loss trace of
+every chain, the spread of the chains, the sign of the estimate) come with every checkpoint
+(:attr:`LLCTrajectory.checks`), and ``docs/forecast.md`` says how they were chosen.
+
+>>> traj = llc_trajectory("runs/demo/main")                        # doctest: +SKIP
+>>> traj.frame[["step", "llc_mean", "llc_std"]].head(3)             # doctest: +SKIP
+>>> llc_stages(traj).tokens                                         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.files import atomic_write
+from ihprobe.dynamics.changepoint import EmergencePoint, emergence
+from ihprobe.dynamics.trajectories import cache_dir
+from ihprobe.io.models import quiet_progress, validate_checkpoint
+from ihprobe.io.runs import RUN_META, checkpoints, run_meta
+from ihprobe.io.weights import weights_hash
+
+log = logging.getLogger(__name__)
+
+EXTRA = "pip install 'ihprobe[llc]'"
+CACHE_VERSION = 1
+METRIC = "llc"
+
+
+@dataclass(frozen=True)
+class SGLDSettings:
+    """SGLD hyperparameters of the LLC estimate (devinterp's names in brackets).
+
+    Defaults were calibrated on the demo's 2-layer d64 models (``docs/forecast.md``): with
+    them the chains' loss traces level off within 100 draws at trained checkpoints, where
+    smaller steps or a weaker localisation leave them still climbing. The inverse temperature
+    is devinterp's default ``n / ln n`` with ``n`` the tokens predicted per SGLD step (the loss
+    is a per-token mean). Chains and draws are devinterp's defaults.
+    """
+
+    lr: float = 1e-3  # step size epsilon [lr]
+    localization: float = 300.0  # pull gamma towards w* [localization]
+    n_beta: float | None = None  # inverse temperature [n_beta]; None: n / ln(n), see above
+    chains: int = 4  # [num_chains]
+    draws: int = 200  # SGLD steps per chain, each one a draw [num_draws]
+    batch_size: int = 32  # rows per SGLD step [batch_size]
+    init_batches: int = 8  # minibatches that measure loss(w*) [num_init_loss_batches]
+    rows: int = 1024  # rows of the run's own data distribution to sample minibatches from
+    seed: int = 0  # SGLD noise [init_seed]
+
+    def beta(self, context: int) -> float:
+        """``n_beta``, or ``n / ln n`` for ``n = batch_size * (context - 1)`` predicted tokens."""
+        if self.n_beta is not None:
+            return self.n_beta
+        n = self.batch_size * (context - 1)
+        return n / math.log(n)
+
+
+@dataclass
+class LLCTrajectory:
+    """LLC per checkpoint (``frame``: ``step, tokens, llc_mean, llc_std, init_loss``, per-chain
+    values in ``llc_chains``) and every chain's loss trace (``traces``: ``step, chain, draw,
+    loss``), with the settings that made them."""
+
+    frame: pd.DataFrame
+    traces: pd.DataFrame
+    settings: SGLDSettings
+    run: str
+
+    @property
+    def checks(self) -> pd.DataFrame:
+        """Per checkpoint: is the estimate finite and positive, did the chains' loss traces
+        level off (last quarter within 10% of the rise above ``loss(w*)`` of the second
+        quarter), and do the chains agree (sd across chains below half the mean)?"""
+        rows = []
+        for step, group in self.traces.groupby("step"):
+            row = self.frame[self.frame.step == step].iloc[0]
+            per_draw = group.groupby("draw")["loss"].mean().to_numpy()
+            quarter = max(len(per_draw) // 4, 1)
+            second = per_draw[quarter : 2 * quarter].mean()
+            last = per_draw[-quarter:].mean()
+            rise = max(abs(last - row.init_loss), 1e-12)
+            rows.append(
+                {
+                    "step": step,
+                    "finite": bool(np.isfinite(row.llc_mean)),
+                    "positive": bool(row.llc_mean > 0),
+                    "levelled": bool(abs(last - second) <= 0.1 * rise),
+                    "chains_agree": bool(row.llc_std <= 0.5 * abs(row.llc_mean)),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def to_table(self) -> pd.DataFrame:
+        """The LLC as a trajectory table (``metric == "llc"``) for :func:`ihprobe.emergence`."""
+        return pd.DataFrame(
+            {"model": self.run, "step": self.frame.step, "tokens": self.frame.tokens,
+             "metric": METRIC, "value": self.frame.llc_mean}
+        )  # fmt: skip
+
+
+def llc_trajectory(
+    run: str | os.PathLike,
+    settings: SGLDSettings = SGLDSettings(),
+    *,
+    cache: bool | str | os.PathLike | None = True,
+    progress: bool = False,
+) -> LLCTrajectory:
+    """devinterp's SGLD estimate of the LLC at every checkpoint of an ihprobe run.
+
+    The SGLD minibatches are rows of the run's own training distribution (its producer, at
+    steps past the end of training). Each checkpoint's estimate is cached under its weights
+    hash, the settings and the data, like the scans of :func:`ihprobe.trajectory`.
+
+    Example:
+        >>> traj = llc_trajectory("runs/demo/main", SGLDSettings(draws=100))  # doctest: +SKIP
+    """
+    from tqdm.auto import tqdm
+
+    sampler = _sampler()
+    config = _run_config(run)
+    rows = _rows(config, settings)
+    data_key = hashlib.sha256(rows.numpy().tobytes()).hexdigest()[:16]
+    settings_key = _key({**asdict(settings), "data": data_key, "version": CACHE_VERSION})
+    directory = cache_dir(cache)
+    frames, traces = [], []
+    for ckpt in tqdm(checkpoints(run), disable=not progress, desc="LLC"):
+        file = None
+        if directory is not None:
+            file = directory / "llc" / f"{weights_hash(ckpt.source)[:32]}-{settings_key}.json"
+        result = _read(file)
+        if result is None:
+            result = sampler(Path(ckpt.source), rows, settings)
+            if file is not None:
+                _write(file, result)
+        frames.append({"step": ckpt.step, "tokens": ckpt.tokens, **_summary(result)})
+        trace = np.asarray(result["trace"], dtype=float)  # [chain, draw]
+        chain, draw = np.indices(trace.shape)
+        traces.append(pd.DataFrame({"step": ckpt.step, "chain": chain.ravel(),
+                                    "draw": draw.ravel(), "loss": trace.ravel()}))  # fmt: skip
+    return LLCTrajectory(pd.DataFrame(frames), pd.concat(traces, ignore_index=True), settings,
+                         str(run))  # fmt: skip
+
+
+def llc_stages(traj: LLCTrajectory, segments: int = 3) -> EmergencePoint:
+    """The change point of the LLC curve, by the same piecewise fit as prefix matching."""
+    return emergence(traj.to_table(), METRIC, segments=segments, min_rise=0.0)
+
+
+def _sampler():
+    """devinterp's estimator, or one line naming the extra when it is not installed."""
+    try:
+        from datasets import Dataset
+        from devinterp.slt.llc import llc
+    except ImportError as err:
+        raise IhprobeError(f"the LLC needs the optional extra llc (devinterp): {EXTRA}.") from err
+
+    def estimate(path: Path, rows: torch.Tensor, settings: SGLDSettings) -> dict:
+        model = _hf_model(path)
+        dataset = Dataset.from_dict({"input_ids": rows.tolist()}).with_format("torch")
+        with tempfile.TemporaryDirectory() as tmp, _quiet_chains():
+            result = llc(
+                model, dataset, {}, lr=settings.lr, n_beta=settings.beta(rows.shape[1]),
+                localization=settings.localization, num_chains=settings.chains,
+                num_draws=settings.draws, batch_size=settings.batch_size,
+                num_init_loss_batches=settings.init_batches,
+                init_seed=settings.seed, device="cpu", output_path=Path(tmp) / "samples.zarr",
+            )  # fmt: skip
+            return {
+                "llc_chains": [float(x) for x in result.llc_per_chain.values],
+                "init_loss": float(result.init_loss.values),
+                "trace": result.loss_trace.values.astype(float).tolist(),
+            }
+
+    return estimate
+
+
+def _hf_model(path: Path):
+    """The checkpoint as a plain HF model (devinterp differentiates through it), loaded from
+    safetensors without running code from the checkpoint."""
+    from transformers import AutoModelForCausalLM
+
+    validate_checkpoint(path)  # the validation layer and the trainer's checksums
+    with quiet_progress():
+        return AutoModelForCausalLM.from_pretrained(
+            str(path), use_safetensors=True, local_files_only=True, dtype=torch.float32
+        )
+
+
+class _quiet_chains:
+    """devinterp draws one tqdm bar per chain; silence them while sampling."""
+
+    def __enter__(self):
+        import devinterp.slt.sampler as sampler
+        from tqdm.auto import trange
+
+        self.module, self.trange = sampler, sampler.trange
+        sampler.trange = lambda *a, **k: trange(*a, **{**k, "disable": True})
+
+    def __exit__(self, *exc):
+        self.module.trange = self.trange
+
+
+def _run_config(run) -> dict:
+    meta = run_meta(run)
+    if meta is None:
+        raise IhprobeError(
+            f"{run} is not an ihprobe run directory (no {RUN_META}); the LLC samples the run's "
+            "own data, so pass a directory written by `ihprobe train`."
+        )
+    return meta["config"]
+
+
+def _rows(config: dict, settings: SGLDSettings) -> torch.Tensor:
+    """``settings.rows`` sequences from the run's producer, drawn at steps after training."""
+    from ihprobe.data import make_producer
+
+    producer = make_producer(
+        config["producer"], batch_size=config["batch_size"], context=config["context"],
+        seed=config["seed"], total_steps=1, **config.get("producer_options", {}),
+    )  # fmt: skip
+    per_update = config["batch_size"] * config["context"]
+    first = int(config.get("steps") or math.ceil((config.get("tokens") or 0) / per_update)) + 1
+    batches, have, k = [], 0, 0
+    while have < settings.rows:
+        tokens = producer.sample(first + k).tokens
+        batches.append(tokens)
+        have, k = have + len(tokens), k + 1
+    return torch.cat(batches)[: settings.rows]
+
+
+def _summary(result: dict) -> dict:
+    chains = np.asarray(result["llc_chains"], dtype=float)
+    return {
+        "llc_mean": float(chains.mean()),
+        "llc_std": float(chains.std()),
+        "init_loss": result["init_loss"],
+        "llc_chains": chains.tolist(),
+    }
+
+
+def _key(value: dict) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _read(file: Path | None) -> dict | None:
+    if file is None or not file.is_file():
+        return None
+    try:
+        return json.loads(file.read_text())
+    except (json.JSONDecodeError, OSError):
+        log.warning("ignoring an unreadable cache file %s", file)
+        return None
+
+
+def _write(file: Path, result: dict) -> None:
+    atomic_write(file, json.dumps(result))  # an interrupted run leaves no half file
+
+
+def stage_sentence(llc_point: EmergencePoint, ps_point: EmergencePoint) -> str:
+    """One sentence: does the LLC's change point lie in the PS emergence bracket, how far off.
+
+    Example:
+        >>> ps = EmergencePoint("prefix_matching", "max", True, updates=1000.0,
+        ...                     updates_low=900.0, updates_high=1100.0)
+        >>> llc = EmergencePoint("llc", "max", True, updates=1300.0)
+        >>> stage_sentence(llc, ps)[:64]
+        'The LLC change point (1,300 updates) lies outside the PS emergen'
+    """
+    if not ps_point.transition:
+        return f"Prefix matching shows no emergence ({ps_point.reason}); nothing to compare with."
+    if not llc_point.transition:
+        return (
+            f"The LLC shows no change point ({llc_point.reason}), so it marks no stage at the PS "
+            f"emergence ({ps_point.updates:,.0f} updates)."
+        )
+    gap = llc_point.updates - ps_point.updates
+    inside = ps_point.updates_low <= llc_point.updates <= ps_point.updates_high
+    where = "within" if inside else "outside"
+    side = "later than" if gap > 0 else "earlier than"
+    return (
+        f"The LLC change point ({llc_point.updates:,.0f} updates) lies {where} the PS emergence "
+        f"bracket ({ps_point.updates_low:,.0f}-{ps_point.updates_high:,.0f} updates), "
+        f"{abs(gap):,.0f} updates {side} the PS point ({ps_point.updates:,.0f})."
+    )

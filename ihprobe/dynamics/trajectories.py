@@ -1,0 +1,365 @@
+"""Trajectories: the probe battery over every checkpoint of a run, as one tidy table.
+
+Each checkpoint's scan is cached under its weights hash (and the scan settings), in
+``$IHPROBE_CACHE`` or ``~/.cache/ihprobe``: re-running after new checkpoints appear scans only
+the new ones, and a checkpoint whose weights equal an earlier one's is flagged in the
+``duplicate_of`` column (published series sometimes save one state under two steps).
+
+:func:`each_model` is the checkpoint sweep every command shares: it loads the first checkpoint
+and swaps the weights of the next ones into the same model.
+
+Under ``torchrun --nproc-per-node N`` :func:`scan_checkpoints` and :func:`trajectory` share the
+checkpoints out over the ranks (:mod:`ihprobe.dynamics.shard`): each rank scans every N-th
+checkpoint in
+its own skeleton on its own device, and every rank returns the same table as one process would.
+
+>>> table = trajectory("runs/demo", metrics=["prefix_matching", "ar_accuracy"])  # doctest: +SKIP
+>>> table.query("metric == 'ar_accuracy'")[["step", "tokens", "value"]]          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from ihprobe import __version__
+from ihprobe.causal.ablation import AblationResult, ablate
+from ihprobe.core.files import atomic_write
+from ihprobe.dynamics.shard import each_share
+from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
+from ihprobe.io.models import fill_provenance, load_or_swap
+from ihprobe.io.runs import Checkpoint, checkpoint_meta
+from ihprobe.io.sources import resolve, sources_of
+from ihprobe.io.weights import weights_hash
+from ihprobe.probes.battery import scan
+from ihprobe.probes.scores import HeadScores
+
+log = logging.getLogger(__name__)
+
+ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached scan row
+CACHE_VERSION = 1  # bump when the cached rows change meaning
+
+
+def cache_dir(cache: bool | str | os.PathLike | None = True) -> Path | None:
+    """Where scans are cached: ``cache`` itself, ``$IHPROBE_CACHE``, or ``~/.cache/ihprobe``."""
+    if cache is None or cache is False:
+        return None
+    if cache is not True:
+        return Path(cache).expanduser()
+    return Path(os.environ.get("IHPROBE_CACHE") or Path.home() / ".cache" / "ihprobe")
+
+
+def each_model(
+    ckpts: Sequence[Checkpoint],
+    *,
+    progress: bool | None = False,
+    desc: str = "checkpoints",
+    device: str | torch.device = "cpu",
+) -> Iterator[tuple[Checkpoint, object]]:
+    """Each checkpoint with its loaded model on ``device``, built once and re-filled
+    (``load_or_swap``).
+
+    ``progress``: a tqdm bar (None: only on a terminal).
+
+    The model's provenance gets the checkpoint's step and tokens where its files do not say.
+
+    Example:
+        >>> for ckpt, model in each_model(checkpoints("runs/demo")):     # doctest: +SKIP
+        ...     print(ckpt.step, model.cfg.n_layers)
+    """
+    model = None
+    bar = tqdm(ckpts, desc=desc, unit="ckpt", disable=None if progress is None else not progress)
+    for ckpt in bar:
+        bar.set_postfix_str(ckpt.label)
+        model = load_or_swap(model, ckpt.source, revision=ckpt.revision, device=device)
+        fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
+        yield ckpt, model
+
+
+class Duplicates:
+    """Finds checkpoints whose weights equal an earlier one's; logs a warning for each."""
+
+    def __init__(self):
+        self.first: dict[str, str] = {}  # weights hash -> label of the first checkpoint
+
+    def check(self, ckpt: Checkpoint, digest: str) -> str | None:
+        """The earlier checkpoint with the same weights hash ``digest``, or None."""
+        earlier = self.first.get(digest)
+        if earlier is not None:
+            log.warning("%s has the same weights as %s", ckpt.label, earlier)
+        label = f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source
+        self.first.setdefault(digest, label)
+        return earlier
+
+
+def scan_checkpoints(
+    ckpts: Sequence[Checkpoint],
+    metrics: Sequence[str] | None = None,
+    *,
+    progress: bool | None = False,
+    device: str = "cpu",
+    keep: str = "all",
+    **scan_kwargs,
+) -> list[tuple[HeadScores, str | None]]:
+    """:func:`ihprobe.scan` of every checkpoint, each with the earlier checkpoint of identical
+    weights (or None) when there is more than one checkpoint. Sharded under torchrun. With
+    ``keep="none"`` each hub revision leaves the HF cache once it is scanned (as in
+    :func:`trajectory`).
+
+    Example:
+        >>> [s.step for s, _ in scan_checkpoints(checkpoints("runs/demo"))]   # doctest: +SKIP
+    """
+
+    keep = check_keep(keep)
+
+    def scan_share(share: list[Checkpoint], world) -> list[tuple[HeadScores, str | None]]:
+        swept = each_model(
+            share, progress=progress if world.main else False, desc="scan", device=world.device
+        )
+        out = []
+        for ckpt, model in swept:
+            out.append(
+                (scan(model, metrics, **scan_kwargs), _hash(ckpt) if len(ckpts) > 1 else None)
+            )
+            if keep == "none":
+                drop_revision(resolve(ckpt.source, revision=ckpt.revision))
+        return out
+
+    duplicates = Duplicates()
+    return [
+        (scores, duplicates.check(ckpt, digest) if digest else None)
+        for ckpt, (scores, digest) in zip(ckpts, each_share(scan_share, ckpts, device), strict=True)
+    ]
+
+
+def ablate_checkpoints(
+    ckpts: Sequence[Checkpoint], *, progress: bool | None = False, **ablate_kwargs
+) -> list[AblationResult]:
+    """:func:`ihprobe.ablate` of every checkpoint, in order."""
+    swept = each_model(ckpts, progress=progress, desc="ablate")
+    return [ablate(model, **ablate_kwargs) for _, model in swept]
+
+
+def _hash(ckpt: Checkpoint) -> str:
+    return weights_hash(resolve(ckpt.source, revision=ckpt.revision))
+
+
+def trajectory(
+    source_or_sources,
+    metrics: Sequence[str] | None = None,
+    *,
+    revisions: Sequence[str] | None = None,
+    tokens_per_step: int | None = None,
+    cache: bool | str | os.PathLike | None = True,
+    progress: bool | None = True,
+    device: str = "cpu",
+    keep: str = "all",
+    **scan_kwargs,
+) -> pd.DataFrame:
+    """Scan every checkpoint and return one long table ordered by training tokens.
+
+    Args:
+        source_or_sources: a run directory, a checkpoint directory, a hub id (with
+            ``revisions``), or a list of these or of :class:`~ihprobe.io.runs.Checkpoint`.
+        metrics: scan metrics (see ``ihprobe.probes.battery.METRICS``); None for all.
+        revisions: hub revisions to sweep, e.g. ``[f"step{s}" for s in (0, 512, 1000)]``.
+        tokens_per_step: B*C, to fill ``tokens`` where the checkpoints do not record it
+            (hub revisions): tokens = step * tokens_per_step.
+        cache: True for the default cache directory, a path, or False for none.
+        progress: a tqdm bar over checkpoints (on by default; None: only on a terminal).
+        device: where models are loaded; under torchrun ``cuda`` means each rank's own GPU.
+        keep: ``"all"`` leaves fetched hub revisions in the HF cache; ``"none"`` removes each
+            one from the HF cache once it is scanned, before the next is fetched (hundreds of
+            checkpoints would fill a disk). A revision scanned before is not fetched again:
+            an interrupted series resumes from the results cache.
+        **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
+
+    Returns:
+        The ``scan`` columns ``model, revision, step, tokens, layer, head, metric, value``
+        plus ``duplicate_of``: the earlier checkpoint with identical weights, or None. Under
+        torchrun each rank scans (and caches) its share and every rank returns the whole table.
+
+    Example:
+        >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP
+        ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
+    """
+    return cached_sweep(
+        sources_of(source_or_sources, revisions),
+        lambda where: _Scanner(metrics, scan_kwargs, where).scan,
+        "scans", settings_key(metrics, scan_kwargs), cache=cache,
+        tokens_per_step=tokens_per_step, progress=progress, device=device, keep=keep,
+    )  # fmt: skip
+
+
+def cached_sweep(
+    ckpts: Sequence[Checkpoint],
+    make_compute: Callable[[torch.device], Callable[[Checkpoint], pd.DataFrame]],
+    folder: str,
+    settings: str,
+    *,
+    cache: bool | str | os.PathLike | None = True,
+    tokens_per_step: int | None = None,
+    progress: bool | None = False,
+    device: str = "cpu",
+    keep: str = "all",
+) -> pd.DataFrame:
+    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
+    ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
+    tokens, with provenance and ``duplicate_of`` (used by :func:`trajectory` and
+    :func:`ihprobe.ablation_trajectory`). ``make_compute(device)`` builds the function once
+    per process; under torchrun each rank computes every N-th checkpoint
+    (:mod:`ihprobe.dynamics.shard`)
+    and every rank gets the whole table. ``keep="none"`` streams hub revisions (see
+    :func:`trajectory`)."""
+    keep = check_keep(keep)
+
+    def share_rows(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
+        """(weights hash, rows, checkpoint meta) of each checkpoint of this rank's share."""
+        series = _Series(cache_dir(cache), make_compute(world.device), folder, settings, keep)
+        bar = None if progress is None else not (progress and world.main)
+        return [series.rows(ckpt) for ckpt in tqdm(share, disable=bar)]
+
+    duplicates = Duplicates()
+    frames = []
+    for ckpt, (digest, rows, meta) in zip(
+        ckpts, each_share(share_rows, ckpts, device), strict=True
+    ):
+        frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
+        frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
+    table = pd.concat(frames, ignore_index=True)
+    order = "tokens" if table["tokens"].notna().all() else "step"
+    return table.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
+    """The scan rows of one checkpoint with its model, revision, step and tokens in front."""
+    step = ckpt.step if ckpt.step is not None else meta.get("step")
+    tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
+    if tokens is None and tokens_per_step and step is not None:
+        tokens = step * tokens_per_step
+    frame = rows.copy()
+    frame.insert(0, "model", str(meta.get("run") or ckpt.source))
+    frame.insert(1, "revision", ckpt.revision)
+    frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
+    frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
+    return frame
+
+
+class _Series:
+    """The rows of each checkpoint: from this call, the results cache, or ``compute``.
+
+    Hub revisions go through a :class:`~ihprobe.io.hub_cache.RevisionIndex`, so a revision whose
+    scan is cached is not fetched; with ``keep="none"`` a fetched revision leaves the HF cache
+    once it is scanned.
+    """
+
+    def __init__(self, directory: Path | None, compute, folder: str, settings: str, keep: str):
+        self.directory, self.compute, self.keep = directory, compute, keep
+        self.folder, self.settings = folder, settings
+        self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
+        self.indexes: dict[str, RevisionIndex] = {}
+
+    def rows(self, ckpt: Checkpoint) -> tuple[str, pd.DataFrame, dict]:
+        """``(weights hash, scan rows, checkpoint metadata)`` of ``ckpt``."""
+        index = self._index(ckpt)
+        digest = index.get(ckpt.revision) if index is not None else None
+        rows = self._known(digest) if digest is not None else None
+        if rows is not None:
+            return digest, rows, {}
+        path = resolve(ckpt.source, revision=ckpt.revision)
+        digest = weights_hash(path)
+        rows = self._known(digest)
+        if rows is None:
+            rows = self.compute(ckpt)
+            if self.directory is not None:
+                _write(self._file(digest), rows)
+        self.done[digest] = rows
+        if index is not None:
+            index.record(ckpt.revision, digest)
+        meta = checkpoint_meta(path)
+        if self.keep == "none":
+            drop_revision(path)
+        return digest, rows, meta
+
+    def _index(self, ckpt: Checkpoint) -> RevisionIndex | None:
+        if ckpt.revision is None:
+            return None
+        if ckpt.source not in self.indexes:
+            self.indexes[ckpt.source] = RevisionIndex(self.directory, ckpt.source)
+        return self.indexes[ckpt.source]
+
+    def _file(self, digest: str) -> Path:
+        return self.directory / self.folder / f"{digest[:32]}-{self.settings}.json"
+
+    def _known(self, digest: str) -> pd.DataFrame | None:
+        if digest in self.done:
+            return self.done[digest]
+        return _read(self._file(digest)) if self.directory is not None else None
+
+
+class _Scanner:
+    """Scans checkpoints, loading the first and swapping later weights into the same model."""
+
+    def __init__(self, metrics, scan_kwargs: dict, device: torch.device):
+        self.model, self.metrics, self.scan_kwargs = None, metrics, scan_kwargs
+        self.device = device
+
+    def scan(self, ckpt: Checkpoint) -> pd.DataFrame:
+        self.model = load_or_swap(
+            self.model, ckpt.source, revision=ckpt.revision, device=self.device
+        )
+        frame = scan(self.model, self.metrics, **self.scan_kwargs).to_frame()
+        return frame[ROW_COLUMNS].reset_index(drop=True)
+
+
+def settings_key(metrics, scan_kwargs: dict) -> str:
+    """A short hash of everything besides the weights that changes a scan's numbers."""
+
+    def plain(value):
+        if hasattr(value, "tolist"):  # tensors of user tokens
+            return value.tolist()
+        return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+
+    key = {
+        "version": [__version__, CACHE_VERSION],
+        "metrics": sorted(metrics) if metrics is not None else None,
+        "scan": {k: plain(v) for k, v in sorted(scan_kwargs.items())},
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _read(file: Path) -> pd.DataFrame | None:
+    """The cached rows of ``file``; None (and the file removed, with a warning) when it is
+    missing, unreadable or not a list of ``[layer, head, metric, value]`` rows."""
+    if not file.is_file():
+        return None
+    try:
+        rows = json.loads(file.read_text())["rows"]
+        frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
+        frame["layer"] = frame["layer"].astype("Int64")
+        frame["head"] = frame["head"].astype("Int64")
+        frame["value"] = frame["value"].astype(float)
+        if frame.empty or not frame["metric"].map(type).eq(str).all():
+            raise ValueError("no rows, or metric names that are not strings")
+    except (OSError, ValueError, TypeError, KeyError, AssertionError) as err:
+        log.warning("dropping the corrupt cache entry %s (%s); scanning again", file, err)
+        file.unlink(missing_ok=True)
+        return None
+    return frame
+
+
+def _write(file: Path, rows: pd.DataFrame) -> None:
+    """Atomic write, so an interrupted scan leaves no half file."""
+    records = [
+        [None if pd.isna(layer) else int(layer), None if pd.isna(head) else int(head), m, float(v)]
+        for layer, head, m, v in rows.itertuples(index=False)
+    ]
+    atomic_write(file, json.dumps({"rows": records}))

@@ -1,0 +1,99 @@
+"""Hub checkpoint series streamed through the local HF cache, one revision at a time.
+
+A series such as Pythia's 154 step branches fills a disk when every revision stays cached.
+:func:`drop_revision` removes one fetched revision from the HF cache (its snapshot, the blobs no
+other revision uses, the refs that point to it) through ``huggingface_hub``'s cache manager, so
+a streamed trajectory holds one checkpoint at a time. :class:`RevisionIndex` remembers, per hub
+revision, the weights hash its scan was cached under, so that an interrupted series resumes
+without fetching the revisions it has already scanned.
+
+>>> path = resolve("EleutherAI/pythia-70m", revision="step1000")   # doctest: +SKIP
+>>> drop_revision(path)                                               # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from huggingface_hub import scan_cache_dir
+from huggingface_hub.errors import CacheNotFound, CorruptedCacheException
+
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.files import atomic_write
+
+log = logging.getLogger(__name__)
+
+KEEP = ("all", "none")
+
+
+def check_keep(keep: str) -> str:
+    """``keep`` when it is one of :data:`KEEP`; otherwise one line saying what to pass.
+
+    >>> check_keep("none")
+    'none'
+    """
+    if keep not in KEEP:
+        raise IhprobeError(f"keep={keep!r} is not one of {', '.join(KEEP)}.")
+    return keep
+
+
+def hub_snapshot(path: Path) -> tuple[Path, str] | None:
+    """``(hub cache directory, commit hash)`` when ``path`` is a snapshot in an HF hub cache
+    (``<cache>/models--org--name/snapshots/<commit>``), else None (a local directory)."""
+    path = Path(path)
+    if path.parent.name != "snapshots" or not path.parent.parent.name.startswith("models--"):
+        return None
+    return path.parents[2], path.name
+
+
+def drop_revision(path: Path) -> bool:
+    """Remove the hub snapshot at ``path`` from the HF cache: its files, the blobs no other
+    revision shares, and the refs that name it. Returns False for a path outside a hub cache.
+
+    The cache manager of ``huggingface_hub`` does the deleting, so the cache stays consistent
+    for other tools.
+    """
+    found = hub_snapshot(path)
+    if found is None:
+        return False
+    cache, commit = found
+    try:
+        strategy = scan_cache_dir(cache).delete_revisions(commit)
+    except (CacheNotFound, CorruptedCacheException) as err:
+        raise IhprobeError(
+            f"could not read the HF cache at {cache} to remove {commit} ({err}); check the "
+            "cache with `hf cache scan`, or use keep='all'."
+        ) from err
+    log.info("removing %s from the HF cache (%s)", path, strategy.expected_freed_size_str)
+    strategy.execute()
+    return True
+
+
+class RevisionIndex:
+    """Per hub revision, the weights hash its scan is cached under (a small JSON file).
+
+    A revision scanned before is not fetched again: its scan rows come from the results cache
+    under the recorded hash, which also finds duplicates without the weights on disk.
+    """
+
+    def __init__(self, directory: Path | None, repo_id: str):
+        name = repo_id.replace("/", "--")
+        self.file = directory / "hub" / f"{name}.json" if directory is not None else None
+        self.hashes: dict[str, str] = {}
+        if self.file is not None and self.file.is_file():
+            try:
+                self.hashes = dict(json.loads(self.file.read_text()))
+            except (OSError, ValueError, TypeError) as err:
+                log.warning("ignoring the unreadable revision index %s (%s)", self.file, err)
+
+    def get(self, revision: str | None) -> str | None:
+        return self.hashes.get(revision) if revision is not None else None
+
+    def record(self, revision: str | None, digest: str) -> None:
+        if revision is None or self.file is None or self.hashes.get(revision) == digest:
+            return
+        self.hashes[revision] = digest
+        atomic_write(self.file, json.dumps(self.hashes, indent=1, sort_keys=True))

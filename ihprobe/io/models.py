@@ -1,0 +1,358 @@
+"""Load any causal LM checkpoint into a TransformerLens hooked model, safely.
+
+Sources: a local HF checkpoint directory, a checkpoint written by ihprobe's trainer (an HF
+directory plus ``ihprobe.json``), or a hub id with a revision when the hub or the local HF cache
+can serve it (:mod:`ihprobe.io.sources`). Nothing in a checkpoint is ever executed: weights come
+from safetensors, or from ``.bin``/``.pt`` files only through ``torch.load(weights_only=True)``
+(:mod:`ihprobe.io.weights`), and remote code runs only when the caller passes
+``trust_remote_code=True``.
+
+What ihprobe knows about a loaded model (its :class:`Provenance` and the HF tensors that
+:func:`load_weights` copies into) is kept beside it in a weak-key map, never as attributes of
+TransformerLens's object.
+
+>>> model = load("runs/demo/checkpoints/step-001000")        # doctest: +SKIP
+>>> provenance(model).step                                    # doctest: +SKIP
+1000
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import tempfile
+import warnings
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformer_lens.model_bridge import TransformerBridge
+from transformer_lens.model_bridge.generalized_components.joint_qkv_attention import (
+    JointQKVAttentionBridge,
+)
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.initialization import no_init_weights
+from transformers.utils import logging as hf_logging
+
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.standin import id_tokenizer
+from ihprobe.core.world import resolve_device
+from ihprobe.io.provenance import Provenance
+from ihprobe.io.runs import checkpoint_meta
+from ihprobe.io.sources import causal_lm_config, resolve
+from ihprobe.io.validation import check_checkpoint, check_loaded, hf_loading
+from ihprobe.io.weights import (
+    has_safetensors,
+    read_state_dict,
+    verify_checksums,
+    weight_files,
+)
+
+log = logging.getLogger(__name__)
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+PROCESSING = ("none", "tl")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# tensor names on disk that HF renames when it loads them (GPT-NeoX/Pythia's output layer)
+SAVED_NAMES = {"embed_out.weight": "lm_head.weight"}
+CONFIG_NAMES = ("_name_or_path", "transformers_version")  # config keys that name, not shape
+
+
+@dataclass
+class _Loaded:
+    """What :func:`load` knows about a model it built."""
+
+    provenance: Provenance
+    hf_tensors: dict[str, torch.Tensor]  # HF names -> the bridge's parameters, for load_weights
+
+
+_LOADED: weakref.WeakKeyDictionary[torch.nn.Module, _Loaded] = weakref.WeakKeyDictionary()
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load(
+    source: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    device: str | torch.device = "cpu",
+    dtype: str | torch.dtype = "float32",
+    tokenizer=None,
+    processing: str = "none",
+    trust_remote_code: bool = False,
+) -> TransformerBridge:
+    """Load a checkpoint as a TransformerLens ``TransformerBridge`` ready for the probes.
+
+    Args:
+        source: checkpoint directory, ihprobe checkpoint, or hub id.
+        revision: hub revision (branch, tag, commit; Pythia's ``"step1000"``).
+        device: ``"cpu"``, ``"cuda"`` (``"cuda:1"``...) or ``"auto"`` (cuda when available).
+        dtype: parameter dtype, ``"float32"``, ``"bfloat16"`` or ``"float16"`` (or the torch
+            dtype). The probes accumulate in float32 whatever the model's dtype.
+        tokenizer: an HF tokenizer to use instead of the checkpoint's own. A directory with no
+            tokenizer loads with a warning and a stand-in that maps id ``i`` to ``"<i>"``.
+        processing: ``"none"`` keeps HF's weights, so logits equal the HF model's; ``"tl"``
+            applies TransformerLens processing (LayerNorm folding, weight and unembedding
+            centering). Centering the unembedding shifts every logit at a position by the
+            same constant: logits then differ from HF's while log-probs agree.
+        trust_remote_code: allow code shipped with a hub model to run. Off by default.
+
+    Raises:
+        IhprobeError: a missing path, a directory without ``config.json``, a config that is not
+            a supported causal LM, corrupt or truncated weights, or a pickle that would run code.
+
+    Example:
+        >>> model = load("EleutherAI/pythia-70m", revision="step1000")   # doctest: +SKIP
+    """
+    if processing not in PROCESSING:
+        raise IhprobeError(f"processing={processing!r} is not one of {PROCESSING}.")
+    dtype, device = parse_dtype(dtype), resolve_device(str(device))
+    path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
+    validate_checkpoint(path)
+    config = causal_lm_config(path, trust_remote_code=trust_remote_code)
+    if tokenizer is None:
+        tokenizer = _tokenizer_for(path, config, trust_remote_code)
+    hf_model = _hf_model(path, config, dtype, trust_remote_code)
+    hf_tensors = dict(hf_model.state_dict(keep_vars=True))  # HF names, before the bridge rewires
+    with tempfile.TemporaryDirectory() as tmp:  # TransformerLens re-opens tokenizers by path
+        model = _bridge(hf_model, str(source), _on_disk(tokenizer, tmp), device, dtype)
+    if processing == "tl":
+        model.enable_compatibility_mode(disable_warnings=True)
+    model.eval()
+    meta = checkpoint_meta(path)
+    prov = Provenance(_model_name(source, path), revision, meta.get("step"), meta.get("tokens"))
+    _LOADED[model] = _Loaded(prov, hf_tensors)
+    return model
+
+
+def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """The torch dtype named by ``dtype`` (one of :data:`DTYPES`, or a torch dtype).
+
+    >>> parse_dtype("bfloat16")
+    torch.bfloat16
+    """
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise IhprobeError(f"dtype={dtype!r} is not one of {', '.join(DTYPES)}.")
+
+
+def validate_checkpoint(path: Path) -> None:
+    """Every check a checkpoint directory passes before anything is built from it: regular
+    files inside it, the config schema, safetensors headers and finite tensors
+    (:func:`ihprobe.io.validation.check_checkpoint`), and the SHA-256 ihprobe's trainer recorded in
+    ``ihprobe.json``."""
+    check_checkpoint(path, weight_files(path))
+    verify_checksums(path)
+
+
+def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = False):
+    """The HF model of a checked checkpoint directory (HF maps old tensor names)."""
+    with warnings.catch_warnings(), quiet_progress(), hf_loading(path):
+        warnings.simplefilter("ignore")
+        model, info = AutoModelForCausalLM.from_pretrained(
+            str(path),
+            config=config,
+            dtype=dtype,
+            attn_implementation="eager",  # hook_pattern needs the explicit attention weights
+            use_safetensors=has_safetensors(path),
+            trust_remote_code=trust_remote_code,
+            local_files_only=True,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # reported in info and refused by check_loaded
+        )
+    check_loaded(path, model, info)  # no tensor missing/unexpected/reshaped; causal
+    return model
+
+
+@contextlib.contextmanager
+def quiet_progress():
+    """No "Loading weights" bars from transformers while a checkpoint loads."""
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _bridge(hf_model, name: str, tokenizer, device, dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TransformerBridge.boot_transformers(
+            name, hf_model=hf_model, tokenizer=tokenizer, device=device, dtype=dtype
+        )
+
+
+def load_weights(
+    model: TransformerBridge, source: str | os.PathLike, *, revision: str | None = None
+) -> None:
+    """Copy the weights of another checkpoint into an already loaded ``model``, in place.
+
+    Sweeping the checkpoints of one run this way reuses one skeleton instead of rebuilding the
+    model per checkpoint. The checkpoint must have the same architecture and shapes, and
+    ``model`` must come from :func:`load` with ``processing="none"``.
+    """
+    loaded = _LOADED.get(model)
+    if loaded is None or getattr(model, "compatibility_mode", False):
+        raise IhprobeError(
+            "load_weights needs a model from ihprobe.load(..., processing='none'); "
+            "load the checkpoint with ihprobe.load instead."
+        )
+    path = resolve(source, revision=revision)
+    validate_checkpoint(path)
+    config = causal_lm_config(path)
+    _check_same_config(model, path, config)
+    targets = loaded.hf_tensors
+    state = _state_for(targets, path, config, model.cfg.dtype)
+    mismatched = sorted(k for k in targets if k not in state or state[k].shape != targets[k].shape)
+    if mismatched:
+        raise IhprobeError(
+            f"{path} does not match the loaded model's architecture (tensors {mismatched[:3]} "
+            "missing or of another shape); load it with ihprobe.load instead."
+        )
+    with torch.no_grad():
+        for name, tensor in state.items():
+            if name in targets:
+                targets[name].copy_(tensor)
+    _resplit_fused_qkv(model)
+    meta = checkpoint_meta(path)
+    loaded.provenance = Provenance(
+        loaded.provenance.model, revision, meta.get("step"), meta.get("tokens")
+    )
+
+
+def _state_for(targets: dict[str, torch.Tensor], path: Path, config, dtype: torch.dtype):
+    """The checkpoint's tensors under the names of ``targets``: read straight from its
+    safetensors when they carry those names and shapes (no model is built), else through HF,
+    which also maps old tensor names and ties shared weights."""
+    if has_safetensors(path):
+        state = read_state_dict(path)
+        for saved, name in SAVED_NAMES.items():
+            if saved in state and name not in state:
+                state[name] = state.pop(saved)
+        if all(k in state and state[k].shape == t.shape for k, t in targets.items()):
+            return state
+    return _hf_model(path, config, dtype).state_dict()
+
+
+def _check_same_config(model: TransformerBridge, path: Path, config) -> None:
+    """Raise unless ``config`` describes the same architecture as ``model``'s."""
+    current, wanted = model.original_model.config.to_dict(), config.to_dict()
+    differ = sorted(k for k in set(current) | set(wanted)
+                    if k not in CONFIG_NAMES and current.get(k) != wanted.get(k))  # fmt: skip
+    if differ:
+        raise IhprobeError(
+            f"{path} has another architecture than the loaded model (config differs in "
+            f"{', '.join(differ[:5])}); load it with ihprobe.load instead."
+        )
+
+
+def load_or_swap(
+    model: TransformerBridge | None,
+    source: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    device: str | torch.device = "cpu",
+) -> TransformerBridge:
+    """``source`` as a hooked model, reusing ``model``'s skeleton when it can.
+
+    With no ``model`` (None), or one of another architecture, this is :func:`load`; otherwise
+    the weights of ``source`` are copied into ``model`` (:func:`load_weights`). Sweeping a run
+    with it builds the model once. ``device`` is where a freshly loaded model goes.
+
+    Example:
+        >>> model = None
+        >>> for ckpt in checkpoints("runs/demo/main"):                  # doctest: +SKIP
+        ...     model = load_or_swap(model, ckpt.source)
+    """
+    if model is not None:
+        try:
+            load_weights(model, source, revision=revision)
+            return model
+        except IhprobeError:  # another architecture, or not a swappable model: load afresh
+            pass
+    return load(source, revision=revision, device=device)
+
+
+def _resplit_fused_qkv(model: TransformerBridge) -> None:
+    """Fused-QKV bridges (GPT-NeoX) keep q/k/v as copies made at boot: make them again.
+
+    The bridge builds fresh ``nn.Linear`` modules for the copies; their random initialisation
+    is skipped (the split weights replace it at once).
+    """
+    with no_init_weights():
+        for module in model.modules():
+            if isinstance(module, JointQKVAttentionBridge):
+                module.set_original_component(module.original_component)
+
+
+def provenance(model: torch.nn.Module) -> Provenance:
+    """The provenance ``load`` recorded, or the model's name for models loaded elsewhere."""
+    loaded = _LOADED.get(model)
+    if loaded is not None:
+        return loaded.provenance
+    return Provenance(model=str(getattr(model.cfg, "model_name", "model")))
+
+
+def fill_provenance(
+    model: torch.nn.Module, *, step: int | None = None, tokens: int | None = None
+) -> None:
+    """Record the step and tokens of a model ``load`` built, where its checkpoint did not say.
+
+    Example:
+        >>> fill_provenance(model, step=500)  # HF Trainer's checkpoint-500  # doctest: +SKIP
+    """
+    loaded = _LOADED.get(model)
+    if loaded is not None:
+        old = loaded.provenance
+        loaded.provenance = dataclasses.replace(
+            old,
+            step=old.step if old.step is not None else step,
+            tokens=old.tokens if old.tokens is not None else tokens,
+        )
+
+
+def _model_name(source, path: Path) -> str:
+    meta = checkpoint_meta(path)
+    if meta.get("run"):
+        return str(meta["run"])
+    return str(source)
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+
+def _on_disk(tokenizer, tmp: str):
+    """A tokenizer built in memory, saved to ``tmp`` and re-read, so that it has a path."""
+    if tokenizer.init_kwargs.get("name_or_path") or tokenizer.bos_token is None:
+        return tokenizer
+    tokenizer.save_pretrained(tmp)
+    return AutoTokenizer.from_pretrained(tmp)
+
+
+def _tokenizer_for(path: Path, config, trust_remote_code: bool):
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        log.warning(
+            "%s has no tokenizer files; the model works on token ids and a stand-in tokenizer "
+            "maps id i to '<i>'. Pass tokenizer=... to use a real one.",
+            path,
+        )
+        warnings.warn(
+            f"{path} has no tokenizer; using a stand-in that maps id i to '<i>'.", stacklevel=3
+        )
+        return id_tokenizer(config.vocab_size)
+    try:
+        return AutoTokenizer.from_pretrained(
+            str(path), trust_remote_code=trust_remote_code, local_files_only=True
+        )
+    except Exception as err:  # noqa: BLE001 - tokenizer formats fail in many ways
+        raise IhprobeError(
+            f"could not read the tokenizer in {path} ({err}); pass tokenizer=... explicitly."
+        ) from err

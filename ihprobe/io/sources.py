@@ -1,0 +1,169 @@
+"""Where a checkpoint is: a local directory or a hub id (served from the HF cache or fetched),
+and whether its config describes a causal LM that TransformerLens supports.
+
+>>> resolve("runs/demo/checkpoints/step-002000")                     # doctest: +SKIP
+PosixPath('runs/demo/checkpoints/step-002000')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import LocalEntryNotFoundError
+from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
+from transformers import AutoConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+from ihprobe.core.errors import IhprobeError
+from ihprobe.io.runs import Checkpoint, checkpoints, looks_like_run
+from ihprobe.io.validation import hf_loading
+
+
+def resolve(
+    source: str | os.PathLike, *, revision: str | None = None, trust_remote_code: bool = False
+) -> Path:
+    """The local directory holding ``source``: the path itself, or the hub snapshot.
+
+    A hub id is served from the local HF cache when it is there; otherwise it is downloaded only
+    when the hub is reachable right now. Offline, it fails at once with what to do.
+    """
+    text = str(source)
+    path = Path(text).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise IhprobeError(
+                f"{path} is a file; pass the checkpoint directory that holds config.json."
+            )
+        if not (path / "config.json").is_file():
+            runs = checkpoints(path) if looks_like_run(path) else []
+            hint = (
+                f" It is a run directory: pass one of its checkpoints, e.g. {runs[-1].source}, "
+                "or use ihprobe.checkpoints() to sweep them."
+                if runs
+                else " Pass a directory written by save_pretrained (config.json + *.safetensors)."
+            )
+            raise IhprobeError(f"{path} has no config.json.{hint}")
+        return path
+    if _looks_like_path(text):
+        raise IhprobeError(
+            f"{text} does not exist. Looked for a checkpoint directory at {path.resolve()}; "
+            "pass an existing directory or a hub id such as EleutherAI/pythia-70m."
+        )
+    return _hub_snapshot(text, revision)
+
+
+def _looks_like_path(text: str) -> bool:
+    """Whether a missing ``text`` was meant as a local path rather than a hub id."""
+    if text.startswith(("/", ".", "~")) or "\\" in text or text.count("/") > 1:
+        return True
+    return "/" in text and Path(text.split("/")[0]).exists()
+
+
+def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
+    patterns = ["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*"]
+    try:
+        return Path(
+            snapshot_download(
+                repo_id, revision=revision, local_files_only=True, allow_patterns=patterns
+            )
+        )
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false") or not _hub_reachable():
+        rev = f" at revision {revision}" if revision else ""
+        raise IhprobeError(
+            f"{repo_id}{rev} is not in the local HF cache and the hub cannot be reached. "
+            "Pass a local checkpoint directory, or download it where the hub is reachable "
+            "(huggingface-cli download) and point HF_HOME at that cache."
+        )
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
+    except Exception as err:  # noqa: BLE001 - hub errors come in many types
+        raise IhprobeError(f"could not fetch {repo_id} from the hub: {err}") from err
+
+
+def _hub_reachable(timeout: float = 2.0) -> bool:
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    host = re.sub(r"^https?://", "", endpoint).split("/")[0]
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def causal_lm_config(path: Path, *, trust_remote_code: bool = False):
+    """Read ``config.json`` and check that it describes a causal LM TransformerLens supports."""
+    try:
+        raw = json.loads((path / "config.json").read_text())
+    except json.JSONDecodeError as err:
+        raise IhprobeError(f"{path / 'config.json'} is not valid JSON ({err}).") from err
+    model_type = raw.get("model_type")
+    architectures = raw.get("architectures") or []
+    supported = supported_architectures()
+    causal = model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and (
+        not architectures or any(a in supported for a in architectures)
+    )
+    if not causal and not trust_remote_code:
+        listed = ", ".join(architectures) or "no architectures listed"
+        raise IhprobeError(
+            f"{path} holds a {model_type or 'unknown'} model ({listed}), not a causal language "
+            f"model ihprobe can probe. Supported architectures include "
+            f"{', '.join(SUPPORTED_EXAMPLES)} (all {len(supported)}: "
+            "ihprobe.io.sources.supported_architectures())."
+        )
+    with warnings.catch_warnings(), hf_loading(path):
+        warnings.simplefilter("ignore")
+        return AutoConfig.from_pretrained(
+            str(path), trust_remote_code=trust_remote_code, local_files_only=True
+        )
+
+
+SUPPORTED_EXAMPLES = (
+    "GPT2LMHeadModel",
+    "GPTNeoXForCausalLM",
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "GemmaForCausalLM",
+)
+
+
+def supported_architectures() -> list[str]:
+    """HF causal-LM architecture names that TransformerLens's bridge has an adapter for."""
+    return sorted(a for a in SUPPORTED_ARCHITECTURES if a.endswith(("CausalLM", "LMHeadModel")))
+
+
+def sources_of(source_or_sources, revisions: Sequence[str] | None = None) -> list[Checkpoint]:
+    """The checkpoints named by a run directory, a checkpoint, a hub id with ``revisions``, or
+    a list of any of these, ordered by tokens (or step where tokens are unknown).
+
+    Example:
+        >>> [c.label for c in sources_of("org/model", ["step2", "step1"])]
+        ['step1', 'step2']
+    """
+    items = (
+        list(source_or_sources)
+        if isinstance(source_or_sources, (list, tuple))
+        else [source_or_sources]
+    )
+    found: list[Checkpoint] = []
+    for item in items:
+        if isinstance(item, Checkpoint):
+            found.append(item)
+        elif revisions is not None:
+            found.extend(checkpoints(item, revisions=list(revisions)))
+        elif Path(item).expanduser().is_dir():
+            found.extend(checkpoints(item))
+        else:
+            found.append(Checkpoint(str(item)))  # a hub id at its default revision
+    if not found:
+        raise IhprobeError("no checkpoints to scan: pass a run directory or a list of sources.")
+    return sorted(found, key=lambda c: (c.tokens is None, c.tokens or 0, c.step or 0))

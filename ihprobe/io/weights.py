@@ -1,0 +1,127 @@
+"""The weights of a checkpoint on disk: which files, read without running anything, checked.
+
+Safetensors are read as data; ``.bin``/``.pt`` only through ``torch.load(weights_only=True)``,
+which refuses a pickle that would run code. A trainer checkpoint's ``ihprobe.json`` records the
+SHA-256 of each weight file, and :func:`verify_checksums` compares them.
+
+>>> weights_hash("runs/demo/checkpoints/step-000000")[:8]             # doctest: +SKIP
+'3f9a0c1e'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.files import sha256_file
+from ihprobe.io.runs import Checkpoint, checkpoint_meta
+from ihprobe.io.sources import resolve
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
+
+
+def weight_files(path: Path) -> list[Path]:
+    """The checkpoint's weight files: safetensors when present, else pickled state dicts."""
+    safes = sorted(path.glob("*.safetensors"))
+    if safes:
+        return safes
+    pickles = sorted(p for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
+    if not pickles:
+        raise IhprobeError(
+            f"{path} has no weights: looked for *.safetensors, *.bin, *.pt. "
+            "Save the model with save_pretrained()."
+        )
+    return pickles
+
+
+def has_safetensors(path: Path) -> bool:
+    return any(path.glob("*.safetensors"))
+
+
+def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """All tensors of a checkpoint, read without executing anything from it."""
+    state: dict[str, torch.Tensor] = {}
+    for file in weight_files(path):
+        state.update(_read_file(file))
+    return state
+
+
+def _read_file(file: Path) -> dict[str, torch.Tensor]:
+    if file.suffix == ".safetensors":
+        try:
+            return load_file(str(file))
+        except Exception as err:  # noqa: BLE001 - safetensors raises its own error types
+            raise IhprobeError(
+                f"{file} is corrupt or truncated ({err}); re-save or re-download it."
+            ) from err
+    try:
+        state = torch.load(str(file), map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - UnpicklingError and friends
+        raise IhprobeError(
+            f"refused to load {file}: it is not a plain tensor file and unpickling it could run "
+            f"code ({type(err).__name__}). Convert it to safetensors from a trusted environment."
+        ) from err
+    if not isinstance(state, dict):
+        raise IhprobeError(f"{file} does not hold a state dict (found {type(state).__name__}).")
+    return state
+
+
+def weights_hash(source: str | os.PathLike | Path) -> str:
+    """SHA-256 over tensor names, dtypes, shapes and values (file layout does not matter)."""
+    digest = hashlib.sha256()
+    state = read_state_dict(resolve(source))
+    for name in sorted(state):
+        t = state[name].contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()
+
+
+def identical_checkpoints(sources) -> list[tuple[str, str]]:
+    """Pairs (earlier, later) of checkpoints whose weights are identical.
+
+    Published checkpoint series sometimes save the same weights under two steps; a trajectory
+    through them would show a flat segment that training never produced.
+    """
+    first_seen: dict[str, str] = {}
+    pairs = []
+    for src in sources:
+        key = weights_hash(src.source if isinstance(src, Checkpoint) else src)
+        name = src.source if isinstance(src, Checkpoint) else str(src)
+        if key in first_seen:
+            pairs.append((first_seen[key], name))
+        else:
+            first_seen[key] = name
+    return pairs
+
+
+def weight_checksums(path: str | os.PathLike) -> dict[str, str]:
+    """File name -> SHA-256 of each weight file of a checkpoint directory.
+
+    Example:
+        >>> weight_checksums("runs/demo/checkpoints/step-000000")        # doctest: +SKIP
+        {'model.safetensors': '9c1e...'}
+    """
+    return {file.name: sha256_file(file) for file in weight_files(Path(path))}
+
+
+def verify_checksums(path: str | os.PathLike) -> None:
+    """Raise naming the file whose SHA-256 differs from the one ``ihprobe.json`` recorded.
+
+    Checkpoints without recorded checksums (not written by ihprobe's trainer, or older) pass.
+    """
+    recorded = checkpoint_meta(path).get("sha256") or {}
+    for name, expected in sorted(recorded.items()):
+        file = Path(path) / name
+        if not file.is_file():
+            raise IhprobeError(f"{file} is missing but {path}/ihprobe.json records it; re-save it.")
+        if sha256_file(file) != expected:
+            raise IhprobeError(
+                f"{file} does not match the SHA-256 recorded in ihprobe.json when it was written: "
+                "the file changed or is corrupt; re-save or restore it."
+            )

@@ -1,0 +1,1 @@
+"""End-to-end jobs built from the layers below: the demo, sweeps and their Slurm launcher."""

@@ -1,0 +1,238 @@
+"""Sweeps: train a grid of runs, find each run's emergence point, fit the law, map the frontier.
+
+A grid axis is a :class:`~ihprobe.training.trainer.TrainConfig` field (``batch_size``, ``context``,
+``d_model``...) or a producer option (``repetition``, ``reliability``...). Every run is an
+independent ``python -m ihprobe train`` process writing its own run directory: local processes,
+or Slurm jobs through submitit (:mod:`ihprobe.jobs.cluster`). A finished run is never trained again,
+an interrupted one is resumed.
+
+>>> plan(["batch_size=4,8", "context=32"], out="runs/law")[0].name     # doctest: +SKIP
+'batch_size=4_context=32'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.files import atomic_write, check_writable_dir
+from ihprobe.dynamics.changepoint import run_emergence
+from ihprobe.dynamics.law import fit_law
+from ihprobe.figures.emergence import frontier_figure, law_figure
+from ihprobe.figures.report import Section, write_report
+from ihprobe.io.runs import data_means, is_finished
+from ihprobe.jobs.cluster import Slurm, check_cluster, submit_all
+from ihprobe.training.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+# producer options whose realised value each step logs (metrics.jsonl "data"); the frontier
+# map uses the realised values, as SPEC section 5 asks
+REALISED = ("repetition", "reliability")
+# TrainConfig fields a grid may not set: the sweep owns where runs go and how they resume
+NOT_AXES = ("out", "resume", "progress")
+LOCAL = (sys.executable, "-m", "ihprobe")  # how a run starts on this machine
+
+
+@dataclass(frozen=True)
+class Run:
+    """One point of the grid: its settings and its run directory."""
+
+    settings: tuple[tuple[str, object], ...]
+    out: Path
+
+    @property
+    def name(self) -> str:
+        return self.out.name
+
+    @property
+    def log(self) -> Path:
+        """The output of its ``ihprobe train``, beside the run directory."""
+        return self.out.parent / f"{self.name}.log"
+
+    def train_command(
+        self, extra: tuple[str, ...] = (), launcher: Sequence[str] = LOCAL
+    ) -> list[str]:
+        """The ``ihprobe train`` command line of this run (``--resume`` once it has started);
+        ``launcher`` starts ``ihprobe`` (e.g. under torchrun)."""
+        fields = {f.name for f in dataclasses.fields(TrainConfig)}
+        cmd = [*launcher, "train", "--out", str(self.out)]
+        for key, value in self.settings:
+            if key in fields:
+                cmd += [f"--{key.replace('_', '-')}", str(value)]
+            else:
+                cmd += ["--option", f"{key}={json.dumps(value)}"]
+        resume = ["--resume"] if self.out.exists() else []
+        return [*cmd, *extra, *resume, "--no-progress"]
+
+
+def parse_axis(text: str) -> tuple[str, list]:
+    """``"batch_size=4,8,16"`` -> ``("batch_size", [4, 8, 16])`` (values read as JSON)."""
+    key, sep, values = text.partition("=")
+    if not sep or not key or not values:
+        raise IhprobeError(f"grid axis {text!r} is not KEY=V1,V2,..., e.g. batch_size=4,8,16.")
+    parsed = []
+    for part in values.split(","):
+        try:
+            parsed.append(json.loads(part))
+        except json.JSONDecodeError:
+            parsed.append(part)
+    key = key.strip().replace("-", "_")
+    if key in NOT_AXES:
+        raise IhprobeError(
+            f"grid axis {key!r} cannot vary: the sweep writes each run under --out/runs; "
+            "pass it to the sweep itself instead."
+        )
+    bad = [
+        v for v in parsed if isinstance(v, str) and ("/" in v or "\\" in v or v in ("", ".", ".."))
+    ]
+    if bad:
+        raise IhprobeError(f"grid axis {key}: value {bad[0]!r} cannot be part of a run name.")
+    return key, parsed
+
+
+def plan(axes: list[str], out: str | os.PathLike) -> list[Run]:
+    """Every combination of the axes, each with its run directory under ``out/runs``."""
+    if not axes:
+        raise IhprobeError("a sweep needs at least one --grid KEY=V1,V2,... axis.")
+    parsed = [parse_axis(a) for a in axes]
+    runs = []
+    for combo in itertools.product(*(values for _, values in parsed)):
+        settings = tuple((key, value) for (key, _), value in zip(parsed, combo, strict=True))
+        name = "_".join(f"{k}={v}" for k, v in settings)
+        runs.append(Run(settings, Path(out) / "runs" / name))
+    return runs
+
+
+def train_all(runs: list[Run], extra: tuple[str, ...] = (), jobs: int = 1) -> dict[str, int]:
+    """Train the runs that are not finished, ``jobs`` processes at a time.
+
+    Returns the exit status per trained run name (0 = success); logs go to ``RUN.log``
+    beside each run directory.
+    """
+    if jobs < 1:
+        raise IhprobeError(f"jobs={jobs}: train at least 1 run at a time.")
+    status: dict[str, int] = {}
+    running: list[tuple[Run, subprocess.Popen]] = []
+    queue = unfinished(runs)
+    while queue or running:
+        while queue and len(running) < jobs:
+            run = queue.pop(0)
+            run.out.parent.mkdir(parents=True, exist_ok=True)
+            with open(run.log, "a") as logfile:
+                cmd = run.train_command(extra)
+                log.info("training %s: %s", run.name, " ".join(cmd))
+                running.append((run, subprocess.Popen(cmd, stdout=logfile, stderr=logfile)))
+        run, proc = running.pop(0)
+        status[run.name] = proc.wait()
+        if status[run.name]:
+            log.warning("%s failed (exit %d); see its .log", run.name, status[run.name])
+    return status
+
+
+def unfinished(runs: list[Run]) -> list[Run]:
+    """The runs still to train (the run folder says which are finished)."""
+    todo = [r for r in runs if not is_finished(r.out)]
+    for run in runs:
+        if run not in todo:
+            log.info("%s is finished; not training it again", run.name)
+    return todo
+
+
+def summarize(runs: list[Run], **point_kwargs) -> pd.DataFrame:
+    """One row per finished run: its grid settings, realised data properties, B, C and
+    emergence point (see :func:`ihprobe.dynamics.changepoint.run_emergence` for
+    ``point_kwargs``)."""
+    rows = []
+    for run in runs:
+        if not is_finished(run.out):
+            log.warning("%s is not finished; left out of the summary", run.name)
+            continue
+        point = run_emergence(run.out, **point_kwargs)
+        rows.append(
+            {
+                "run": run.name,
+                **dict(run.settings),
+                **{f"realised_{k}": v for k, v in data_means(run.out, REALISED).items()},
+                **{k: v for k, v in point.to_dict().items() if k not in dict(run.settings)},
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def report(table: pd.DataFrame, out: str | os.PathLike) -> dict[str, Path]:
+    """Write ``sweep.csv``, the law fit (``law.json``, when B and C vary) and ``sweep.html``
+    with the law figure and the frontier map (when repetition and reliability vary)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {"table": out / "sweep.csv"}
+    atomic_write(written["table"], lambda tmp: table.to_csv(tmp, index=False))
+    sections = [Section("Runs", [table.drop(columns=["curve"], errors="ignore")])]
+    formed = table[table["transition"].astype(bool)] if len(table) else table
+    if len(formed) and formed["batch_size"].nunique() > 1 and formed["context"].nunique() > 1:
+        fit = fit_law(formed[["batch_size", "context", "updates"]])
+        written["law"] = out / "law.json"
+        atomic_write(written["law"], json.dumps(fit.to_dict(), indent=2))
+        sections.append(
+            Section(
+                "The law",
+                [
+                    f"U = {fit.T:,.0f} / (B^{fit.b:.3f} C^{fit.c:.3f}), r = {fit.r:.3f} "
+                    f"over {len(formed)} runs ([A]: T = 750,000, b = 0.37, c = 0.62).",
+                    law_figure(fit, reference="fitted"),
+                ],
+            )
+        )
+    axes = [c for c in ("repetition", "reliability") if c in table and table[c].nunique() > 1]
+    if len(axes) == 2:
+        x, y = (f"realised_{a}" if f"realised_{a}" in table else a for a in axes)
+        sections.append(Section("Frontier", [frontier_figure(table, x=x, y=y)]))
+    written["report"] = write_report(out / "sweep.html", "ihprobe sweep", sections)
+    return written
+
+
+def run_sweep(
+    axes: list[str],
+    out: str | os.PathLike,
+    *,
+    train_args: tuple[str, ...] = (),
+    jobs: int = 1,
+    train: bool = True,
+    slurm: Slurm | None = None,
+    **point_kwargs,
+) -> tuple[dict[str, Path], dict[str, str]]:
+    """Plan the grid, train its unfinished runs, summarise and report them.
+
+    ``slurm``: submit each unfinished run as a job through submitit instead of training
+    ``jobs`` local processes at a time.
+
+    Returns the files written (:func:`report`) and why each run that failed failed.
+
+    Example:
+        >>> written, failed = run_sweep(["batch_size=4,8"], "runs/law")    # doctest: +SKIP
+        >>> written, failed = run_sweep(["batch_size=4,8"], "runs/law",    # doctest: +SKIP
+        ...     slurm=Slurm(partition="gpu", time_min=240, gpus_per_run=4))
+    """
+    check_writable_dir(out)
+    runs = plan(axes, out)
+    if slurm is not None:
+        check_cluster(slurm)
+    if not train:
+        failed = {}
+    elif slurm is not None:
+        failed = submit_all(unfinished(runs), train_args, slurm, Path(out) / "slurm")
+    else:
+        status = train_all(runs, train_args, jobs)
+        failed = {name: f"exit {code}" for name, code in status.items() if code}
+    return report(summarize(runs, **point_kwargs), out), failed

@@ -1,0 +1,150 @@
+"""``HeadScores``: every head score and model score of one model, with its provenance.
+
+>>> scores = ihprobe.scan(model)                                      # doctest: +SKIP
+>>> scores.head["prefix_matching"].shape          # [n_layers, n_heads]  # doctest: +SKIP
+>>> scores.top_heads("prefix_matching", k=3)      # [(layer, head, value), ...]  # doctest: +SKIP
+>>> scores.to_frame().head()                                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from jaxtyping import Float
+
+from ihprobe.core.errors import IhprobeError
+from ihprobe.io.provenance import COLUMNS, CarriesProvenance, Provenance, with_provenance
+
+
+@dataclass
+class HeadScores(CarriesProvenance):
+    """Scores of one model (one checkpoint).
+
+    Attributes:
+        head: per-head scores, metric name -> ``[n_layers, n_heads]`` float tensor.
+        model: per-model scores, metric name -> float.
+        provenance: model name, revision, step and training tokens of the checkpoint.
+        settings: the probe settings (n, batch, seed, bos, ...) and notes on skipped metrics.
+
+    ``revision``, ``step`` and ``tokens`` read through to ``provenance``; ``model_name`` is
+    ``provenance.model`` (``model`` holds the model-level scores).
+    """
+
+    head: dict[str, Float[torch.Tensor, "layer head"]]
+    model: dict[str, float]
+    provenance: Provenance
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> list[str]:
+        """Names of the metrics held, head metrics first."""
+        return [*self.head, *self.model]
+
+    def to_frame(self) -> pd.DataFrame:
+        """The long table ``model, revision, step, tokens, layer, head, metric, value``.
+
+        One row per head and head metric, then one per model metric with empty (``<NA>``)
+        layer and head. ``step``, ``tokens``, ``layer`` and ``head`` are nullable integers, so
+        tables of many checkpoints concatenate without turning into floats.
+
+        Example:
+            >>> frame = scores.to_frame()                             # doctest: +SKIP
+            >>> frame.query("metric == 'prefix_matching'").nlargest(3, "value")  # doctest: +SKIP
+        """
+        rows = []
+        for metric, values in self.head.items():
+            n_layers, n_heads = values.shape
+            layer = torch.arange(n_layers).repeat_interleave(n_heads)
+            head = torch.arange(n_heads).repeat(n_layers)
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "layer": layer.numpy(),
+                        "head": head.numpy(),
+                        "metric": metric,
+                        "value": values.flatten().double().numpy(),
+                    }
+                )
+            )
+        if self.model:
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "layer": [None] * len(self.model),
+                        "head": [None] * len(self.model),
+                        "metric": list(self.model),
+                        "value": [float(v) for v in self.model.values()],
+                    }
+                )
+            )
+        frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS[4:])
+        return with_provenance(frame, self.provenance)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, settings: dict | None = None) -> HeadScores:
+        """The scores of one checkpoint back from its long table (the inverse of ``to_frame``).
+
+        Example:
+            >>> again = HeadScores.from_frame(scores.to_frame())           # doctest: +SKIP
+            >>> again.top_heads("prefix_matching", 1) == scores.top_heads("prefix_matching", 1)
+            ... # doctest: +SKIP
+        """
+        missing = set(COLUMNS) - set(frame.columns)
+        keys = ["model", "revision", "step", "tokens"]
+        if missing or frame.empty or len(frame[keys].astype(str).drop_duplicates()) > 1:
+            raise IhprobeError(
+                "from_frame needs the long table of one checkpoint (columns "
+                f"{', '.join(COLUMNS)}); filter a trajectory first, e.g. table[table.step == s]."
+            )
+        first = frame.iloc[0]
+        provenance = Provenance(
+            str(first["model"]),
+            None if pd.isna(first["revision"]) else str(first["revision"]),
+            *(None if pd.isna(first[k]) else int(first[k]) for k in ("step", "tokens")),
+        )
+        heads = frame[frame["layer"].notna()]
+        head = {}
+        for metric, rows in heads.groupby("metric", sort=False):
+            shape = (int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1)
+            values = torch.full(shape, float("nan"))
+            at = [
+                torch.as_tensor(rows[k].to_numpy(dtype=int, copy=True)) for k in ("layer", "head")
+            ]
+            values[at[0], at[1]] = torch.tensor(
+                rows["value"].to_numpy(dtype=float, copy=True), dtype=torch.float32
+            )
+            head[metric] = values
+        model_rows = frame[frame["layer"].isna()]
+        model = dict(zip(model_rows["metric"], model_rows["value"].astype(float), strict=True))
+        return cls(head, model, provenance, dict(settings or {}))
+
+    def head_metric(self, metric: str) -> Float[torch.Tensor, "layer head"]:
+        """The ``[layer, head]`` values of one head metric (an error names those held)."""
+        if metric not in self.head:
+            raise IhprobeError(
+                f"{metric!r} is not a head metric of these scores; they hold "
+                f"{', '.join(self.head) or 'none'}."
+            )
+        return self.head[metric]
+
+    def top_heads(
+        self, metric: str = "prefix_matching", k: int = 5
+    ) -> list[tuple[int, int, float]]:
+        """The ``k`` heads with the highest ``metric``, as ``(layer, head, value)``, best first.
+
+        NaN values (e.g. an undefined correlation) are ranked last.
+
+        Example:
+            >>> scores.top_heads("prefix_matching", k=1)               # doctest: +SKIP
+            [(1, 3, 0.93)]
+        """
+        if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:
+            raise IhprobeError(f"k={k!r}: pass how many heads to list, an integer >= 1.")
+        values = self.head_metric(metric)
+        n_heads = values.shape[1]
+        flat = values.flatten().nan_to_num(nan=-float("inf"))
+        order = flat.argsort(descending=True, stable=True)[:k]
+        return [(int(i) // n_heads, int(i) % n_heads, float(values.flatten()[i])) for i in order]
