@@ -1,0 +1,187 @@
+"""One argument checker for the public API: types, ranges, shapes, vocabulary and context bounds.
+
+Every public entry point calls these on its arguments before any work, so a wrong type, an
+out-of-range count, a NaN threshold, a token outside the vocabulary or a head index past the
+last head is one :class:`IhprobeError` naming the argument and what it accepts, never a raw
+``IndexError`` from torch or a silently wrong answer (``strongest_into(1, -1)`` is not head 3).
+Results go through :func:`finite_result` before they are returned.
+
+>>> count("batch", 8)
+8
+>>> count("batch", 0)
+Traceback (most recent call last):
+...
+ihprobe.core.errors.IhprobeError: batch must be an integer from 1 to 9223372036854775807 (got 0).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+
+import torch
+
+from ihprobe.core.errors import IhprobeError
+
+INT64_MAX = 2**63 - 1
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def count(name: str, value, *, low: int = 1, high: int = INT64_MAX) -> int:
+    """``value`` as an ``int`` in ``[low, high]``; bools, floats and strings are refused.
+
+    Example:
+        >>> count("random", 1.5, low=0)
+        Traceback (most recent call last):
+        ...
+        ihprobe.core.errors.IhprobeError: random must be an integer from 0 to 9223372036854775807 (got 1.5).
+    """  # noqa: E501
+    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_floating_point():
+        integral, value = value.dtype != torch.bool, value.item()
+    if not integral or not low <= int(value) <= high:
+        raise IhprobeError(f"{name} must be an integer from {low} to {high} (got {_shown(value)}).")
+    return int(value)
+
+
+def optional_count(name: str, value, *, low: int = 1, high: int = INT64_MAX) -> int | None:
+    """None, or :func:`count`."""
+    return None if value is None else count(name, value, low=low, high=high)
+
+
+def seed(value, name: str = "seed") -> int:
+    """A seed: an integer from 0 to the int64 maximum (what torch and numpy accept).
+
+    >>> seed(3)
+    3
+    """
+    return count(name, value, low=0)
+
+
+def real(name: str, value, *, low: float = -math.inf, high: float = math.inf) -> float:
+    """``value`` as a finite ``float`` in ``[low, high]`` (NaN, inf, bools and strings refused).
+
+    >>> real("threshold", 0.5, low=0, high=1)
+    0.5
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not ok or not math.isfinite(float(value)) or not low <= float(value) <= high:
+        raise IhprobeError(
+            f"{name} must be a finite number from {low} to {high} (got {_shown(value)})."
+        )
+    return float(value)
+
+
+def choice(name: str, value, options: Sequence[str]) -> str:
+    """``value`` when it is one of ``options``."""
+    if not isinstance(value, str) or value not in options:
+        raise IhprobeError(f"{name} must be one of {', '.join(options)} (got {_shown(value)}).")
+    return value
+
+
+def model(value, name: str = "model"):
+    """A hooked model (``ihprobe.load``'s TransformerLens bridge, or any model with ``cfg``)."""
+    cfg = getattr(value, "cfg", None)
+    if not isinstance(value, torch.nn.Module) or not hasattr(cfg, "n_layers"):
+        raise IhprobeError(
+            f"{name} must be a hooked model from ihprobe.load(...) (got {type(value).__name__}); "
+            "load the checkpoint first."
+        )
+    return value
+
+
+def tokens(name: str, value, model, *, dims: tuple[int, ...] = (2,)) -> torch.Tensor:
+    """Integer token ids of ``model``'s vocabulary, ``dims`` dimensions, at most ``n_ctx`` long.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> toy = SimpleNamespace(cfg=SimpleNamespace(d_vocab=16, n_ctx=8))
+        >>> tokens("clean", torch.tensor([[1, 2]]), toy)
+        tensor([[1, 2]])
+        >>> tokens("clean", torch.tensor([[1, 99]]), toy)
+        Traceback (most recent call last):
+        ...
+        ihprobe.core.errors.IhprobeError: clean holds ids from 1 to 99; the vocabulary is 0 to 15.
+    """
+    vocab, context = model.cfg.d_vocab, model.cfg.n_ctx
+    shape = " or ".join(f"{d}-d" for d in dims)
+    if not isinstance(value, torch.Tensor) or value.is_floating_point() or value.is_complex():
+        raise IhprobeError(f"{name} must be an integer tensor of token ids (got {_shown(value)}).")
+    if value.dtype == torch.bool or value.ndim not in dims or 0 in value.shape:
+        raise IhprobeError(
+            f"{name} must be a non-empty {shape} tensor of token ids (got shape "
+            f"{tuple(value.shape)}, dtype {value.dtype})."
+        )
+    if value.shape[-1] > context:
+        raise IhprobeError(
+            f"{name} has {value.shape[-1]} positions, more than the model's context of {context}."
+        )
+    low, high = int(value.min()), int(value.max())
+    if low < 0 or high >= vocab:
+        raise IhprobeError(
+            f"{name} holds ids from {low} to {high}; the vocabulary is 0 to {vocab - 1}."
+        )
+    return value
+
+
+def head(layer, head_index, model, name: str = "head") -> tuple[int, int]:
+    """``(layer, head)`` of ``model`` (a ``cfg`` with ``n_layers, n_heads``), no negatives."""
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    return (
+        count(f"{name} layer", layer, low=0, high=n_layers - 1),
+        count(f"{name} head", head_index, low=0, high=n_heads - 1),
+    )
+
+
+def heads(name: str, value, model) -> list[tuple[int, int]]:
+    """A non-empty collection of ``(layer, head)`` pairs of ``model``."""
+    try:
+        pairs = [tuple(pair) for pair in value]
+    except TypeError as err:
+        raise IhprobeError(
+            f"{name} must be a list of (layer, head) pairs (got {value!r})."
+        ) from err
+    if not pairs or any(len(pair) != 2 for pair in pairs):
+        raise IhprobeError(f"{name} must be a non-empty list of (layer, head) pairs.")
+    return [head(layer, index, model, name) for layer, index in pairs]
+
+
+def matrix(name: str, value, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+    """``value`` (a tensor or nested lists) as a finite float tensor of ``shape``.
+
+    >>> matrix("scores", [[0.1, 0.2]], (1, 2))
+    tensor([[0.1000, 0.2000]])
+    """
+    try:
+        tensor = torch.as_tensor(value, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise IhprobeError(
+            f"{name} must be a rectangular array of numbers (got {type(value).__name__})."
+        ) from err
+    if shape is not None and tuple(tensor.shape) != tuple(shape):
+        raise IhprobeError(f"{name} must have shape {tuple(shape)} (got {tuple(tensor.shape)}).")
+    if not bool(torch.isfinite(tensor).all()):
+        raise IhprobeError(f"{name} holds NaN or inf values; pass finite numbers.")
+    return tensor
+
+
+def finite_result(what: str, **values) -> None:
+    """Refuse to return a result whose numbers are NaN or inf (``values``: floats or tensors).
+
+    >>> finite_result("patch", clean=1.0, corrupted=float("nan"))
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: patch: corrupted is NaN or inf: the model's activations are not finite (broken weights or inputs), so no result is reported.
+    """  # noqa: E501
+    for name, value in values.items():
+        tensor = torch.as_tensor(value, dtype=torch.float64)
+        if not bool(torch.isfinite(tensor).all()):
+            raise IhprobeError(
+                f"{what}: {name} is NaN or inf: the model's activations are not finite (broken "
+                "weights or inputs), so no result is reported."
+            )
