@@ -77,6 +77,13 @@ def real(name: str, value, *, low: float = -math.inf, high: float = math.inf) ->
     return float(value)
 
 
+def flag(name: str, value) -> bool:
+    """``value`` when it is a bool (``"yes"`` or 1 is refused: it may mean something else)."""
+    if not isinstance(value, bool):
+        raise IhprobeError(f"{name} must be True or False (got {_shown(value)}).")
+    return value
+
+
 def choice(name: str, value, options: Sequence[str]) -> str:
     """``value`` when it is one of ``options``."""
     if not isinstance(value, str) or value not in options:
