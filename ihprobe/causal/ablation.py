@@ -43,7 +43,6 @@ from ihprobe.causal.masks import (
     MODES,
     ablate_heads,
     ablation_hooks,
-    clean_activations,
     derangement,
     hold_patterns,
     keep_mask,
@@ -70,6 +69,7 @@ from ihprobe.probes.engine import (
 )
 from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.recall import icl_positions
+from ihprobe.probes.record import activations
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
@@ -343,12 +343,12 @@ def _replacement(model, probe: Probe, mode: str, shared, seed: int):
     if mode == "zero":
         return None, None
     if mode == "resample":  # row b takes the z of row order[b]
-        z = clean_activations(model, probe, z=True)["z"]
+        z = activations(model, probe, ("z",))["z"]
         return z[derangement(len(z), seed)], None
     mean = shared if shared is not None else mean_z(model, probe.tokens, valid=probe.valid)
     if mode == "mean":
         return mean, None
-    return mean, clean_activations(model, probe, patterns=True)["pattern"]
+    return mean, activations(model, probe, ("pattern",))["pattern"]
 
 
 def check_settings(

@@ -26,8 +26,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.hooks import keep as keep_slice
-from ihprobe.core.hooks import replace_with
+from ihprobe.core.hooks import hook_name, replace_with
 from ihprobe.probes.engine import NOTHING, Probe, run_probe
 
 if TYPE_CHECKING:
@@ -35,8 +34,6 @@ if TYPE_CHECKING:
 
 MODES = ("mean", "zero", "resample", "pattern")
 HOOK_MODES = ("zero", "mean")  # the modes that need no evaluation rows (ablation_hooks)
-HOOK_Z = "blocks.{layer}.attn.hook_z"
-HOOK_PATTERN = "blocks.{layer}.attn.hook_pattern"
 
 Hook = tuple[str, Callable]
 Reference = Int[torch.Tensor, "batch pos"] | Float[torch.Tensor, "layer head d_head"]
@@ -112,7 +109,7 @@ def mean_z(
             sums[layer] += torch.einsum("bphd,bp->hd", z.float(), w).double().cpu()
             return z
 
-        return [(HOOK_Z.format(layer=i), _bind(add, i)) for i in range(cfg.n_layers)]
+        return [(hook_name("z", i), _bind(add, i)) for i in range(cfg.n_layers)]
 
     run_probe(model, Probe("reference", tokens, positions=NOTHING), make_hooks, chunk=chunk)
     count = float(weights.sum())
@@ -144,7 +141,7 @@ def mask_hooks(
             the batch the hooks will see.
         replacement: what an ablated head outputs instead: its mean ``[layer, head, d_head]``
             (``mean_z``), or per row ``[batch, layer, pos, head, d_head]`` (resampling, from
-            :func:`clean_activations`); None means zero.
+            :func:`~ihprobe.probes.record.activations`); None means zero.
 
     Returns:
         ``(hook name, function)`` pairs for ``run_with_hooks`` or ``model.hooks``, one per layer
@@ -161,7 +158,7 @@ def mask_hooks(
         k = keep[..., layer, :]
         if bool((k == 1).all()):
             continue
-        hooks.append((HOOK_Z.format(layer=layer), _mask_fn(k, replacement, layer, per_row)))
+        hooks.append((hook_name("z", layer), _mask_fn(k, replacement, layer, per_row)))
     return hooks
 
 
@@ -191,7 +188,7 @@ def hold_patterns(patterns: Float[torch.Tensor, "batch layer head query key"]) -
     """
     return [
         (
-            HOOK_PATTERN.format(layer=layer),
+            hook_name("pattern", layer),
             replace_with(lambda p, layer=layer: _held(p, patterns[:, layer])),
         )
         for layer in range(patterns.shape[1])
@@ -200,39 +197,6 @@ def hold_patterns(patterns: Float[torch.Tensor, "batch layer head query key"]) -
 
 def _held(pattern: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
     return clean.to(pattern.device, pattern.dtype)
-
-
-@torch.inference_mode()
-def clean_activations(
-    model: TransformerLensModel,
-    probe: Probe,
-    *,
-    z: bool = False,
-    patterns: bool = False,
-    chunk: int = 64,
-) -> dict[str, torch.Tensor]:
-    """The clean run's ``hook_z`` (``"z"``: ``[rows, layer, pos, head, d_head]``) and attention
-    (``"pattern"``: ``[rows, layer, head, query, key]``) of every row of ``probe``, the inputs
-    of resample and pattern-preserving ablation. Memory grows with rows x layers x positions.
-
-    Example:
-        >>> clean_activations(model, probe, z=True)["z"].shape              # doctest: +SKIP
-        torch.Size([100, 2, 100, 4, 16])
-    """
-    names = {"z": HOOK_Z, "pattern": HOOK_PATTERN}
-    wanted = [name for name, on in (("z", z), ("pattern", patterns)) if on]
-
-    def make_hooks(rows, store):
-        return [
-            (names[name].format(layer=layer), keep_slice(store, (name, layer), lambda x: x))
-            for name in wanted
-            for layer in range(model.cfg.n_layers)
-        ]
-
-    silent = Probe(probe.name, probe.tokens, positions=NOTHING)
-    kept = run_probe(model, silent, make_hooks, chunk=chunk)
-    layers = range(model.cfg.n_layers)
-    return {name: torch.stack([kept[(name, layer)] for layer in layers], dim=1) for name in wanted}
 
 
 def derangement(n: int, seed: int = 0) -> Int[torch.Tensor, " n"]:

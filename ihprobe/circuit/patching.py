@@ -36,13 +36,12 @@ from jaxtyping import Float, Int
 from ihprobe.causal.masks import keep_mask
 from ihprobe.circuit.pairs import Metric, PatchPair, induction_pair, logit_diff, token_pair
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.hooks import hook_name
 from ihprobe.io.models import provenance
 from ihprobe.probes.engine import Hook, Probe, run_probe
 
 PER = ("head", "head_position")
 INPUTS = ("q", "k", "v")
-HOOK_Z = "blocks.{layer}.attn.hook_z"
-HOOK_INPUT = "blocks.{layer}.attn.hook_{input}"
 
 Head = tuple[int, int]
 
@@ -131,7 +130,7 @@ def patch(
 
         def patched(index, store) -> list[Hook]:
             spec, base = groups[index // rows], index % rows
-            return [(HOOK_Z.format(layer=layer),
+            return [(hook_name("z", layer),
                      _patch_group_z(clean_run[("z", layer)], spec, base, layer))
                     for layer in range(cfg.n_layers)]  # fmt: skip
 
@@ -187,7 +186,7 @@ def path_patch(
 
         def frozen(index, store) -> list[Hook]:  # sender clean, every other head corrupted
             mixed = [
-                (HOOK_Z.format(layer=layer), _mix_z(corrupted_run[("z", layer)][index],
+                (hook_name("z", layer), _mix_z(corrupted_run[("z", layer)][index],
                                                     clean_run[("z", layer)][index], sending[layer]))
                 for layer in range(n_layers)
             ]  # fmt: skip
@@ -231,7 +230,7 @@ def attribution_patch(
         clean_run = _run(model, pair.clean, pair, metric, _keep_z(n_layers))
     leaves: dict[int, list[torch.Tensor]] = {}
     with torch.enable_grad():
-        hooks = [(HOOK_Z.format(layer=layer), _leaf(leaves, layer)) for layer in range(n_layers)]
+        hooks = [(hook_name("z", layer), _leaf(leaves, layer)) for layer in range(n_layers)]
         value = _run(model, pair.corrupted, pair, metric, hooks)["metric"].mean()
         value.backward()
     sums = (0, 1, 3) if per == "head" else (0, 3)  # rows, (positions,) d_head
@@ -318,7 +317,7 @@ def _keep_z(n_layers: int) -> Callable:
 
         return hook
 
-    return lambda index, store: [(HOOK_Z.format(layer=layer), keep(layer, store))
+    return lambda index, store: [(hook_name("z", layer), keep(layer, store))
                                  for layer in range(n_layers)]  # fmt: skip
 
 
@@ -351,7 +350,7 @@ def _keep_inputs(receivers: list[Head], receiver_input: str, store: dict) -> lis
         return hook
 
     layers = sorted({layer for layer, _ in receivers})
-    return [(HOOK_INPUT.format(layer=layer, input=receiver_input), keep(layer)) for layer in layers]
+    return [(hook_name(receiver_input, layer), keep(layer)) for layer in layers]
 
 
 def _put_inputs(model, receivers, receiver_input: str, received: dict, index) -> list[Hook]:
@@ -368,7 +367,7 @@ def _put_inputs(model, receivers, receiver_input: str, received: dict, index) ->
 
         return hook
 
-    return [(HOOK_INPUT.format(layer=layer, input=receiver_input), put(layer, sorted(set(heads))))
+    return [(hook_name(receiver_input, layer), put(layer, sorted(set(heads))))
             for layer, heads in by_layer.items()]  # fmt: skip
 
 

@@ -7,11 +7,13 @@ passes and returns None, so the forward pass itself is unchanged and the big ten
 usual. :func:`replace_with` is the one hook that changes the pass: on ``unembed.hook_in`` it
 lets only the query positions through, so that logits are computed where they are read.
 
+Hook names come from one builder, :func:`hook_name` (TransformerLens's ``act_name`` idea),
+over the table :data:`HOOK_POINTS` of the hook points ihprobe reads, with their shapes.
 Inside a hook, ``hook.name`` is the component's internal name, so the key (usually the layer
 index) is bound when the hook is made:
 
 >>> store = {}
->>> hooks = [(f"blocks.{l}.attn.hook_pattern", keep(store, l, pattern_pairs(q, k)))
+>>> hooks = [(hook_name("pattern", l), keep(store, l, pattern_pairs(q, k)))
 ...          for l in range(model.cfg.n_layers)]                     # doctest: +SKIP
 >>> model.run_with_hooks(tokens, fwd_hooks=hooks)                     # doctest: +SKIP
 >>> store[0].shape            # [batch, head, pairs]                  # doctest: +SKIP
@@ -25,6 +27,32 @@ import torch
 from jaxtyping import Float, Int
 
 Select = Callable[[torch.Tensor], torch.Tensor]
+
+# site: (TransformerLens hook name, with {layer} for per-layer sites; activation shape)
+HOOK_POINTS: dict[str, tuple[str, str]] = {
+    "pattern": ("blocks.{layer}.attn.hook_pattern", "[batch, head, query_pos, key_pos]"),
+    "z": ("blocks.{layer}.attn.hook_z", "[batch, pos, head, d_head]"),  # before W_O
+    "q": ("blocks.{layer}.attn.hook_q", "[batch, pos, head, d_head]"),
+    "k": ("blocks.{layer}.attn.hook_k", "[batch, pos, kv_head, d_head]"),
+    "v": ("blocks.{layer}.attn.hook_v", "[batch, pos, kv_head, d_head]"),
+    "scale": ("ln_final.hook_scale", "[batch, pos, 1]"),
+    "unembed_in": ("unembed.hook_in", "[batch, pos, d_model]"),
+}
+
+
+def hook_name(site: str, layer: int | None = None) -> str:
+    """The TransformerLens hook name of ``site`` (a key of :data:`HOOK_POINTS`) at ``layer``.
+
+    Example:
+        >>> hook_name("z", 1)
+        'blocks.1.attn.hook_z'
+        >>> hook_name("unembed_in")
+        'unembed.hook_in'
+    """
+    template = HOOK_POINTS[site][0]
+    if ("{layer}" in template) != (layer is not None):
+        raise ValueError(f"hook site {site!r} {'needs' if layer is None else 'takes no'} layer")
+    return template.format(layer=layer) if layer is not None else template
 
 
 def keep(store: dict, key: Hashable, select: Select) -> Callable:
@@ -75,7 +103,7 @@ def pattern_pairs(
 ) -> Callable[[Float[torch.Tensor, "batch head query_pos key_pos"]], torch.Tensor]:
     """Select ``pattern[:, :, queries[i], keys[i]]`` for every pair i: ``[batch, head, pair]``.
 
-    One advanced-indexing gather on ``blocks.{l}.attn.hook_pattern``; no loop over heads, rows
+    One advanced-indexing gather on the ``pattern`` hook point; no loop over heads, rows
     or pairs.
 
     Example:

@@ -5,23 +5,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import plotly.graph_objects as go
 import torch
 from jaxtyping import Float, Int
+
+from ihprobe.probes.engine import Probe
+from ihprobe.probes.record import activations
+
+
+def attention_patterns(
+    model, tokens: Int[torch.Tensor, " pos"], layers: Sequence[int] | None = None
+) -> torch.Tensor:
+    """Post-softmax attention ``[layer, head, query_pos, key_pos]`` of ``layers`` on one row.
+
+    Example:
+        >>> attention_patterns(model, tokens[0]).shape                     # doctest: +SKIP
+        torch.Size([2, 4, 64, 64])
+    """
+    row = Probe("attention", tokens[None].to(model.cfg.device))
+    return activations(model, row, ("pattern",), layers)["pattern"][0].float().cpu()
 
 
 def attention_pattern(
     model, tokens: Int[torch.Tensor, "pos"], layer: int, head: int
 ) -> Float[torch.Tensor, "query_pos key_pos"]:
     """The post-softmax attention of head (layer, head) on one sequence, from one forward pass."""
-    kept: dict[str, torch.Tensor] = {}
-
-    def keep(pattern, hook):
-        kept["pattern"] = pattern[0, head].detach().cpu()  # [query_pos, key_pos]
-
-    with torch.no_grad():
-        model.run_with_hooks(tokens[None], fwd_hooks=[(f"blocks.{layer}.attn.hook_pattern", keep)])
-    return kept["pattern"]
+    return attention_patterns(model, tokens, [layer])[0, head]
 
 
 def attention_figure(

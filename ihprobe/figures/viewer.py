@@ -3,13 +3,20 @@
 Choose a layer and a head; hover a token to see where it attends (each earlier token is shaded
 by its attention weight), or hover a row of the pattern heatmap beside it. The patterns and
 tokens are embedded as JSON with a few lines of plain JavaScript, so the fragment works inside
-ihprobe's HTML reports, in a notebook (``IPython.display.HTML``) and offline.
+ihprobe's HTML reports, in a notebook and offline. Every change (layer, head, hovered token)
+redraws the heatmap from a cleared canvas.
 
 CircuitsVis is not used: its ``render`` checks for internet access by requesting google.com
 and loads its JavaScript from unpkg, and its bundled script is 1.3 MB.
 
->>> html = attention_viewer(model, tokens[0])                               # doctest: +SKIP
->>> from IPython.display import HTML; HTML(html)                            # doctest: +SKIP
+``attention_viewer`` returns an :class:`AttentionViewer`: a notebook cell ending in it shows
+the viewer (``_repr_html_``), and it is the HTML string itself (``.html``, ``str()``, a report
+block, ``Path("v.html").write_text(viewer)``).
+
+>>> viewer = attention_viewer(model, tokens[0])                             # doctest: +SKIP
+>>> viewer       # as a cell's last line, the notebook shows the viewer      # doctest: +SKIP
+>>> viewer.html.startswith("<style>")                                       # doctest: +SKIP
+True
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from collections.abc import Sequence
 import torch
 from jaxtyping import Int
 
-from ihprobe.figures.attention import token_labels
+from ihprobe.figures.attention import attention_patterns, token_labels
 
 _STYLE = """
 .ihp-viewer { font-family: system-ui, sans-serif; font-size: .85rem; margin: .8rem 0; }
@@ -55,8 +62,10 @@ _SCRIPT = """
   let query = n - 1;
   const pattern = () => data.patterns[layerSel.value][headSel.value];
   function shade(w) { return 'rgba(31, 119, 180, ' + Math.min(1, w).toFixed(3) + ')'; }
-  function draw() {
+  function draw() {  // from scratch: the previous head and outline must not show through
     const p = pattern();
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    ctx.fillStyle = '#ffffff'; ctx.fillRect(0, 0, canvas.width, canvas.height);
     for (let q = 0; q < n; q++) for (let k = 0; k < n; k++) {
       ctx.fillStyle = k <= q ? shade(p[q][k]) : '#fafafa';
       ctx.fillRect(k * cell, q * cell, cell, cell);
@@ -86,28 +95,23 @@ _SCRIPT = """
 """
 
 
-def attention_patterns(
-    model, tokens: Int[torch.Tensor, " pos"], layers: Sequence[int] | None = None
-) -> torch.Tensor:
-    """Post-softmax attention ``[layer, head, query_pos, key_pos]`` of ``layers`` on one row.
+class AttentionViewer(str):
+    """The viewer's self-contained HTML; it renders itself in Jupyter.
 
-    Example:
-        >>> attention_patterns(model, tokens[0]).shape                     # doctest: +SKIP
-        torch.Size([2, 4, 64, 64])
+    >>> viewer = AttentionViewer("<b>v</b>")
+    >>> viewer.html, viewer._repr_html_(), str(viewer)
+    ('<b>v</b>', '<b>v</b>', '<b>v</b>')
     """
-    layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
-    kept: dict[int, torch.Tensor] = {}
 
-    def keeper(layer: int):
-        def hook(pattern, hook):
-            kept[layer] = pattern[0].detach().float().cpu()
+    @property
+    def html(self) -> str:
+        return str(self)
 
-        return hook
+    def _repr_html_(self) -> str:
+        return str(self)
 
-    hooks = [(f"blocks.{layer}.attn.hook_pattern", keeper(layer)) for layer in layers]
-    with torch.no_grad():
-        model.run_with_hooks(tokens[None].to(model.cfg.device), fwd_hooks=hooks)
-    return torch.stack([kept[layer] for layer in layers])
+    def __repr__(self) -> str:
+        return f"<AttentionViewer: {len(self):,} characters of HTML>"
 
 
 def attention_viewer(
@@ -117,7 +121,7 @@ def attention_viewer(
     layers: Sequence[int] | None = None,
     start: tuple[int, int] = (0, 0),
     title: str = "",
-) -> str:
+) -> AttentionViewer:
     """A self-contained HTML fragment: choose layer and head, hover a token to see its attention.
 
     Args:
@@ -141,7 +145,7 @@ def attention_viewer(
     element = f"ihp-view-{uuid.uuid4().hex[:10]}"
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     heading = f"<p><b>{html.escape(title)}</b></p>" if title else ""
-    return (
+    return AttentionViewer(
         f"<style>{_STYLE}</style>"
         f'<div class="ihp-viewer" id="{element}">{heading}'
         '<select class="ihp-layer"></select><select class="ihp-head"></select>'

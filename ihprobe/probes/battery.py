@@ -255,11 +255,13 @@ def _repeated_pass(model, rows, n: int, bos: bool, wanted: list[str], chunk: int
         for layer in range(model.cfg.n_layers):
             if patterns:
                 keep = hooks.keep(store, ("pattern", layer), select_pairs)
-                found.append((PATTERN.format(layer=layer), keep))
+                found.append((hooks.hook_name(PATTERN, layer), keep))
             if keep_z:
-                found.append((Z.format(layer=layer), hooks.keep(store, ("z", layer), at_queries)))
+                found.append(
+                    (hooks.hook_name(Z, layer), hooks.keep(store, ("z", layer), at_queries))
+                )
         if keep_scale:
-            found.append((SCALE, hooks.keep(store, "scale", at_queries)))
+            found.append((hooks.hook_name(SCALE), hooks.keep(store, "scale", at_queries)))
         return found
 
     kept = run_probe(model, probe, make_hooks, chunk=chunk)
@@ -339,7 +341,7 @@ def _snippet_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, 
 
     def make_hooks(index, store: dict) -> list:
         return [
-            (PATTERN.format(layer=layer), hooks.keep(store, layer, select))
+            (hooks.hook_name(PATTERN, layer), hooks.keep(store, layer, select))
             for layer in range(n_layers)
         ]
 

@@ -28,7 +28,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.hooks import accumulating, replace_with
+from ihprobe.core.hooks import accumulating, hook_name, replace_with
 from ihprobe.data.corpus import default_documents
 from ihprobe.io.validation import require_finite
 from ihprobe.probes.recall import (
@@ -49,10 +49,9 @@ Hook = tuple[str, Callable]
 HookFactory = Callable[[Int[torch.Tensor, " chunk"], dict], Sequence[Hook]]
 Scorer = Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]
 
-UNEMBED_IN = "unembed.hook_in"
-PATTERN = "blocks.{layer}.attn.hook_pattern"
-Z = "blocks.{layer}.attn.hook_z"
-SCALE = "ln_final.hook_scale"
+# hook sites a metric reads (keys of core.hooks.HOOK_POINTS; hook_name(site, layer) names them)
+PATTERN, Z, SCALE = "pattern", "z", "scale"
+UNEMBED_IN = hook_name("unembed_in")
 NOTHING = torch.zeros(0, dtype=torch.long)  # positions of a probe that unembeds none
 DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score unchanged
 # Each pass is further bounded by the logits it holds and the tokens it runs. On CPU, time is
@@ -83,7 +82,7 @@ class Metric:
     name: str
     level: Literal["head", "model"]
     family: Literal["repeated", "snippets", "weights", "text", "tasks", "training"]
-    hooks: tuple[str, ...]
+    hooks: tuple[str, ...]  # hook sites read (core.hooks.HOOK_POINTS keys)
     direction: Literal["higher", "lower"]
     chance: Callable[[int, int], float] | None = None
     threshold: float | None = None
@@ -98,7 +97,7 @@ class Metric:
         return 1 if self.direction == "lower" else -1
 
 
-_LOGITS = (UNEMBED_IN,)
+_LOGITS = ("unembed_in",)
 METRIC_TABLE: dict[str, Metric] = {
     m.name: m
     for m in (
