@@ -27,7 +27,7 @@ from tqdm import tqdm
 from ihprobe.io.models import load_or_swap, provenance
 from ihprobe.io.sources import sources_of
 from ihprobe.probes import inputs
-from ihprobe.probes.engine import reads_text, text_rows
+from ihprobe.probes.engine import Probe, reads_text, run_probe, text_rows
 from ihprobe.probes.recall import token_losses
 
 log = logging.getLogger(__name__)
@@ -46,11 +46,13 @@ def position_losses(
         >>> position_losses(model, rows).shape                              # doctest: +SKIP
         torch.Size([63])
     """
-    total = torch.zeros(rows.shape[1] - 1, dtype=torch.float64)
+
+    def score(logits, index):
+        return {"losses": token_losses(logits, rows[index.to(rows.device)]).double()}
+
     with torch.no_grad():
-        for part in rows.split(chunk):
-            total += token_losses(model(part), part).double().sum(0).cpu()
-    return (total / len(rows)).float()
+        losses = run_probe(model, Probe("loss by position", rows, score), chunk=chunk)["losses"]
+    return losses.mean(0).float().cpu()
 
 
 def loss_by_position(
