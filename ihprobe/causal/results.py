@@ -13,9 +13,11 @@ signed numbers:
 * changes on the absolute scale (``change = ablated - clean``) and, for metrics whose clean
   value keeps its sign, the relative one (``relative_change = change / clean``); the ICL
   score, which can be near zero or change sign, is absolute only.
+* one verdict, :meth:`AblationResult.verdict`, by the rule :data:`VERDICT_RULE`.
 
 >>> result = ihprobe.ablate(model)                                          # doctest: +SKIP
 >>> result.summary()[["metric", "change", "p_value", "load_bearing_index"]]  # doctest: +SKIP
+>>> print(result.verdict())                                                 # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -33,6 +35,19 @@ from ihprobe.io.provenance import COLUMNS, CarriesProvenance, Provenance, with_p
 from ihprobe.probes.engine import METRIC_TABLE
 
 BOOTSTRAP = 2000  # resamples of the random draws for the index's interval
+LOAD_BEARING_INDEX = 2.0  # top harm at least this many draw sds above the draws' mean
+SIGNIFICANCE = 0.05  # largest p that counts as a difference from random heads
+VERDICT_METRICS = ("ar_accuracy", "induction_loss", "icl_score", "ar_mean_rank")  # preferred
+ANSWERS = ("no induction heads to test", "load-bearing", "signature only", "inconclusive")
+VERDICT_RULE = (
+    "No induction heads to test when no head of the top set reaches the ranking score's formed "
+    f"threshold (prefix matching {METRIC_TABLE['prefix_matching'].threshold:g}): ablating the top "
+    "set removes ordinary heads. Otherwise "
+    f"load-bearing when p <= {SIGNIFICANCE} and the load-bearing index > {LOAD_BEARING_INDEX:g}; "
+    f"a signature only when p > {SIGNIFICANCE} and the index's 95% interval lies below "
+    f"{LOAD_BEARING_INDEX:g}; inconclusive otherwise. p is over the distinct random sets when the "
+    "draws repeat sets (a small model has few), over all draws otherwise."
+)
 
 
 def metric_of(name: str):
@@ -70,6 +85,19 @@ class AblationResult(CarriesProvenance):
     def metrics(self) -> list[str]:
         return list(self.values)
 
+    def verdict(self, metric: str | None = None) -> Verdict:
+        """Are the top heads load-bearing for ``metric`` (default: the first of
+        ``VERDICT_METRICS`` measured)? One of :data:`ANSWERS`, by :data:`VERDICT_RULE`.
+
+        Example:
+            >>> v = ihprobe.ablate(model, scope="global", top=1).verdict()  # doctest: +SKIP
+            >>> v.answer, str(v)                                            # doctest: +SKIP
+            ('load-bearing', 'Ablating L1H3 changes ar_accuracy by -0.21 ...: load-bearing: ...')
+        """
+        metric = metric or next((m for m in VERDICT_METRICS if m in self.values), self.metrics[0])
+        row = self.summary().set_index("metric").loc[metric]
+        return Verdict(*_answer(self, row), metric=metric, numbers=_numbers(self, row, metric))
+
     def summary(self) -> pd.DataFrame:
         """One row per metric: clean, top and random values, changes, p-values and index."""
         seed = self.settings.get("seed", 0)
@@ -100,6 +128,60 @@ class AblationResult(CarriesProvenance):
                 rows.append((layer, head, "top_set", float((layer, head) in top)))
                 rows.append((layer, head, "random_set", float(picked[layer, head])))
         return with_provenance(pd.DataFrame(rows, columns=list(COLUMNS[4:])), self.provenance)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer (one of :data:`ANSWERS`), why, and the numbers behind it; ``str()`` is the
+    whole sentence."""
+
+    answer: str
+    reason: str
+    metric: str
+    numbers: str
+
+    def __str__(self) -> str:
+        return f"{self.numbers}: {self.answer}: {self.reason}."
+
+
+def _answer(result: AblationResult, row) -> tuple[str, str]:
+    """``(answer, reason)`` of one metric's summary row, by :data:`VERDICT_RULE`."""
+    s = result.settings
+    threshold = METRIC_TABLE[result.by].threshold if result.by in METRIC_TABLE else None
+    best = max(float(result.scores[layer, head]) for layer, head in result.top_heads)
+    if threshold is not None and best < threshold:
+        return ANSWERS[0], (
+            f"the top set's best {result.by} is {best:.3g}, below the {threshold:g} that counts "
+            "as formed, so these are ordinary heads"
+        )
+    p = row.p_distinct if s.get("draws_repeat") else row.p_value
+    if p <= SIGNIFICANCE and row.load_bearing_index > LOAD_BEARING_INDEX:
+        return ANSWERS[1], "the model depends on these heads more than on random ones"
+    if p > SIGNIFICANCE and row.load_bearing_hi < LOAD_BEARING_INDEX:
+        return ANSWERS[2], "removing them costs no more than removing random heads"
+    if s.get("draws_repeat") and row.p_value <= SIGNIFICANCE:
+        return ANSWERS[3], (
+            f"only {int(row.distinct_sets)} distinct random sets exist, too few for a "
+            "permutation test to tell these heads from random ones"
+        )
+    return ANSWERS[3], "the numbers meet neither rule at this number of draws and rows"
+
+
+def _numbers(result: AblationResult, row, metric: str) -> str:
+    """The change, the draws and the statistics the verdict reads, in one clause."""
+    s = result.settings
+    heads = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
+    draws = f"{len(result.random_heads)} {s.get('baseline', 'layer-matched')} random draws"
+    repeat = s.get("draws_repeat")
+    if repeat:
+        draws += f" (only {s.get('distinct_sets')} distinct sets)"
+    return (
+        f"Ablating {heads} changes {metric} by {row.change:+.3g} (random draws: "
+        f"{row.random_change_mean:+.3g} on average; {draws}; p = {row.p_value:.2g}"
+        + (f", over the distinct sets {row.p_distinct:.2g}" if repeat else "")
+        + f", load-bearing index {row.load_bearing_index:.2g} "
+        f"(95% interval {row.load_bearing_lo:.2g} to {row.load_bearing_hi:.2g}))"
+    )
 
 
 def statistics(
@@ -149,9 +231,9 @@ def load_bearing_index(
     (random draws resampled with replacement, ``seed``-ed). With sd 0 (every draw equally
     harmful) it is +-inf when the top set differs and NaN when it does not.
 
-    >>> index, lo, hi = load_bearing_index(5.0, np.array([0.0, 1.0, 2.0]))
-    >>> index, lo <= index <= hi
-    (4.0, True)
+    >>> index, lo, hi = load_bearing_index(12.0, np.arange(10.0))
+    >>> round(index, 2), lo < index < hi
+    (2.48, True)
     """
     if len(random) < 2:
         return math.nan, math.nan, math.nan

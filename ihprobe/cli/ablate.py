@@ -13,14 +13,8 @@ every checkpoint, cached by weights hash) and the report shows them over trainin
 
 from __future__ import annotations
 
+from ihprobe.causal.choices import BASELINES, MODES, SCOPES  # torch-free
 from ihprobe.cli._common import add_quiet, any_int, fraction_or_count, positive_int, progress
-
-SCOPES = (
-    "layer",
-    "global",
-)  # ihprobe.causal.head_sets; repeated here to keep start-up imports light
-BASELINES = ("layer-matched", "global", "score-matched")
-MODES = ("mean", "zero", "resample", "pattern")
 
 
 def register(subparsers) -> None:
@@ -133,3 +127,4 @@ def _print_summary(result) -> None:
                 f"{row.load_bearing_index:.3g} [{row.load_bearing_lo:.3g}, "
                 f"{row.load_bearing_hi:.3g}]"
             )
+    print(f"  verdict: {result.verdict()}")

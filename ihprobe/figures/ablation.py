@@ -19,14 +19,20 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ihprobe.causal.results import AblationResult, HeadEffects, changes, metric_of
-from ihprobe.figures.heads import OWN_TICKS, layer_head_heatmap, where
+from ihprobe.causal.results import (
+    LOAD_BEARING_INDEX,
+    VERDICT_RULE,
+    AblationResult,
+    HeadEffects,
+    changes,
+    metric_of,
+)
+from ihprobe.figures.heads import OWN_TICKS, color_range, layer_head_heatmap, where
 from ihprobe.figures.report import Section, write_report
 
 TOP_COLOR, RANDOM_COLOR, SIGNATURE_COLOR = "#d62728", "#7f7f7f", "#1f77b4"
 PAGE_WIDTH = 900  # px: the report's column, so that no figure overflows it
 PANELS_PER_ROW = 3
-LOAD_BEARING_INDEX = 2.0  # top harm at least this many draw sds above the draws' mean
 
 
 def _changes(result: AblationResult, metric: str) -> tuple[np.ndarray, str]:
@@ -107,7 +113,8 @@ def head_effects_figure(effects: HeadEffects, metric: str) -> go.Figure:
 
 
 def head_sets_figure(result) -> go.Figure:
-    """Heatmap of the ranking score per head; "T" marks the top set, numbers count random picks.
+    """Heatmap of the ranking score per head (a bounded score on its fixed 0..1 scale, so that
+    chance-level noise stays dark); "T" marks the top set, numbers count random picks.
 
     Example:
         >>> head_sets_figure(ihprobe.ablate(model)).show()             # doctest: +SKIP
@@ -122,8 +129,8 @@ def head_sets_figure(result) -> go.Figure:
         text[layer][head] = "T"
     fig = go.Figure(
         go.Heatmap(
-            z=scores, text=text, texttemplate="%{text}", colorscale="Viridis",
-            colorbar={"title": result.by},
+            z=scores, text=text, texttemplate="%{text}", colorbar={"title": result.by},
+            **color_range(result.by),
             hovertemplate="layer %{y} head %{x}<br>score %{z:.3g}<br>%{text}<extra></extra>",
         )
     )  # fmt: skip
@@ -217,48 +224,6 @@ def head_effects_over_training(frame: pd.DataFrame, metric: str) -> go.Figure:
     return fig
 
 
-def verdict(result: AblationResult, metric: str) -> str:
-    """One sentence answering "are the top heads load-bearing?" for ``metric``, chosen from
-    the numbers: load-bearing (p <= 0.05 and index > 2), a signature only (p > 0.05 and the
-    index's interval below 2), or inconclusive; with the p-value and the index's interval.
-    When the draws had to repeat sets, p is the one over the distinct sets.
-
-    Example:
-        >>> verdict(ihprobe.ablate(model, scope="global", top=1), "ar_accuracy")  # doctest: +SKIP
-        'Ablating L1H3 changes ar_accuracy by -0.21 ...: load-bearing.'
-    """
-    row = result.summary().set_index("metric").loc[metric]
-    s = result.settings
-    heads = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
-    draws = f"{len(result.random_heads)} {s.get('baseline', 'layer-matched')} random draws"
-    if s.get("draws_repeat"):
-        draws += f" (only {s.get('distinct_sets')} distinct sets)"
-    # Repeated draws are not independent evidence: with only N distinct sets, the exact
-    # permutation p cannot fall below 1 / (N + 1), so the verdict reads the distinct-set p.
-    p = row.p_distinct if s.get("draws_repeat") else row.p_value
-    numbers = (
-        f"p = {row.p_value:.2g}"
-        + (f", over the distinct sets {row.p_distinct:.2g}" if s.get("draws_repeat") else "")
-        + f", load-bearing index {row.load_bearing_index:.2g} "
-        f"(95% interval {row.load_bearing_lo:.2g} to {row.load_bearing_hi:.2g})"
-    )
-    if p <= 0.05 and row.load_bearing_index > LOAD_BEARING_INDEX:
-        answer = "load-bearing: the model depends on these heads more than on random ones"
-    elif p > 0.05 and row.load_bearing_hi < LOAD_BEARING_INDEX:
-        answer = "a signature only: removing them costs no more than removing random heads"
-    elif s.get("draws_repeat") and row.p_value <= 0.05:
-        answer = (
-            f"inconclusive: only {int(row.distinct_sets)} distinct random sets exist, too few "
-            "for a permutation test to tell these heads from random ones"
-        )
-    else:
-        answer = "inconclusive at this number of draws and rows"
-    return (
-        f"Ablating {heads} changes {metric} by {row.change:+.3g} (random draws: "
-        f"{row.random_change_mean:+.3g} on average; {draws}; {numbers}): {answer}."
-    )
-
-
 METHOD = """
 <p>Every head is scored by <code>{by}</code>; the top set is {top_rule} ({mode} ablation of
 <code>hook_z</code>, the head's output before <code>W_O</code>{mean_note}). Each metric's change
@@ -268,7 +233,7 @@ run stacked along the batch with one head mask per group of rows. <b>p</b> = (1 
 at least as much as the top set) / (draws + 1), harm oriented per metric (lower accuracy, higher
 loss or rank). The <b>load-bearing index</b> is (top harm - mean draw harm) / sd(draw harm), with a
 bootstrap 95% interval. A head set that scores high but costs no more than random heads is a
-<i>signature</i>; one that costs far more is <i>load-bearing</i>.{notes}</p>
+<i>signature</i>; one that costs far more is <i>load-bearing</i>. The verdict: {rule}{notes}</p>
 """
 
 TABLE_COLUMNS = {
@@ -330,7 +295,7 @@ def report_sections(results: Sequence, metric: str | None = None) -> list:
     method = METHOD.format(
         by=first.by, top_rule=_top_rule(s), mode=s.get("mode"), random=s.get("random"),
         baseline=s.get("baseline", "layer-matched"), seed=s.get("seed"), mean_note=mean_note,
-        notes=notes,
+        rule=html.escape(VERDICT_RULE), notes=notes,
     )  # fmt: skip
     sections = [Section("Method", [method])]
     for model in dict.fromkeys(r.model_name for r in results):  # one curve per training run
@@ -349,12 +314,9 @@ def report_sections(results: Sequence, metric: str | None = None) -> list:
         summary = result.summary()
         table = summary[["metric", "clean", "top", *TABLE_COLUMNS]].rename(columns=TABLE_COLUMNS)
         top = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
-        sections.append(
-            Section(
-                _label(result),
-                [f"Top set: {top}.", head_sets_figure(result), drop_figure(result), table],
-            )
-        )
+        verdict = f'<p class="verdict"><b>Verdict.</b> {html.escape(str(result.verdict()))}</p>'
+        blocks = [verdict, f"Top set: {top}.", head_sets_figure(result), drop_figure(result), table]
+        sections.append(Section(_label(result), blocks))
     return sections
 
 

@@ -13,7 +13,7 @@
 ``compare=True`` also trains a Bi-Induct variant at matched compute ([B]'s comparison).
 
 >>> result = run_demo(DemoConfig(out="runs/demo"))       # doctest: +SKIP
->>> result.report
+>>> result.report                                         # doctest: +SKIP
 PosixPath('runs/demo/report.html')
 """
 
@@ -38,7 +38,7 @@ from ihprobe.core.files import atomic_write, check_writable_dir
 from ihprobe.dynamics.changepoint import EmergencePoint, emergence
 from ihprobe.dynamics.law import Prediction, predict_emergence
 from ihprobe.dynamics.trajectories import trajectory
-from ihprobe.figures.demo_report import write_demo_report
+from ihprobe.figures.demo_report import THRESHOLD, compare_note, write_demo_report
 from ihprobe.io.runs import checkpoints, config_changes, is_finished, losses
 from ihprobe.probes.engine import METRIC_TABLE
 from ihprobe.probes.inputs import default_n
@@ -210,6 +210,7 @@ def _summary(name: str, study: Study) -> dict:
         "ar_emergence_updates": ar_point.updates if ar_point.transition else None,
         "law_updates": study.prediction.updates,
         "final_loss": _final_loss(study.losses),
+        "induction_heads": " ".join(induction_heads(study.scores)),
         **_ablation_summary(study.ablation),
     }
 
@@ -304,9 +305,17 @@ def chance_levels(d_vocab: int, n: int) -> dict[str, float]:
             for m in ("prefix_matching", "ar_accuracy", "induction_loss")}  # fmt: skip
 
 
-def _ablation_summary(result) -> dict:
+def induction_heads(scores: HeadScores) -> list[str]:
+    """Names ``L{layer}H{head}`` of the heads whose prefix matching reaches the formed threshold."""
+    ps = scores.head_metric("prefix_matching")
+    formed = torch.nonzero(ps >= THRESHOLD).tolist()
+    return [f"L{layer}H{head}" for layer, head in formed]
+
+
+def _ablation_summary(result: AblationResult) -> dict:
     frame = result.summary()
-    out = {}
+    verdict = result.verdict("ar_accuracy")
+    out = {"verdict": verdict.answer, "verdict_reason": verdict.reason}
     for metric in ("ar_accuracy", "induction_loss"):
         if metric in frame.metric.values:
             row = frame[frame.metric == metric].iloc[0]
@@ -334,6 +343,7 @@ def summary_text(result: DemoResult) -> str:
             f"  induction loss        {s['induction_loss_start']:.2f} -> "
             f"{s['induction_loss_final']:.2f}   (uniform guess {s['induction_loss_chance']:.2f})",
             f"  emergence             {_emergence_words(s)}",
+            f"  induction heads       {_heads_words(s)}",
         ]
         if "ar_accuracy_p" in s:
             lines.append(
@@ -344,9 +354,25 @@ def summary_text(result: DemoResult) -> str:
                 f"load-bearing index {s['ar_accuracy_index']:.2g} "
                 f"[{s['ar_accuracy_index_low']:.2g}, {s['ar_accuracy_index_high']:.2g}]"
             )
+            lines.append(f"  verdict               {s['verdict']}: {s['verdict_reason']}")
+    note = compare_note(result.summary)
     lines += ["", f"report: {result.report}"]
     lines += [f"  {name + ':':<20} {path}" for name, path in result.tables.items()]
+    lines += ["", *([note] if note else []), *map(_conclusion, result.summary.to_dict("records"))]
     return "\n".join(lines)
+
+
+def _heads_words(s: dict) -> str:
+    if not s["induction_heads"]:
+        return f"none (no head's prefix matching reaches {THRESHOLD})"
+    return f"{s['induction_heads'].replace(' ', ', ')} (prefix matching >= {THRESHOLD})"
+
+
+def _conclusion(s: dict) -> str:
+    """The run's last line: the heads found and the one verdict."""
+    heads = s["induction_heads"].replace(" ", ", ") or "none"
+    verdict = f"; verdict on its top head (AR accuracy): {s['verdict']}" if "verdict" in s else ""
+    return f"{s['run']}: induction heads found: {heads}{verdict}."
 
 
 def _emergence_words(s: dict) -> str:
