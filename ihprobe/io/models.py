@@ -44,6 +44,7 @@ from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import checkpoint_meta
 from ihprobe.io.sources import causal_lm_config, resolve
 from ihprobe.io.validation import check_checkpoint, check_loaded, hf_loading
+from ihprobe.io.validation.build import check_build
 from ihprobe.io.weights import (
     has_safetensors,
     read_state_dict,
@@ -114,6 +115,7 @@ def load(
     path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
     validate_checkpoint(path)
     config = causal_lm_config(path, trust_remote_code=trust_remote_code)
+    check_build(path, config, weight_files(path), dtype, trust_remote_code=trust_remote_code)
     if tokenizer is None:
         tokenizer = _tokenizer_for(path, config, trust_remote_code)
     hf_model = _hf_model(path, config, dtype, trust_remote_code)
@@ -217,15 +219,35 @@ def load_weights(
             f"{path} does not match the loaded model's architecture (tensors {mismatched[:3]} "
             "missing or of another shape); load it with ihprobe.load instead."
         )
+    meta = checkpoint_meta(path)
+    swap_weights(model, state, revision=revision, step=meta.get("step"), tokens=meta.get("tokens"))
+
+
+def swap_weights(
+    model: TransformerBridge,
+    state: dict[str, torch.Tensor],
+    *,
+    revision: str | None = None,
+    step: int | None = None,
+    tokens: int | None = None,
+) -> None:
+    """Copy an HF state dict of the model's own architecture (e.g. a training model's
+    ``state_dict()``) into ``model`` from :func:`load`, in place, reading no file; ``step`` and
+    ``tokens`` become its provenance. Tensors the model lacks are ignored.
+
+    Example:
+        >>> swap_weights(model, hf_model.state_dict(), step=400)        # doctest: +SKIP
+    """
+    loaded = _LOADED.get(model)
+    if loaded is None:
+        raise IhprobeError("swap_weights needs a model from ihprobe.load(..., processing='none').")
+    targets = loaded.hf_tensors
     with torch.no_grad():
         for name, tensor in state.items():
             if name in targets:
                 targets[name].copy_(tensor)
     _resplit_fused_qkv(model)
-    meta = checkpoint_meta(path)
-    loaded.provenance = Provenance(
-        loaded.provenance.model, revision, meta.get("step"), meta.get("tokens")
-    )
+    loaded.provenance = Provenance(loaded.provenance.model, revision, step, tokens)
 
 
 def _state_for(targets: dict[str, torch.Tensor], path: Path, config, dtype: torch.dtype):
@@ -260,12 +282,13 @@ def load_or_swap(
     *,
     revision: str | None = None,
     device: str | torch.device = "cpu",
+    dtype: str | torch.dtype = "float32",
 ) -> TransformerBridge:
     """``source`` as a hooked model, reusing ``model``'s skeleton when it can.
 
     With no ``model`` (None), or one of another architecture, this is :func:`load`; otherwise
     the weights of ``source`` are copied into ``model`` (:func:`load_weights`). Sweeping a run
-    with it builds the model once. ``device`` is where a freshly loaded model goes.
+    with it builds the model once. ``device`` and ``dtype`` are those of a freshly loaded model.
 
     Example:
         >>> model = None
@@ -278,7 +301,7 @@ def load_or_swap(
             return model
         except IhprobeError:  # another architecture, or not a swappable model: load afresh
             pass
-    return load(source, revision=revision, device=device)
+    return load(source, revision=revision, device=device, dtype=dtype)
 
 
 def _resplit_fused_qkv(model: TransformerBridge) -> None:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.memory import SIZE_LIMIT_ENV, limits_on
 
 MAX_CONFIG_BYTES = 10 * 2**20
-SIZE_LIMIT_ENV = "IHPROBE_NO_SIZE_LIMITS"  # set to 1 to load checkpoints beyond the limits below
 MAX_PARAMETERS = 20_000_000_000  # estimated parameters: 80 GB in float32
 
 
@@ -90,7 +89,7 @@ def check_config(raw: dict, where: str, *, size_limits: bool | None = None) -> d
     _check_divisibility(found, where)
     _check_causal(raw, where)
     if size_limits is None:
-        size_limits = os.environ.get(SIZE_LIMIT_ENV, "0") in ("0", "", "false")
+        size_limits = limits_on()
     if size_limits:
         _check_size(found, raw, where)
     return found
