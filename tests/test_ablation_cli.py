@@ -115,11 +115,12 @@ def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeyp
 
 
 def test_cli_choices_are_the_librarys():
-    from ihprobe.causal import head_sets, masks
+    from ihprobe.causal import choices
     from ihprobe.cli import ablate as cli
 
-    assert (cli.SCOPES, cli.BASELINES) == (head_sets.SCOPES, head_sets.BASELINES)
-    assert set(cli.MODES) == set(masks.MODES)
+    library = (choices.SCOPES, choices.BASELINES, choices.MODES)
+    assert (cli.SCOPES, cli.BASELINES, cli.MODES) == library
+    assert choices.SCOPES == ("layer", "global") and "pattern" in choices.MODES
 
 
 def test_load_bearing_curve_marks_index_two_on_its_own_axis():

@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 from einops import rearrange
 from jaxtyping import Float, Int
 
+from ihprobe.causal.choices import BASELINES, MODES, SCOPES, Baseline, Mode, Scope
 from ihprobe.causal.head_sets import (
-    BASELINES,
-    SCOPES,
-    Baseline,
-    Scope,
     baseline_sets,
     check_choice,
     check_random,
@@ -40,7 +37,6 @@ from ihprobe.causal.head_sets import (
     top_set,
 )
 from ihprobe.causal.masks import (
-    MODES,
     ablate_heads,
     ablation_hooks,
     derangement,
@@ -58,7 +54,6 @@ from ihprobe.probes.engine import (
     ABLATION_METRICS,
     HEAD_METRICS,
     METRIC_TABLE,
-    AblationMetric,
     Probe,
     budget_rows,
     reads_text,
@@ -79,7 +74,6 @@ __all__ = [
     "AblationResult", "HeadEffects", "METRICS", "ablate", "ablate_heads", "ablation_hooks",
     "head_effects", "head_sets",
 ]  # fmt: skip
-Mode = Literal["mean", "zero", "resample", "pattern"]
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +166,7 @@ def ablate(
     random: int = 20,
     baseline: Baseline = "layer-matched",
     mode: Mode = "mean",
-    metrics: Sequence[AblationMetric] | None = None,
+    metrics: Sequence[str] | None = None,
     seed: int = 0,
     scores: Float[torch.Tensor, "layer head"] | None = None,
     match: Float[torch.Tensor, "layer head"] | None = None,
@@ -279,7 +273,7 @@ ROW_DEFAULTS: EvaluationRows = {
 @torch.inference_mode()
 def head_effects(
     model: TransformerLensModel,
-    metrics: Sequence[AblationMetric] | None = None,
+    metrics: Sequence[str] | None = None,
     mode: Mode = "mean",
     **rows: Unpack[EvaluationRows],
 ) -> HeadEffects:

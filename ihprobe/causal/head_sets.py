@@ -30,18 +30,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from jaxtyping import Float
 
+from ihprobe.causal.choices import BASELINES, SCOPES, Baseline, Scope
 from ihprobe.core.errors import IhprobeError
 
 Head = tuple[int, int]
-Scope = Literal["layer", "global"]
-Baseline = Literal["layer-matched", "global", "score-matched"]
-SCOPES = ("layer", "global")
-BASELINES = ("layer-matched", "global", "score-matched")
 MAX_ENUMERATED = 100_000  # distinct baseline sets counted exactly up to this many
 
 

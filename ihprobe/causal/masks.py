@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 from jaxtyping import Bool, Float, Int
 
+from ihprobe.causal.choices import HOOK_MODES
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import hook_name, replace_with
 from ihprobe.probes.engine import NOTHING, Probe, run_probe
@@ -32,8 +33,6 @@ from ihprobe.probes.engine import NOTHING, Probe, run_probe
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
 
-MODES = ("mean", "zero", "resample", "pattern")
-HOOK_MODES = ("zero", "mean")  # the modes that need no evaluation rows (ablation_hooks)
 
 Hook = tuple[str, Callable]
 Reference = Int[torch.Tensor, "batch pos"] | Float[torch.Tensor, "layer head d_head"]

@@ -48,7 +48,6 @@ from ihprobe.probes.engine import (
     SCALE,
     SCAN_METRICS,
     Probe,
-    ScanMetric,
     Z,
     recall_probe,
     run_probe,
@@ -79,7 +78,7 @@ NORM_CENTRES = {"LN": True, "LNPre": True, "RMS": False, "RMSPre": False}
 
 def scan(
     model: TransformerLensModel,
-    metrics: Sequence[ScanMetric] | str | None = None,
+    metrics: Sequence[str] | str | None = None,
     *,
     n: int | None = None,
     batch: int = 100,
@@ -166,7 +165,7 @@ def scan(
     return HeadScores(ordered_head, ordered_model, provenance(model), settings)
 
 
-def check_metrics(metrics: Sequence[ScanMetric] | str | None) -> list[str]:
+def check_metrics(metrics: Sequence[str] | str | None) -> list[str]:
     """The requested metrics in canonical order; all of them for None."""
     if metrics is None:
         return list(METRICS)

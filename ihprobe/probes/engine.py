@@ -135,16 +135,6 @@ METRIC_TABLE: dict[str, Metric] = {
     )
 }  # fmt: skip
 
-ScanMetric = Literal[
-    "prefix_matching", "prefix_matching_sd", "previous_token", "duplicate_token",
-    "forward_induction", "anti_induction", "copying", "logit_attribution", "ps_la_correlation",
-    "k_composition", "direct_logit_attribution", "ar_accuracy", "ar_mean_rank", "induction_loss",
-    "icl_score",
-]  # fmt: skip
-AblationMetric = Literal[
-    "ar_accuracy", "ar_mean_rank", "induction_loss", "icl_score", "natural_loss", "hits@1",
-    "hits@3",
-]  # fmt: skip
 HEAD_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan and m.level == "head")
 SCAN_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan)
 ABLATION_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_ablate)
