@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import torch
 
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.memory import check_memory
 
 INT64_MAX = 2**63 - 1
 
@@ -192,3 +193,60 @@ def finite_result(what: str, **values) -> None:
                 f"{what}: {name} is NaN or inf: the model's activations are not finite (broken "
                 "weights or inputs), so no result is reported."
             )
+
+
+# Arguments that mean the same in every entry point, by name: the check each one passes.
+RULES = {
+    "batch": lambda v: count("batch", v),
+    "rows": lambda v: count("rows", v),
+    "text_rows": lambda v: count("text_rows", v),
+    "random": lambda v: count("random", v),
+    "draws": lambda v: count("draws", v, low=2),
+    "segments": lambda v: count("segments", v),
+    "seed": seed,
+    "n": lambda v: optional_count("n", v),
+    "chunk": lambda v: optional_count("chunk", v),
+    "snippet_length": lambda v: optional_count("snippet_length", v),
+    "batch_size": lambda v: optional_count("batch_size", v),
+    "context": lambda v: optional_count("context", v),
+    "tokens_per_step": lambda v: optional_count("tokens_per_step", v),
+    "bos": lambda v: flag("bos", v),
+    "threshold": lambda v: None if v is None else real("threshold", v),
+    "min_rise": lambda v: None if v is None else real("min_rise", v, low=0),
+}
+
+
+# Bytes each unit of a scaling argument costs (random probe rows draw a key per vocabulary id).
+def _per_row(cfg) -> int:
+    return 4 * cfg.d_vocab + 64 * cfg.n_ctx
+
+
+def _per_group(cfg) -> int:
+    return 4 * cfg.n_layers * cfg.n_heads + 256
+
+
+def _per_draw(cfg) -> int:
+    return 8 * (4 * cfg.d_model * cfg.d_head + 8 * cfg.d_head**2)
+
+
+MEMORY = {"batch": _per_row, "rows": _per_row, "random": _per_group, "draws": _per_draw}
+
+
+def arguments(**values) -> None:
+    """Check a public function's arguments by name (:data:`RULES`; ``model`` by :func:`model`),
+    and, given a model, that the scaling ones (:data:`MEMORY`) fit in memory before anything
+    is allocated.
+
+    Example:
+        >>> arguments(batch=100, seed=0, bos=False)
+        >>> arguments(batch=100, seed=1.5)
+        Traceback (most recent call last):
+        ...
+        ihprobe.core.errors.IhprobeError: seed must be an integer from 0 to 9223372036854775807 (got 1.5).
+    """  # noqa: E501
+    cfg = model(values.pop("model")).cfg if "model" in values else None
+    for name, value in values.items():
+        RULES[name](value)
+    for name in set(values) & set(MEMORY) if cfg is not None else ():
+        estimate = values[name] * MEMORY[name](cfg)
+        check_memory(f"{name}={values[name]} on this model", estimate)
