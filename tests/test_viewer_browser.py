@@ -1,0 +1,98 @@
+"""The attention viewer in headless Chromium: after switching layers and heads and hovering
+tokens and heatmap rows, its canvas is pixel for pixel a fresh draw of the head it shows (it
+redraws from a cleared canvas, nothing of the previous head or outline shows through); and the
+object ``attention_viewer`` returns renders in Jupyter and is the HTML string."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import ihprobe
+from ihprobe.core.standin import id_tokenizer
+from ihprobe.figures.viewer import AttentionViewer, attention_viewer
+from ihprobe.probes.inputs import repeated_tokens
+from tests.browser import render, screenshot
+from tests.conftest import save_checkpoint, tiny_hf_model
+
+# Compares the canvases of the viewers on the page: the first is a fresh draw; every other one
+# is driven to the same layer, head and query through `steps` first.
+_DRIVE = """<script>
+window.addEventListener('load', () => {
+  const views = [...document.querySelectorAll('.ihp-viewer')];
+  const pick = (v, cls, value) => {
+    const s = v.querySelector(cls); s.value = value; s.dispatchEvent(new Event('change'));
+  };
+  const hoverToken = (v, i) => v.querySelectorAll('.ihp-tok')[i]
+    .dispatchEvent(new Event('mouseenter'));
+  const hoverRow = (v, q) => {
+    const c = v.querySelector('canvas'), r = c.getBoundingClientRect();
+    const cell = c.height / v.querySelectorAll('.ihp-tok').length;
+    c.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + 2,
+                                                  clientY: r.top + q * cell + cell / 2}));
+  };
+  const steps = %(steps)s;
+  views.slice(1).forEach(v => steps.forEach(([kind, a, b]) =>
+    kind === 'head' ? (pick(v, '.ihp-layer', a), pick(v, '.ihp-head', b))
+    : kind === 'token' ? hoverToken(v, a) : hoverRow(v, a)));
+  const pixels = v => { const c = v.querySelector('canvas');
+    return c.getContext('2d').getImageData(0, 0, c.width, c.height).data; };
+  const fresh = pixels(views[0]);
+  const diffs = views.slice(1).map(v => {
+    const p = pixels(v); let n = 0;
+    for (let i = 0; i < p.length; i++) if (p[i] !== fresh[i]) n++;
+    return n;
+  });
+  document.documentElement.setAttribute('data-diffs', JSON.stringify(diffs));
+});
+</script>"""
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("viewer")
+    model = tiny_hf_model("gpt2", vocab_size=64, heads=4, context=32, seed=1)
+    return ihprobe.load(save_checkpoint(model, directory, id_tokenizer(64)))
+
+
+def _diffs(tmp_path, viewers: list[str], steps: list) -> list[int]:
+    import json
+
+    page = tmp_path / "viewer.html"
+    body = "".join(viewers) + _DRIVE % {"steps": json.dumps(steps)}
+    page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{body}"
+                    "</body></html>", encoding="utf-8")  # fmt: skip
+    rendered = render(page)
+    assert rendered.errors == []
+    return json.loads(re.search(r"data-diffs=\"([^\"]*)\"", rendered.dom).group(1)
+                      .replace("&quot;", '"'))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_switching_heads_and_hovering_leaves_a_fresh_draw(model, tmp_path):
+    tokens = repeated_tokens(model, n=12, batch=1, seed=1)[0]
+    last = len(tokens) - 1
+    fresh = attention_viewer(model, tokens, start=(1, 1))
+    steps = [["head", 0, 2], ["token", 3], ["row", 9], ["head", 1, 3], ["token", 17],
+             ["head", 1, 1], ["row", 5], ["token", 20], ["token", last]]  # fmt: skip
+    driven = [attention_viewer(model, tokens, start=start) for start in ((0, 0), (1, 1))]
+    assert _diffs(tmp_path, [fresh, *driven], steps) == [0, 0]
+    # the comparison can fail: another head, or another hovered query, differs
+    other = attention_viewer(model, tokens, start=(0, 0))
+    moved = attention_viewer(model, tokens, start=(1, 1))
+    head_diff, query_diff = (
+        _diffs(tmp_path, [fresh, other], []),
+        _diffs(tmp_path, [fresh, moved], [["token", 5]]),
+    )
+    assert head_diff[0] > 1000 and query_diff[0] > 0
+    screenshot(tmp_path / "viewer.html", "viewer.png", height=700)
+
+
+def test_the_viewer_renders_in_jupyter_and_is_its_html_string(model):
+    tokens = repeated_tokens(model, n=8, batch=1, seed=1)[0]
+    viewer = attention_viewer(model, tokens, start=(1, 2))
+    assert isinstance(viewer, AttentionViewer) and isinstance(viewer, str)
+    assert viewer._repr_html_() == viewer.html == str(viewer)
+    assert viewer.html.startswith("<style>") and 'class="ihp-viewer"' in viewer.html
+    assert repr(viewer).startswith("<AttentionViewer: ") and len(repr(viewer)) < 80
