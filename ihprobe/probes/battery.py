@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import torch
 from jaxtyping import Int
 
-from ihprobe.core import hooks
+from ihprobe.core import checks, hooks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.models import provenance
 from ihprobe.io.validation import check_scores
@@ -122,10 +122,10 @@ def scan(
         >>> scores = scan(model, n=32, batch=50, seed=1)                   # doctest: +SKIP
         >>> scores.top_heads("prefix_matching", k=3)                       # doctest: +SKIP
     """
+    checks.arguments(model=model, n=n, batch=batch, seed=seed, bos=bos, chunk=chunk,
+                     snippet_length=snippet_length)  # fmt: skip
     requested = check_metrics(metrics)
     wanted = [m for m in requested if m != "icl_score" or text is not None]
-    if chunk is not None and chunk < 1:
-        raise IhprobeError(f"chunk must be a positive number of rows or None (got {chunk}).")
     settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": []}
     if "icl_score" in requested and text is None:
         note = "icl_score skipped: pass natural text (text=..., or --text FILE) to compute it"
@@ -217,8 +217,7 @@ def check_repeated(
             f"tokens hold {tokens.shape[1]} positions but the model's context is "
             f"{model.cfg.n_ctx}; the largest n that fits is {(model.cfg.n_ctx - int(bos)) // 2}."
         )
-    if tokens.min() < 0 or tokens.max() >= model.cfg.d_vocab:
-        raise IhprobeError(f"tokens must be ids in [0, {model.cfg.d_vocab}) for this model.")
+    checks.tokens("tokens", tokens, model)  # empty, or ids outside the vocabulary
     first, second = tokens[:, int(bos) : int(bos) + half], tokens[:, int(bos) + half :]
     bad = (first != second).any(1).nonzero().flatten()
     if len(bad):
