@@ -26,6 +26,7 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.memory import check_memory
 
 INT64_MAX = 2**63 - 1
+SEED_MAX = 2**62  # below int64 with room for the seeds derived from it (seed + 1, ...)
 
 
 def _shown(value) -> str:
@@ -56,12 +57,12 @@ def optional_count(name: str, value, *, low: int = 1, high: int = INT64_MAX) -> 
 
 
 def seed(value, name: str = "seed") -> int:
-    """A seed: an integer from 0 to the int64 maximum (what torch and numpy accept).
+    """A seed: an integer from 0 to :data:`SEED_MAX` (torch and numpy take int64 seeds).
 
     >>> seed(3)
     3
     """
-    return count(name, value, low=0)
+    return count(name, value, low=0, high=SEED_MAX)
 
 
 def real(name: str, value, *, low: float = -math.inf, high: float = math.inf) -> float:
@@ -229,24 +230,29 @@ def _per_draw(cfg) -> int:
     return 8 * (4 * cfg.d_model * cfg.d_head + 8 * cfg.d_head**2)
 
 
+TOKEN_ARGUMENTS = ("tokens", "reference", "clean", "corrupted")  # token ids of the model, or None
 MEMORY = {"batch": _per_row, "rows": _per_row, "random": _per_group, "draws": _per_draw}
 
 
 def arguments(**values) -> None:
     """Check a public function's arguments by name (:data:`RULES`; ``model`` by :func:`model`),
-    and, given a model, that the scaling ones (:data:`MEMORY`) fit in memory before anything
-    is allocated.
+    and, given a model, token ids (:data:`TOKEN_ARGUMENTS`, None allowed) against its
+    vocabulary and context, and that the scaling ones (:data:`MEMORY`) fit in memory before
+    anything is allocated.
 
     Example:
         >>> arguments(batch=100, seed=0, bos=False)
         >>> arguments(batch=100, seed=1.5)
         Traceback (most recent call last):
         ...
-        ihprobe.core.errors.IhprobeError: seed must be an integer from 0 to 9223372036854775807 (got 1.5).
+        ihprobe.core.errors.IhprobeError: seed must be an integer from 0 to 4611686018427387904 (got 1.5).
     """  # noqa: E501
-    cfg = model(values.pop("model")).cfg if "model" in values else None
+    hooked = model(values.pop("model")) if "model" in values else None
     for name, value in values.items():
-        RULES[name](value)
-    for name in set(values) & set(MEMORY) if cfg is not None else ():
-        estimate = values[name] * MEMORY[name](cfg)
+        if name not in TOKEN_ARGUMENTS:
+            RULES[name](value)
+        elif value is not None and hooked is not None:
+            tokens(name, value, hooked)
+    for name in set(values) & set(MEMORY) if hooked is not None else ():
+        estimate = values[name] * MEMORY[name](hooked.cfg)
         check_memory(f"{name}={values[name]} on this model", estimate)
