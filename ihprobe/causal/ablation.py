@@ -47,6 +47,7 @@ from ihprobe.causal.masks import (
 )
 from ihprobe.causal.results import AblationResult, HeadEffects
 from ihprobe.causal.tasks import task_probes
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.models import provenance
 from ihprobe.probes.battery import scan
@@ -223,6 +224,8 @@ def ablate(
         >>> summary = result.summary().set_index("metric")              # doctest: +SKIP
         >>> summary.loc["ar_accuracy", ["p_value", "load_bearing_index"]]  # doctest: +SKIP
     """
+    checks.arguments(model=model, random=random, seed=seed, n=n, batch=batch, bos=bos,
+                     text_rows=text_rows, reference=reference)  # fmt: skip
     check_settings(top=top, random=random, mode=mode, metrics=metrics, scope=scope,
                    baseline=baseline)  # fmt: skip
     wanted = _metrics(model, metrics)
@@ -295,6 +298,7 @@ def head_effects(
     if unknown:
         raise TypeError(f"head_effects() got unexpected keyword arguments {sorted(unknown)}")
     s = {**ROW_DEFAULTS, **rows}
+    checks.arguments(model=model, **{k: v for k, v in s.items() if k not in ("text", "tasks")})
     check_settings(top=1, random=1, mode=mode, metrics=metrics)
     wanted = _metrics(model, metrics)
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
@@ -383,13 +387,8 @@ def _metrics(model, metrics: Sequence[str] | None) -> list[str]:
 def _scores(model, by, scores, **scan_kwargs) -> torch.Tensor:
     cfg = model.cfg
     if scores is not None:
-        scores = torch.as_tensor(scores)
-        if tuple(scores.shape) != (cfg.n_layers, cfg.n_heads):
-            raise IhprobeError(
-                f"scores have shape {tuple(scores.shape)}; expected ({cfg.n_layers}, "
-                f"{cfg.n_heads}) = (layer, head)."
-            )
-        return scores.detach().float().cpu()
+        return checks.matrix("scores", scores.detach().cpu() if torch.is_tensor(scores) else scores,
+                             (cfg.n_layers, cfg.n_heads))  # fmt: skip
     if by not in HEAD_METRICS:
         raise IhprobeError(f"unknown head score by={by!r}; choose one of {list(HEAD_METRICS)}.")
     return scan(model, metrics=[by], **scan_kwargs).head[by].detach().float().cpu()
