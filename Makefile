@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.ihprobe-installed
 
-.PHONY: demo test test-fast bench hooks lint clean
+.PHONY: demo test test-fast bench corpus hooks lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -c "import torch; print(f'torch=={torch.__version__.split(\"+\")[0]}')" > $(VENV)/constraints.txt
 	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[dev,llc,cluster]"
 	touch $@
+
+# The natural-text corpus (docs/science.md): documentation from Debian packages, installed here
+# when missing (needs root and apt), then copied, split and tokenized by `ihprobe corpus build`.
+DOC_PACKAGES := vim-runtime python3.11-doc perl-doc git-doc
+corpus: $(STAMP)
+	dpkg-query -W $(DOC_PACKAGES) >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DOC_PACKAGES))
+	$(BIN)/ihprobe corpus build
 
 demo: $(STAMP)
 	$(BIN)/ihprobe demo --out runs/demo
