@@ -1,6 +1,6 @@
-"""The verdicts of the papers' validation (benchmarks/validate_papers_*.py) follow the data:
-each rule is tried against agreeing, disagreeing and undecidable intervals, and the scripts'
-own examples hold."""
+"""The verdict rules every validation script shares (benchmarks/verdicts.py): each statistic
+against a reference implementation or a known answer, and each verdict flipped by the data,
+by the equivalence margin, by the seed count and by a censored cell."""
 
 from __future__ import annotations
 
@@ -11,187 +11,159 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import validate_papers_common as common  # noqa: E402
-import validate_papers_contrast as contrast  # noqa: E402
-import validate_papers_law as law  # noqa: E402
+import verdicts as v  # noqa: E402
+
+CELLS = [(B, C) for B in (8, 16, 32) for C in (32, 64, 128)]
 
 
-@pytest.mark.parametrize("module", [common, law])
-def test_the_scripts_examples_hold(module):
-    failed, attempted = doctest.testmod(module)
+def test_the_modules_examples_hold():
+    failed, attempted = doctest.testmod(v)
     assert attempted > 0 and failed == 0
 
 
+def test_t_mean_and_welch_match_scipy():
+    a, b = [3.1, 2.7, 3.4, 2.9, 3.3], [2.0, 2.6, 1.7, 2.2]
+    mean = v.t_mean(a)
+    reference = stats.t.interval(0.95, len(a) - 1, loc=np.mean(a), scale=stats.sem(a))
+    assert np.allclose((mean.low, mean.high), reference)
+    assert mean.method == "t, 5 seeds" and mean.seeds == 5
+    diff = v.welch(a, b)
+    welch_ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert np.allclose((diff.low, diff.high), (welch_ci.low, welch_ci.high))
+    ratio = v.welch(a, b, log=True)
+    log_ci = stats.ttest_ind(np.log10(a), np.log10(b), equal_var=False).confidence_interval()
+    assert np.allclose((ratio.low, ratio.high), (log_ci.low, log_ci.high)) and ratio.log10
+
+
+def test_proportion_is_clopper_pearson():
+    share = v.proportion(3, 5)
+    exact = stats.beta.ppf([0.025, 0.975], [3, 4], [3, 2])  # Beta(k, n-k+1), Beta(k+1, n-k)
+    assert np.allclose((share.low, share.high), exact) and "5 seeds" in share.text()
+
+
 @pytest.mark.parametrize(
-    ("ci", "verdict"),
-    [((0.30, 0.45), "agrees"), ((0.50, 0.80), "disagrees"), ((0.0, 0.2), "disagrees"),
-     ((-1.0, 2.0), "inconclusive at this scale"),
-     ((float("nan"),) * 2, "inconclusive at this scale")],
+    ("interval", "margin", "verdict"),
+    [((0.30, 0.45), 0.15, "agrees"),  # wholly inside 0.37 +- 0.15
+     ((0.30, 0.45), 0.05, "inconclusive at this scale"),  # the same data, a tighter margin
+     ((0.80, 1.10), 0.15, "disagrees"),  # wholly outside
+     ((-0.20, 0.75), 0.15, "inconclusive at this scale"),  # holds 0.37 but far wider
+     ((0.10, 0.30), 0.15, "inconclusive at this scale"),  # straddles the edge
+     ((np.nan, np.nan), 0.15, "inconclusive at this scale")],
 )  # fmt: skip
-def test_a_value_verdict_is_chosen_by_the_interval(ci, verdict):
-    found, why = common.verdict_value(ci, 0.37, widest=1.0)
-    assert found == verdict and why
+def test_an_equivalence_verdict_needs_the_whole_interval_inside_or_outside(
+    interval, margin, verdict
+):
+    estimate = v.Estimate(sum(interval) / 2, *interval, "test", seeds=5)
+    found, why = v.judge(estimate, v.equal(0.37, margin))
+    assert found == verdict and "test" in why
 
 
-def test_an_order_verdict_flips_with_the_data_and_with_the_claim():
-    high, low, overlap = (0.8, 0.9), (0.1, 0.2), (0.15, 0.85)
-    assert common.verdict_order(high, low)[0] == "agrees"
-    assert common.verdict_order(low, high)[0] == "disagrees"
-    assert common.verdict_order(high, low, expected=False)[0] == "disagrees"
-    assert common.verdict_order(overlap, low)[0] == "inconclusive at this scale"
-    assert common.verdict_order((float("nan"),) * 2, low)[0] == "inconclusive at this scale"
+def test_a_verdict_waits_for_five_seeds_where_a_mean_or_ratio_is_the_finding():
+    four = v.t_mean([0.36, 0.37, 0.38, 0.37])
+    assert v.judge(four, v.equal(0.37, 0.15))[0] == "pending: 4 of 5 seeds"
+    assert v.judge(v.t_mean([0.36, 0.37, 0.38, 0.37, 0.36]), v.equal(0.37, 0.15))[0] == "agrees"
+    ratio = v.welch([10, 11, 12], [10, 11, 12, 10, 11], log=True)
+    assert v.judge(ratio, v.same_ratio(1.5))[0] == "pending: 3 of 5 seeds"
 
 
-def test_every_law_cell_gets_a_budget_that_grows_as_b_and_c_shrink():
-    budgets = {name: law.budget(cell["B"], cell["C"]) for name, cell in law.cells().items()}
-    assert budgets["sn-B8-C32"] > budgets["sn-B16-C32"] > budgets["sn-B32-C32"]
-    assert budgets["sn-B8-C32"] > budgets["sn-B8-C64"]
+def test_one_sided_claims_flip_with_the_data():
+    low = v.t_mean([0.04, 0.05, 0.03, 0.04, 0.05])
+    high = v.t_mean([0.6, 0.7, 0.65, 0.62, 0.68])
+    assert v.judge(low, v.below(0.3))[0] == "agrees"
+    assert v.judge(high, v.below(0.3))[0] == "disagrees"
+    up = v.welch([0.9, 0.85, 0.88, 0.9, 0.87], [0.1, 0.12, 0.15, 0.11, 0.13])
+    assert v.judge(up, v.above(0.0))[0] == "agrees"
+    assert v.judge(v.welch([0.1, 0.12, 0.15, 0.11, 0.13], [0.9, 0.85, 0.88, 0.9, 0.87]),
+                   v.above(0.0))[0] == "disagrees"  # fmt: skip
+    noisy = v.welch([0.1, 0.9, 0.5, 0.2, 0.8], [0.4, 0.6, 0.5, 0.3, 0.7])
+    assert v.judge(noisy, v.above(0.0))[0] == "inconclusive at this scale"
 
 
-def contrast_frame(
-    natural_ps: float, backward_anti: float, seeds=(0, 1, 2), natural_perplexity: float = 7.0
-) -> pd.DataFrame:
-    """Three seeds per arm with a little spread; the natural arm's PS and perplexity and the
-    backward arm's anti-induction set by the test (every Bi-Induct arm's perplexity is 8)."""
+def law_runs(b, c, *, seeds=3, seed_sd=0.05, cell_sd=0.0, rng=None) -> pd.DataFrame:
+    """Runs on the 3 x 3 grid from log10 U = 5 - b log B - c log C, with a random effect per
+    cell (lack of fit) and seed noise, in log10 units."""
+    rng = rng or np.random.default_rng(0)
     rows = []
-    for arm in contrast.ARMS:
-        for seed in seeds:
-            jitter = 0.01 * seed
-            rows.append({
-                "arm": arm, "seed": seed, "status": "done",
-                "max_ps": (natural_ps if arm == "natural" else 0.5) + jitter,
-                "max_forward_induction": (0.9 if arm == "forward" else 0.1) + jitter,
-                "max_anti_induction": (backward_anti if arm == "backward" else 0.03) + jitter,
-                "global-layer-matched:load_bearing_index": (3.0 if arm == "natural" else 1.0)
-                + jitter,
-                "natural_perplexity": (natural_perplexity if arm == "natural" else 8.0) + jitter,
-            })  # fmt: skip
+    for B, C in CELLS:
+        shift = rng.normal(0, cell_sd)
+        for seed in range(seeds):
+            log_u = 5 - b * np.log10(B) - c * np.log10(C) + shift + rng.normal(0, seed_sd)
+            rows.append({"cell": f"B{B}-C{C}", "B": B, "C": C, "seed": seed,
+                         "updates": 10**log_u, "censored": False})  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def test_contrast_verdicts_follow_whether_natural_text_formed_heads():
-    without = dict((c, v) for c, v, _ in contrast.verdicts(contrast_frame(0.02, 0.03)))
-    with_heads = dict((c, v) for c, v, _ in contrast.verdicts(contrast_frame(0.6, 0.03)))
-    natural = "natural-only models have a central, load-bearing induction circuit"
-    assert without[natural] == "inconclusive at this scale"
-    assert with_heads[natural] == "agrees"
-    redundant = [c for c in with_heads if "redundant" in c]
-    assert all(with_heads[c] == "agrees" for c in redundant)
-    assert all(without[c] == "inconclusive at this scale" for c in redundant)
+def test_the_cell_means_fit_recovers_the_exponents_and_its_df_counts_cells():
+    fit = v.cell_means_fit(law_runs(0.37, 0.62, seed_sd=0.0))
+    assert fit["b"].value == pytest.approx(0.37) and fit["c"].value == pytest.approx(0.62)
+    assert fit["df"] == 6 and "t df 6" in fit["b"].method and "3 seeds per cell" in fit["b"].method
+    runs = law_runs(0.37, 0.62)
+    corners = v.cell_means_fit(runs[runs.B.isin([8, 32]) & runs.C.isin([32, 128])])
+    assert (
+        corners["df"] == 1 and corners["b"].high - corners["b"].low > fit["b"].high - fit["b"].low
+    )
 
 
-def test_contrast_anti_induction_verdict_flips_with_the_backward_arm():
-    claim = "anti-induction stays near zero when trained on backward snippets"
-    low = dict((c, v) for c, v, _ in contrast.verdicts(contrast_frame(0.6, 0.03)))
-    high = dict((c, v) for c, v, _ in contrast.verdicts(contrast_frame(0.6, 0.7)))
-    assert (low[claim], high[claim]) == ("agrees", "disagrees")
-
-
-def test_contrast_perplexity_verdicts_need_no_heads_and_flip_with_the_data():
-    claims = [f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"
-              for arm in ("forward", "backward", "balanced")]  # fmt: skip
-    for perplexity, expected in ((7.0, "agrees"), (9.0, "disagrees"),
-                                 (8.0, "inconclusive at this scale")):  # fmt: skip
-        found = dict(
-            (c, v)
-            for c, v, _ in contrast.verdicts(
-                contrast_frame(0.02, 0.03, natural_perplexity=perplexity)
-            )
+@pytest.mark.slow  # 200 simulated grids, a few seconds
+def test_the_cell_means_interval_covers_despite_lack_of_fit():
+    """Seed noise plus a cell effect: the t-interval on cell means keeps its 95%, where a
+    per-run fit that treats runs as independent would not."""
+    rng = np.random.default_rng(1)
+    hits = [
+        (lambda f: f["b"].low <= 0.37 <= f["b"].high)(
+            v.cell_means_fit(law_runs(0.37, 0.62, seed_sd=0.05, cell_sd=0.08, rng=rng))
         )
-        assert [found[c] for c in claims] == [expected] * 3, perplexity
+        for _ in range(200)
+    ]
+    assert 0.90 <= np.mean(hits) <= 0.99
 
 
-def test_contrast_verdicts_wait_for_every_seed():
-    frame = contrast_frame(0.6, 0.03)
-    frame.loc[(frame.arm == "backward") & (frame.seed == 2), "status"] = "pending"
-    found = dict((c, v) for c, v, _ in contrast.verdicts(frame))
-    assert found["anti-induction stays near zero when trained on backward snippets"] == "pending"
+def test_tobit_is_least_squares_without_censoring_and_corrects_the_bias_of_dropping():
+    runs = law_runs(1.0, 0.1, seeds=5, seed_sd=0.1, rng=np.random.default_rng(3))
+    plain = v.censored_fit(runs)
+    means = v.cell_means_fit(runs)
+    assert plain["b"].value == pytest.approx(means["b"].value, abs=1e-4)  # balanced: the same
+    budget = np.quantile(runs.updates, 0.8)  # the slowest runs stop at a budget
+    censored = runs.assign(censored=runs.updates > budget, updates=runs.updates.clip(upper=budget))
+    modelled = v.censored_fit(censored)["b"]
+    dropped = v.cell_means_fit(censored[~censored.censored])["b"]
+    assert abs(modelled.value - 1.0) < abs(dropped.value - 1.0)
+    assert modelled.low <= 1.0 <= modelled.high
+    assert "runs censored" in modelled.method and "clustered" in modelled.method
 
 
-def law_frame(b: float, c: float) -> pd.DataFrame:
-    """Every law cell done, its emergence from U = 1e5 / (B^b C^c) with a few % seed noise
-    (the size and schedule cells at the base cell's point, whatever their size)."""
-    rng = np.random.default_rng(0)
-    rows = []
-    for name, cell in law.cells().items():
-        for seed in law.SEEDS:
-            updates = 1e5 / (cell["B"] ** b * cell["C"] ** c) * rng.lognormal(0, 0.03)
-            rows.append({"cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"],
-                         "C": cell["C"], "status": "done", "transition": True,
-                         "censored": False, "updates": updates, "steps": 10**6})  # fmt: skip
-    return pd.DataFrame(rows)
+def test_a_censored_cell_flips_the_context_verdict():
+    """A cell whose runs all stop without a transition, at a budget 10x beyond where [A]'s
+    law puts them: dropped, the rest agree with c = 0.62; modelled, c is pushed below it."""
+    runs = law_runs(0.37, 0.62, seeds=5, seed_sd=0.02, rng=np.random.default_rng(4))
+    late = runs.C == 128
+    censored = runs.copy()
+    censored.loc[late, "updates"] = runs.loc[runs.C == 32, "updates"].to_numpy() * 10
+    censored.loc[late, "censored"] = True
+    claim = v.equal(0.62, 0.15)
+    assert v.judge(v.cell_means_fit(runs)["c"], claim)[0] == "agrees"
+    assert v.judge(v.censored_fit(censored)["c"], claim)[0] == "disagrees"
 
 
-def test_law_fit_verdicts_follow_the_exponents_the_data_hold():
-    agreeing = " ".join(law.fit_lines(law_frame(0.37, 0.62), "semi-natural"))
-    disagreeing = " ".join(law.fit_lines(law_frame(0.9, 0.1), "semi-natural"))
-    assert "b agrees" in agreeing and "c agrees" in agreeing
-    assert "b disagrees" in disagreeing and "c disagrees" in disagreeing
-    assert "b fixed at 0" in " ".join(law.fit_lines(law_frame(0.37, 0.62), "fixed-structure", b=0))
+def test_a_censored_ratio_models_the_censored_seeds_and_bounds_a_fully_censored_cell():
+    base = [{"cell": "base", "updates": u, "censored": False} for u in (900, 1000, 1100, 950, 1050)]
 
+    def cell(updates, censored):
+        return [
+            {"cell": "wide", "updates": u, "censored": c}
+            for u, c in zip(updates, censored, strict=True)
+        ]
 
-def test_size_verdict_reads_the_ratio_of_emergence_points():
-    same = law_frame(0.37, 0.62)
-    lines = law.compared_lines(same)
-    assert all("**agrees**" in line for line in lines if "model size" in line)
-    slower = same.copy()
-    slower.loc[slower.cell == "size-d128", "updates"] *= 3
-    assert "**disagrees**" in law.compared_lines(slower)[0]
-
-
-def test_censored_runs_are_left_out_of_the_fit_and_refitted_as_a_sensitivity_check():
-    frame = law_frame(0.37, 0.62)
-    plain = " ".join(law.fit_lines(frame, "semi-natural"))
-    assert "sensitivity" not in plain
-    late = frame.index[(frame.cell == "sn-B8-C128") & (frame.seed == 1)]
-    frame.loc[late, "censored"] = True
-    frame.loc[late, "updates"] = 1e6  # a start far off the law
-    lines = " ".join(law.fit_lines(frame, "semi-natural"))
-    assert "(26 points, 1 without a transition or censored)" in lines
-    assert "with the 1 censored run(s)' start points included (27 points)" in lines
-
-
-def test_a_cell_that_never_transitions_gives_a_lower_bound_not_a_ratio():
-    frame = law_frame(0.37, 0.62)
-    wide = frame.cell == "size-d128"
-    frame.loc[wide, "transition"] = False
-    frame.loc[wide, "updates"] = np.nan
-    frame.loc[wide, "steps"] = 15300
-    line = law.compared_lines(frame)[0]
-    top = law.bootstrap_mean(frame[frame.cell == "sn-B8-C64"].updates)[2]
-    assert "**disagrees**" in line and f"{15300 / top:.2f}x the upper end" in line
-    frame.loc[wide, "steps"] = int(top * 1.2)  # a budget too short to say much
-    assert "**inconclusive at this scale**" in law.compared_lines(frame)[0]
-
-
-def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are_done(tmp_path):
-    args = type("Args", (), {"out": str(tmp_path)})()
-    cell, budget = "sn-B8-C128", 16400
-    for seed in law.SEEDS:  # seed 1 censored at the cell's budget
-        run = law.run_dir(args.out, cell, seed)
-        run.mkdir(parents=True)
-        common.write_result(run, {"transition": True, "censored": seed == 1, "steps": budget,
-                                  "updates": 12867.0 if seed == 1 else 6000.0 + seed,
-                                  "budget_factor": 1})  # fmt: skip
-    assert law.censored_cells(args) == [cell]
-
-    def row(seed):
-        return law.collect(args).set_index(["cell", "seed"]).loc[(cell, seed)]
-
-    for seed in law.SEEDS:
-        rerun = law.run_dir(args.out, cell, seed, law.EXTEND)
-        assert rerun.name == f"seed{seed}-x{law.EXTEND}"
-        rerun.mkdir()
-        common.write_result(rerun, {"transition": True, "censored": False,
-                                    "steps": budget * law.EXTEND, "updates": 7000.0 + seed,
-                                    "budget_factor": law.EXTEND})  # fmt: skip
-        if seed != law.SEEDS[-1]:  # a partly rerun cell keeps its first runs, censored one too
-            assert bool(row(1).censored) and row(0).updates == 6000
-            assert law.rerun_lines(law.collect(args), args.out) == []
-    assert [row(seed).updates for seed in law.SEEDS] == [7000.0 + seed for seed in law.SEEDS]
-    assert not bool(row(1).censored) and row(1).steps == budget * law.EXTEND
-    said = " ".join(law.rerun_lines(law.collect(args), args.out))
-    assert f"`{cell}`: seed 0 6,000 -> 7,000; seed 1 >= 12,867 -> 7,001; seed 2 6,002" in said
-    assert law.censored_cells(args) == []  # nothing left to extend
+    same = pd.DataFrame(base + cell([950, 1000, 1050, 1000, 1000], [False] * 5))
+    assert v.judge(v.censored_ratio(same, "wide", "base"), v.same_ratio())[0] == "agrees"
+    stopped = pd.DataFrame(base + cell([3000, 3100, 3000, 3000, 3000], [False] + [True] * 4))
+    assert v.judge(v.censored_ratio(stopped, "wide", "base"), v.same_ratio())[0] == "disagrees"
+    never = pd.DataFrame(base + cell([1300] * 5, [True] * 5))
+    bound = v.censored_ratio(never, "wide", "base")
+    assert bound.high == np.inf and "every run of wide censored" in bound.method
+    assert v.judge(bound, v.same_ratio())[0] == "inconclusive at this scale"  # 1.3x: may be 1
+    far = pd.DataFrame(base + cell([30000] * 5, [True] * 5))
+    assert v.judge(v.censored_ratio(far, "wide", "base"), v.same_ratio())[0] == "disagrees"

@@ -1,0 +1,344 @@
+"""The validation scripts' statistics and verdict rules, in one place (issue 24).
+
+Every ``benchmarks/validate_*.py`` script estimates and judges through this module:
+
+* **a quantity measured per seed**: the mean over seeds with a Student-t 95% interval
+  (df = seeds - 1), never a percentile bootstrap of a handful of seeds (with 3 seeds that is
+  just [min, max] and covers about 74% of the time);
+* **a ratio of two cells**: Welch's t-interval on the difference of their mean log10 values
+  (the ratio of geometric means);
+* **an exponent** of ``U = T / (B^b C^c)``: least squares on the cell means of log10 U, with a
+  t-interval on df = cells - parameters, so the cell-to-cell lack of fit and the seed noise
+  both widen it (one seed per cell works too; df 1 gives an honest, very wide interval);
+* **censored runs** (no transition within the budget, or one still rising at its end) are
+  modelled, not dropped: a Tobit fit (right-censored normal maximum likelihood of log10 U), each
+  censored run counted as "at least" its bound; intervals from a sandwich covariance clustered by
+  cell (df = cells - parameters) or, for a comparison of cells, the model's own (df = runs -
+  parameters);
+* a cell mean or a ratio is a finding only with ``MIN_SEEDS`` seeds per cell: fewer, and its
+  verdict is ``"pending: n of 5 seeds"`` (a fit on cell means needs no such floor: its df
+  count cells);
+* every claim has a pre-declared region (a value +- an equivalence margin, or a one-sided
+  bound); ``"agrees"`` only when the whole interval lies inside it, ``"disagrees"`` only when it
+  lies wholly outside, otherwise ``"inconclusive at this scale"``;
+* every interval prints with its method and its seed count (:meth:`Estimate.text`).
+
+>>> e = t_mean([0.30, 0.34, 0.38, 0.36, 0.32])
+>>> e.text(".2f")
+'0.34 [0.30, 0.38] (t, 5 seeds)'
+>>> judge(e, equal(0.37, 0.15))
+('agrees', '0.34 [0.301, 0.379] (t, 5 seeds) lies inside 0.37 +- 0.15')
+>>> judge(t_mean([0.30, 0.34, 0.38]), equal(0.37, 0.15))[0]
+'pending: 3 of 5 seeds'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+MIN_SEEDS = 5  # seeds per cell behind a cell mean or a ratio that is reported as a finding
+LEVEL = 0.95
+AGREES, DISAGREES, INCONCLUSIVE = "agrees", "disagrees", "inconclusive at this scale"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A value with its 95% interval, how the interval was made and the seeds behind it.
+
+    ``seeds`` is the fewest seeds in any cell it rests on; ``needs`` the seeds its verdict
+    waits for; ``log10`` marks a log10 ratio, printed as the ratio itself.
+    """
+
+    value: float
+    low: float
+    high: float
+    method: str
+    seeds: int
+    needs: int = 1
+    log10: bool = False
+
+    def text(self, spec: str = ".3g") -> str:
+        """``value [low, high] (method)``; ``value (method; no interval)`` when it has none."""
+        show = (lambda x: f"{10**x:{spec}}") if self.log10 else (lambda x: f"{x:{spec}}")
+        if not np.isfinite(self.value):
+            return f"none ({self.method})"
+        if np.isnan(self.low) or np.isnan(self.high):
+            return f"{show(self.value)} ({self.method}; no interval)"
+        if self.high == math.inf:
+            return f"at least {show(self.low)} ({self.method})"
+        return f"{show(self.value)} [{show(self.low)}, {show(self.high)}] ({self.method})"
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
+def _finite(values) -> np.ndarray:
+    return np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+
+
+def t_mean(values, *, log: bool = False, needs: int = MIN_SEEDS) -> Estimate:
+    """Mean over seeds and its Student-t 95% interval (none below 2 seeds); ``log``: of the
+    log10 values (a geometric mean, printed as such).
+
+    >>> t_mean([1.0, 2.0, 3.0]).text(".3f"), t_mean([100, 200, 400], log=True).text(".0f")
+    ('2.000 [-0.484, 4.484] (t, 3 seeds)', '200 [36, 1119] (t on log10, 3 seeds)')
+    """
+    x = _finite(values)
+    if log:
+        x = np.log10(x[x > 0])
+    n, how = len(x), "t on log10" if log else "t"
+    if n < 2:
+        value = float(x[0]) if n else np.nan
+        return Estimate(value, np.nan, np.nan, f"{how}, {_seeds(n)}", n, needs, log)
+    half = stats.t.ppf(0.5 + LEVEL / 2, n - 1) * x.std(ddof=1) / math.sqrt(n)
+    mean = float(x.mean())
+    return Estimate(mean, mean - half, mean + half, f"{how}, {_seeds(n)}", n, needs, log)
+
+
+def welch(a, b, *, log: bool = False, needs: int = MIN_SEEDS) -> Estimate:
+    """mean(a) - mean(b) with Welch's t 95% interval; ``log``: of log10 values, so the
+    estimate is log10 of the ratio of geometric means (printed as the ratio).
+
+    >>> welch([4.0, 4.2, 3.8], [2.0, 2.1, 1.9], log=True).text(".2f")
+    '2.00 [1.79, 2.24] (Welch t on log10, 3 and 3 seeds)'
+    """
+    x, y = _finite(a), _finite(b)
+    if log:
+        x, y = np.log10(x[x > 0]), np.log10(y[y > 0])
+    how = f"Welch t{' on log10' if log else ''}, {len(x)} and {len(y)} seeds"
+    seeds = min(len(x), len(y))
+    if seeds == 0:
+        return Estimate(np.nan, np.nan, np.nan, how, 0, needs, log)
+    diff = float(x.mean() - y.mean())
+    if seeds < 2:
+        return Estimate(diff, np.nan, np.nan, how, seeds, needs, log)
+    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Estimate(diff, diff, diff, how, seeds, needs, log)
+    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
+    half = stats.t.ppf(0.5 + LEVEL / 2, df) * se
+    return Estimate(diff, diff - half, diff + half, how, seeds, needs, log)
+
+
+def proportion(successes: int, n: int) -> Estimate:
+    """A share of ``n`` seeds with its Clopper-Pearson (exact binomial) 95% interval.
+
+    >>> proportion(4, 5).text(".2f")
+    '0.80 [0.28, 0.99] (Clopper-Pearson, 5 seeds)'
+    """
+    if n == 0:
+        return Estimate(np.nan, np.nan, np.nan, "Clopper-Pearson, 0 seeds", 0)
+    ci = stats.binomtest(int(successes), int(n)).proportion_ci(LEVEL, method="exact")
+    return Estimate(successes / n, ci.low, ci.high, f"Clopper-Pearson, {_seeds(n)}", n)
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The region a claim says the value lies in, declared before looking at the data."""
+
+    low: float
+    high: float
+    says: str  # e.g. "0.37 +- 0.15", "within 1.5x either way", "above 0"
+
+
+def equal(target: float, margin: float) -> Claim:
+    """The value equals ``target`` within +- ``margin`` (an equivalence margin)."""
+    return Claim(target - margin, target + margin, f"{target:g} +- {margin:g}")
+
+
+def same_ratio(factor: float = 1.5) -> Claim:
+    """Two quantities are the same within ``factor`` either way (for a log10 ratio)."""
+    return Claim(-math.log10(factor), math.log10(factor), f"within {factor:g}x either way")
+
+
+def above(bound: float) -> Claim:
+    """The value exceeds ``bound`` (e.g. a difference above 0)."""
+    return Claim(bound, math.inf, f"above {bound:g}")
+
+
+def below(bound: float) -> Claim:
+    """The value stays below ``bound``."""
+    return Claim(-math.inf, bound, f"below {bound:g}")
+
+
+def judge(estimate: Estimate, claim: Claim) -> tuple[str, str]:
+    """(verdict, why): ``"agrees"`` when the whole interval lies inside the claim's region,
+    ``"disagrees"`` when it lies wholly outside, ``"inconclusive at this scale"`` otherwise or
+    without an interval, ``"pending: n of 5 seeds"`` below the seeds the estimate needs.
+
+    >>> claim = equal(0.37, 0.15)
+    >>> far, wide = Estimate(0.9, 0.8, 1.0, "m", 9), Estimate(0.4, 0.1, 0.7, "m", 9)
+    >>> judge(far, claim)[0], judge(wide, claim)[0]
+    ('disagrees', 'inconclusive at this scale')
+    """
+    shown = estimate.text(".3g" if not estimate.log10 else ".2f")
+    if estimate.seeds < estimate.needs:
+        return f"pending: {estimate.seeds} of {estimate.needs} seeds", f"{shown} needs more seeds"
+    lo, hi = estimate.low, estimate.high
+    if np.isnan(lo) or np.isnan(hi):
+        return INCONCLUSIVE, f"{shown}: no interval to judge"
+    if claim.low <= lo and hi <= claim.high:
+        return AGREES, f"{shown} lies inside {claim.says}"
+    if hi < claim.low or lo > claim.high:
+        return DISAGREES, f"{shown} lies wholly outside {claim.says}"
+    return INCONCLUSIVE, f"{shown} straddles the edge of {claim.says}"
+
+
+# ----------------------------------------------------------------------------- fits
+
+
+def _design(frame: pd.DataFrame, fixed: dict[str, float]) -> tuple[np.ndarray, list, np.ndarray]:
+    """Columns of the law's regression on log10 U: 1, -log10 B, -log10 C, less the fixed
+    exponents (whose terms move into the offset)."""
+    columns = {"log10T": np.ones(len(frame)), "b": -np.log10(frame.B.to_numpy(float)),
+               "c": -np.log10(frame.C.to_numpy(float))}  # fmt: skip
+    offset = sum(columns[k] * v for k, v in fixed.items())
+    names = [k for k in columns if k not in fixed]
+    return np.column_stack([columns[k] for k in names]), names, np.asarray(offset, float) + 0.0
+
+
+def cell_means_fit(runs: pd.DataFrame, *, fixed: dict[str, float] | None = None) -> dict:
+    """Least squares of the cells' mean log10 ``updates`` on the law's terms.
+
+    ``runs``: columns cell, B, C, updates (placed runs only). Returns the Estimate of each free
+    parameter (log10T, b, c) with a t-interval on df = cells - parameters, the residual RMS and
+    the df.
+
+    >>> cells = [(B, C) for B in (8, 16, 32) for C in (32, 64, 128)]
+    >>> runs = pd.DataFrame([{"cell": f"{B}-{C}", "B": B, "C": C, "updates": 1e5 / B / C**0.5}
+    ...                      for B, C in cells for _ in range(2)])
+    >>> fit = cell_means_fit(runs)
+    >>> round(fit["b"].value, 6), round(fit["c"].value, 6), fit["df"]
+    (1.0, 0.5, 6)
+    """
+    fixed = fixed or {}
+    means = runs.assign(y=np.log10(runs.updates.astype(float))).groupby("cell", sort=False).agg(
+        B=("B", "first"), C=("C", "first"), y=("y", "mean"), n=("y", "size"))  # fmt: skip
+    X, names, offset = _design(means, fixed)
+    y = means.y.to_numpy() - offset
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    residuals = y - X @ beta
+    df = len(means) - len(names)
+    seeds, how = int(means.n.min()), f"OLS on {len(means)} cell means, t df {df}"
+    how += f", {_seeds(seeds)} per cell" if means.n.nunique() == 1 else f", {seeds}+ seeds per cell"
+    out = {"df": df, "rms": float(np.sqrt(np.mean(residuals**2))), "cells": len(means)}
+    if df < 1:
+        cov = np.full((len(names),) * 2, np.nan)
+    else:
+        cov = np.sum(residuals**2) / df * np.linalg.inv(X.T @ X)
+    half = stats.t.ppf(0.5 + LEVEL / 2, max(df, 1)) * np.sqrt(np.diag(cov))
+    for i, name in enumerate(names):
+        out[name] = Estimate(float(beta[i]), beta[i] - half[i], beta[i] + half[i], how, seeds)
+    return out
+
+
+def tobit(y, X, bound_censored, *, clusters=None) -> tuple[np.ndarray, np.ndarray, int, str]:
+    """Right-censored normal regression (Tobit): ``y`` observed, or (where
+    ``bound_censored``) known only to exceed ``y``. Returns (coefficients, their covariance,
+    df, how the covariance was made): a sandwich clustered by ``clusters`` (df = clusters -
+    coefficients), else the inverse observed information (df = rows - coefficients).
+
+    Without censored rows it is least squares (the variance with RSS / n):
+
+    >>> X = np.column_stack([np.ones(6), np.arange(6.0)])
+    >>> y = 2 + 0.5 * np.arange(6) + [0.1, -0.1] * 3
+    >>> beta, cov, df, how = tobit(y, X, np.zeros(6, bool))
+    >>> np.allclose(beta, np.linalg.lstsq(X, y, rcond=None)[0]), df
+    (True, 4)
+    """
+    y, X, cens = np.asarray(y, float), np.asarray(X, float), np.asarray(bound_censored, bool)
+    k = X.shape[1]
+    start = np.linalg.lstsq(X, y, rcond=None)[0]
+    spread = np.std(y - X @ start) or 0.1
+    theta0 = np.append(start, math.log(spread))
+    fit = optimize.minimize(lambda t: -_tobit_scores(t, y, X, cens)[0].sum(), theta0,
+                            jac=lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0),
+                            method="BFGS")  # fmt: skip
+    theta = fit.x
+    hessian = _numeric_jacobian(lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0), theta)
+    bread = np.linalg.pinv((hessian + hessian.T) / 2)
+    if clusters is None:
+        return theta[:k], bread[:k, :k], len(y) - k, "Tobit ML"
+    scores = pd.DataFrame(_tobit_scores(theta, y, X, cens)[1]).groupby(np.asarray(clusters)).sum()
+    g = len(scores)
+    meat = scores.to_numpy().T @ scores.to_numpy() * g / max(g - 1, 1)
+    return theta[:k], (bread @ meat @ bread)[:k, :k], g - k, "Tobit ML, cell-clustered sandwich"
+
+
+def _tobit_scores(theta, y, X, cens) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row log-likelihood and its gradient in (coefficients, log sigma)."""
+    sigma = math.exp(theta[-1])
+    z = (y - X @ theta[:-1]) / sigma
+    logl = np.where(cens, stats.norm.logsf(z), stats.norm.logpdf(z) - theta[-1])
+    mills = np.exp(stats.norm.logpdf(z) - stats.norm.logsf(z))  # hazard of the censored rows
+    d_mu = np.where(cens, mills, z) / sigma  # d logl / d (X beta)
+    d_log_sigma = np.where(cens, mills * z, z**2 - 1)
+    return logl, np.column_stack([X * d_mu[:, None], d_log_sigma])
+
+
+def _numeric_jacobian(grad, theta, eps: float = 1e-5) -> np.ndarray:
+    cols = [(grad(theta + eps * e) - grad(theta - eps * e)) / (2 * eps) for e in np.eye(len(theta))]
+    return np.column_stack(cols)
+
+
+def censored_fit(runs: pd.DataFrame, *, fixed: dict[str, float] | None = None) -> dict:
+    """The law fitted by Tobit over every run, censored ones included at their bound.
+
+    ``runs``: columns cell, B, C, updates (the emergence point, or the bound a censored run
+    exceeds), censored (bool). Clustered by cell. Same keys as :func:`cell_means_fit` plus
+    ``censored`` (how many runs were censored).
+    """
+    fixed = fixed or {}
+    X, names, offset = _design(runs, fixed)
+    y = np.log10(runs.updates.to_numpy(float)) - offset
+    cens = runs.censored.to_numpy(bool)
+    beta, cov, df, how = tobit(y, X, cens, clusters=runs.cell.to_numpy())
+    seeds = int(runs.groupby("cell").size().min())
+    how += f", {runs.cell.nunique()} cells, {cens.sum()} of {len(runs)} runs censored, t df {df}"
+    half = stats.t.ppf(0.5 + LEVEL / 2, df) * np.sqrt(np.diag(cov)) if df >= 1 else [np.nan] * 3
+    out = {"df": df, "cells": runs.cell.nunique(), "censored": int(cens.sum())}
+    for i, name in enumerate(names):
+        out[name] = Estimate(float(beta[i]), beta[i] - half[i], beta[i] + half[i], how, seeds)
+    return out
+
+
+def censored_ratio(runs: pd.DataFrame, cell: str, base: str, *, needs: int = MIN_SEEDS) -> Estimate:
+    """log10 of ``cell``'s emergence over ``base``'s (geometric means) by a Tobit fit with a
+    cell indicator, censored runs at their bound; model-based interval, df = runs - 2.
+
+    ``runs``: columns cell, updates, censored.
+    """
+    rows = runs[runs.cell.isin([cell, base])]
+    if rows[rows.cell == cell].censored.all():  # no finite maximum: a bound only
+        return _censored_bound(rows, cell, base, needs)
+    X = np.column_stack([np.ones(len(rows)), (rows.cell == cell).to_numpy(float)])
+    y = np.log10(rows.updates.to_numpy(float))
+    beta, cov, df, how = tobit(y, X, rows.censored.to_numpy(bool))
+    counts = rows.groupby("cell").size()
+    seeds = int(counts.reindex([cell, base]).fillna(0).min())
+    n_cens = int(rows.censored.sum())
+    how = f"{how} with a cell term, {counts.get(cell, 0)} and {counts.get(base, 0)} seeds, "
+    how += f"{n_cens} censored, t df {df}"
+    half = stats.t.ppf(0.5 + LEVEL / 2, df) * math.sqrt(cov[1, 1]) if df >= 1 else np.nan
+    return Estimate(float(beta[1]), beta[1] - half, beta[1] + half, how, seeds, needs, log10=True)
+
+
+def _censored_bound(rows: pd.DataFrame, cell: str, base: str, needs: int) -> Estimate:
+    """Every run of ``cell`` censored: log10 of its least bound over the upper end of
+    ``base``'s t-interval of mean log10 updates, as the low end of an open interval."""
+    bound = np.log10(rows[rows.cell == cell].updates.min())
+    top = t_mean(np.log10(rows[(rows.cell == base) & ~rows.censored].updates)).high
+    n_cell, n_base = (int((rows.cell == c).sum()) for c in (cell, base))
+    how = (f"every run of {cell} censored: its least bound over the t upper end of {base}, "
+           f"{n_cell} and {n_base} seeds")  # fmt: skip
+    return Estimate(bound - top, bound - top, math.inf, how, min(n_cell, n_base), needs, True)
