@@ -1,9 +1,9 @@
 """ihprobe: find, time and test induction heads.
 
 >>> import ihprobe
->>> model = ihprobe.load("path/to/checkpoint")       # any HF causal LM, hub id or ihprobe run
->>> scores = ihprobe.scan(model)                       # every head score in one forward pass
->>> scores.to_frame().query("metric == 'prefix_matching'").nlargest(3, "value")
+>>> model = ihprobe.load("EleutherAI/pythia-70m")  # HF causal LM, hub id or run  # doctest: +SKIP
+>>> scores = ihprobe.scan(model)                # every head score in one pass  # doctest: +SKIP
+>>> scores.to_frame().query("metric == 'prefix_matching'").nlargest(3, "value")  # doctest: +SKIP
 
 Public names are imported lazily (``import ihprobe`` stays fast for the CLI); the table below
 says where each one lives.

@@ -53,9 +53,13 @@ def with_provenance(frame: pd.DataFrame, provenance: Provenance) -> pd.DataFrame
     ``step``, ``tokens``, ``layer`` and ``head`` are nullable integers, so tables of many
     checkpoints concatenate without turning into floats.
 
-    >>> with_provenance(pd.DataFrame({"layer": [0], "head": [1], "metric": ["m"], "value": [2]}),
-    ...                 Provenance("gpt2", step=5)).iloc[0].tolist()
-    ['gpt2', None, 5, <NA>, 0, 1, 'm', 2.0]
+    >>> scores = pd.DataFrame({"layer": [0], "head": [1], "metric": ["m"], "value": [2]})
+    >>> frame = with_provenance(scores, Provenance("gpt2", step=5))
+    >>> frame.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+    [{'model': 'gpt2', 'revision': None, 'step': 5, 'tokens': None,
+      'layer': 0, 'head': 1, 'metric': 'm', 'value': 2.0}]
+    >>> frame["step"].dtype
+    Int64Dtype()
     """
     frame = frame.copy()
     p = provenance
@@ -67,3 +71,50 @@ def with_provenance(frame: pd.DataFrame, provenance: Provenance) -> pd.DataFrame
     frame["head"] = frame["head"].astype("Int64")
     frame["value"] = frame["value"].astype(float)
     return frame[list(COLUMNS)]
+
+
+# what a CSV row may say beside COLUMNS; every CSV ihprobe writes has all of them, in this order
+QUALIFIERS = ("statistic", "sender_layer", "sender_head", "input", "position", "duplicate_of")
+CSV_COLUMNS = COLUMNS + QUALIFIERS
+
+
+def csv_table(
+    frame: pd.DataFrame,
+    provenance: Provenance | None = None,
+    *,
+    statistics: tuple[str, ...] = (),
+) -> pd.DataFrame:
+    """Any result table in the one CSV shape every command writes: :data:`CSV_COLUMNS`, one
+    value per row.
+
+    A packed ``metric`` such as ``ar_accuracy.p_value`` is split into ``metric`` and
+    ``statistic``; each column named in ``statistics`` becomes rows of its own with that
+    ``statistic`` (``value`` itself keeps an empty one); ``provenance`` fills the first four
+    columns of a table that has none. Qualifiers that do not apply stay empty.
+
+    >>> packed = pd.DataFrame({"layer": [None], "head": [None], "metric": ["ar_accuracy.clean"],
+    ...                        "value": [0.5]})
+    >>> row = csv_table(with_provenance(packed, Provenance("m"))).iloc[0]
+    >>> row["metric"], row["statistic"], len(row) == len(CSV_COLUMNS)
+    ('ar_accuracy', 'clean', True)
+    """
+    frame = frame.drop(columns=[c for c in COLUMNS[:4] if provenance is not None and c in frame])
+    if statistics:
+        keep = [c for c in frame.columns if c not in statistics and c != "value"]
+        parts = [frame[keep].assign(value=frame["value"], statistic=None)]
+        parts += [frame[keep].assign(value=frame[c], statistic=c) for c in statistics]
+        frame = pd.concat(parts, ignore_index=True)
+    if provenance is not None:
+        extra = frame[[c for c in frame if c not in COLUMNS]]
+        frame = with_provenance(frame, provenance).join(extra)
+    frame = frame.copy()
+    if "statistic" not in frame:
+        packed = frame["metric"].astype(str).str.partition(".")
+        frame["metric"] = packed[0]
+        frame["statistic"] = packed[2].where(packed[2] != "", None)
+    for column in QUALIFIERS:
+        if column not in frame:
+            frame[column] = None
+    for column in ("sender_layer", "sender_head", "position"):
+        frame[column] = frame[column].astype("Int64")
+    return frame[list(CSV_COLUMNS)]

@@ -16,10 +16,15 @@ previous_token ``q - 1``    the previous token
 duplicate      ``q - n``    the earlier occurrence of the current token
 ============== ============ =================================================================
 
-Snippets of length ``L``: ``forward_induction`` on ``[S, SEP, S]`` pairs the k-th token of the
-copy (position ``L + 1 + k``) with key ``k + 1`` (query - L), k = 0..L-2; ``anti_induction``
-on ``[S, SEP, reverse(S)]`` pairs the copy's token ``s_k`` (position ``2L - k``) with key
-``k - 1``, just before the first occurrence of ``s_k``, k = 1..L-1 (an anti-diagonal).
+Snippets of one length ``L`` ([B]'s protocol): ``forward_induction_fixed`` on ``[S, SEP, S]``
+pairs the k-th token of the copy (position ``L + 1 + k``) with key ``k + 1`` (query - L),
+k = 0..L-2; [B]'s ``anti_induction`` on ``[S, SEP, reverse(S)]`` pairs the copy's token ``s_k``
+(position ``2L - k``) with key ``k - 1``, just before the first occurrence of ``s_k``,
+k = 1..L-1 (an anti-diagonal). Snippets whose ``L`` varies per row (:data:`VARIED_PAIRS`) have
+pairs per row: ``forward_induction_varied`` as above in each row's own ``L``;
+``backward_duplicate`` pairs the reversed copy's ``s_k`` with its earlier occurrence at ``k``,
+``backward_previous_token`` pairs ``s_k`` in ``S`` with ``k - 1``: the two attention steps of a
+backward-copying circuit.
 
 Correspondence with TransformerLens ``head_detector.detect_head(model, seq, name,
 error_measure="mul")`` on the same repeated tokens: its score per prompt is ``sum(A * D) /
@@ -38,16 +43,25 @@ queries, not only the second half.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from einops import rearrange
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 
+from ihprobe.probes.inputs import VARIED_LENGTHS
 from ihprobe.probes.recall import query_positions
 
 Pairs = tuple[Int[torch.Tensor, " pair"], Int[torch.Tensor, " pair"]]
 
 REPEATED_SCORES = ("prefix_matching", "previous_token", "duplicate_token")
-SNIPPET_SCORES = ("forward_induction", "anti_induction")
+# varied-|S| head scores (:func:`varied_pairs`): the rows they read, the first k, and pair
+# j's (query, key) in a row of |S| = L, with k = j + first and j = 0 .. L - 2
+VARIED_PAIRS: dict[str, tuple[str, int, Callable]] = {
+    "forward_induction_varied": ("forward", 0, lambda k, L: (L + 1 + k, k + 1)),
+    "backward_duplicate": ("backward", 1, lambda k, L: (2 * L - k, k)),
+    "backward_previous_token": ("backward", 1, lambda k, L: (k, k - 1)),
+}
 
 
 def repeated_pairs(n: int, bos: bool = False) -> dict[str, Pairs]:
@@ -87,8 +101,82 @@ def backward_pairs(length: int, bos: bool = False) -> Pairs:
     return 2 * length - k + int(bos), k - 1 + int(bos)
 
 
-def concat_pairs(named: dict[str, Pairs]) -> tuple[Pairs, dict[str, slice]]:
-    """All pairs in one list (for one gather in one hook) and each score's slice of it.
+def varied_pairs(
+    score: str, lengths: Int[torch.Tensor, " rows"], bos: bool = False
+) -> tuple[Int[torch.Tensor, "rows pair"], Int[torch.Tensor, "rows pair"],
+           Bool[torch.Tensor, "rows pair"]]:  # fmt: skip
+    """(queries, keys, valid) of a varied-length score: ``L - 1`` real pairs in a row of
+    ``|S| = L``, then padding (position 0, not valid) up to the longest row's.
+
+    >>> q, k, valid = varied_pairs("backward_duplicate", torch.tensor([3, 2]))
+    >>> q.tolist(), k.tolist(), valid.tolist()
+    ([[5, 4], [3, 0]], [[1, 2], [1, 0]], [[True, True], [True, False]])
+    """
+    _, first, pair = VARIED_PAIRS[score]
+    return row_positions(lambda j, L: pair(j + first, L), lengths, bos)
+
+
+def row_positions(
+    position: Callable, lengths: Int[torch.Tensor, " rows"], bos: bool = False
+) -> tuple[torch.Tensor, ...]:
+    """``position(j, L)`` (one tensor, or a tuple of them) for ``j = 0 .. max(L) - 2`` in each
+    row, shifted by one with BOS; padding past a row's ``L - 1`` is position 0; and the mask of
+    the real ones, last.
+
+    >>> [t.tolist() for t in row_positions(lambda j, L: L + 1 + j, torch.tensor([2, 3]))]
+    [[[3, 0], [4, 5]], [[True, False], [True, True]]]
+    """
+    j = torch.arange(int(lengths.max()) - 1, device=lengths.device)[None]
+    length = lengths[:, None]
+    valid = j < length - 1
+    found = position(j, length)
+    found = found if isinstance(found, tuple) else (found,)
+    return *(torch.where(valid, p + int(bos), 0) for p in found), valid
+
+
+def uniform_chance(
+    queries: Int[torch.Tensor, "*rows pair"], valid: Bool[torch.Tensor, "*rows pair"] | None = None
+) -> float:
+    """The score of a head that spreads attention uniformly over the causal prefix: the mean
+    of ``1 / (q + 1)`` over the (valid) pairs.
+
+    >>> round(uniform_chance(forward_pairs(20)[0]), 4)
+    0.0333
+    """
+    values = 1.0 / (queries.double() + 1)
+    return float(values.mean() if valid is None else values[valid].mean())
+
+
+def varied_chance(score: str, lengths: tuple[int, int]) -> float:
+    """The expected uniform-head score of a varied-length score, each length equally likely
+    (the mean over lengths of each length's mean over its pairs).
+
+    >>> round(varied_chance("forward_induction_varied", (10, 30)), 4)
+    0.0367
+    """
+    queries, _, valid = varied_pairs(score, torch.arange(lengths[0], lengths[1] + 1))
+    per_length = (1.0 / (queries.double() + 1) * valid).sum(1) / valid.sum(1)
+    return float(per_length.mean())
+
+
+def snippet_chance(score: str) -> Callable[[int, int], float]:
+    """``chance(vocab, n)`` of a snippet score for the metric table: a uniform head's score on
+    snippets of ``|S| = n`` (fixed length), or on the default varied lengths.
+
+    >>> round(snippet_chance("anti_induction")(300, 20), 4)
+    0.0333
+    """
+    if score in VARIED_PAIRS:
+        return lambda vocab, n: varied_chance(score, VARIED_LENGTHS)
+    pairs = {"forward_induction_fixed": forward_pairs, "anti_induction": backward_pairs}[score]
+    return lambda vocab, n: uniform_chance(pairs(n)[0])
+
+
+def concat_pairs(
+    named: dict[str, tuple[Int[torch.Tensor, " _"], Int[torch.Tensor, " _"]]],
+) -> tuple[Pairs, dict[str, slice]]:
+    """All pairs in one list (for one gather in one hook) and each score's slice of it; each
+    score has its own number of pairs.
 
     >>> (q, k), where = concat_pairs({"a": (torch.tensor([2]), torch.tensor([1])),
     ...                               "b": (torch.tensor([3, 4]), torch.tensor([0, 0]))})
