@@ -138,26 +138,26 @@ def tokens(name: str, value, model, *, dims: tuple[int, ...] = (2,)) -> torch.Te
     return value
 
 
-def head(layer, head_index, model, name: str = "head") -> tuple[int, int]:
-    """``(layer, head)`` of ``model`` (a ``cfg`` with ``n_layers, n_heads``), no negatives."""
-    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+def head(layer, head_index, n_layers: int, n_heads: int, name: str = "") -> tuple[int, int]:
+    """``(layer, head)`` of a model of ``n_layers x n_heads``; negative indices are refused.
+
+    >>> head(1, -1, 2, 4)
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: head must be an integer from 0 to 3 (got -1).
+    """
     return (
-        count(f"{name} layer", layer, low=0, high=n_layers - 1),
-        count(f"{name} head", head_index, low=0, high=n_heads - 1),
+        count(f"{name} layer".strip(), layer, low=0, high=n_layers - 1),
+        count(f"{name} head".strip(), head_index, low=0, high=n_heads - 1),
     )
 
 
-def heads(name: str, value, model) -> list[tuple[int, int]]:
-    """A non-empty collection of ``(layer, head)`` pairs of ``model``."""
-    try:
-        pairs = [tuple(pair) for pair in value]
-    except TypeError as err:
-        raise IhprobeError(
-            f"{name} must be a list of (layer, head) pairs (got {value!r})."
-        ) from err
-    if not pairs or any(len(pair) != 2 for pair in pairs):
-        raise IhprobeError(f"{name} must be a non-empty list of (layer, head) pairs.")
-    return [head(layer, index, model, name) for layer, index in pairs]
+def mask(name: str, value, shape: tuple[int, ...]) -> torch.Tensor:
+    """A bool tensor of ``shape`` (``[layer, head]`` masks of heads)."""
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.bool or value.shape != shape:
+        got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise IhprobeError(f"{name} must be a bool tensor of shape {tuple(shape)} (got {got}).")
+    return value
 
 
 def matrix(name: str, value, shape: tuple[int, ...] | None = None) -> torch.Tensor:

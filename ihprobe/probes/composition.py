@@ -31,6 +31,7 @@ import pandas as pd
 import torch
 from jaxtyping import Float
 
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.models import provenance
 
@@ -76,6 +77,7 @@ class Composition:
 
     def strongest_into(self, layer: int, head: int) -> tuple[int, int, float]:
         """The sender with the largest score into ``(layer, head)``: ``(layer, head, value)``."""
+        layer, head = checks.head(layer, head, *self.raw.shape[:2])
         into = self.values[:, :, layer, head]
         if into.isnan().all():
             raise IhprobeError(f"head ({layer}, {head}) has no earlier layer to compose with.")
@@ -109,16 +111,14 @@ def composition(
         >>> k.strongest_into(1, 2)      # (layer, head, value) of the top sender  # doctest: +SKIP
         (0, 3, 0.41)
     """
-    kind = str(kind).lower()
-    if kind not in KINDS:
-        raise IhprobeError(f"kind must be one of {', '.join(KINDS)} (got {kind!r}).")
-    if draws < 2:
-        raise IhprobeError(f"draws must be at least 2 to measure the baseline's spread ({draws}).")
+    checks.arguments(model=model, draws=draws, seed=seed)
+    kind = checks.choice("kind", kind.lower() if isinstance(kind, str) else kind, KINDS)
     with torch.no_grad():
         weights = _weights(model)
         n_layers, n_heads = weights["W_Q"].shape[:2]
         raw = torch.full((n_layers, n_heads, n_layers, n_heads), torch.nan, dtype=torch.float64)
         chosen = torch.ones(n_layers, n_heads, dtype=torch.bool) if senders is None else senders
+        checks.mask("senders", chosen, (n_layers, n_heads))
         reader = _reader(weights, kind)
         for sender, receiver in torch.combinations(torch.arange(n_layers)).tolist():
             heads = chosen[sender].nonzero().flatten()  # one layer pair at a time bounds memory
@@ -126,6 +126,9 @@ def composition(
             right = (reader[0][receiver][None], reader[1][receiver][None])
             raw[sender, heads, receiver] = pair_scores(left, right)
         baseline = random_baseline(weights, kind, draws, seed)
+    earlier = torch.ones(n_layers, n_layers, dtype=torch.bool).triu(1)[:, None, :, None]
+    defined = raw[(chosen[:, :, None, None] & earlier).expand_as(raw)]  # earlier senders
+    checks.finite_result("composition", scores=defined, baseline=baseline)
     return Composition(
         kind=kind,
         raw=raw.float(),
