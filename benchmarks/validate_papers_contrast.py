@@ -1,4 +1,4 @@
-"""[B]'s contrast at matched compute, with seeds and bootstrap intervals (issue 15).
+"""[B]'s contrast at matched compute, with seeds and t-intervals (issues 15 and 24).
 
 Arms (``--list``), each one ``ihprobe.train`` run per seed under
 ``runs/validate-papers/contrast``: ``natural`` (natural text only, a 300-id BPE of the embedded
@@ -32,8 +32,11 @@ Per arm and seed, on the final checkpoint:
 * natural-text loss (clean ``natural_loss`` of the ablation, i.e. mean next-token loss on the
   embedded corpus, held-out text for an arm trained on ``--text``) and its perplexity.
 
-The arm's table gives each number's mean over seeds with a bootstrap 95% interval over seeds,
-and [B]'s reported direction beside it. Arms whose seeds are not all done are pending.
+The arm's table gives each number's mean over seeds with a Student-t 95% interval over seeds
+(``verdicts.py``, the rules every validation script shares), and [B]'s reported direction beside
+it. Each claim of [B] is judged on the interval of a difference between arms (Welch's t) or of
+one arm's mean, against a region declared in :func:`verdicts` before the data; a claim resting
+on an arm with fewer than 5 seeds is "pending: n of 5 seeds".
 
 Run from the repository root (a killed run resumes; finished arms are reused)::
 
@@ -53,23 +56,21 @@ import numpy as np
 import pandas as pd
 from validate_papers_common import (
     ROOT,
-    bootstrap_mean,
-    interval,
     markdown,
     read_result,
     report_header,
     status_row,
     train_or_reuse,
-    verdict_order,
     write_result,
 )
+from verdicts import MIN_SEEDS, above, below, judge, t_mean, welch
 
 import ihprobe
 from ihprobe.io.runs import checkpoints
 from ihprobe.probes.engine import METRIC_TABLE
 from ihprobe.training.trainer import TrainConfig
 
-SEEDS = (0, 1, 2)
+SEEDS = (0, 1, 2, 3, 4)
 TEXT = {"vocab_size": 300}
 BI_INDUCT = {**TEXT, "snippet_length": 20, "m0": 0.5, "mixing": "token"}
 ARMS = {
@@ -152,6 +153,16 @@ def run_arm(arm: str, seed: int, args) -> dict:
 
 
 def collect(args) -> pd.DataFrame:
+    """One row per arm and seed, status done / pending; ``args.from_csv``: the done rows of
+    the results CSV instead of the run folders."""
+    if getattr(args, "from_csv", False):
+        saved = pd.read_csv(results_files(args)[1])
+        saved = saved[saved.status == "done"].set_index(["arm", "seed"])
+        return pd.DataFrame([
+            status_row({"arm": arm, "seed": seed}, saved.loc[(arm, seed)].to_dict()
+                       if (arm, seed) in saved.index else None)
+            for arm in ARMS for seed in SEEDS
+        ])  # fmt: skip
     rows = []
     for arm in ARMS:
         for seed in SEEDS:
@@ -172,17 +183,17 @@ SHOWN = {
 
 
 def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean over seeds [bootstrap 95% over seeds]; pending unless every seed is done."""
+    """Mean over seeds [Student-t 95% over seeds], labelled with its seed count."""
     rows = []
     for arm, group in frame.groupby("arm", sort=False):
         done = group[group.status == "done"]
         row = {"arm": arm, "seeds done": ",".join(map(str, done.seed)) or "none"}
         for label, column in SHOWN.items():
-            value = interval(*bootstrap_mean(done[column])) if len(done) else "pending"
+            value = t_mean(done[column]).text() if len(done) else "pending"
             undefined = int((~np.isfinite(done[column].astype(float))).sum()) if len(done) else 0
             if undefined:  # an index is +-inf when every random draw harms exactly alike
                 value += f"; {undefined} seed(s) undefined (random harms all equal), left out"
-            row[label] = value if len(done) in (0, len(group)) else f"pending ({value})"
+            row[label] = value
         row["[B] reports"] = B_DIRECTION[arm]
         row["train s/seed"] = f"{done.train_s.mean():.0f}" if len(done) else "-"
         rows.append(row)
@@ -192,82 +203,74 @@ def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
 FORMED = METRIC_TABLE["prefix_matching"].threshold  # an attention score that counts as a head
 
 
-def ci_of(frame: pd.DataFrame, arm: str, column: str) -> tuple[float, float]:
-    """The 95% interval over an arm's seeds (NaN while the arm is pending)."""
-    rows = frame[(frame.arm == arm) & (frame.status == "done")]
-    if len(rows) < (frame.arm == arm).sum():
-        return (np.nan, np.nan)
-    return bootstrap_mean(rows[column])[1:]
+def of(frame: pd.DataFrame, arm: str, column: str) -> np.ndarray:
+    """An arm's done seeds' values of ``column``."""
+    return frame[(frame.arm == arm) & (frame.status == "done")][column].to_numpy(float)
 
 
 def verdicts(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(claim of [B], verdict, why) for each claim, decided by the intervals over seeds."""
-    ci = lambda arm, column: ci_of(frame, arm, column)  # noqa: E731
+    """(claim of [B], verdict, why) for each claim: the interval of a difference between arms
+    (Welch's t) or of one arm's mean (t) against the claim's region, declared here before the
+    data (a difference above 0; anti-induction below a formed head's score)."""
     index = "global-layer-matched:load_bearing_index"
-    done = {arm: not np.isnan(ci(arm, "max_ps")[0]) for arm in ARMS}
-    no_heads = done["natural"] and ci("natural", "max_ps")[1] < FORMED
-    natural_ps = "max PS {:.2g}-{:.2g}".format(*ci("natural", "max_ps"))
-    claims = {
-        "natural": "natural-only models have a central, load-bearing induction circuit",
-        "forward": "Bi-Induct forward raises forward induction above natural-only",
-        "backward": "anti-induction stays near zero when trained on backward snippets",
-        "forward-index": "Bi-Induct forward: a distributed, redundant circuit (index below "
-        "natural's)",
-        "balanced-index": "Bi-Induct balanced: a distributed, redundant circuit (index below "
-        "natural's)",
+    started = {arm: len(of(frame, arm, "max_ps")) > 0 for arm in ARMS}
+    natural_ps = t_mean(of(frame, "natural", "max_ps"))
+    no_heads = started["natural"] and natural_ps.high < FORMED
+    claims = {  # claim -> (arms it needs, what is estimated, its estimate, the claim's region)
+        "natural-only models have a central, load-bearing induction circuit": (
+            ["natural"],
+            "natural's global layer-matched index (0 = random)",
+            lambda: t_mean(of(frame, "natural", index)),
+            above(0.0),
+        ),
+        "Bi-Induct forward raises forward induction above natural-only": (
+            ["natural", "forward"],
+            "max forward induction, forward - natural",
+            lambda: welch(
+                of(frame, "forward", "max_forward_induction"),
+                of(frame, "natural", "max_forward_induction"),
+            ),
+            above(0.0),
+        ),
+        "anti-induction stays near zero when trained on backward snippets": (
+            ["backward"],
+            "backward's max anti-induction",
+            lambda: t_mean(of(frame, "backward", "max_anti_induction")),
+            below(FORMED),
+        ),
     }
-    needs = {
-        "natural": ["natural"],
-        "forward": ["natural", "forward"],
-        "backward": ["backward"],
-        "forward-index": ["natural", "forward"],
-        "balanced-index": ["natural", "balanced"],
-    }
-    for arm in ("forward", "backward", "balanced"):  # needs no heads: [B] finds it at every size
-        claims[f"{arm}-perplexity"] = (
-            f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"
+    for arm in ("forward", "balanced"):
+        claims[f"Bi-Induct {arm}: a distributed, redundant circuit (index below natural's)"] = (
+            ["natural", arm],
+            f"index, natural - {arm}",
+            lambda arm=arm: welch(of(frame, "natural", index), of(frame, arm, index)),
+            above(0.0),
         )
-        needs[f"{arm}-perplexity"] = ["natural", arm]
+    for arm in ("forward", "backward", "balanced"):  # needs no heads: [B] finds it at every size
+        claims[f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"] = (
+            ["natural", arm],
+            f"perplexity, {arm} - natural",
+            lambda arm=arm: welch(
+                of(frame, arm, "natural_perplexity"), of(frame, "natural", "natural_perplexity")
+            ),
+            above(0.0),
+        )
     out = []
-    for key, claim in claims.items():
-        waiting = [arm for arm in needs[key] if not done[arm]]
+    for claim, (needs, what, estimate, region) in claims.items():
+        waiting = [arm for arm in needs if not started[arm]]
         if waiting:
-            out.append((claim, "pending", f"arm(s) {', '.join(waiting)} not done with all seeds"))
-        elif key in ("natural", "forward-index", "balanced-index") and no_heads:
-            out.append(
-                (
-                    claim,
-                    "inconclusive at this scale",
-                    f"no induction head formed from "
-                    f"natural text ({natural_ps}, below {FORMED}): nothing to compare",
-                )
+            out.append((claim, "pending", f"arm(s) {', '.join(waiting)}: no seed done"))
+            continue
+        verdict, why = judge(estimate(), region)
+        why = f"{what}: {why}"
+        if no_heads and ("natural-only models" in claim or "redundant" in claim):
+            if not verdict.startswith("pending"):
+                verdict = "inconclusive at this scale"
+            why = (
+                f"no induction head formed from natural text (max PS {natural_ps.text('.2g')}, "
+                f"below {FORMED}): nothing to compare"
             )
-        elif key == "natural":
-            verdict, why = verdict_order(ci("natural", index), (0.0, 0.0))
-            out.append((claim, verdict, f"the global layer-matched index {why} (0 = random)"))
-        elif key == "forward":
-            column = "max_forward_induction"
-            verdict, why = verdict_order(ci("forward", column), ci("natural", column))
-            out.append((claim, verdict, f"max forward induction {why} (forward vs natural)"))
-        elif key == "backward":
-            anti = ci("backward", "max_anti_induction")
-            verdict, why = verdict_order((FORMED, FORMED), anti)
-            out.append(
-                (
-                    claim,
-                    verdict,
-                    f"max anti-induction {anti[0]:.2g}-{anti[1]:.2g}, "
-                    f"against {FORMED} for a formed head",
-                )
-            )
-        elif key.endswith("-perplexity"):
-            arm, column = key.split("-")[0], "natural_perplexity"
-            verdict, why = verdict_order(ci(arm, column), ci("natural", column))
-            out.append((claim, verdict, f"perplexity: {why} ({arm} vs natural)"))
-        else:
-            arm = key.split("-")[0]
-            verdict, why = verdict_order(ci("natural", index), ci(arm, index))
-            out.append((claim, verdict, f"index {why} (natural vs {arm})"))
+        out.append((claim, verdict, why))
     return out  # fmt: skip
 
 
@@ -299,12 +302,15 @@ def report(args) -> None:
         f"token mixing; corpus: {args.text or 'the embedded one'} (300-id BPE on it); "
         f"seeds {', '.join(map(str, SEEDS))}; perplexity on the embedded corpus; ablation: mean, "
         f"{args.random} random draws, index of induction loss.", "",
-        "Each cell: mean over seeds [bootstrap 95% over seeds]. An arm without all its seeds is",
-        "**pending**: its numbers are not findings. Per-seed rows (with each index's interval",
-        f"over the random draws and the wall times): `{out_csv.name}`.", "",
+        "Each cell: mean over seeds [Student-t 95% interval over seeds] (`benchmarks/verdicts.py`)",
+        f"with its seed count; a claim on an arm with fewer than {MIN_SEEDS} seeds is pending.",
+        f"Per-seed rows (with each index's interval over the random draws and the wall times): "
+        f"`{out_csv.name}`.", "",
         *markdown(arm_table(frame)), "", "## [B]'s claims at this scale", "",
-        "Decided by the 95% intervals over seeds (separated intervals decide; overlapping ones",
-        f"are inconclusive); a head counts as formed at an attention score of {FORMED}.", "",
+        "Each claim's region is declared in the script before the data (a difference between",
+        "arms above 0, Welch's t; anti-induction below a formed head's score): 'agrees' when the",
+        "whole 95% interval lies inside it, 'disagrees' when wholly outside, else inconclusive;",
+        f"a head counts as formed at an attention score of {FORMED}.", "",
         *markdown(pd.DataFrame(verdicts(frame), columns=["[B]'s claim", "here", "why"])), "",
     ]  # fmt: skip
     out_md.write_text("\n".join(lines))
@@ -317,6 +323,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, action="append", help="only this seed")
     parser.add_argument("--list", action="store_true", help="list the arms and their status")
     parser.add_argument("--report", action="store_true", help="only rewrite the results files")
+    parser.add_argument(
+        "--from-csv", action="store_true", help="with --report: rebuild from the results CSV"
+    )
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--d-model", type=int, default=64)
@@ -337,6 +346,8 @@ def main() -> None:
     if bool(args.text) != bool(args.label):
         parser.error("--text and --label go together: name the corpus you train on")
     args.out = args.out or str(ROOT / "runs" / "validate-papers" / f"contrast{suffix(args)}")
+    if args.from_csv and not args.report:
+        parser.error("--from-csv only rebuilds the tables: pass it with --report")
     if args.list:
         print(collect(args)[["arm", "seed", "status"]].to_string(index=False))
         return

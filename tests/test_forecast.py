@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -206,3 +207,23 @@ def test_read_forecasts_gives_back_what_the_hook_wrote(tmp_path):
     back = read_forecasts(tmp_path)
     assert back[-1] == hook.latest and len(back) == 6
     assert read_forecasts(tmp_path / "elsewhere") == []
+
+
+def test_the_figure_axis_is_log_updates_clipped_to_the_run_when_a_bound_is_unbounded():
+    """An interval reaching inf or 1e308 (the law's, early in a run) used to stretch the axis
+    to 1..1e308 and flatten every line; the axis now stays within 100x the run's length."""
+    from ihprobe.figures.forecast import forecast_figure
+
+    forecasts = forecast_records(records(RECORDED[:8]), Prior(1800, 0.3, "test", 16, 64))
+    forecasts[0] = replace(forecasts[0], updates_high=math.inf)
+    forecasts[1] = replace(forecasts[1], updates_high=1e308, updates_low=1e-300)
+    measured = EmergencePoint("prefix_matching", "max", True, updates=880.0,
+                              updates_low=750.0, updates_high=900.0)  # fmt: skip
+    fig = forecast_figure(forecasts, measured)
+    axis = fig.layout.yaxis
+    low, high = (10**v for v in axis.range)
+    run_end = max(RECORDED[7][0], 900.0)
+    assert axis.type == "log" and run_end / 100 / 1.31 <= low < 750 and 900 < high <= run_end * 100 * 1.31
+    assert all(low <= f.updates <= high for f in forecasts)  # every median is on the chart
+    band = [y for t in fig.data[:2] for y in t.y]
+    assert all(math.isfinite(y) and low <= y <= high for y in band)  # filled to the edge

@@ -7,8 +7,10 @@ and the LLC beside the prefix-matching trajectory.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -17,20 +19,32 @@ from ihprobe.dynamics.changepoint import EmergencePoint, curve
 from ihprobe.dynamics.forecast import Forecast
 from ihprobe.figures.heads import OWN_TICKS
 
+RANGE = 100  # the forecast axis spans at most this factor beyond the run's length either way
+MARGIN = 1.3  # room beyond the outermost value drawn
+
 
 def forecast_figure(
     forecasts: Sequence[Forecast], point: EmergencePoint | None = None, title: str | None = None
 ) -> go.Figure:
     """The predicted emergence (median and interval) after each update of the run, against
-    the measured point (solid line, its bracketing checkpoints shaded); log y."""
+    the measured point (solid line, its bracketing checkpoints shaded).
+
+    The y axis is log updates, clipped to the run's range (:func:`forecast_range`): an interval
+    that runs past it, up to an unbounded one, fills to the edge, and its hover shows the value.
+    """
     frame = pd.DataFrame([f.to_dict() for f in forecasts])
+    low, high = forecast_range(frame, point)
     fig = go.Figure()
     level = f"{frame.level.iloc[0]:.0%}" if len(frame) else ""
-    fig.add_scatter(x=frame.at_step, y=frame.updates_high, mode="lines", line={"width": 0},
-                    showlegend=False, hoverinfo="skip")  # fmt: skip
-    fig.add_scatter(x=frame.at_step, y=frame.updates_low, mode="lines", line={"width": 0},
-                    fill="tonexty", fillcolor="rgba(31,119,180,0.2)",
-                    name=f"{level} interval")  # fmt: skip
+    fig.add_scatter(x=frame.at_step, y=frame.updates_high.clip(low, high).fillna(high),
+                    mode="lines", line={"width": 0}, showlegend=False,
+                    hoverinfo="skip")  # fmt: skip
+    fig.add_scatter(x=frame.at_step, y=frame.updates_low.clip(low, high).fillna(low),
+                    mode="lines", line={"width": 0}, fill="tonexty",
+                    fillcolor="rgba(31,119,180,0.2)", name=f"{level} interval",
+                    customdata=frame[["updates_low", "updates_high"]].astype(str),
+                    hovertemplate="interval %{customdata[0]} to %{customdata[1]}"
+                    "<extra></extra>")  # fmt: skip
     fig.add_scatter(x=frame.at_step, y=frame.updates, mode="lines+markers",
                     name="forecast (median)", line={"color": "#1f77b4"})  # fmt: skip
     if point is not None and point.transition:
@@ -38,10 +52,34 @@ def forecast_figure(
                       opacity=0.15, line_width=0)  # fmt: skip
         fig.add_hline(y=point.updates, line={"color": "orange"},
                       annotation_text=f"measured ~{point.updates:,.0f} updates")  # fmt: skip
-    fig.update_yaxes(type="log", title_text="predicted emergence (updates)")
+    fig.update_yaxes(type="log", range=[math.log10(low), math.log10(high)],
+                     title_text="predicted emergence (updates)")  # fmt: skip
     fig.update_xaxes(title_text="forecast made after (updates)")
     fig.update_layout(title=title or "emergence forecast over the run", template="plotly_white")
     return fig
+
+
+def forecast_range(frame: pd.DataFrame, point: EmergencePoint | None = None) -> tuple[float, float]:
+    """``(low, high)`` updates of the forecast's y axis: the finite forecasts and the measured
+    point, clipped to ``RANGE`` times the run's length either way (a law's interval can run to
+    1e308), with a margin.
+
+    Example:
+        >>> frame = pd.DataFrame({"at_step": [100, 400], "updates": [900.0, 350.0],
+        ...                       "updates_low": [50.0, 300.0], "updates_high": [1e308, 400.0]})
+        >>> [round(v) for v in forecast_range(frame)]
+        [38, 52000]
+    """
+    span = float(frame.at_step.max()) if len(frame) else 1.0
+    values = frame[["updates", "updates_low", "updates_high"]].to_numpy(float).ravel()
+    if point is not None and point.transition:
+        values = np.append(values, [point.updates_low, point.updates_high])
+        span = max(span, float(point.updates_high))
+    values = values[np.isfinite(values) & (values > 0)]
+    span = max(span, 1.0)
+    low = max(span / RANGE, values.min() if len(values) else span / RANGE)
+    high = min(span * RANGE, max(values.max() if len(values) else span, 2 * span))
+    return max(1.0, low / MARGIN), high * MARGIN
 
 
 def llc_figure(
