@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -82,8 +83,6 @@ def _run(html_file: Path, *extra: str) -> subprocess.CompletedProcess:
 def render(html_file: Path, width: int = 1200) -> Rendered:
     """Load ``html_file`` in a ``width``-pixel window (with an error trap injected) and return
     the DOM, the JS errors and the horizontal overflow."""
-    import json
-
     source = html_file.read_text(encoding="utf-8")
     trapped = html_file.with_name(f".trapped-{html_file.name}")
     trapped.write_text(source.replace("<head>", "<head>" + _ERROR_TRAP, 1), encoding="utf-8")
@@ -105,3 +104,18 @@ def screenshot(html_file: Path, name: str, height: int = 4000) -> Path:
     _run(html_file, f"--screenshot={out}", f"--window-size=1200,{height}")
     assert out.is_file() and out.stat().st_size > 10_000, f"no screenshot written to {out}"
     return out
+
+
+def network_requests(html_file) -> list[str]:
+    """URLs the page itself asked for while Chromium opened ``html_file``, from its net log.
+
+    Chromium's own background requests (update and time checks) have no initiator ("not an
+    origin"); a request made by the page has the page's (opaque, "null") origin.
+    """
+    log = html_file.with_name(f"{html_file.stem}-netlog.json")
+    _run(html_file, f"--log-net-log={log}")
+    text = log.read_text(encoding="utf-8", errors="replace").rstrip().rstrip(",")
+    netlog = json.loads(text if text.endswith("}") else text + "]}")  # an unfinished log
+    start = netlog["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    jobs = [e.get("params", {}) for e in netlog["events"] if e["type"] == start]
+    return [job["url"] for job in jobs if "url" in job and job.get("initiator") != "not an origin"]

@@ -17,7 +17,7 @@ from ihprobe.causal.results import statistics as _statistics
 from ihprobe.core.errors import IhprobeError
 from ihprobe.probes.engine import text_rows
 from ihprobe.probes.recall import associative_recall_per_row, induction_loss_per_row
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 V, C, HEADS, D_HEAD = 32, 32, 4, 32  # planted model: one-hot tokens and positions fit d_head
 PLANTED = 2  # the head of the last layer that carries the task

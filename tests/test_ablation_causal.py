@@ -19,8 +19,7 @@ from ihprobe.figures.ablation import head_effects_figure
 from ihprobe.probes.engine import recall_probe, run_probe
 from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.recall import induction_loss_per_row
-from tests.conftest import save_checkpoint, tiny_hf_model
-from tests.test_probes_trained import VOCAB, train_two_layer
+from tests.helpers import VOCAB, save_checkpoint, tiny_hf_model, train_two_layer
 
 N, BATCH, SEED = 8, 6, 2
 

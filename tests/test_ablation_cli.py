@@ -10,7 +10,7 @@ import pytest
 import ihprobe
 from ihprobe.cli import main
 from tests.browser import render
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 STEPS = (0, 10, 100)
 
@@ -87,10 +87,9 @@ def test_bad_flags_fail_in_one_line_before_loading(tmp_path, capsys, flags, mess
 
 
 @pytest.mark.slow
-def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeypatch):
+def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeypatch, cache_dir):
     from ihprobe.dynamics import ablation_series
 
-    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "over"
     argv = ["ablate", str(run_dir), "--out", str(out), "--over-training", "--scope", "global",
             "--top", "1", "--random", "3", "--batch", "4",

@@ -32,7 +32,7 @@ from ihprobe.core.standin import id_tokenizer
 from ihprobe.io.validation.config import SIZE_LIMIT_ENV, check_config
 from ihprobe.io.validation.files import safetensors_header
 from ihprobe.io.validation.tensors import check_causal
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 VOCAB = 64
 WEIGHTS = "model.safetensors"

@@ -15,7 +15,7 @@ from ihprobe.circuit.patching import attribution_patch, patch, path_patch
 from ihprobe.core.hooks import keep
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.probes.composition import composition, pair_scores
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 VOCAB = 128
 

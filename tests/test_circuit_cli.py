@@ -15,7 +15,7 @@ from ihprobe.cli import main
 from ihprobe.figures.report import Section, write_report
 from ihprobe.figures.viewer import attention_viewer
 from tests import browser
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 VOCAB = 128
 
@@ -27,21 +27,6 @@ def checkpoint(tmp_path_factory):
     directory = tmp_path_factory.mktemp("ckpt")
     return save_checkpoint(tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=64), directory,
                            id_tokenizer(VOCAB))  # fmt: skip
-
-
-def network_requests(html_file) -> list[str]:
-    """URLs the page itself asked for while Chromium opened ``html_file``, from its net log.
-
-    Chromium's own background requests (update and time checks) have no initiator ("not an
-    origin"); a request made by the page has the page's (opaque, "null") origin.
-    """
-    log = html_file.with_name(f"{html_file.stem}-netlog.json")
-    browser._run(html_file, f"--log-net-log={log}")
-    text = log.read_text(encoding="utf-8", errors="replace").rstrip().rstrip(",")
-    netlog = json.loads(text if text.endswith("}") else text + "]}")  # an unfinished log
-    start = netlog["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
-    jobs = [e.get("params", {}) for e in netlog["events"] if e["type"] == start]
-    return [job["url"] for job in jobs if "url" in job and job.get("initiator") != "not an origin"]
 
 
 def test_viewer_renders_offline_and_follows_the_hovered_token(checkpoint, tmp_path):
@@ -59,12 +44,12 @@ def test_viewer_renders_offline_and_follows_the_hovered_token(checkpoint, tmp_pa
     assert re.search(r'class="ihp-info">query 7 ', rendered.dom)  # the hovered token
     shaded = re.findall(r'class="ihp-tok[^"]*" [^>]*style="background: rgba', rendered.dom)
     assert len(shaded) == 8  # the query and the 7 tokens before it, none after
-    assert network_requests(page) == []
+    assert browser.network_requests(page) == []
     control = tmp_path / "control.html"  # the same check sees a page that does fetch
     control.write_text(
         '<html><head></head><body><img src="http://127.0.0.1:9/x.png"></body></html>'
     )
-    assert network_requests(control) == ["http://127.0.0.1:9/x.png"]
+    assert browser.network_requests(control) == ["http://127.0.0.1:9/x.png"]
 
 
 def test_composition_cli_writes_csv_and_report(checkpoint, tmp_path, capsys):
@@ -94,7 +79,7 @@ def test_patch_cli_writes_tables_and_a_report_that_opens_offline(checkpoint, tmp
     rendered = browser.render(out / "patch.html")
     assert rendered.errors == []
     assert rendered.count(r'class="ihp-tok[ "]') == 24 and "Attention viewer" in rendered.dom
-    assert network_requests(out / "patch.html") == []
+    assert browser.network_requests(out / "patch.html") == []
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,7 @@ from ihprobe.circuit.patching import attribution_patch, patch, path_patch
 from ihprobe.circuit.positions import loss_by_position
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.probes.composition import composition
-from tests.conftest import save_checkpoint, tiny_hf_model
-from tests.test_probes_trained import CONTEXT, VOCAB, train_two_layer
+from tests.helpers import CONTEXT, VOCAB, save_checkpoint, tiny_hf_model, train_two_layer
 
 INDUCTION = (1, 2)
 SEED = 2

@@ -78,12 +78,9 @@ SMALL = {
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
-def test_every_producer_is_deterministic_resumable_and_saves_a_tokenizer(
-    name, tmp_path, monkeypatch
-):
+def test_every_producer_is_deterministic_resumable_and_saves_a_tokenizer(name, tmp_path, cache_dir):
     from transformers import AutoTokenizer
 
-    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
     p = make_producer(name, batch_size=4, context=32, seed=9, total_steps=50, **SMALL[name])
     later = p.sample(17)
     first = p.sample(0)

@@ -11,13 +11,6 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.data import make_producer
 
 
-@pytest.fixture(scope="module", autouse=True)
-def data_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IHPROBE_CACHE", str(tmp_path_factory.mktemp("ihprobe-cache")))
-        yield
-
-
 def iid_bi(**kw):
     opts = dict(batch_size=64, context=64, total_steps=100, base="iid", vocab_size=100)
     opts.update(kw)

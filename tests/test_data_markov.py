@@ -16,13 +16,6 @@ from ihprobe.data.stats import corpus_stats, repetition_reliability
 V = 32
 
 
-@pytest.fixture(scope="module", autouse=True)
-def data_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IHPROBE_CACHE", str(tmp_path_factory.mktemp("ihprobe-cache")))
-        yield
-
-
 def markov(**kw):
     opts = dict(batch_size=128, context=64, vocab_size=V, fit_steps=300)
     opts.update(kw)

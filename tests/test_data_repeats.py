@@ -30,8 +30,7 @@ def test_rows_repeat_with_varying_periods_and_starts():
     assert all(0 <= start <= 16 for start in starts) and len(starts) > 5
 
 
-def test_natural_background_deterministic_and_rebuilt_from_config(tmp_path, monkeypatch):
-    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path))
+def test_natural_background_deterministic_and_rebuilt_from_config(cache_dir):
     p = make_producer("repeats", batch_size=8, context=64, seed=3, vocab_size=300)
     a, b = p.sample(5), p.sample(5)
     assert torch.equal(a.tokens, b.tokens) and not torch.equal(a.tokens, p.sample(6).tokens)

@@ -12,13 +12,6 @@ from ihprobe.data.seminatural import bigram_matrix
 from ihprobe.data.stats import repeat_structure, repetition_reliability
 
 
-@pytest.fixture(scope="module", autouse=True)
-def data_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IHPROBE_CACHE", str(tmp_path_factory.mktemp("ihprobe-cache")))
-        yield
-
-
 def rows(p_a, p_b, *, context, batches, batch_size=64, seed=0):
     p = make_producer(
         "semi-natural",

@@ -12,10 +12,7 @@ from ihprobe.cli import main
 from ihprobe.data.repetition import steady_state_repetition
 from ihprobe.data.stats import corpus_stats, entropies, repetition_reliability, zipf_exponent
 
-
-@pytest.fixture(autouse=True)
-def data_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("cache_dir")  # an empty data cache for every test
 
 
 def test_repetition_and_reliability_by_hand():

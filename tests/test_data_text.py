@@ -12,12 +12,6 @@ from ihprobe.data import text as text_mod
 
 
 @pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
-@pytest.fixture
 def docs_dir(tmp_path):
     d = tmp_path / "docs"
     d.mkdir()

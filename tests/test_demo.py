@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 
 from ihprobe.jobs.demo import DemoConfig, run_demo
-from tests.browser import render, screenshot
-from tests.test_circuit_cli import network_requests
+from tests.browser import network_requests, render, screenshot
 
 pytestmark = pytest.mark.slow
 

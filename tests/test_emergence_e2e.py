@@ -39,11 +39,10 @@ class Periodic(Producer):
 
 
 @pytest.mark.slow
-def test_transition_is_found_where_prefix_matching_jumps(tmp_path, monkeypatch, capsys):
+def test_transition_is_found_where_prefix_matching_jumps(tmp_path, monkeypatch, capsys, cache_dir):
     from ihprobe.training.trainer import TrainConfig, train
 
     monkeypatch.setitem(data.PRODUCERS, "periodic", Periodic)
-    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
     config = TrainConfig(
         out=str(tmp_path / "run"), producer="periodic", producer_options={}, layers=2,
         heads=4, d_model=64, context=64, batch_size=32, steps=560, lr=3e-3,

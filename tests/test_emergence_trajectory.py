@@ -10,7 +10,7 @@ import pytest
 
 import ihprobe
 from ihprobe.dynamics import trajectories
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 SCAN = {"n": 8, "batch": 4, "seed": 3}
 METRICS = ["prefix_matching", "ar_accuracy"]

@@ -19,7 +19,7 @@ import pytest
 from ihprobe.cli import main
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.trajectories import trajectory
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 REPO = "org/tiny"
 METRICS = ["prefix_matching", "ar_accuracy"]

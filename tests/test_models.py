@@ -16,7 +16,7 @@ import ihprobe
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io import models, weights
 from ihprobe.io.validation.tensors import check_finite_files
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 
 def _hf_logits(directory, tokens):
@@ -207,7 +207,7 @@ def test_hub_revisions_are_ordered_by_step():
 def test_network_is_blocked_in_tests():
     import socket
 
-    from tests.conftest import NetworkBlocked
+    from tests.helpers import NetworkBlocked
 
     with pytest.raises(NetworkBlocked):
         socket.create_connection(("198.51.100.1", 443), timeout=1)

@@ -9,7 +9,7 @@ import torch
 
 import ihprobe
 from ihprobe.core.errors import IhprobeError
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 # bfloat16 keeps 8 significant bits: each activation is off by up to 2**-8 relative, and the
 # error grows a few-fold over 2 layers. Attention scores lie in [0, 1] and are means over rows,

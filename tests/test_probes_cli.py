@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import torch
 
 import ihprobe
 from ihprobe.cli import main
-from ihprobe.core.standin import id_tokenizer
 from ihprobe.io import models
-from tests.conftest import save_checkpoint, tiny_hf_model
-
-
-def fake_run(root, steps):
-    for i, step in enumerate(steps):
-        directory = save_checkpoint(
-            tiny_hf_model("gpt-neox", vocab_size=64, context=64, seed=i),
-            root / "checkpoints" / f"step-{step:06d}",
-            id_tokenizer(64),
-        )
-        meta = {"step": step, "tokens": step * 1024, "run": "fake"}
-        (directory / "ihprobe.json").write_text(json.dumps(meta))
-    (root / "run.json").write_text("{}")
-    return root
+from tests.helpers import fake_run
 
 
 def test_scan_cli_sweeps_a_run_with_one_skeleton(tmp_path, capsys, monkeypatch):

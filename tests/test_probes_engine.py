@@ -13,7 +13,7 @@ from ihprobe.probes import engine
 from ihprobe.probes.engine import METRIC_TABLE, Probe, budget_rows, recall_probe, run_probe
 from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.recall import induction_loss_per_row
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import ihprobe
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.probes import inputs
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 VOCAB = 64
 

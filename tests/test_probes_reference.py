@@ -12,7 +12,7 @@ from scipy.stats import pearsonr
 
 import ihprobe
 from ihprobe.probes import inputs, recall
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 N, BATCH, LENGTH = 10, 6, 7
 

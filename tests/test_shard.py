@@ -19,7 +19,7 @@ from ihprobe.cli import main
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.world import World
 from ihprobe.dynamics.shard import each_share, share
-from tests.test_probes_cli import fake_run
+from tests.helpers import fake_run
 
 # -n, not --n: torchrun reads --n as an abbreviation of its own flags anywhere on the line
 SCAN = ["--metrics", "prefix_matching,copying,ar_accuracy", "--batch", "8", "-n", "8"]

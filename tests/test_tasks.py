@@ -20,7 +20,7 @@ from ihprobe.causal.tasks import (
     task_probes,
 )
 from ihprobe.core.errors import IhprobeError
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 
 def test_builtin_pairs_follow_their_rule():

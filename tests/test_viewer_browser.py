@@ -14,7 +14,7 @@ from ihprobe.core.standin import id_tokenizer
 from ihprobe.figures.viewer import AttentionViewer, attention_viewer
 from ihprobe.probes.inputs import repeated_tokens
 from tests.browser import render, screenshot
-from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 # Compares the canvases of the viewers on the page: the first is a fresh draw; every other one
 # is driven to the same layer, head and query through `steps` first.

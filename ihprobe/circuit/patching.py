@@ -35,6 +35,7 @@ from jaxtyping import Float, Int
 
 from ihprobe.causal.masks import keep_mask
 from ihprobe.circuit.pairs import Metric, PatchPair, induction_pair, logit_diff, token_pair
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import hook_name
 from ihprobe.io.models import provenance
@@ -57,6 +58,9 @@ class PatchResult:
     method: str = "activation"
     model: str = ""
     settings: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        checks.finite_fields("patch", self, "values", "clean", "corrupted")
 
     @property
     def fractions(self) -> Float[torch.Tensor, "layer head *pos"]:
@@ -86,6 +90,9 @@ class PathPatchResult:
     clean: float
     corrupted: float
     patched: float
+
+    def __post_init__(self) -> None:
+        checks.finite_fields("path_patch", self, "clean", "corrupted", "patched")
 
     @property
     def fraction(self) -> float:
@@ -118,7 +125,7 @@ def patch(
     Example:
         >>> patch(model, per="head").fractions      # [layer, head]          # doctest: +SKIP
     """
-    _check_per(per)
+    checks.choice("per", per, PER)
     pair, metric = _pair(model, clean, corrupted, corruption, n, batch, seed), metric or logit_diff
     cfg = model.cfg
     length = pair.clean.shape[1] if per == "head_position" else 0
@@ -223,7 +230,7 @@ def attribution_patch(
     Example:
         >>> attribution_patch(model).fractions                                # doctest: +SKIP
     """
-    _check_per(per)
+    checks.choice("per", per, PER)
     pair, metric = _pair(model, clean, corrupted, corruption, n, batch, seed), metric or logit_diff
     n_layers = model.cfg.n_layers
     with torch.no_grad():
@@ -379,12 +386,8 @@ def _effect(clean: float, corrupted: float) -> float:
     return clean - corrupted if clean != corrupted else float("nan")
 
 
-def _check_per(per: str) -> None:
-    if per not in PER:
-        raise IhprobeError(f"per must be one of {', '.join(PER)} (got {per!r}).")
-
-
 def _pair(model, clean, corrupted, corruption, n, batch, seed) -> PatchPair:
+    checks.arguments(model=model, clean=clean, corrupted=corrupted, n=n, batch=batch, seed=seed)
     if (clean is None) != (corrupted is None):
         raise IhprobeError("pass both clean and corrupted rows, or neither for the default pair.")
     if clean is None:
@@ -393,8 +396,4 @@ def _pair(model, clean, corrupted, corruption, n, batch, seed) -> PatchPair:
 
 
 def _heads(model, heads: Iterable[Head]) -> list[Head]:
-    found = [(int(layer), int(head)) for layer, head in heads]
-    if not found:
-        raise IhprobeError("name at least one head as (layer, head).")
-    keep_mask(model, found)  # raises for a head that does not exist
-    return found
+    return checks.heads("heads", heads, checks.model(model).cfg.n_layers, model.cfg.n_heads)

@@ -160,6 +160,22 @@ def mask(name: str, value, shape: tuple[int, ...]) -> torch.Tensor:
     return value
 
 
+def heads(name: str, value, n_layers: int, n_heads: int) -> list[tuple[int, int]]:
+    """A non-empty collection of ``(layer, head)`` pairs of a model of ``n_layers x n_heads``.
+
+    >>> heads("sender", [(0, 1)], 2, 4)
+    [(0, 1)]
+    """
+    try:
+        pairs = [(layer, index) for layer, index in value]
+    except (TypeError, ValueError) as err:
+        msg = f"{name} must be a list of (layer, head) pairs (got {_shown(value)})."
+        raise IhprobeError(msg) from err
+    if not pairs:
+        raise IhprobeError(f"{name}: name at least one head as (layer, head).")
+    return [head(layer, index, n_layers, n_heads, name) for layer, index in pairs]
+
+
 def matrix(name: str, value, shape: tuple[int, ...] | None = None) -> torch.Tensor:
     """``value`` (a tensor or nested lists) as a finite float tensor of ``shape``.
 
@@ -256,3 +272,8 @@ def arguments(**values) -> None:
     for name in set(values) & set(MEMORY) if hooked is not None else ():
         estimate = values[name] * MEMORY[name](hooked.cfg)
         check_memory(f"{name}={values[name]} on this model", estimate)
+
+
+def finite_fields(what: str, result, *names: str) -> None:
+    """:func:`finite_result` on the fields ``names`` of ``result``, for ``__post_init__``."""
+    finite_result(what, **{name: getattr(result, name) for name in names})
