@@ -24,6 +24,7 @@ import torch
 from jaxtyping import Float, Int
 from tqdm import tqdm
 
+from ihprobe.core import checks
 from ihprobe.io.models import load_or_swap, provenance
 from ihprobe.io.sources import sources_of
 from ihprobe.probes import inputs
@@ -73,6 +74,9 @@ def loss_by_position(
     Returns:
         ``model, revision, step, tokens, input, position, loss``.
     """
+    checks.arguments(model=model, rows=rows, seed=seed)
+    if isinstance(text, torch.Tensor):
+        checks.tokens("text", text, model)
     found = {"repeated": inputs.repeated_tokens(model, batch=rows, seed=seed)}
     if text is not None or reads_text(getattr(model, "tokenizer", None)):
         length = text.shape[-1] if isinstance(text, torch.Tensor) else model.cfg.n_ctx
@@ -87,6 +91,7 @@ def loss_by_position(
             frames.append(pd.DataFrame({"input": name, "position": range(1, len(losses) + 1),
                                         "loss": losses.tolist()}))  # fmt: skip
     frame = pd.concat(frames, ignore_index=True)
+    checks.finite_result("loss_by_position", loss=frame["loss"].to_numpy())
     for column in ("tokens", "step", "revision", "model"):
         frame.insert(0, column, getattr(source, column))
     return frame
