@@ -79,6 +79,13 @@ def real(name: str, value, *, low: float = -math.inf, high: float = math.inf) ->
     return float(value)
 
 
+def sequence(name: str, value) -> list:
+    """``value`` as a list when it is a list, tuple or range (not a string, a number or None)."""
+    if not isinstance(value, (list, tuple, range)):
+        raise IhprobeError(f"{name} must be a list (got {_shown(value)}).")
+    return list(value)
+
+
 def flag(name: str, value) -> bool:
     """``value`` when it is a bool (``"yes"`` or 1 is refused: it may mean something else)."""
     if not isinstance(value, bool):

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import torch
 from jaxtyping import Int
 
+from ihprobe.core import checks
 from ihprobe.figures.attention import attention_patterns, token_labels
 
 _STYLE = """
@@ -132,7 +133,11 @@ def attention_viewer(
     Example:
         >>> page = attention_viewer(model, repeated[0], start=(1, 2))      # doctest: +SKIP
     """
-    layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
+    cfg = checks.model(model).cfg
+    checks.tokens("tokens", tokens, model, dims=(1,))
+    start = checks.heads("start", [start], cfg.n_layers, cfg.n_heads)[0]
+    pick = range(cfg.n_layers) if layers is None else checks.sequence("layers", layers)
+    layers = [checks.count("layers", i, low=0, high=cfg.n_layers - 1) for i in pick]
     patterns = attention_patterns(model, tokens, layers)
     start_index = (layers.index(start[0]) if start[0] in layers else 0, start[1])
     data = {
