@@ -249,10 +249,12 @@ def tiny_run(tmp_path_factory) -> Path:
 
 def test_a_running_train_holds_its_run_directory(tmp_path, capsys):
     run = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    hold = "import sys, time; from ihprobe.io.runs import RunDir; "
+    hold += "held = RunDir(sys.argv[1]).lock(); held.__enter__(); print('held', flush=True); "
+    hold += "time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(run)], stdout=subprocess.PIPE)
     try:
-        run.mkdir()
-        (run / LOCK).write_text(f"{holder.pid} {os.uname().nodename}\n")
+        assert holder.stdout.readline() == b"held\n"
         assert main(tiny_train(run, "--resume")) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and f"process {holder.pid}" in err
@@ -268,13 +270,13 @@ def test_a_running_train_holds_its_run_directory(tmp_path, capsys):
 def test_the_lock_holds_this_process_id_while_training(tmp_path, monkeypatch):
     import ihprobe.training.trainer as trainer
 
-    update, seen = trainer._Trainer._update, []
+    loss, seen = trainer.causal_lm_loss, []
 
-    def look_at_the_lock(self, step):
+    def look_at_the_lock(model, tokens):
         seen.append((tmp_path / "run" / LOCK).read_text().split()[0])
-        return update(self, step)
+        return loss(model, tokens)
 
-    monkeypatch.setattr(trainer._Trainer, "_update", look_at_the_lock)
+    monkeypatch.setattr(trainer, "causal_lm_loss", look_at_the_lock)
     assert main(tiny_train(tmp_path / "run")) == 0
     assert set(seen) == {str(os.getpid())} and len(seen) == 6
     assert not (tmp_path / "run" / LOCK).exists()
@@ -283,8 +285,8 @@ def test_the_lock_holds_this_process_id_while_training(tmp_path, monkeypatch):
 def test_disk_full_while_training_is_one_line_and_cleans_up(tmp_path, monkeypatch, capsys):
     import ihprobe.training.trainer as trainer
 
-    def full(obj, path, *args, **kwargs):
-        Path(path).write_bytes(b"partial")
+    def full(obj, file, *args, **kwargs):
+        file.write(b"partial")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(trainer.torch, "save", full)
@@ -352,14 +354,15 @@ def test_a_resumed_run_logs_each_step_once_with_the_same_losses(tmp_path, monkey
 
     assert main(tiny_train(tmp_path / "reference")) == 0
     reference = RunDir(tmp_path / "reference").records(METRICS)
-    update = trainer._Trainer._update
+    loss, calls = trainer.causal_lm_loss, []
 
-    def power_cut_before_update_4(self, step):
-        if step == 3:
+    def power_cut_in_update_4(model, tokens):
+        calls.append(1)
+        if len(calls) == 4:
             raise RuntimeError("power cut")
-        return update(self, step)
+        return loss(model, tokens)
 
-    monkeypatch.setattr(trainer._Trainer, "_update", power_cut_before_update_4)
+    monkeypatch.setattr(trainer, "causal_lm_loss", power_cut_in_update_4)
     with pytest.raises(RuntimeError, match="power cut"):
         main(tiny_train(tmp_path / "run", "--state-every", "3"))
     monkeypatch.undo()

@@ -56,9 +56,28 @@ def test_learning_rate_warms_up_linearly_then_follows_a_half_cosine_to_zero():
 
 
 def test_log_checkpoints_are_geometric_in_tokens_and_include_both_ends():
-    steps = checkpoint_steps("log", total=10_000, tokens_per_update=256, n=4)
+    steps = checkpoint_steps("log", total=10_000, tokens_per_update=256, n=5)
     assert steps == [0, 1, 10, 100, 1000, 10_000]
     assert checkpoint_steps("linear", total=10, tokens_per_update=1, n=5) == [0, 2, 4, 6, 8, 10]
+
+
+@pytest.mark.parametrize("spec", ["log", "linear"])
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 20])
+def test_n_checkpoints_is_the_number_after_step_0(spec, n):
+    # --n-checkpoints 2 used to write 4 log checkpoints (0, 1, sqrt(T), T)
+    steps = checkpoint_steps(spec, total=10**6, tokens_per_update=64, n=n)
+    assert steps[0] == 0 and steps[-1] == 10**6 and len(steps) == n + 1
+    # on a short run points that round to the same update are saved once: fewer, never more
+    assert len(checkpoint_steps(spec, total=40, tokens_per_update=64, n=n)) <= n + 1
+
+
+def test_an_extended_schedule_goes_on_by_the_same_rule():
+    log = checkpoint_steps("log", total=10_000, tokens_per_update=1, n=5, extended_to=1_000_000)
+    assert log == [0, 1, 10, 100, 1000, 10_000, 100_000, 1_000_000]  # ratio 10 goes on
+    linear = checkpoint_steps("linear", total=100, tokens_per_update=1, n=4, extended_to=180)
+    assert linear == [0, 25, 50, 75, 100, 125, 150, 175, 180]  # spacing 25 goes on, and the end
+    listed = checkpoint_steps([640], total=20, tokens_per_update=64, extended_to=40)
+    assert listed == [0, 10, 20, 40]
 
 
 def test_listed_checkpoints_round_token_counts_up_to_whole_updates():

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -43,7 +44,8 @@ def atomic_write(path: str | os.PathLike, content: str | bytes | Callable[[Path]
     try:
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{TMP_PREFIX}{path.name}-")
     except OSError as err:
-        raise _write_error(path, err) from err
+        _raise_write_error(path, err)
+        raise
     tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -55,11 +57,34 @@ def atomic_write(path: str | os.PathLike, content: str | bytes | Callable[[Path]
             content(tmp)
         os.chmod(tmp, SHARED_MODE)
         os.replace(tmp, path)
-    except OSError as err:
-        raise _write_error(path, err) from err
+    except Exception as err:
+        _raise_write_error(path, err)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def append_line(path: str | os.PathLike, line: str) -> None:
+    """Append one line to a log file; a line left cut by an earlier failed write is ended
+    first, so the cut line never swallows this one. Errors as :func:`atomic_write`'s.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "log.jsonl"
+        >>> _ = path.write_text('{"cut')
+        >>> append_line(path, "{}")
+        >>> path.read_text().splitlines()
+        ['{"cut', '{}']
+    """
+    path = Path(path)
+    try:
+        with open(path, "a+b") as fh:
+            cut = fh.tell() > 0 and (fh.seek(-1, os.SEEK_END), fh.read(1))[1] != b"\n"
+            fh.write(b"\n" * cut + line.encode() + b"\n")
+    except OSError as err:
+        _raise_write_error(path, err)
+        raise
 
 
 @contextlib.contextmanager
@@ -82,12 +107,14 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{path.name}-", dir=path.parent))
     except OSError as err:
-        raise _write_error(path, err) from err
+        _raise_write_error(path, err)
+        raise
     try:
         yield tmp
         os.rename(tmp, path)
-    except OSError as err:
-        raise _write_error(path, err) from err
+    except Exception as err:
+        _raise_write_error(path, err)
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -162,12 +189,42 @@ def _make_parent(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise _write_error(path, err) from err
+        _raise_write_error(path, err)
+        raise
 
 
-def _write_error(path: Path, err: OSError) -> IhprobeError:
-    """One line for an OS error while writing ``path`` (disk full named as such)."""
-    if err.errno == errno.ENOSPC:
-        return IhprobeError(f"disk full while writing {path}; free space and run again.")
-    reason = err.strerror or str(err)
-    return IhprobeError(f"could not write {path}: {reason}.")
+def _raise_write_error(path: Path, err: BaseException) -> None:
+    """Raise one line for the OS error behind a failed write of ``path`` (disk full named as
+    such); return when there is none, for the caller to re-raise ``err`` as it is.
+
+    Writers such as ``torch.save`` and safetensors wrap the OS error in their own exception;
+    it is found in the exception chain or in their message (``os error 28``).
+    """
+    code, reason = _os_reason(err)
+    if code == errno.ENOSPC:
+        raise IhprobeError(f"disk full while writing {path}; free space and run again.") from err
+    if code == errno.EFBIG:
+        raise IhprobeError(
+            f"file size limit reached while writing {path} (File too large); raise the limit "
+            "(ulimit -f) or free space, and run again."
+        ) from err
+    if reason is not None:
+        raise IhprobeError(f"could not write {path}: {reason}.") from err
+
+
+def _os_reason(err: BaseException) -> tuple[int | None, str | None]:
+    """``(errno, reason)`` of the OS error behind ``err``, or ``(None, None)``."""
+    seen: BaseException | None = err
+    chain: set[int] = set()
+    while seen is not None and id(seen) not in chain:
+        chain.add(id(seen))
+        if isinstance(seen, IhprobeError):
+            return None, None
+        if isinstance(seen, OSError):
+            return seen.errno, seen.strerror or str(seen)
+        found = re.search(r"os error (\d+)", str(seen))
+        if found:
+            code = int(found.group(1))
+            return code, os.strerror(code)
+        seen = seen.__cause__ or seen.__context__
+    return None, None

@@ -7,7 +7,7 @@ ihprobe's trainer writes a run directory; every other module reads it through he
     probes.jsonl             with live probes: step, tokens, max_prefix_matching, ar_accuracy
     checkpoints/step-NNNNNN/ HF directories (config, safetensors, tokenizer) + ihprobe.json
     state/step-NNNNNN.pt     the latest training state (weights, optimiser, RNG) for --resume
-    .lock                    the PID of the process writing the run, while it runs
+    .lock                    held (flock) by the process writing the run; says its PID
 
 Any directory of HF checkpoint subdirectories (HF Trainer's ``checkpoint-500``) is a run too.
 
@@ -20,6 +20,7 @@ Any directory of HF checkpoint subdirectories (HF Trainer's ``checkpoint-500``) 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.files import atomic_write, remove_temporary
+from ihprobe.core.files import append_line, atomic_write, remove_temporary
 
 log = logging.getLogger(__name__)
 
@@ -280,8 +281,7 @@ class RunDir:
 
     def append(self, name: str, record: dict) -> None:
         """Append one JSON line (a kill mid-line leaves a line :meth:`records` skips)."""
-        with open(self.root / name, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_line(self.root / name, json.dumps(record))
 
     def records(self, name: str) -> list[dict]:
         """The complete lines of a JSONL file (a line cut by a kill is skipped)."""
@@ -308,51 +308,82 @@ class RunDir:
     def lock(self) -> Iterator[None]:
         """Hold the run directory for this process; a second writer gets an :class:`IhprobeError`.
 
-        A lock left by a process that no longer runs (killed) is taken over.
+        The hold is an exclusive ``flock`` on ``.lock``, kept on an open descriptor until the
+        block ends (or the process dies: the kernel then releases it, so a lock file left by a
+        killed process is taken over, atomically, by the next writer). The file says which
+        process holds it.
+
+        Example:
+            >>> import tempfile
+            >>> run = RunDir(tempfile.mkdtemp())
+            >>> with run.lock():
+            ...     with run.lock():
+            ...         pass
+            Traceback (most recent call last):
+            ...
+            ihprobe.core.errors.IhprobeError: ... is in use by process ...
         """
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / LOCK
-        _take_lock(path)
+        fd = _take_lock(path)
         try:
             yield
         finally:
-            path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)  # still holding it: nobody can take the file meanwhile
+            os.close(fd)
 
 
-def _take_lock(path: Path) -> None:
-    mine = f"{os.getpid()} {socket.gethostname()}\n"
-    for _ in range(3):
+def _take_lock(path: Path) -> int:
+    """An open descriptor of ``path`` with an exclusive ``flock`` held on it.
+
+    The holder unlinks the file before it lets go, so a process that opened the old file and
+    then got the lock holds a file nobody else sees: it checks that the path still names its
+    file and tries again if not.
+    """
+    mine = f"{os.getpid()} {socket.gethostname()}\n".encode()
+    for _ in range(100):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
             holder = _lock_holder(path)
-            if holder is not None:
-                raise IhprobeError(
-                    f"{path.parent} is in use by process {holder} (another ihprobe train); wait "
-                    f"for it to finish, or remove {path} if that process is gone."
-                ) from None
-            log.warning("taking over %s, left by a process that no longer runs", path)
-            path.unlink(missing_ok=True)
+            raise IhprobeError(
+                f"{path.parent} is in use by {holder} (another ihprobe train); wait for it to "
+                "finish, or stop it first."
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        if not _same_file(fd, path):
+            os.close(fd)  # the holder removed it as we took it: lock the current file
             continue
-        with os.fdopen(fd, "w") as fh:
-            fh.write(mine)
-        return
-    raise IhprobeError(f"could not lock {path.parent}; another process keeps taking it.")
+        left = os.pread(fd, 256, 0).decode(errors="replace").split()
+        if left and left[0] != str(os.getpid()):
+            log.warning("taking over %s, left by process %s that no longer holds it", path, left[0])
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, mine, 0)
+        return fd
+    raise IhprobeError(f"could not lock {path.parent}; other processes keep taking it.")
 
 
-def _lock_holder(path: Path) -> int | None:
-    """The PID holding the lock file, or None when that process is gone (a stale lock)."""
+def _same_file(fd: int, path: Path) -> bool:
     try:
-        pid_text, _, host = path.read_text().partition(" ")
-        pid = int(pid_text)
-    except (OSError, ValueError):
-        return None
-    if host.strip() and host.strip() != socket.gethostname():
-        return pid  # another machine's process: cannot check it, so respect it
+        on_disk = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
+
+
+def _lock_holder(path: Path) -> str:
+    """Who holds the lock, as the lock file says: ``"process 1234"`` (or on another host)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return pid
-    return pid if pid != os.getpid() else None
+        pid, _, host = path.read_text().partition(" ")
+    except OSError:
+        pid, host = "", ""
+    if not pid.strip().isdigit():
+        return "another process"  # it has the lock and is about to write its id
+    host = host.strip()
+    where = f" on {host}" if host and host != socket.gethostname() else ""
+    return f"process {pid.strip()}{where}"

@@ -96,7 +96,8 @@ class TrainConfig:
 
 
 def load_config(run_dir: str | os.PathLike, **overrides) -> TrainConfig:
-    """The config of an existing run (its ``run.json``), with ``overrides`` applied.
+    """The config of an existing run (its ``run.json``), with ``overrides`` applied; ``out`` is
+    ``run_dir`` as given, so a run that was moved or is spelled differently resumes where it is.
 
     Example:
         >>> train(load_config("runs/demo", resume=True))    # doctest: +SKIP
@@ -111,6 +112,7 @@ def load_config(run_dir: str | os.PathLike, **overrides) -> TrainConfig:
     if isinstance(data.get("checkpoints"), list):
         data["checkpoints"] = tuple(data["checkpoints"])
     data["law_from"] = tuple(data.get("law_from", ()))  # JSON has lists, the config tuples
+    data["out"] = os.fspath(run_dir)
     known = {f.name for f in fields(TrainConfig)}
     return TrainConfig(**{k: v for k, v in {**data, **overrides}.items() if k in known})
 

@@ -6,7 +6,7 @@ schedule as an uninterrupted one.
 >>> [round(learning_rate(s, lr=1.0, total=10, warmup=0.2), 3) for s in (0, 1, 2, 6, 9)]
 [0.5, 1.0, 1.0, 0.5, 0.038]
 >>> checkpoint_steps("log", total=100, tokens_per_update=1000, n=5)
-[0, 1, 3, 6, 16, 40, 100]
+[0, 1, 3, 10, 32, 100]
 """
 
 from __future__ import annotations
@@ -45,24 +45,35 @@ def learning_rate(
 
 
 def checkpoint_steps(
-    spec: str | Sequence[int], *, total: int, tokens_per_update: int, n: int = 20
+    spec: str | Sequence[int],
+    *,
+    total: int,
+    tokens_per_update: int,
+    n: int = 20,
+    extended_to: int | None = None,
 ) -> list[int]:
-    """The updates after which a checkpoint is saved; always includes 0 and ``total``.
+    """The updates after which a checkpoint is saved; always includes 0 and the last update.
 
     Args:
         spec: ``"log"``: ``n`` points log-spaced in tokens from one update to the whole budget,
             like [A]'s 0.25M, 0.5M, 1M, 2M, ... (a geometric series; its ratio follows from the
             budget and ``n``). ``"linear"``: ``n`` evenly spaced points. A list: token counts;
             each becomes the first update at which at least that many tokens have been seen.
-        total: updates in the run.
+        total: updates in the run (of its first budget, for an extended run).
         tokens_per_update: ``batch_size * context``.
-        n: number of checkpoints after step 0 for ``"log"`` and ``"linear"``; points that round
-            to the same update are saved once.
+        n: checkpoints after step 0 for ``"log"`` and ``"linear"`` (so ``n + 1`` with step 0);
+            points that round to the same update are saved once, so a short run can have fewer.
+        extended_to: the new last update of a run extended past ``total``: the same rule goes
+            on (the geometric series with its ratio, the even spacing) up to it; a list adds
+            only the new end.
 
     Example:
         >>> checkpoint_steps([0, 2500, 10_000], total=10, tokens_per_update=1000)
         [0, 3, 10]
+        >>> checkpoint_steps("linear", total=10, tokens_per_update=1, n=2, extended_to=23)
+        [0, 5, 10, 15, 20, 23]
     """
+    end = total if extended_to is None else extended_to
     if isinstance(spec, str):
         if spec not in CHECKPOINT_SCHEDULES:
             raise IhprobeError(
@@ -70,10 +81,11 @@ def checkpoint_steps(
             )
         if n < 1:
             raise IhprobeError(f"n_checkpoints={n}: need at least 1.")
-        if spec == "linear":
-            steps = {round(total * i / n) for i in range(1, n + 1)}
-        else:
-            steps = {round(total ** (i / n)) for i in range(n + 1)}
+        steps = {_point(spec, i, total=total, n=n) for i in range(1, n + 1)}
+        i = n + 1  # an extension goes on by the same rule (a one-update budget cannot grow)
+        while total > 1 and (step := _point(spec, i, total=total, n=n)) <= end:
+            steps.add(step)
+            i += 1
     else:
         counts = [int(c) for c in spec]
         budget = total * tokens_per_update
@@ -84,4 +96,12 @@ def checkpoint_steps(
                 "tokens; drop them or raise --steps/--tokens."
             )
         steps = {math.ceil(c / tokens_per_update) for c in counts}
-    return sorted(steps | {0, total})
+    return sorted(steps | {0, total, end})
+
+
+def _point(spec: str, i: int, *, total: int, n: int) -> int:
+    """The update of checkpoint ``i`` (1-based) of a ``"log"`` or ``"linear"`` schedule; ``i > n``
+    goes on past ``total`` by the same rule (one log point, the budget, repeats as a step)."""
+    if spec == "linear" or n == 1:
+        return round(total * i / n)
+    return round(total ** ((i - 1) / (n - 1)))

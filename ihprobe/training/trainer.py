@@ -5,65 +5,56 @@ token schedule, exact resume, live probes, and DDP under ``torchrun``.
 >>> [c.tokens for c in ihprobe.checkpoints(run)][:3]                        # doctest: +SKIP
 [0, 2048, 4096]
 
-The run directory it writes is described in :mod:`ihprobe.io.runs`; the config in
-:mod:`ihprobe.training.config`, the models in :mod:`ihprobe.io.architectures`, the processes in
+The loop is :func:`_train`; its parts live beside it: what a checkpoint writes
+(:mod:`~ihprobe.training.checkpoints`), resuming and extending a run
+(:mod:`~ihprobe.training.resume`), the live probes (:mod:`~ihprobe.training.live`) and the
+progress bar (:mod:`~ihprobe.training.display`). The run directory is described in
+:mod:`ihprobe.io.runs`, the config in :mod:`ihprobe.training.config`, the processes in
 :mod:`ihprobe.core.world`. Under ``torchrun --nproc_per_node N -m ihprobe train ...`` each rank
-takes
-its rows of the same global batch ``producer.sample(step)``, so ``batch_size`` stays the
+takes its rows of the same global batch ``producer.sample(step)``, so ``batch_size`` stays the
 sequences per update.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import transformers
 from torch.nn.parallel import DistributedDataParallel
-from tqdm.auto import tqdm
 
-from ihprobe import __version__
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.files import atomic_directory, atomic_write, check_writable_dir
-from ihprobe.core.standin import id_tokenizer
+from ihprobe.core.files import check_writable_dir
 from ihprobe.core.world import World, is_main_process, join_world, world_size
 from ihprobe.data import make_producer
 from ihprobe.dynamics.forecast import FORECAST, LiveForecast, law_prior
 from ihprobe.io.architectures import build_model, causal_lm_loss, model_sizes
-from ihprobe.io.models import load, load_weights, quiet_progress
-from ihprobe.io.runs import CHECKPOINT_META, METRICS, PROBES, RUN_META, RunDir, config_changes
-from ihprobe.io.weights import weight_checksums
-from ihprobe.probes.battery import scan
-from ihprobe.training.config import (
-    DEFAULT_STEPS,
-    RESUMABLE_CHANGES,
-    TrainConfig,
-    check_config,
-    load_config,
-)
-from ihprobe.training.schedule import checkpoint_steps, learning_rate
+from ihprobe.io.runs import METRICS, PROBES, RUN_META, RunDir
+from ihprobe.training import checkpoints
+from ihprobe.training.config import DEFAULT_STEPS, TrainConfig, check_config, load_config
+from ihprobe.training.display import Display
+from ihprobe.training.live import LiveProbes, ProbeHook, listener
+from ihprobe.training.resume import Plan, plan_run, read_state, record_extension, restore
+from ihprobe.training.schedule import learning_rate
 
 __all__ = ["DEFAULT_STEPS", "TrainConfig", "build_model", "causal_lm_loss", "load_config", "train"]
 
 log = logging.getLogger(__name__)
 
-ProbeHook = Callable[[dict], None]  # called with each probes.jsonl record (e.g. a forecast)
 
-
-def make_run_producer(config: TrainConfig):
-    """The config's producer, checked to deliver ``[batch_size, context]`` ids in its vocab."""
+def make_run_producer(config: TrainConfig, total_steps: int | None = None):
+    """The config's producer, checked to deliver ``[batch_size, context]`` ids in its vocab.
+    ``total_steps`` (default the config's) is the length annealing producers plan for."""
     producer = make_producer(
         config.producer,
         batch_size=config.batch_size,
         context=config.context,
         seed=config.seed,
-        total_steps=config.total_steps,
+        total_steps=total_steps or config.total_steps,
         **config.producer_options,
     )
     tokens = producer.sample(0).tokens
@@ -80,9 +71,6 @@ def make_run_producer(config: TrainConfig):
     return producer
 
 
-# ----------------------------------------------------------------------------- training
-
-
 def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
     """Train a model from scratch as ``config`` says and return the run directory.
 
@@ -90,16 +78,17 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
     ``AutoModelForCausalLM.from_pretrained`` and :func:`ihprobe.load` open), ``run.json`` and
     ``metrics.jsonl``; with ``live_probes`` also ``probes.jsonl``. With ``resume`` it continues
     the run in ``config.out`` from its latest training state and ends with the same weights as
-    an uninterrupted run; a finished run returns at once. ``on_probe`` is called with each
-    live-probe record as it is written (rank 0), e.g. to update a forecast.
+    an uninterrupted run; a finished run returns at once, unless ``config`` gives it a larger
+    budget: a constant-rate run is then extended (recorded in ``run.json``). ``on_probe`` is
+    called with each live-probe record as it is written (rank 0), e.g. to update a forecast.
 
     While it trains, the process holds the run directory (:meth:`ihprobe.io.runs.RunDir.lock`): a
     second ``train`` on the same ``out`` fails at once instead of interleaving with it.
 
     Raises:
         IhprobeError: a bad config (before training starts), an existing run without
-            ``resume``, a run directory another process holds, or a loss that became NaN/inf
-            (the checkpoints written so far stay).
+            ``resume``, a run directory another process holds, a damaged training state, a
+            full disk, or a loss that became NaN/inf (the checkpoints written so far stay).
 
     Example:
         >>> run = train(TrainConfig(out="runs/x", producer="iid", steps=50))  # doctest: +SKIP
@@ -109,339 +98,255 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
     run = RunDir(config.out)
     check_writable_dir(config.out, "out")
     with run.lock() if is_main_process() else contextlib.nullcontext():
-        _check_run_dir(run, config)
+        plan = plan_run(run, config)
+        if plan.first_total != config.total_steps:  # extended: the data keeps its first plan
+            producer = make_run_producer(config, plan.first_total)
         with join_world(config.device) as world:
-            trainer = _Trainer(config, producer, run, world, on_probe)
-            if config.forecast and world.main:
-                prior = law_prior(config.batch_size, config.context, law_from=config.law_from)
-                trainer.forecaster = LiveForecast(run.root, prior)
-            done = trainer.fit()
-            del trainer  # DDP's reducer holds the process group: free it while the group lives
-        return done
+            return _train(config, plan, producer, run, world, on_probe)
 
 
-def _check_run_dir(run: RunDir, config: TrainConfig) -> None:
-    if not run.exists():
-        return
-    if not config.resume:
+@dataclass
+class _Learner:
+    """What an update changes: the weights (``ddp`` wraps ``model`` under DDP), the optimiser,
+    and the running loss."""
+
+    model: torch.nn.Module
+    ddp: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    tally: _Tally
+
+
+def _train(config, plan: Plan, producer, run: RunDir, world: World, on_probe) -> Path:
+    """The loop: save where the schedule says, update, log; rank 0 writes every file."""
+    model = build_model(config, producer.vocab_size, producer.special).to(world.device)
+    model.train()
+    ids = [world.device.index] if world.device.type == "cuda" else None
+    ddp = DistributedDataParallel(model, device_ids=ids) if world.size > 1 else model
+    learner = _Learner(model, ddp, _adamw(model, config), _Tally(world.device))
+    start = _start(config, plan, producer, run, world, learner)
+    if start == plan.total and run.checkpoint(plan.total).is_dir():
+        return run.root
+    display = Display(total=plan.total, start=start, enabled=config.progress and world.main)
+    live = _live(config, run, world, display, on_probe)
+    save = _Saver(config, producer, run, world, learner, live)
+    saves = set(plan.schedule)
+    for step in range(start, plan.total):
+        if step in saves:
+            learner.tally.pause(save(step))
+        elif config.state_every and step > start and step % config.state_every == 0:
+            learner.tally.pause(save(step, checkpoint=False))
+        lr = learning_rate(step, lr=config.lr, total=plan.first_total, warmup=config.warmup,
+                           schedule=config.schedule)  # fmt: skip
+        norm, info = _update(config, producer, world, learner, step, lr)
+        if (step + 1) % config.log_every == 0 or step + 1 == plan.total:
+            display.logged(*_log(config, run, world, learner, step + 1, lr, norm, info))
+        display.advance()
+    save(plan.total)
+    display.close()
+    return run.root
+
+
+def _update(config, producer, world: World, learner: _Learner, step: int, lr: float):
+    """One optimiser update on this rank's rows of the global batch of ``step``."""
+    for group in learner.optimizer.param_groups:
+        group["lr"] = lr
+    batch = producer.sample(step)
+    rows = config.batch_size // world.size
+    mine = batch.tokens[world.rank * rows : (world.rank + 1) * rows].to(world.device)
+    micros = mine.chunk(config.grad_accum)  # DDP syncs gradients on the last one only
+    for i, micro in enumerate(micros):
+        sync = i == len(micros) - 1 or world.size == 1
+        with contextlib.nullcontext() if sync else learner.ddp.no_sync():
+            loss = causal_lm_loss(learner.ddp, micro)
+            (loss / config.grad_accum).backward()
+        learner.tally.add(loss.detach() / config.grad_accum)
+    norm = torch.nn.utils.clip_grad_norm_(
+        learner.model.parameters(), config.grad_clip or math.inf, foreach=True
+    )
+    learner.tally.bad |= ~torch.isfinite(norm)
+    learner.optimizer.step()
+    learner.optimizer.zero_grad(set_to_none=True)
+    return norm, batch.info
+
+
+def _log(config, run: RunDir, world: World, learner: _Learner, done: int, lr, norm, info):
+    """Append the metrics of the updates since the last log; the loss and speed."""
+    tally = learner.tally
+    _check_finite(run, world, tally, done)
+    loss = world.mean(tally.mean(done)).item()
+    speed = tally.tokens_per_s(done, config.tokens_per_update)
+    if world.main:
+        record = {"step": done, "tokens": done * config.tokens_per_update, "loss": loss, "lr": lr,
+                  "grad_norm": norm.item(), "tokens_per_s": speed,
+                  "data": {k: float(v) for k, v in info.items()}}  # fmt: skip
+        if tally.start % config.log_every:  # resumed from a state without its window
+            record["partial_window"] = done - tally.start
+        run.append(METRICS, record)
+    tally.last_loss = loss
+    tally.reset(done)
+    return loss, speed
+
+
+def _check_finite(run: RunDir, world: World, tally: _Tally, step: int) -> None:
+    if world.mean(tally.bad.float()).item() > 0:
+        last = run.latest_checkpoint() or "none"
         raise IhprobeError(
-            f"{run.root} already holds a run; pass --resume to continue it, or choose another "
-            "--out (checkpoints are never overwritten)."
+            f"the loss or gradient became NaN/inf by update {step}; training stopped. The "
+            f"last good checkpoint is {last}. Lower --lr, lengthen the warm-up or clip "
+            "gradients, then start a new --out."
         )
-    if not (run.root / RUN_META).is_file():
-        raise IhprobeError(f"{run.root} has checkpoints but no {RUN_META}: cannot resume it.")
-    changed = config_changes(run.root, config.to_json(), ignore=RESUMABLE_CHANGES)
-    if changed:
-        diffs = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in sorted(changed.items()))
+
+
+# ----------------------------------------------------------------------------- start and save
+
+
+def _start(config, plan: Plan, producer, run: RunDir, world: World, learner: _Learner) -> int:
+    """The first update to run: 0 for a new run, the saved step for a resumed one."""
+    latest = run.latest_state() if run.exists() else None
+    if latest is None and run.has_checkpoints():
         raise IhprobeError(
-            f"cannot resume {run.root} with a different config ({diffs}); resume with the same "
-            "settings (ihprobe.training.trainer.load_config reads them) or start a new --out."
+            f"{run.root} has checkpoints but no training state in {run.state} to resume from; "
+            "start a new --out."
         )
-
-
-class _Trainer:
-    """One training run: the model, optimiser and the loop. Rank 0 writes every file."""
-
-    def __init__(
-        self, config: TrainConfig, producer, run: RunDir, world: World, on_probe: ProbeHook | None
-    ):
-        self.config, self.producer, self.run, self.world = config, producer, run, world
-        self.on_probe = on_probe
-        self.forecaster: LiveForecast | None = None  # with config.forecast, on rank 0
-        self.total = config.total_steps
-        self.schedule = checkpoint_steps(
-            config.checkpoints,
-            total=self.total,
-            tokens_per_update=config.tokens_per_update,
-            n=config.n_checkpoints,
-        )
-        self.sizes = model_sizes(config, producer.vocab_size, producer.special)
-        self.raw = build_model(config, producer.vocab_size, producer.special).to(world.device)
-        self.raw.train()
-        self.model = self.raw
-        if world.size > 1:
-            ids = [world.device.index] if world.device.type == "cuda" else None
-            self.model = DistributedDataParallel(self.raw, device_ids=ids)
-        self.optimizer = _adamw(self.raw, config)
-        self.last_loss: float | None = None
-        self.probe_model = None
-        self.probed: set[int] = set()
-        self.bad = torch.zeros((), dtype=torch.bool, device=world.device)
-        self.window = _Window(0, world.device)
-
-    # -- the loop
-
-    def fit(self) -> Path:
-        start = self._start()
-        if start == self.total and self.run.checkpoint(self.total).is_dir():
-            return self.run.root
-        saves = set(self.schedule)
-        bar = _progress(self.total, start, self.config.progress and self.world.main)
-        for step in range(start, self.total):
-            if step in saves:
-                self.window.pause(self._save(step))
-            elif self.config.state_every and step > start and step % self.config.state_every == 0:
-                self.window.pause(self._save(step, checkpoint=False))
-            lr, norm, info = self._update(step)
-            done = step + 1
-            if done % self.config.log_every == 0 or done == self.total:
-                self._log(done, lr, norm, info, bar)
-            bar.update(1)
-        self._save(self.total)
-        bar.close()
-        return self.run.root
-
-    def _update(self, step: int) -> tuple[float, torch.Tensor, dict]:
-        """One optimiser update on this rank's rows of the global batch of ``step``."""
-        cfg, world = self.config, self.world
-        lr = learning_rate(
-            step, lr=cfg.lr, total=self.total, warmup=cfg.warmup, schedule=cfg.schedule
-        )
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        batch = self.producer.sample(step)
-        rows = cfg.batch_size // world.size
-        mine = batch.tokens[world.rank * rows : (world.rank + 1) * rows].to(world.device)
-        micros = mine.chunk(cfg.grad_accum)  # DDP syncs gradients on the last one only
-        for i, micro in enumerate(micros):
-            sync = i == len(micros) - 1 or world.size == 1
-            with contextlib.nullcontext() if sync else self.model.no_sync():
-                loss = causal_lm_loss(self.model, micro)
-                (loss / cfg.grad_accum).backward()
-            self.window.add(loss.detach() / cfg.grad_accum)
-            self.bad |= ~torch.isfinite(loss.detach())
-        norm = torch.nn.utils.clip_grad_norm_(
-            self.raw.parameters(), cfg.grad_clip or math.inf, foreach=True
-        )
-        self.bad |= ~torch.isfinite(norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return lr, norm, batch.info
-
-    def _log(self, done: int, lr: float, norm: torch.Tensor, info: dict, bar) -> None:
-        """Append the metrics of the updates since the last log; refresh the progress bar."""
-        self._check_finite(done)
-        loss = self.world.mean(self.window.mean(done)).item()
-        speed = self.window.tokens_per_s(done, self.config.tokens_per_update)
-        self.last_loss = loss
-        if self.world.main:
-            record = {
-                "step": done,
-                "tokens": done * self.config.tokens_per_update,
-                "loss": loss,
-                "lr": lr,
-                "grad_norm": norm.item(),
-                "tokens_per_s": speed,
-                "data": {k: float(v) for k, v in info.items()},
-            }
-            if self.window.start % self.config.log_every:  # resumed from a state without it
-                record["partial_window"] = done - self.window.start
-            self.run.append(METRICS, record)
-        bar.set_postfix(self._postfix(loss, speed), refresh=False)
-        self.window.reset(done)
-
-    def _check_finite(self, step: int) -> None:
-        bad = self.world.mean(self.bad.float()) > 0
-        if bad.item():
-            last = self.run.latest_checkpoint() or "none"
-            raise IhprobeError(
-                f"the loss or gradient became NaN/inf by update {step}; training stopped. The "
-                f"last good checkpoint is {last}. Lower --lr, lengthen the warm-up or clip "
-                "gradients, then start a new --out."
+    state = None
+    if latest is not None:  # checked before anything is loaded or written
+        last = plan.total if plan.extension is None else plan.extension["from_steps"]
+        state = read_state(latest, model=learner.model, optimizer=learner.optimizer,
+                           device=world.device, last_step=last)  # fmt: skip
+    if world.main:
+        run.root.mkdir(parents=True, exist_ok=True)
+        run.remove_partial_writes()
+        if state is None:
+            meta = checkpoints.new_run_meta(
+                config,
+                schedule=plan.schedule,
+                sizes=_sizes(config, producer),
+                hf_config=learner.model.config.to_dict(),
+                data=_data(config, producer),
+                world_size=world.size,
             )
+            run.write_json(RUN_META, meta)
+        elif plan.extension is not None:
+            record_extension(run, config, plan)
+    world.barrier()
+    if state is None:
+        return 0
+    restore(state, model=learner.model, optimizer=learner.optimizer, device=world.device)
+    step = learner.tally.restore(state)
+    if world.main:  # the logs continue from the state as if never interrupted
+        for name in (METRICS, PROBES, FORECAST):
+            run.truncate(name, step)
+    log.info("resuming %s from update %d", run.root, step)
+    world.barrier()
+    return step
 
-    def _postfix(self, loss: float, speed: float) -> dict:
-        out = {"loss": f"{loss:.3f}", "tok/s": f"{speed:,.0f}"}
-        probes = self.run.records(PROBES) if self.config.live_probes and self.world.main else []
-        if probes:
-            out["max PS"] = f"{probes[-1]['max_prefix_matching']:.2f}"
-        if self.forecaster is not None and self.forecaster.latest is not None:
-            out["emergence"] = self.forecaster.latest.postfix()
-        return out
 
-    # -- start and resume
+class _Saver:
+    """Saves at an update: the training state, the checkpoint and its live probe (those not
+    there yet); returns the seconds taken. The state goes first: a kill between the two leaves
+    a state that the resumed run continues from, and it then writes the missing checkpoint."""
 
-    def _start(self) -> int:
-        """The first update to run: 0 for a new run, the saved step for a resumed one."""
-        latest = self.run.latest_state() if self.config.resume else None
-        if latest is None and self.run.has_checkpoints():
-            raise IhprobeError(
-                f"{self.run.root} has checkpoints but no training state in {self.run.state} to "
-                "resume from; start a new --out."
-            )
-        if self.world.main:
-            self.run.root.mkdir(parents=True, exist_ok=True)
-            self.run.remove_partial_writes()
-            if latest is None:
-                self.run.write_json(RUN_META, self._run_meta())
-        self.world.barrier()
-        if latest is None:
-            return 0
-        step = self._restore(latest)
-        if self.world.main:  # the logs continue from the state as if never interrupted
-            self.run.truncate(METRICS, step)
-            self.run.truncate(PROBES, step)
-            self.run.truncate(FORECAST, step)
-            self.probed = {r["step"] for r in self.run.records(PROBES)}
-        log.info("resuming %s from update %d", self.run.root, step)
-        self.world.barrier()
-        return step
+    def __init__(self, config, producer, run: RunDir, world: World, learner: _Learner, live):
+        self.config, self.producer, self.run = config, producer, run
+        self.world, self.learner, self.live = world, learner, live
 
-    def _restore(self, latest: Path) -> int:
-        """Weights, optimiser, RNG and the open loss window of a saved state; its step."""
-        state = torch.load(latest, map_location=self.world.device, weights_only=True)
-        self.raw.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng_cpu"].cpu())
-        if "rng_cuda" in state and self.world.device.type == "cuda":
-            torch.cuda.set_rng_state(state["rng_cuda"].cpu(), self.world.device)
-        self.last_loss = state["loss"].item() if state["loss"].numel() else None
-        step = int(state["step"])
-        self.window.reset(step)
-        if "window_start" in state:  # the losses since the last log line, as if never stopped
-            self.window.start = int(state["window_start"])
-            self.window.loss.copy_(state["window_loss"])
-        return step
-
-    def _run_meta(self) -> dict:
-        return {
-            "config": self.config.to_json(),
-            "steps": self.total,
-            "tokens": self.total * self.config.tokens_per_update,
-            "tokens_per_update": self.config.tokens_per_update,
-            "checkpoint_steps": self.schedule,
-            "model": self.sizes,
-            "hf_config": self.raw.config.to_dict(),
-            "data": {"producer": self.config.producer, **self.producer.config()},
-            "world_size": self.world.size,
-            "versions": {
-                "ihprobe": __version__,
-                "torch": torch.__version__,
-                "transformers": transformers.__version__,
-            },
-        }
-
-    # -- checkpoints
-
-    def _save(self, step: int, checkpoint: bool = True) -> float:
-        """State, checkpoint and live probes for ``step`` (those not there yet); seconds taken.
-
-        The state goes first: a kill between the two leaves a state that the resumed run
-        continues from, and it then writes the missing checkpoint.
-        """
+    def __call__(self, step: int, checkpoint: bool = True) -> float:
         begin = time.perf_counter()
-        self._check_finite(step)
-        window_loss = self.world.mean(self.window.loss)  # every rank's share of the open window
-        if self.world.main:
-            if not self.run.state_file(step).is_file():
-                self._write_state(step, window_loss)
-            if checkpoint and not self.run.checkpoint(step).is_dir():
-                self._write_checkpoint(step)
-            if checkpoint and self.config.live_probes and step not in self.probed:
-                self._probe(step)
-        self.world.barrier()
+        run, world, learner = self.run, self.world, self.learner
+        _check_finite(run, world, learner.tally, step)
+        window_loss = world.mean(learner.tally.loss)  # every rank's share of the open window
+        if world.main:
+            if not run.state_file(step).is_file():
+                checkpoints.write_state(run, step, self._state(step, window_loss))
+            if checkpoint and not run.checkpoint(step).is_dir():
+                meta = checkpoints.checkpoint_meta(
+                    self.config, run, step, sizes=_sizes(self.config, self.producer),
+                    data=_data(self.config, self.producer), loss=learner.tally.last_loss,
+                    world_size=world.size)  # fmt: skip
+                checkpoints.write_checkpoint(run, step, learner.model, self.producer, meta)
+            if checkpoint and self.live is not None:
+                self.live(step, learner.model)
+        world.barrier()
         return time.perf_counter() - begin
 
-    def _write_state(self, step: int, window_loss: torch.Tensor) -> None:
+    def _state(self, step: int, window_loss: torch.Tensor) -> dict:
         """Weights, optimiser and RNG as plain tensors (``torch.load(weights_only=True)``)."""
+        learner, last = self.learner, self.learner.tally.last_loss
         state = {
             "step": torch.tensor(step),
-            "model": self.raw.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "model": learner.model.state_dict(),
+            "optimizer": learner.optimizer.state_dict(),
             "rng_cpu": torch.get_rng_state(),
-            "loss": torch.tensor([] if self.last_loss is None else [self.last_loss]),
-            "window_start": torch.tensor(self.window.start),
+            "loss": torch.tensor([] if last is None else [last]),
+            "window_start": torch.tensor(learner.tally.start),
             "window_loss": window_loss,
         }
         if self.world.device.type == "cuda":
             state["rng_cuda"] = torch.cuda.get_rng_state(self.world.device)
-        atomic_write(self.run.state_file(step), lambda tmp: torch.save(state, tmp))
-        for old in self.run.state.glob("step-*.pt"):  # only the latest is needed to resume
-            if old != self.run.state_file(step):
-                old.unlink()
-
-    def _write_checkpoint(self, step: int) -> None:
-        """An HF directory written under a temporary name and renamed when complete; its
-        ``ihprobe.json`` records the SHA-256 of each weight file, which :func:`ihprobe.load`
-        checks."""
-        with atomic_directory(self.run.checkpoint(step)) as tmp:
-            with quiet_progress():
-                self.raw.save_pretrained(tmp)
-            self._save_tokenizer(tmp)
-            meta = {**self._checkpoint_meta(step), "sha256": weight_checksums(tmp)}
-            atomic_write(tmp / CHECKPOINT_META, json.dumps(meta, indent=2) + "\n")
-
-    def _checkpoint_meta(self, step: int) -> dict:
-        return {
-            "step": step,
-            "tokens": step * self.config.tokens_per_update,
-            "batch_size": self.config.batch_size,
-            "context": self.config.context,
-            "run": self.run.root.name,
-            "model": self.sizes,
-            "data": {"producer": self.config.producer, **self.producer.config()},
-            "producer_step": step,  # the producer is a pure function of (seed, step)
-            "seed": self.config.seed,
-            "loss": self.last_loss,  # mean training loss of the last logged updates
-            "lr": self.config.lr,
-            "world_size": self.world.size,
-        }
-
-    def _save_tokenizer(self, directory: Path) -> None:
-        if self.producer.tokenizer() is not None:
-            self.producer.save_tokenizer(directory)
-            return
-        id_tokenizer(self.producer.vocab_size).save_pretrained(str(directory))
-
-    def _probe(self, step: int) -> None:
-        """Max prefix-matching score and AR accuracy of checkpoint ``step``."""
-        ckpt = self.run.checkpoint(step)
-        # probing must not move the training RNG
-        with torch.random.fork_rng(devices=[]), quiet_progress():
-            if self.probe_model is None:
-                self.probe_model = load(ckpt, device=self.world.device)
-            else:
-                load_weights(self.probe_model, ckpt)
-            scores = scan(
-                self.probe_model,
-                metrics=["prefix_matching", "ar_accuracy"],
-                batch=self.config.probe_batch,
-            )
-        ps = scores.head["prefix_matching"]
-        best = int(ps.argmax())
-        record = {
-            "step": step,
-            "tokens": step * self.config.tokens_per_update,
-            "max_prefix_matching": float(ps.max()),
-            "top_head": [best // ps.shape[1], best % ps.shape[1]],
-            "ar_accuracy": float(scores.model["ar_accuracy"]),
-        }
-        self.run.append(PROBES, record)
-        self.probed.add(step)
-        if self.forecaster is not None:
-            self.forecaster(record)
-        if self.on_probe is not None:
-            self.on_probe(record)
+        return state
 
 
-class _Window:
-    """Loss sum and training time since the last log (time spent saving does not count).
+def _live(config, run: RunDir, world: World, display: Display, on_probe) -> LiveProbes | None:
+    """The live probes, on rank 0 with ``live_probes``, telling one listener of each record."""
+    if not (config.live_probes and world.main):
+        return None
+    forecast = None
+    if config.forecast:
+        prior = law_prior(config.batch_size, config.context, law_from=config.law_from)
+        forecast = LiveForecast(run.root, prior)
+    hear = listener(forecast, display, on_probe)
+    per_update = config.tokens_per_update
+    return LiveProbes(
+        run,
+        batch=config.probe_batch,
+        tokens_per_update=per_update,
+        device=world.device,
+        on_probe=hear,
+    )
+
+
+def _sizes(config, producer) -> dict:
+    return model_sizes(config, producer.vocab_size, producer.special)
+
+
+def _data(config, producer) -> dict:
+    return {"producer": config.producer, **producer.config()}
+
+
+# ----------------------------------------------------------------------------- small parts
+
+
+class _Tally:
+    """Loss sum, NaN flag and training time since the last log (saving does not count).
 
     A resumed run restores ``start`` and ``loss`` from its state, so its first log line averages
     the same updates as an uninterrupted run's; the speed counts from the resume (``timed``).
     """
 
-    def __init__(self, start: int, device: torch.device):
+    def __init__(self, device: torch.device):
         self.loss = torch.zeros((), device=device)
-        self.reset(start)
+        self.bad = torch.zeros((), dtype=torch.bool, device=device)
+        self.last_loss: float | None = None  # the last logged loss
+        self.reset(0)
 
     def reset(self, step: int) -> None:
         self.loss.zero_()
         self.start = self.timed = step
         self.paused, self.tick = 0.0, time.perf_counter()
 
+    def restore(self, state: dict) -> int:
+        """The open window and last loss of a checked training state; its step."""
+        step = int(state["step"])
+        self.last_loss = state["loss"].item() if state["loss"].numel() else None
+        self.reset(step)
+        if "window_start" in state:  # the losses since the last log line, as if never stopped
+            self.start = int(state["window_start"])
+            self.loss.copy_(state["window_loss"])
+        return step
+
     def add(self, loss: torch.Tensor) -> None:
         self.loss += loss
+        self.bad |= ~torch.isfinite(loss)
 
     def pause(self, seconds: float) -> None:
         self.paused += seconds
@@ -462,7 +367,3 @@ def _adamw(model, config: TrainConfig) -> torch.optim.AdamW:
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.999), fused=True)
-
-
-def _progress(total: int, start: int, enabled: bool):
-    return tqdm(total=total, initial=start, disable=not enabled, unit="upd", dynamic_ncols=True)
