@@ -93,64 +93,48 @@ def register(subparsers) -> None:
     for flag, kind, text in SHORTCUTS:
         data.add_argument(f"--{flag}", dest=flag.replace("-", "_"), type=kind, help=text)
     model = p.add_argument_group("model")
-    model.add_argument("--arch", choices=("gpt-neox", "llama", "gpt2"),
-                       help="architecture (default: gpt-neox)")  # fmt: skip
-    model.add_argument("--layers", type=positive_int, help="layers (default: 2)")
-    model.add_argument("--heads", type=positive_int, help="attention heads per layer (default: 4)")
+    model.add_argument("--arch", choices=("gpt-neox", "llama", "gpt2"))
+    model.add_argument("--layers", type=positive_int)
+    model.add_argument("--heads", type=positive_int)
     model.add_argument("--kv-heads", dest="kv_heads", type=positive_int,
-                       help="llama: key/value heads (default: --heads)")  # fmt: skip
-    model.add_argument("--d-model", dest="d_model", type=positive_int,
-                       help="residual width (default: 64)")  # fmt: skip
-    model.add_argument("--d-mlp", dest="d_mlp", type=positive_int,
-                       help="MLP width (default: 4 * d_model)")  # fmt: skip
+                       help="llama: key/value heads")  # fmt: skip
+    model.add_argument("--d-model", dest="d_model", type=positive_int)
+    model.add_argument("--d-mlp", dest="d_mlp", type=positive_int, help="default 4 * d_model")
     opt = p.add_argument_group("optimisation")
-    opt.add_argument("-C", "--context", type=positive_int,
-                     help="tokens per sequence, C (default: 64)")  # fmt: skip
+    opt.add_argument("-C", "--context", type=positive_int, help="tokens per sequence (C)")
     opt.add_argument("-B", "--batch-size", dest="batch_size", type=positive_int,
-                     help="sequences per update, B (default: 32)")  # fmt: skip
+                     help="sequences/update")  # fmt: skip
     budget = opt.add_mutually_exclusive_group()
-    budget.add_argument("--steps", type=count, help="updates (default: 2000)")
-    budget.add_argument("--tokens", type=count,
-                        help="budget in tokens instead of --steps, e.g. 20M (default: none)")  # fmt: skip
-    opt.add_argument("--lr", type=positive_float, help="AdamW learning rate (default: 3e-3)")
-    opt.add_argument("--warmup", type=warmup_fraction,
-                     help="fraction of updates in linear warm-up (default: 0.01)")  # fmt: skip
-    opt.add_argument("--schedule", choices=("cosine", "constant"),
-                     help="learning-rate schedule after warm-up (default: cosine)")  # fmt: skip
-    opt.add_argument("--weight-decay", dest="weight_decay", type=nonnegative_float,
-                     help="AdamW decay of matrices (default: 0)")  # fmt: skip
-    opt.add_argument("--grad-clip", dest="grad_clip", type=clip,
-                     help="max gradient norm, or none (default: 1)")  # fmt: skip
+    budget.add_argument("--steps", type=count, help="updates (default 2000)")
+    budget.add_argument("--tokens", type=count, help="budget in tokens, e.g. 20M")
+    opt.add_argument("--lr", type=positive_float)
+    opt.add_argument("--warmup", type=warmup_fraction, help="fraction of updates (default 0.01)")
+    opt.add_argument("--schedule", choices=("cosine", "constant"))
+    opt.add_argument("--weight-decay", dest="weight_decay", type=nonnegative_float)
+    opt.add_argument("--grad-clip", dest="grad_clip", type=clip, help="max norm, or none")
     opt.add_argument("--grad-accum", dest="grad_accum", type=positive_int,
-                     help="micro-batches per update (default: 1)")  # fmt: skip
-    opt.add_argument("--seed", type=seed_int, help="seed of model init and data (default: 0)")
+                     help="micro-batches/update")  # fmt: skip
+    opt.add_argument("--seed", type=any_int)
     watch = p.add_argument_group("checkpoints and monitoring")
-    watch.add_argument("--checkpoints", type=checkpoints,
-                       help="log | linear | 250k,500k,1M,... (default: log)")  # fmt: skip
-    watch.add_argument("--n-checkpoints", dest="n_checkpoints", type=positive_int,
-                       help="checkpoints after step 0 for log and linear (default: 20)")  # fmt: skip
-    watch.add_argument("--live-probes", dest="live_probes", action="store_true",
-                       help="max PS and AR accuracy at every checkpoint, to probes.jsonl")  # fmt: skip
-    watch.add_argument("--probe-batch", dest="probe_batch", type=positive_int,
-                       help="rows of the live probes (default: 20)")  # fmt: skip
+    watch.add_argument("--checkpoints", type=checkpoints, help="log | linear | 250k,500k,1M,...")
+    watch.add_argument("--n-checkpoints", dest="n_checkpoints", type=positive_int)
+    watch.add_argument("--live-probes", dest="live_probes", action="store_true")
+    watch.add_argument("--probe-batch", dest="probe_batch", type=positive_int)
     watch.add_argument(
         "--forecast",
         action="store_true",
         help="forecast the emergence point at every live probe (forecast.jsonl)",
     )
     watch.add_argument("--law-from", dest="law_from", nargs="+", metavar="RUN",
-                       help="earlier runs to refit the forecast's law on (default: none)")  # fmt: skip
-    watch.add_argument("--log-every", dest="log_every", type=positive_int,
-                       help="updates between metrics.jsonl lines (default: 10)")  # fmt: skip
+                       help="earlier runs to refit the forecast's law on")  # fmt: skip
+    watch.add_argument("--log-every", dest="log_every", type=positive_int)
     watch.add_argument(
         "--state-every", dest="state_every", type=nonnegative_int,
-        help="updates between resume states, 0: only at checkpoints (default: 1000)",
+        help="updates between resume states (0: only at checkpoints)",
     )  # fmt: skip
-    watch.add_argument("-q", "--quiet", "--no-progress", dest="progress", action="store_false",
-                       help="no progress bar or stage lines")  # fmt: skip
+    watch.add_argument("--no-progress", dest="progress", action="store_false")
     watch.add_argument("--resume", action="store_true", help="continue the run in --out")
-    watch.add_argument("--device", type=device,
-                       help="auto, cpu, cuda or cuda:N (default: auto)")  # fmt: skip
+    watch.add_argument("--device", type=device, help="auto, cpu, cuda, cuda:1 ...")
     p.set_defaults(func=run)
 
 
