@@ -234,6 +234,7 @@ RULES = {
     "batch_size": lambda v: optional_count("batch_size", v),
     "context": lambda v: optional_count("context", v),
     "tokens_per_step": lambda v: optional_count("tokens_per_step", v),
+    "total_steps": lambda v: count("total_steps", v),
     "bos": lambda v: flag("bos", v),
     "threshold": lambda v: None if v is None else real("threshold", v),
     "min_rise": lambda v: None if v is None else real("min_rise", v, low=0),

@@ -16,11 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.memory import check_memory
 from ihprobe.data.base import SHARED, Producer
 from ihprobe.data.options import ProducerOptions
 
 PRODUCERS: dict[str, type[Producer]] = {}  # name -> class, filled by ihprobe.data
+# Bytes of a producer's tables by vocabulary size: the Markov producer fits a [vocab, vocab]
+# matrix with Adam (weights, gradient, two moments, the result); others hold a few vectors.
+TABLE_BYTES = {"markov": lambda vocab: 6 * 4 * vocab * vocab}
 
 
 def make_producer(
@@ -47,10 +52,14 @@ def make_producer(
         options: producer-specific options.
     """
     options = _without_name(name, options)
-    if batch_size < 1 or context < 2:
-        raise IhprobeError(
-            f"batch_size={batch_size}, context={context}: need batch_size >= 1 and context >= 2."
-        )
+    batch_size, context = (
+        checks.count("batch_size", batch_size),
+        checks.count("context", context, low=2),
+    )
+    checks.arguments(seed=seed, total_steps=total_steps)
+    vocab = checks.optional_count("vocab_size", options.get("vocab_size")) or 0
+    table = TABLE_BYTES.get(name, lambda v: 32 * v)(vocab)
+    check_memory(f"the {name} producer (vocab_size={vocab})", table + 32 * batch_size * context)
     return producer_class(name)(
         batch_size=batch_size, context=context, seed=seed, total_steps=total_steps, **options
     )
