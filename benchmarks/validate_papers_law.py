@@ -1,4 +1,4 @@
-"""[A]'s emergence law on [A]'s kind of data, with seeds and bootstrap intervals (issue 15).
+"""[A]'s emergence law on [A]'s kind of data, with seeds and t-intervals (issues 15 and 24).
 
 Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validate-papers/law``:
 
@@ -19,6 +19,19 @@ Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validat
   (width 64, depth 2) they test [A]'s model-size independence.
 * ``sched-cosine``: ``sn-B8-C64`` with a cosine schedule instead of the constant one.
 
+Experiments that ask where the exponents come from (issue 24; :data:`EXPERIMENTS`, defined with
+their commands, run with ``--cell``):
+
+* ``bs-B64-C64``, ``bs-B128-C64``: larger batches at C = 64 (4,400 updates each, the B = 32
+  cell's budget): does log U bend from slope -1 toward [A]'s -0.37?
+* ``lr1e-3-B{8,32}-C64``, ``lr3e-4-B{8,32}-C64``: the learning rate, the base cell's budget
+  times 3e-3 / lr: does b (from B = 8 vs 32) depend on it? ([A]: lr 2.5e-4.)
+* ``wu-B{8,32}-C{32,128}``: the four corner cells with the warm-up fixed in tokens
+  (``WARMUP_TOKENS`` in every cell, as [A] fixes it at 10M tokens) instead of 1% of the updates.
+* ``nr-B8-C{32,64,128,256}``: semi-natural rows whose repetition follows natural text's: p_a
+  at each C is the repeat share of the second half of C-token windows of the embedded corpus
+  (300-id BPE; :func:`natural_repetition`), instead of 0.9 at every C.
+
 Budgets: each cell trains for ``BUDGET_AT_REFERENCE`` updates scaled by
 (16 * 128 / (B C))^0.9 (4,400 updates at B = 16, C = 128; 28,600 at B = 8, C = 32), about 1.8
 times the emergence point of pilots: near 2,400 updates at B = 16, C = 128, and 18,000-28,000
@@ -27,22 +40,25 @@ transition; those B = 4 pilots are why the grid starts at B = 8. C = 128 cells g
 that: at B = 8 the first seed saw no transition in 8,200 updates (8.4M tokens, max PS 0.05
 throughout), while C = 32 and 64 had placed theirs by 3-4M tokens. The budget is the same
 for every seed of a cell, and a run whose steep segment reaches its last checkpoint is reported
-as censored, never fitted. ``--extend-censored`` reruns every seed of a cell that has a
+as censored. ``--extend-censored`` reruns every seed of a cell that has a
 censored seed with twice the budget (into ``seedS-x2``); once all its seeds are done the reruns
-replace the cell's runs in the tables and fits. The whole cell, not only its censored seed:
+replace the cell's runs in the tables and fits (and its seeds not yet run train at the longer
+budget). The whole cell, not only its censored seed:
 a rerun is a fresh run (the 1% warm-up and the checkpoint spacing change with the budget, so
 its trajectory is not the censored one continued), and redrawing only the late seeds would
 bias the cell towards early emergence. ``--steps N`` gives every cell N updates instead
 (smoke runs).
 
 Every run: GPT-NeoX, 4 heads, AdamW lr 3e-3, 1% warm-up then constant (unless the cell says
-cosine), grad clip 1, log-spaced checkpoints. The emergence point is the
+cosine), grad clip 1, log-spaced checkpoints; seeds 0-4 (``SEEDS``). The emergence point is the
 start of the steep segment of a 3-segment fit of max prefix matching against log tokens
-(``ihprobe.dynamics.changepoint.run_emergence``). T, b and c are refitted (``ihprobe.fit_law``)
-over all
-seeds of a grid, leaving out censored runs; 95% intervals come from resampling seeds within
-cells. A fit is reported only when every cell of its grid has all its seeds done; otherwise it
-is marked pending.
+(``ihprobe.dynamics.changepoint.run_emergence``). Statistics and verdicts: ``verdicts.py`` (the
+rules every validation script shares). T, b and c are fitted on the cells' mean log10 U with a
+t-interval on df = cells - parameters, and by a Tobit fit over every run in which a censored run
+counts as "at least" its censored start or its budget (clustered by cell); a grid with a
+censored run is judged by the Tobit fit. A fit needs every cell of its grid to have a seed
+done; ``--report --from-csv`` rebuilds the tables from ``RESULTS_papers_law.csv`` alone (no run
+folders needed).
 
 Run from the repository root (a killed run resumes; finished cells are reused)::
 
@@ -51,42 +67,42 @@ Run from the repository root (a killed run resumes; finished cells are reused)::
     nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py            # everything
     nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --extend-censored
     nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --report   # tables only
+    nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --report --from-csv
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+from papers_law_report import report_lines
 from validate_papers_common import (
     ROOT,
-    bootstrap_mean,
-    interval,
-    log_ratio,
-    markdown,
     read_result,
     report_header,
     status_row,
     train_or_reuse,
-    verdict_same,
-    verdict_value,
     write_result,
 )
 
-from ihprobe.core.errors import IhprobeError
+from ihprobe.data.stats import repetition_reliability
+from ihprobe.data.text import TextOptions
 from ihprobe.dynamics.changepoint import run_emergence
-from ihprobe.dynamics.law import LAWS, fit_law
 from ihprobe.training.trainer import TrainConfig
 
-BATCHES, CONTEXTS, SEEDS = (8, 16, 32), (32, 64, 128), (0, 1, 2)
+BATCHES, CONTEXTS, SEEDS = (8, 16, 32), (32, 64, 128), (0, 1, 2, 3, 4)
 FIXED_B, FIXED_CONTEXTS, FIXED_BUDGET = 8, (64, 128, 256), 12000
 SIZE_AT = (8, 64)
 EXTEND = 2  # --extend-censored reruns a cell with a censored seed at this many times its budget
 BUDGET_AT_REFERENCE = (16, 128, 4400)  # (B, C, updates); other cells scale by (B C)^-0.9
 SEMI_NATURAL = {"repetition": 0.9, "reliability": 0.9, "vocab_size": 300}
+LR = 3e-3
+# [A] warms up over 10M tokens, under 1/6 of its earliest emergence (64M tokens); 1M tokens is
+# 1/10-1/3 of this grid's emergence points (2.5-10M tokens)
+WARMUP_TOKENS = 1_000_000
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_CSV = HERE / "RESULTS_papers_law.md", HERE / "RESULTS_papers_law.csv"
 
@@ -94,6 +110,15 @@ OUT_MD, OUT_CSV = HERE / "RESULTS_papers_law.md", HERE / "RESULTS_papers_law.csv
 def fixed_structure(context: int) -> dict:
     """Repeats whose period and tail length are absolute, so C only adds text in front."""
     return {"period": [8, 16], "start": [context - 48, context - 32], "vocab_size": 300}
+
+
+@functools.lru_cache
+def natural_repetition(context: int) -> float:
+    """Natural text's repeat share in the second half of ``context``-token windows of the
+    embedded corpus (300-id BPE): the semi-natural ``repetition`` (p_a, measured on a row's
+    second half) that matches it (0.42 at C = 32 up to 0.89 at C = 256)."""
+    tokens = TextOptions(vocab_size=300).load().tokens
+    return round(repetition_reliability(tokens, context, start=context // 2)[0], 3)
 
 
 def budget(B: int, C: int) -> int:
@@ -109,7 +134,7 @@ def budget(B: int, C: int) -> int:
 
 
 def cells() -> dict[str, dict]:
-    """Cell name -> its grid, producer, options and shape."""
+    """Cell name -> its grid, producer, options and shape (the grid of issue 15)."""
     out = {}
     for B in BATCHES:
         for C in CONTEXTS:
@@ -123,7 +148,31 @@ def cells() -> dict[str, dict]:
     out["size-d128"] = {**base, "grid": "size", "d_model": 128}
     out["size-L3"] = {**base, "grid": "size", "layers": 3}
     out["sched-cosine"] = {**base, "grid": "schedule", "schedule": "cosine"}
+    return {**out, **EXPERIMENTS}
+
+
+def experiments() -> dict[str, dict]:
+    """The cells of issue 24 that ask where the exponents come from (see the docstring)."""
+    sn = {"producer": "semi-natural", "options": SEMI_NATURAL}
+    out = {f"bs-B{B}-C64": {**sn, "grid": "batch", "B": B, "C": 64, "steps": 4400}
+           for B in (64, 128)}  # fmt: skip
+    for lr, tag in ((1e-3, "1e-3"), (3e-4, "3e-4")):
+        for B in (8, 32):
+            out[f"lr{tag}-B{B}-C64"] = {**sn, "grid": "learning-rate", "B": B, "C": 64, "lr": lr,
+                                        "steps": round(budget(B, 64) * LR / lr)}  # fmt: skip
+    for B in (8, 32):
+        for C in (32, 128):
+            steps = budget(B, C)
+            out[f"wu-B{B}-C{C}"] = {**sn, "grid": "warm-up", "B": B, "C": C, "steps": steps,
+                                    "warmup": WARMUP_TOKENS / (B * C * steps)}  # fmt: skip
+    for C in (32, 64, 128, 256):
+        out[f"nr-B8-C{C}"] = {"grid": "natural-repetition", "producer": "semi-natural",
+                              "options": {**SEMI_NATURAL, "repetition": "natural"}, "B": 8, "C": C,
+                              "steps": budget(8, min(C, 128))}  # fmt: skip
     return out
+
+
+EXPERIMENTS = experiments()
 
 
 def run_dir(out: str, name: str, seed: int, factor: int = 1) -> Path:
@@ -131,14 +180,22 @@ def run_dir(out: str, name: str, seed: int, factor: int = 1) -> Path:
     return Path(out) / name / (f"seed{seed}" if factor == 1 else f"seed{seed}-x{factor}")
 
 
+def producer_options(cell: dict) -> dict:
+    """The cell's options, natural text's repetition at its C where it asks for it."""
+    options = dict(cell["options"])
+    if options.get("repetition") == "natural":
+        options["repetition"] = natural_repetition(cell["C"])
+    return options
+
+
 def config_of(name: str, cell: dict, seed: int, args, factor: int = 1) -> TrainConfig:
     steps = args.steps or cell.get("steps") or budget(cell["B"], cell["C"])
     return TrainConfig(
         out=str(run_dir(args.out, name, seed, factor)), producer=cell["producer"],
-        producer_options=dict(cell["options"]), layers=cell.get("layers", args.layers),
+        producer_options=producer_options(cell), layers=cell.get("layers", args.layers),
         heads=4, d_model=cell.get("d_model", args.d_model), context=cell["C"],
         batch_size=cell["B"], steps=steps * factor,
-        lr=3e-3, warmup=0.01,
+        lr=cell.get("lr", LR), warmup=cell["warmup"] / factor if "warmup" in cell else 0.01,
         schedule=cell.get("schedule", "constant"), seed=seed,
         n_checkpoints=args.checkpoints, state_every=args.state_every, progress=False,
     )  # fmt: skip
@@ -159,6 +216,7 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     result = {
         "cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"], "C": cell["C"],
         "d_model": config.d_model, "layers": config.layers, "schedule": config.schedule,
+        "lr": config.lr, "warmup": config.warmup,
         "steps": config.total_steps, "transition": bool(point.transition),
         "updates": point.updates if point.transition else None,
         "updates_low": point.updates_low if point.transition else None,
@@ -174,22 +232,51 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     return result
 
 
+def extended(out: str, name: str) -> bool:
+    """A cell is shown from its reruns once every seed with a first run has one."""
+    first = [s for s in SEEDS if read_result(run_dir(out, name, s))]
+    return bool(first) and all(read_result(run_dir(out, name, s, EXTEND)) for s in first)
+
+
+def first_run(result: dict | None) -> str | None:
+    """A first run's emergence as the rerun note shows it (``>=`` for a censored start)."""
+    if not result:
+        return None
+    if not result.get("transition"):
+        return f"none by {int(result.get('steps', 0)):,}"
+    return f"{'>= ' if result.get('censored') else ''}{result['updates']:,.0f}"
+
+
 def collect(args) -> pd.DataFrame:
-    """One row per cell and seed; status done / pending."""
+    """One row per cell and seed, status done / pending; ``args.from_csv``: the done rows of
+    ``RESULTS_papers_law.csv`` instead of the run folders."""
+    from_csv = getattr(args, "from_csv", False)
+    if from_csv:
+        saved = pd.read_csv(OUT_CSV)
+        saved = saved[saved.status == "done"].set_index(["cell", "seed"])
     rows = []
     for name, cell in cells().items():
-        results = [read_result(run_dir(args.out, name, seed)) for seed in SEEDS]
-        reruns = [read_result(run_dir(args.out, name, seed, EXTEND)) for seed in SEEDS]
-        if all(reruns):  # the whole cell again with the longer budget (--extend-censored)
-            results = reruns
-        for seed, result in zip(SEEDS, results, strict=True):
-            shape = {"grid": cell["grid"], "B": cell["B"], "C": cell["C"]}
-            rows.append(status_row({"cell": name, "seed": seed, **shape}, result))
-    frame = pd.DataFrame(rows)
-    for flag in ("transition", "censored"):  # absent while nothing is done
+        factor = EXTEND if not from_csv and extended(args.out, name) else 1
+        for seed in SEEDS:
+            shape = {"cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"],
+                     "C": cell["C"]}  # fmt: skip
+            if from_csv:
+                result = saved.loc[(name, seed)].to_dict() if (name, seed) in saved.index else None
+            else:
+                result = read_result(run_dir(args.out, name, seed, factor))
+                if result and factor > 1:
+                    result["first_run"] = first_run(read_result(run_dir(args.out, name, seed)))
+            rows.append(status_row(shape, result))
+    return tidy(pd.DataFrame(rows))
+
+
+def tidy(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every column the report reads, present while nothing is done."""
+    for flag in ("transition", "censored"):
         frame[flag] = frame.get(flag, pd.Series(False, index=frame.index)).fillna(False)
-    for column in ("steps", "updates", "train_s", "probe_s"):
-        frame[column] = frame.get(column, pd.Series(np.nan, index=frame.index))
+        frame[flag] = frame[flag].astype(bool)
+    for column in ("steps", "updates", "train_s", "probe_s", "first_run"):
+        frame[column] = frame.get(column, pd.Series(None, index=frame.index, dtype=object))
     frame["budget_factor"] = frame.get("budget_factor", pd.Series(1, index=frame.index)).fillna(1)
     return frame
 
@@ -197,183 +284,11 @@ def collect(args) -> pd.DataFrame:
 def censored_cells(args) -> list[str]:
     """Cells with a censored seed at their own budget: ``--extend-censored`` reruns them."""
     frame = collect(args)
-    first = frame[(frame.budget_factor == 1) & frame.censored.astype(bool)]
+    first = frame[(frame.budget_factor == 1) & frame.censored]
     return sorted(set(first.cell))
 
 
-def placed(done: pd.DataFrame) -> pd.DataFrame:
-    """Runs with a transition whose steep segment ends before the budget does."""
-    return done[done.transition.astype(bool) & ~done.censored.astype(bool)]
-
-
-def fit_grid(
-    done: pd.DataFrame, b: float | None = None, resamples: int = 1000, censored: bool = False
-) -> dict:
-    """Refit with both forms; bootstrap intervals by resampling seeds within each cell.
-
-    ``b`` fixes the batch exponent (a grid with one B); the sqrt form then fixes only c.
-    ``censored`` also fits the start of the steep segment of censored runs (a sensitivity
-    check: their transition began inside the budget, its end did not).
-    """
-    formed = done[done.transition.astype(bool)] if censored else placed(done)
-    points = formed.rename(columns={"B": "batch_size", "C": "context"})
-    free, sqrt = fit_law(points, b=b), fit_law(points, b=0.5 if b is None else b, c=0.5)
-    rng = np.random.default_rng(0)
-    draws = []
-    for _ in range(resamples):
-        parts = [g.iloc[rng.integers(0, len(g), len(g))] for _, g in points.groupby("cell")]
-        try:
-            fit = fit_law(pd.concat(parts), b=b)
-        except IhprobeError:
-            continue
-        draws.append((np.log10(fit.T), fit.b, fit.c))
-    lo, hi = np.percentile(draws, [2.5, 97.5], axis=0)
-    rms = lambda r: float(np.sqrt(np.mean(np.square(r))))  # noqa: E731
-    published = {k: rms(np.log10(points.updates) - np.log10(
-        [LAWS[k].updates(b, c) for b, c in zip(points.batch_size, points.context, strict=True)]
-    )) for k in LAWS}  # fmt: skip
-    return {"n": len(points), "no_transition": len(done) - len(formed), "fit": free,
-            "log10T_ci": (lo[0], hi[0]), "b_ci": (lo[1], hi[1]), "c_ci": (lo[2], hi[2]),
-            "rms_free": rms(free.residuals), "rms_sqrt": rms(sqrt.residuals), "sqrt_T": sqrt.T,
-            "rms_published": published}  # fmt: skip
-
-
-def fit_lines(frame: pd.DataFrame, grid: str, b: float | None = None) -> list[str]:
-    rows = frame[frame.grid == grid]
-    if (rows.status != "done").any():
-        n = int((rows.status == "done").sum())
-        return [f"- **{grid}**: pending ({n} of {len(rows)} cell-seeds done); no fit reported "
-                "until every cell has all its seeds."]  # fmt: skip
-    try:
-        f = fit_grid(rows, b=b)
-    except IhprobeError as err:
-        return [f"- **{grid}**: no fit: {err}"]
-    t = f["fit"]
-    b_part = (f"b [{f['b_ci'][0]:.2f}, {f['b_ci'][1]:.2f}], " if b is None
-              else f"b fixed at {b:g} (one batch size), ")  # fmt: skip
-    b_verdict = [] if b is not None else [("b", verdict_value(f["b_ci"], 0.37, widest=1.0))]
-    said = b_verdict + [("c", verdict_value(f["c_ci"], 0.62, widest=1.0))]
-    return [
-        f"- **{grid}** ({f['n']} points, {f['no_transition']} without a transition or censored): "
-        f"U = {t.T:,.0f} / (B^{t.b:.2f} C^{t.c:.2f}); 95% intervals (seeds resampled within "
-        f"cells): log10 T [{f['log10T_ci'][0]:.2f}, {f['log10T_ci'][1]:.2f}], "
-        f"{b_part}c [{f['c_ci'][0]:.2f}, {f['c_ci'][1]:.2f}]; "
-        "[A]: b = 0.37, c = 0.62.",
-        f"  - residual RMS (log10 U): fitted exponents {f['rms_free']:.3f}, sqrt form with T refit "
-        f"(T = {f['sqrt_T']:,.0f}) {f['rms_sqrt']:.3f}; [A]'s published constants: "
-        + ", ".join(f"{k} {v:.3f}" for k, v in f["rms_published"].items())
-        + ".",
-        "  - against [A]: " + "; ".join(f"{k} {v} ({why})" for k, (v, why) in said) + ".",
-        *censored_line(rows, b),
-    ]
-
-
-def censored_line(rows: pd.DataFrame, b: float | None) -> list[str]:
-    """The fit again with the censored runs' start points, when there are any."""
-    n = int(rows.censored.astype(bool).sum())
-    if not n:
-        return []
-    f = fit_grid(rows, b=b, censored=True)
-    b_part = "" if b is not None else f"b [{f['b_ci'][0]:.2f}, {f['b_ci'][1]:.2f}], "
-    return [f"  - sensitivity, with the {n} censored run(s)' start points included "
-            f"({f['n']} points): b = {f['fit'].b:.2f}, c = {f['fit'].c:.2f}; 95% intervals "
-            f"{b_part}c [{f['c_ci'][0]:.2f}, {f['c_ci'][1]:.2f}]."]  # fmt: skip
-
-
-def compared_lines(frame: pd.DataFrame) -> list[str]:
-    """Size and schedule cells against the base cell: the ratio of mean emergence updates."""
-    base = f"sn-B{SIZE_AT[0]}-C{SIZE_AT[1]}"
-    claims = {"size-d128": "[A]: the emergence point does not depend on model size (width 128)",
-              "size-L3": "[A]: the emergence point does not depend on model size (3 layers)",
-              "sched-cosine": "how far a cosine schedule moves the emergence point"}  # fmt: skip
-    lines = []
-    for cell, claim in claims.items():
-        rows = frame[frame.cell.isin([cell, base])]
-        if (rows.status != "done").any():
-            lines.append(f"- {claim}: pending (`{cell}` or `{base}` has seeds left).")
-            continue
-        done = placed(rows)
-        ours, base_done = rows[rows.cell == cell], done[done.cell == base]
-        unplaced = ours[~ours.index.isin(done.index)]
-        if len(unplaced) and len(base_done) == (rows.cell == base).sum():
-            # emergence of an unplaced seed is at least its censored start or its budget
-            bound = unplaced.updates.where(unplaced.censored.astype(bool), unplaced.steps)
-            floor = pd.concat([done[done.cell == cell].updates, bound]).mean()
-            top = bootstrap_mean(base_done.updates)[2]
-            at_least = floor / top
-            verdict = "disagrees" if at_least > 1.5 else "inconclusive at this scale"
-            said = f"**{verdict}**; " if cell.startswith("size") else ""
-            budget = f"{int(ours.steps.max()):,}"
-            lines.append(
-                f"- {claim}: {said}{len(unplaced)} of {len(ours)} seeds of `{cell}` placed no "
-                f"transition within {budget} updates (censored or none); counting each at its "
-                f"censored start or budget, its mean is at least {floor:,.0f}, "
-                f"{at_least:.2f}x the upper end of `{base}`'s interval ({top:,.0f})."
-            )
-            continue
-        point, lo, hi = log_ratio(done[done.cell == cell].updates, base_done.updates)
-        if not np.isfinite(point):
-            lines.append(f"- {claim}: no transition placed in `{cell}` or `{base}`.")
-            continue
-        ratio = f"`{cell}` / `{base}` = {10**point:.2f}"
-        if cell.startswith("size"):
-            verdict, why = verdict_same((lo, hi))
-            lines.append(f"- {claim}: **{verdict}**; {ratio}, {why}.")
-        else:
-            lines.append(f"- {claim}: {ratio}, 95% interval [{10**lo:.2f}, {10**hi:.2f}].")
-    return lines
-
-
-def cell_table(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for name, group in frame.groupby("cell", sort=False):
-        done = group[group.status == "done"]
-        formed = placed(done)
-        value = (
-            interval(*bootstrap_mean(formed.updates), spec=",.0f") if len(formed) else "none placed"
-        )
-        if len(done) < len(group):
-            value = f"pending ({value if len(done) else 'nothing done'})"
-        rows.append({
-            "cell": name, "B": group.B.iloc[0], "C": group.C.iloc[0],
-            "updates/run": ",".join(str(int(x)) for x in sorted(set(done.steps))) or "-",
-            "seeds done": ",".join(str(s) for s in done.seed) or "none",
-            "pending seeds": ",".join(str(s) for s in group[group.status != "done"].seed) or "-",
-            "transitions (uncensored)": f"{len(formed)}/{len(done)}",
-            "emergence updates, mean [95% CI over seeds]": value,
-            "train s/seed": f"{done.train_s.mean():.0f}" if len(done) else "-",
-            "probe s/seed": f"{done.probe_s.mean():.1f}" if len(done) else "-",
-        })  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def rerun_lines(frame: pd.DataFrame, out: str) -> list[str]:
-    """Which cells the table shows from their reruns with a longer budget, and how far each
-    seed's emergence moved between its first run and its rerun."""
-    reruns = sorted(set(frame[frame.budget_factor > 1].cell))
-    if not reruns:
-        return []
-    lines = [f"Cells with a seed censored at their budget, rerun with all seeds at {EXTEND}x that "
-             "budget (`--extend-censored`; the reruns replace the cell's runs everywhere below). "
-             "Emergence updates per seed, first run -> rerun (a rerun is a fresh run: its "
-             "warm-up and checkpoints differ):", ""]  # fmt: skip
-    for cell in reruns:
-        moves = []
-        for row in frame[frame.cell == cell].itertuples():
-            first = read_result(run_dir(out, cell, row.seed)) or {}
-            moves.append(f"seed {row.seed} {_emergence(first)} -> {_emergence(row._asdict())}")
-        lines.append(f"- `{cell}`: " + "; ".join(moves) + ".")
-    return [*lines, ""]
-
-
-def _emergence(result: dict) -> str:
-    if not result.get("transition"):
-        return f"none by {int(result.get('steps', 0)):,}"
-    prefix = ">= " if result.get("censored") else ""  # censored: the start of its rise
-    return f"{prefix}{result['updates']:,.0f}"
-
-
-TITLE = "[A]'s emergence law on semi-natural data, with seeds (issue 15)"
+TITLE = "[A]'s emergence law on semi-natural data, with seeds (issues 15 and 24)"
 
 
 def report(args) -> None:
@@ -382,18 +297,13 @@ def report(args) -> None:
     lines = [
         *report_header(TITLE, "validate_papers_law.py", "--cell CELL --seed SEED", frame),
         "Settings: GPT-NeoX, 4 heads, d_model 64 and 2 layers unless the cell says otherwise; "
-        f"AdamW lr 3e-3, 1% warm-up then constant (sched-cosine: cosine to 0), grad clip 1; "
-        "updates per run as in the table (the cell's budget, see the docstring), "
-        f"{args.checkpoints} "
-        "log-spaced checkpoints; seeds "
+        f"AdamW lr {LR:g}, 1% warm-up then constant (sched-cosine: cosine to 0; the issue-24 "
+        "cells say their own), grad clip 1; updates per run as in the table (the cell's budget, "
+        f"see the docstring), {args.checkpoints} log-spaced checkpoints; seeds "
         f"{', '.join(map(str, SEEDS))}. Data and grids: see the docstring of "
         "`benchmarks/validate_papers_law.py`. Emergence = start of the steep segment of a "
         "3-segment fit of max prefix matching vs log tokens (probe n = 16, 50 rows).", "",
-        "Per-seed rows, wall times and status: `RESULTS_papers_law.csv`. Cells whose seeds are not",
-        "all done are **pending**: their numbers are not findings.", "",
-        *markdown(cell_table(frame)), "", *rerun_lines(frame, args.out), "## Fits", "",
-        *fit_lines(frame, "semi-natural"), *fit_lines(frame, "fixed-structure", b=0.0), "",
-        "## Model size and schedule", "", *compared_lines(frame), "",
+        *report_lines(frame, EXTEND, SIZE_AT),
     ]  # fmt: skip
     OUT_MD.write_text("\n".join(lines))
     print(f"wrote {OUT_MD.name} and {OUT_CSV.name}")
@@ -405,6 +315,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, action="append", help="run only this seed")
     parser.add_argument("--list", action="store_true", help="list the cells and their status")
     parser.add_argument("--report", action="store_true", help="only rewrite the results files")
+    parser.add_argument(
+        "--from-csv", action="store_true", help="with --report: rebuild from the results CSV"
+    )
     parser.add_argument(
         "--extend-censored",
         action="store_true",
@@ -422,6 +335,8 @@ def main() -> None:
     unknown = sorted(set(args.cell or ()) - set(table))
     if unknown:
         parser.exit(2, f"unknown cell(s) {unknown}: see --list.\n")
+    if args.from_csv and not args.report:
+        parser.exit(2, "--from-csv only rebuilds the tables: pass it with --report.\n")
     if args.list:
         print(collect(args)[["cell", "seed", "grid", "B", "C", "status"]].to_string(index=False))
         return
@@ -432,8 +347,9 @@ def main() -> None:
                     run_cell(name, table[name], seed, args, factor=EXTEND)
     elif not args.report:
         for name in args.cell or table:
+            factor = EXTEND if extended(args.out, name) else 1
             for seed in args.seed or SEEDS:
-                run_cell(name, table[name], seed, args)
+                run_cell(name, table[name], seed, args, factor)
     report(args)
 
 

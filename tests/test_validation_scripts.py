@@ -1,0 +1,223 @@
+"""The papers' validation scripts (benchmarks/validate_papers_*.py, validate_forecast.py) choose
+their verdicts by the shared rules: each claim flipped by the data, the seed count and a
+censored cell, and the tables rebuilt from a results CSV alone."""
+
+from __future__ import annotations
+
+import doctest
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import papers_law_report as report  # noqa: E402
+import validate_papers_common as common  # noqa: E402
+import validate_papers_contrast as contrast  # noqa: E402
+import validate_papers_law as law  # noqa: E402
+
+from ihprobe.training.config import check_config  # noqa: E402
+
+
+@pytest.mark.parametrize("module", [law, report])
+def test_the_scripts_examples_hold(module):
+    failed, attempted = doctest.testmod(module)
+    assert attempted > 0 and failed == 0
+
+
+def test_every_law_cell_gets_a_budget_that_grows_as_b_and_c_shrink():
+    budgets = {name: law.budget(cell["B"], cell["C"]) for name, cell in law.cells().items()}
+    assert budgets["sn-B8-C32"] > budgets["sn-B16-C32"] > budgets["sn-B32-C32"]
+    assert budgets["sn-B8-C32"] > budgets["sn-B8-C64"]
+
+
+def test_the_issue_24_cells_train_what_they_say(monkeypatch):
+    monkeypatch.setattr(law, "natural_repetition", lambda C: {32: 0.4, 64: 0.6}.get(C, 0.8))
+    args = SimpleNamespace(out="/tmp/unused", steps=None, layers=2, d_model=64, checkpoints=40,
+                           state_every=100)  # fmt: skip
+    configs = {name: law.config_of(name, cell, 0, args) for name, cell in law.EXPERIMENTS.items()}
+    for config in configs.values():
+        check_config(config)  # raises for a config that cannot train
+    for name in ("wu-B8-C32", "wu-B32-C128"):  # the warm-up is the same number of tokens
+        c = configs[name]
+        assert c.warmup * c.steps * c.batch_size * c.context == pytest.approx(law.WARMUP_TOKENS)
+    assert configs["lr3e-4-B8-C64"].lr == 3e-4
+    assert configs["lr3e-4-B8-C64"].steps == 10 * law.budget(8, 64)
+    assert configs["nr-B8-C32"].producer_options["repetition"] == 0.4
+    assert configs["nr-B8-C256"].producer_options["repetition"] == 0.8
+    assert [configs[f"bs-B{B}-C64"].batch_size for B in (64, 128)] == [64, 128]
+    rerun = law.config_of("wu-B8-C32", law.EXPERIMENTS["wu-B8-C32"], 0, args, factor=2)
+    assert rerun.warmup * rerun.steps == pytest.approx(configs["wu-B8-C32"].warmup * 28600)
+
+
+def law_frame(b: float, c: float, seeds=law.SEEDS) -> pd.DataFrame:
+    """Every cell of issue 15's grid done, its emergence from U = 1e5 / (B^b C^c) with a few %
+    seed noise (the size and schedule cells at the base cell's point, whatever their size);
+    the issue-24 cells pending."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, cell in law.cells().items():
+        for seed in law.SEEDS:
+            done = seed in seeds and name not in law.EXPERIMENTS
+            updates = 1e5 / (cell["B"] ** b * cell["C"] ** c) * rng.lognormal(0, 0.03)
+            rows.append({"cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"],
+                         "C": cell["C"], "status": "done" if done else "pending",
+                         "transition": True, "censored": False, "updates": updates,
+                         "steps": 1e6, "budget_factor": 1, "first_run": None})  # fmt: skip
+    return law.tidy(pd.DataFrame(rows))
+
+
+def fit_text(frame, grid="semi-natural", fixed=None) -> str:
+    names = frame[frame.grid == grid].cell.unique()
+    return " ".join(report.fit_lines(frame, grid, names, fixed=fixed))
+
+
+def test_law_fit_verdicts_follow_the_exponents_the_data_hold():
+    agreeing, disagreeing = fit_text(law_frame(0.37, 0.62)), fit_text(law_frame(0.9, 0.1))
+    assert "b **agrees**" in agreeing and "c **agrees**" in agreeing
+    assert "b **disagrees**" in disagreeing and "c **disagrees**" in disagreeing
+    assert "OLS on 9 cell means, t df 6, 5 seeds per cell" in agreeing
+    assert "c fixed" not in agreeing and "b fixed at 0" in fit_text(
+        law_frame(0.37, 0.62), "fixed-structure", fixed={"b": 0.0}
+    )
+
+
+def test_a_censored_run_is_modelled_and_moves_the_verdict_to_the_tobit_fit():
+    frame = law_frame(0.37, 0.62)
+    plain = fit_text(frame)
+    assert "0 censored" in plain and "the cell-means interval" in plain
+    slow = frame.index[frame.cell.isin(["sn-B8-C128", "sn-B16-C128", "sn-B32-C128"])]
+    frame.loc[slow, "transition"] = False  # no transition within a budget far past the law
+    frame.loc[slow, "steps"] = frame.loc[frame.C == 32, "updates"].to_numpy()[: len(slow)] * 10
+    said = fit_text(frame)
+    assert "15 censored" in said and "on cell means: not fitted" in said
+    assert "the Tobit interval" in said and "c **disagrees**" in said
+
+
+def test_size_verdicts_read_the_ratio_and_wait_for_five_seeds():
+    same = law_frame(0.37, 0.62)
+    assert all("**agrees**" in line for line in report.compared_lines(same, law.SIZE_AT)[:2])
+    slower = same.copy()
+    slower.loc[slower.cell == "size-d128", "updates"] *= 3
+    assert "**disagrees**" in report.compared_lines(slower, law.SIZE_AT)[0]
+    three = law_frame(0.37, 0.62, seeds=(0, 1, 2))
+    assert "**pending: 3 of 5 seeds**" in report.compared_lines(three, law.SIZE_AT)[0]
+
+
+def test_a_size_cell_that_never_transitions_is_a_bound_not_a_ratio():
+    frame = law_frame(0.37, 0.62)
+    wide = frame.cell == "size-d128"
+    base = frame[frame.cell == "sn-B8-C64"].updates
+    frame.loc[wide, "transition"] = False
+    frame.loc[wide, "steps"] = base.max() * 5
+    line = report.compared_lines(frame, law.SIZE_AT)[0]
+    assert "**disagrees**" in line and "at least" in line and "every run of size-d128" in line
+    frame.loc[wide, "steps"] = base.max() * 1.1  # a budget too short to say much
+    assert "**inconclusive at this scale**" in report.compared_lines(frame, law.SIZE_AT)[0]
+
+
+def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are_done(tmp_path):
+    args = SimpleNamespace(out=str(tmp_path))
+    cell, budget, first = "sn-B8-C128", 16400, (0, 1, 2)
+    for seed in first:  # seed 1 censored at the cell's budget; seeds 3 and 4 not run yet
+        run = law.run_dir(args.out, cell, seed)
+        run.mkdir(parents=True)
+        common.write_result(run, {"transition": True, "censored": seed == 1, "steps": budget,
+                                  "updates": 12867.0 if seed == 1 else 6000.0 + seed,
+                                  "budget_factor": 1})  # fmt: skip
+    assert law.censored_cells(args) == [cell]
+
+    def row(seed):
+        return law.collect(args).set_index(["cell", "seed"]).loc[(cell, seed)]
+
+    for seed in first:
+        rerun = law.run_dir(args.out, cell, seed, law.EXTEND)
+        assert rerun.name == f"seed{seed}-x{law.EXTEND}"
+        rerun.mkdir()
+        common.write_result(rerun, {"transition": True, "censored": False,
+                                    "steps": budget * law.EXTEND, "updates": 7000.0 + seed,
+                                    "budget_factor": law.EXTEND})  # fmt: skip
+        if seed != first[-1]:  # a partly rerun cell keeps its first runs, censored one too
+            assert bool(row(1).censored) and row(0).updates == 6000
+            assert report.rerun_lines(law.collect(args), law.EXTEND) == []
+    assert [row(seed).updates for seed in first] == [7000.0 + seed for seed in first]
+    assert not bool(row(1).censored) and row(1).steps == budget * law.EXTEND
+    assert row(3).status == "pending" and law.extended(args.out, cell)
+    said = " ".join(report.rerun_lines(law.collect(args), law.EXTEND))
+    assert f"`{cell}`: seed 0 6,000 -> 7,000; seed 1 >= 12,867 -> 7,001; seed 2 6,002" in said
+    assert "warm-up" in said and "checkpoint" in said  # what else a rerun changes
+    assert law.censored_cells(args) == []  # nothing left to extend
+
+
+def test_the_law_tables_rebuild_from_the_csv_alone(tmp_path, monkeypatch):
+    frame = law_frame(0.9, 0.1, seeds=(0, 1, 2))
+    monkeypatch.setattr(law, "OUT_CSV", tmp_path / "law.csv")
+    frame.to_csv(law.OUT_CSV, index=False)
+    again = law.collect(SimpleNamespace(out=str(tmp_path / "absent"), from_csv=True))
+    done = again[again.status == "done"].set_index(["cell", "seed"]).sort_index()
+    expected = frame[frame.status == "done"].set_index(["cell", "seed"]).sort_index()
+    assert np.allclose(done.updates, expected.updates) and len(again) == len(frame)
+    assert "b **disagrees**" in fit_text(again)
+
+
+def contrast_frame(natural_ps: float, backward_anti: float, seeds=contrast.SEEDS,
+                   natural_perplexity: float = 7.0) -> pd.DataFrame:  # fmt: skip
+    """Every arm done with a little spread; the natural arm's PS and perplexity and the
+    backward arm's anti-induction set by the test (every Bi-Induct arm's perplexity is 8)."""
+    rows = []
+    for arm in contrast.ARMS:
+        for seed in contrast.SEEDS:
+            jitter = 0.01 * seed
+            rows.append({
+                "arm": arm, "seed": seed, "status": "done" if seed in seeds else "pending",
+                "max_ps": (natural_ps if arm == "natural" else 0.5) + jitter,
+                "max_forward_induction": (0.9 if arm == "forward" else 0.1) + jitter,
+                "max_forward_induction_fixed": (0.9 if arm == "forward" else 0.1) + jitter,
+                "max_anti_induction": (backward_anti if arm == "backward" else 0.03) + jitter,
+                "global-layer-matched:load_bearing_index": (3.0 if arm == "natural" else 1.0)
+                + jitter,
+                "natural_perplexity": (natural_perplexity if arm == "natural" else 8.0) + jitter,
+            })  # fmt: skip
+            for column in (*contrast.SHOWN.values(), "train_s"):  # the table's other columns
+                rows[-1].setdefault(column, 0.1 + jitter)
+    return pd.DataFrame(rows)
+
+
+def said(frame) -> dict[str, str]:
+    return {claim: verdict for claim, verdict, _ in contrast.verdicts(frame)}
+
+
+def test_contrast_verdicts_follow_whether_natural_text_formed_heads():
+    without, with_heads = said(contrast_frame(0.02, 0.03)), said(contrast_frame(0.6, 0.03))
+    natural = "natural-only models have a central, load-bearing induction circuit"
+    assert without[natural] == "inconclusive at this scale"
+    assert with_heads[natural] == "agrees"
+    redundant = [c for c in with_heads if "redundant" in c]
+    assert all(with_heads[c] == "agrees" for c in redundant)
+    assert all(without[c] == "inconclusive at this scale" for c in redundant)
+
+
+def test_contrast_anti_induction_verdict_flips_with_the_backward_arm():
+    claim = "anti-induction stays near zero when trained on backward snippets"
+    low, high = said(contrast_frame(0.6, 0.03)), said(contrast_frame(0.6, 0.7))
+    assert (low[claim], high[claim]) == ("agrees", "disagrees")
+
+
+def test_contrast_perplexity_verdicts_need_no_heads_and_flip_with_the_data():
+    claims = [f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"
+              for arm in ("forward", "backward", "balanced")]  # fmt: skip
+    for perplexity, expected in ((7.0, "agrees"), (9.0, "disagrees"),
+                                 (8.0, "inconclusive at this scale")):  # fmt: skip
+        found = said(contrast_frame(0.02, 0.03, natural_perplexity=perplexity))
+        assert [found[c] for c in claims] == [expected] * 3, perplexity
+
+
+def test_contrast_verdicts_wait_for_five_seeds():
+    found = said(contrast_frame(0.6, 0.03, seeds=(0, 1, 2)))
+    claim = "anti-induction stays near zero when trained on backward snippets"
+    assert found[claim] == "pending: 3 of 5 seeds"
+    table = contrast.arm_table(contrast_frame(0.6, 0.03, seeds=(0, 1, 2)))
+    assert table["max PS"].str.contains(r"\(t, 3 seeds\)").all()
