@@ -1,7 +1,9 @@
-"""Shared fixtures: tiny checkpoints of each architecture, built offline, and a blocked network.
+"""Shared fixtures: tiny checkpoints of each architecture, built offline, a blocked network and a
+private data cache. The builders behind them are in ``helpers.py``.
 
 Every test runs with socket connections refused, so a hidden download fails loudly instead of
-hanging or silently succeeding on a developer's machine.
+hanging or silently succeeding on a developer's machine, and with ``IHPROBE_CACHE`` in a folder
+of its module's own, so no test reads or fills the user's cache.
 """
 
 from __future__ import annotations
@@ -13,15 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers import ARCHS, NetworkBlocked, save_checkpoint, tiny_hf_model
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 torch.set_num_threads(1)  # tiny models: one thread is fastest, and xdist runs two workers
-
-ARCHS = ("gpt2", "gpt-neox", "llama")
-
-
-class NetworkBlocked(RuntimeError):
-    pass
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -42,6 +40,24 @@ def _no_network():
     socket.socket.connect = real_connect
 
 
+@pytest.fixture(scope="module", autouse=True)
+def data_cache(tmp_path_factory) -> Path:
+    """``IHPROBE_CACHE`` in a fresh folder per test module; tests of a module share it (fitted
+    producers, corpora and scans are built once)."""
+    path = tmp_path_factory.mktemp("ihprobe-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IHPROBE_CACHE", str(path))
+        yield path
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    """``IHPROBE_CACHE`` in an empty folder for this test alone: for tests that count entries."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("IHPROBE_CACHE", str(path))
+    return path
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     """A byte-level BPE with 512 ids trained on Python's own documentation (EOS=0, SEP=1)."""
@@ -49,75 +65,6 @@ def tokenizer():
     from ihprobe.data.tokenizer import train_bpe
 
     return train_bpe(default_documents(), vocab_size=512)
-
-
-def tiny_hf_model(
-    arch: str,
-    *,
-    vocab_size: int = 512,
-    layers: int = 2,
-    heads: int = 4,
-    d_model: int = 64,
-    context: int = 128,
-    seed: int = 0,
-):
-    """A randomly initialised HF causal LM of one of ``ARCHS`` (llama with grouped KV heads)."""
-    from transformers import (
-        GPT2Config,
-        GPT2LMHeadModel,
-        GPTNeoXConfig,
-        GPTNeoXForCausalLM,
-        LlamaConfig,
-        LlamaForCausalLM,
-    )
-
-    torch.manual_seed(seed)
-    if arch == "gpt2":
-        cfg = GPT2Config(
-            vocab_size=vocab_size,
-            n_embd=d_model,
-            n_layer=layers,
-            n_head=heads,
-            n_positions=context,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-        return GPT2LMHeadModel(cfg).eval()
-    if arch == "gpt-neox":
-        cfg = GPTNeoXConfig(
-            vocab_size=vocab_size,
-            hidden_size=d_model,
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            intermediate_size=4 * d_model,
-            max_position_embeddings=context,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-        return GPTNeoXForCausalLM(cfg).eval()
-    if arch == "llama":
-        cfg = LlamaConfig(
-            vocab_size=vocab_size,
-            hidden_size=d_model,
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            num_key_value_heads=max(1, heads // 2),
-            intermediate_size=2 * d_model,
-            max_position_embeddings=context,
-            bos_token_id=0,
-            eos_token_id=0,
-            pad_token_id=0,
-        )
-        return LlamaForCausalLM(cfg).eval()
-    raise ValueError(arch)
-
-
-def save_checkpoint(model, directory: Path, tokenizer=None) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(directory)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(directory)
-    return directory
 
 
 @pytest.fixture(scope="session", params=ARCHS)

@@ -1,0 +1,134 @@
+"""Builders the test modules share: tiny random checkpoints, fake runs, a model trained on
+periodic rows. Fixtures that wrap them live in ``conftest.py``; test modules import from here,
+never from one another."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from ihprobe.core.standin import id_tokenizer
+
+ARCHS = ("gpt2", "gpt-neox", "llama")
+
+
+class NetworkBlocked(RuntimeError):
+    """Raised by the suite's socket guard (conftest.py) when a test tries to go online."""
+
+
+def tiny_hf_model(
+    arch: str,
+    *,
+    vocab_size: int = 512,
+    layers: int = 2,
+    heads: int = 4,
+    d_model: int = 64,
+    context: int = 128,
+    seed: int = 0,
+):
+    """A randomly initialised HF causal LM of one of ``ARCHS`` (llama with grouped KV heads)."""
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        GPTNeoXConfig,
+        GPTNeoXForCausalLM,
+        LlamaConfig,
+        LlamaForCausalLM,
+    )
+
+    torch.manual_seed(seed)
+    if arch == "gpt2":
+        cfg = GPT2Config(
+            vocab_size=vocab_size,
+            n_embd=d_model,
+            n_layer=layers,
+            n_head=heads,
+            n_positions=context,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+        return GPT2LMHeadModel(cfg).eval()
+    if arch == "gpt-neox":
+        cfg = GPTNeoXConfig(
+            vocab_size=vocab_size,
+            hidden_size=d_model,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=4 * d_model,
+            max_position_embeddings=context,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+        return GPTNeoXForCausalLM(cfg).eval()
+    if arch == "llama":
+        cfg = LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=d_model,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=max(1, heads // 2),
+            intermediate_size=2 * d_model,
+            max_position_embeddings=context,
+            bos_token_id=0,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
+        return LlamaForCausalLM(cfg).eval()
+    raise ValueError(arch)
+
+
+def save_checkpoint(model, directory: Path, tokenizer=None) -> Path:
+    """``model`` (and ``tokenizer``) saved as an HF checkpoint directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+    return directory
+
+
+def fake_run(root: Path, steps) -> Path:
+    """A run directory as ``ihprobe train`` leaves it, with a random checkpoint per step."""
+    for i, step in enumerate(steps):
+        directory = save_checkpoint(
+            tiny_hf_model("gpt-neox", vocab_size=64, context=64, seed=i),
+            root / "checkpoints" / f"step-{step:06d}",
+            id_tokenizer(64),
+        )
+        meta = {"step": step, "tokens": step * 1024, "run": "fake"}
+        (directory / "ihprobe.json").write_text(json.dumps(meta))
+    (root / "run.json").write_text("{}")
+    return root
+
+
+# A 2-layer GPT-NeoX trained on periodic rows grows an induction head (tests/test_probes_trained.py)
+VOCAB, CONTEXT, BATCH = 128, 64, 32
+
+
+def periodic_rows(generator: torch.Generator) -> torch.Tensor:
+    """Random tokens repeating with a period drawn per row from 8..32: only induction (copy
+    what followed the earlier occurrence) solves every row; fixed offsets do not."""
+    period = torch.randint(8, 33, (BATCH, 1), generator=generator)
+    base = torch.randint(0, VOCAB, (BATCH, 32), generator=generator)
+    return base.gather(1, torch.arange(CONTEXT) % period)
+
+
+def train_two_layer(max_updates=2500, target_loss=2.8, *, model=None, seed=0):
+    """Train ``model`` (default: a fresh 2-layer GPT-NeoX) on periodic rows drawn with ``seed``."""
+    if model is None:
+        model = tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=CONTEXT)
+    model.train()
+    optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(seed)
+    recent = []
+    for _ in range(max_updates):
+        rows = periodic_rows(generator)
+        loss = model(rows, labels=rows).loss
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        recent = (recent + [loss.item()])[-50:]
+        if len(recent) == 50 and sum(recent) / 50 < target_loss:  # past the phase change
+            break
+    return model.eval()
