@@ -15,6 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import papers_law_report as report  # noqa: E402
+import validate_law as toy_law  # noqa: E402
 import validate_papers_common as common  # noqa: E402
 import validate_papers_contrast as contrast  # noqa: E402
 import validate_papers_law as law  # noqa: E402
@@ -221,3 +222,12 @@ def test_contrast_verdicts_wait_for_five_seeds():
     assert found[claim] == "pending: 3 of 5 seeds"
     table = contrast.arm_table(contrast_frame(0.6, 0.03, seeds=(0, 1, 2)))
     assert table["max PS"].str.contains(r"\(t, 3 seeds\)").all()
+
+
+@pytest.mark.parametrize(("b", "verdict"), [(0.37, "agrees"), (0.9, "disagrees")])
+def test_the_toy_law_refit_is_judged_by_the_shared_rules(b, verdict):
+    table = pd.DataFrame([{"checkpoints": 40, "B": B, "C": C, "d_model": 64,
+                           "updates": 1e5 / (B**b * C**0.62) * (1.01 if B == 32 else 1)}
+                          for B, C in ((16, 64), (32, 64), (64, 64), (32, 128))])  # fmt: skip
+    said = " ".join(toy_law.fit_lines(table))
+    assert f"b **{verdict}**" in said and "t df 1, 1 seed per cell" in said
