@@ -41,7 +41,7 @@ SOURCES = {module_name(p): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
 def imports(source: str, known: set[str]) -> set[str]:
     """The ihprobe modules a source imports, at the top or inside functions.
 
-    ``from ihprobe.data import cache`` imports the module ``ihprobe.data.cache``; imports under
+    ``from ihprobe.core import cache`` imports the module ``ihprobe.core.cache``; imports under
     ``if TYPE_CHECKING:`` only name types and do not count.
     """
     tree = ast.parse(source)

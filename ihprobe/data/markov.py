@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
 from jaxtyping import Float
 
+from ihprobe.core import cache
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
-from ihprobe.data import cache
 from ihprobe.data.base import Batch, Producer, check_probability
 from ihprobe.data.blocks import StepBlocks
 from ihprobe.data.marginals import MarginalOptions
@@ -251,8 +252,8 @@ class MarkovProducer(Producer):
             t = fit_transition(self.target, **{arg: every[k] for k, arg in FIT.items()})
             np.save(directory / "transition.npy", t.numpy())
 
-        path = cache.entry("markov", spec, build)
-        return torch.from_numpy(np.load(path / "transition.npy"))
+        path = cache.entry("markov", spec, build, check=lambda d: _checked_transition(d, spec))
+        return torch.from_numpy(_checked_transition(path, spec))
 
     def sample(self, step: int) -> Batch:
         if self.layer is not None:
@@ -277,3 +278,15 @@ class MarkovProducer(Producer):
 
     def tokenizer(self):
         return id_tokenizer(self.vocab_size)
+
+
+def _checked_transition(directory: Path, spec: dict) -> np.ndarray:
+    """The cached transition matrix, or ValueError unless it is ``[vocab, vocab]``, finite,
+    non-negative and row-stochastic (a cache entry edited or cut short is fitted again)."""
+    t = np.load(directory / "transition.npy", allow_pickle=False)
+    v = spec["vocab_size"]
+    if t.shape != (v, v) or not np.isfinite(t).all() or (t < 0).any():
+        raise ValueError(f"not a finite non-negative {v} x {v} matrix")
+    if not np.allclose(t.sum(1), 1.0, atol=1e-4):
+        raise ValueError("its rows do not sum to 1")
+    return t

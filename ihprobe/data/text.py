@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer
 
+from ihprobe.core import cache
 from ihprobe.core.errors import IhprobeError
-from ihprobe.data import cache
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.corpus import default_documents
 from ihprobe.data.options import ProducerOptions
@@ -120,7 +120,7 @@ def _load_cached(cache_root: str, spec_json: str) -> Corpus:  # the root keys th
             len(stream),
         )
 
-    path = cache.entry("corpus", spec, build)
+    path = cache.entry("corpus", spec, build, check=_checked_stream)
     tok = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
     tokens = np.load(path / "tokens.npy", mmap_mode="r")
     return Corpus(
@@ -129,6 +129,16 @@ def _load_cached(cache_root: str, spec_json: str) -> Corpus:  # the root keys th
         eos=tok.convert_tokens_to_ids(tok.eos_token),
         sep=tok.convert_tokens_to_ids(SEP),
     )
+
+
+def _checked_stream(directory: Path) -> None:
+    """ValueError unless the cached corpus holds a non-empty 1-D integer token stream and a
+    saved tokenizer (an entry edited or cut short is tokenized again)."""
+    tokens = np.load(directory / "tokens.npy", mmap_mode="r", allow_pickle=False)
+    if tokens.ndim != 1 or not len(tokens) or tokens.dtype.kind != "u":
+        raise ValueError("tokens.npy is not a non-empty stream of token ids")
+    if not any((directory / "tokenizer").glob("*.json")):
+        raise ValueError("the tokenizer is missing")
 
 
 def _tokenizer(spec: dict, docs: list[str]):

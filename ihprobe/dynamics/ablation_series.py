@@ -68,6 +68,7 @@ def ablation_trajectory(
         sources_of(source_or_sources, revisions), lambda _device: ablator.rows, "ablations",
         settings_key(["ablation", f"effects={effects}"], settings), cache=cache,
         tokens_per_step=tokens_per_step, progress=progress,
+        finite=False,  # relative changes and z-scores are NaN or inf by design in places
     )  # fmt: skip
 
 

@@ -19,7 +19,6 @@ every chain, the spread of the chains, the sign of the estimate) come with every
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import os
@@ -31,18 +30,17 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ihprobe.core import cache as results_cache  # `cache` is an argument here
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.files import atomic_write
 from ihprobe.dynamics.changepoint import EmergencePoint, emergence
-from ihprobe.dynamics.trajectories import cache_dir
-from ihprobe.io.models import quiet_progress, validate_checkpoint
+from ihprobe.io.models import load_hf
 from ihprobe.io.runs import RUN_META, checkpoints, run_meta
 from ihprobe.io.weights import weights_hash
 
 log = logging.getLogger(__name__)
 
 EXTRA = "pip install 'ihprobe[llc]'"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: entries carry a checksum and are checked when read
 METRIC = "llc"
 
 
@@ -140,18 +138,20 @@ def llc_trajectory(
     config = _run_config(run)
     rows = _rows(config, settings)
     data_key = hashlib.sha256(rows.numpy().tobytes()).hexdigest()[:16]
-    settings_key = _key({**asdict(settings), "data": data_key, "version": CACHE_VERSION})
-    directory = cache_dir(cache)
+    settings_key = results_cache.key(
+        {**asdict(settings), "data": data_key, "version": CACHE_VERSION}
+    )
+    directory = results_cache.root(cache)
     frames, traces = [], []
     for ckpt in tqdm(checkpoints(run), disable=not progress, desc="LLC"):
         file = None
         if directory is not None:
             file = directory / "llc" / f"{weights_hash(ckpt.source)[:32]}-{settings_key}.json"
-        result = _read(file)
+        result = results_cache.read(file, _checked_result)
         if result is None:
             result = sampler(Path(ckpt.source), rows, settings)
             if file is not None:
-                _write(file, result)
+                results_cache.write(file, result)
         frames.append({"step": ckpt.step, "tokens": ckpt.tokens, **_summary(result)})
         trace = np.asarray(result["trace"], dtype=float)  # [chain, draw]
         chain, draw = np.indices(trace.shape)
@@ -175,7 +175,7 @@ def _sampler():
         raise IhprobeError(f"the LLC needs the optional extra llc (devinterp): {EXTRA}.") from err
 
     def estimate(path: Path, rows: torch.Tensor, settings: SGLDSettings) -> dict:
-        model = _hf_model(path)
+        model = load_hf(path)
         dataset = Dataset.from_dict({"input_ids": rows.tolist()}).with_format("torch")
         with tempfile.TemporaryDirectory() as tmp, _quiet_chains():
             result = llc(
@@ -192,18 +192,6 @@ def _sampler():
             }
 
     return estimate
-
-
-def _hf_model(path: Path):
-    """The checkpoint as a plain HF model (devinterp differentiates through it), loaded from
-    safetensors without running code from the checkpoint."""
-    from transformers import AutoModelForCausalLM
-
-    validate_checkpoint(path)  # the validation layer and the trainer's checksums
-    with quiet_progress():
-        return AutoModelForCausalLM.from_pretrained(
-            str(path), use_safetensors=True, local_files_only=True, dtype=torch.float32
-        )
 
 
 class _quiet_chains:
@@ -258,22 +246,18 @@ def _summary(result: dict) -> dict:
     }
 
 
-def _key(value: dict) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _read(file: Path | None) -> dict | None:
-    if file is None or not file.is_file():
-        return None
-    try:
-        return json.loads(file.read_text())
-    except (json.JSONDecodeError, OSError):
-        log.warning("ignoring an unreadable cache file %s", file)
-        return None
-
-
-def _write(file: Path, result: dict) -> None:
-    atomic_write(file, json.dumps(result))  # an interrupted run leaves no half file
+def _checked_result(value) -> dict:
+    """A cached LLC estimate, or ValueError unless it holds finite chains, a finite initial
+    loss and a rectangular ``[chain, draw]`` loss trace with one row per chain."""
+    chains = [results_cache.number(x) for x in value["llc_chains"]]
+    trace = results_cache.matrix(value["trace"])
+    if not chains or len(trace) != len(chains):
+        raise ValueError(f"{len(chains)} chains but {len(trace)} loss traces")
+    return {
+        "llc_chains": chains,
+        "init_loss": results_cache.number(value["init_loss"]),
+        "trace": trace,
+    }
 
 
 def stage_sentence(llc_point: EmergencePoint, ps_point: EmergencePoint) -> str:

@@ -19,8 +19,6 @@ its own skeleton on its own device, and every rank returns the same table as one
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -32,7 +30,8 @@ from tqdm.auto import tqdm
 
 from ihprobe import __version__
 from ihprobe.causal.ablation import AblationResult, ablate
-from ihprobe.core.files import atomic_write
+from ihprobe.core import cache
+from ihprobe.core.cache import root as cache_root
 from ihprobe.dynamics.shard import each_share
 from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
 from ihprobe.io.models import fill_provenance, load_or_swap
@@ -45,16 +44,7 @@ from ihprobe.probes.scores import HeadScores
 log = logging.getLogger(__name__)
 
 ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached scan row
-CACHE_VERSION = 1  # bump when the cached rows change meaning
-
-
-def cache_dir(cache: bool | str | os.PathLike | None = True) -> Path | None:
-    """Where scans are cached: ``cache`` itself, ``$IHPROBE_CACHE``, or ``~/.cache/ihprobe``."""
-    if cache is None or cache is False:
-        return None
-    if cache is not True:
-        return Path(cache).expanduser()
-    return Path(os.environ.get("IHPROBE_CACHE") or Path.home() / ".cache" / "ihprobe")
+CACHE_VERSION = 2  # bump when the cached rows change meaning (2: checked entries)
 
 
 def each_model(
@@ -210,20 +200,22 @@ def cached_sweep(
     progress: bool | None = False,
     device: str = "cpu",
     keep: str = "all",
+    finite: bool = True,
 ) -> pd.DataFrame:
     """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
     ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
     tokens, with provenance and ``duplicate_of`` (used by :func:`trajectory` and
-    :func:`ihprobe.ablation_trajectory`). ``make_compute(device)`` builds the function once
-    per process; under torchrun each rank computes every N-th checkpoint
-    (:mod:`ihprobe.dynamics.shard`)
-    and every rank gets the whole table. ``keep="none"`` streams hub revisions (see
-    :func:`trajectory`)."""
+    :func:`ihprobe.ablation_trajectory`). A cached entry is used only when it passes
+    :func:`checked_rows` (``finite``: every value finite); otherwise it is computed again.
+    ``make_compute(device)`` builds the function once per process; under torchrun each rank
+    computes every N-th checkpoint (:mod:`ihprobe.dynamics.shard`) and every rank gets the whole
+    table. ``keep="none"`` streams hub revisions (see :func:`trajectory`)."""
     keep = check_keep(keep)
 
     def share_rows(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
         """(weights hash, rows, checkpoint meta) of each checkpoint of this rank's share."""
-        series = _Series(cache_dir(cache), make_compute(world.device), folder, settings, keep)
+        where = cache_root(cache)
+        series = _Series(where, make_compute(world.device), folder, settings, keep, finite)
         bar = None if progress is None else not (progress and world.main)
         return [series.rows(ckpt) for ckpt in tqdm(share, disable=bar)]
 
@@ -261,8 +253,8 @@ class _Series:
     once it is scanned.
     """
 
-    def __init__(self, directory: Path | None, compute, folder: str, settings: str, keep: str):
-        self.directory, self.compute, self.keep = directory, compute, keep
+    def __init__(self, directory, compute, folder: str, settings: str, keep: str, finite: bool):
+        self.directory, self.compute, self.keep, self.finite = directory, compute, keep, finite
         self.folder, self.settings = folder, settings
         self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
         self.indexes: dict[str, RevisionIndex] = {}
@@ -280,7 +272,7 @@ class _Series:
         if rows is None:
             rows = self.compute(ckpt)
             if self.directory is not None:
-                _write(self._file(digest), rows)
+                cache.write(self._file(digest), _records(rows))
         self.done[digest] = rows
         if index is not None:
             index.record(ckpt.revision, digest)
@@ -302,7 +294,9 @@ class _Series:
     def _known(self, digest: str) -> pd.DataFrame | None:
         if digest in self.done:
             return self.done[digest]
-        return _read(self._file(digest)) if self.directory is not None else None
+        if self.directory is None:
+            return None
+        return cache.read(self._file(digest), lambda value: checked_rows(value, self.finite))
 
 
 class _Scanner:
@@ -333,33 +327,54 @@ def settings_key(metrics, scan_kwargs: dict) -> str:
         "metrics": sorted(metrics) if metrics is not None else None,
         "scan": {k: plain(v) for k, v in sorted(scan_kwargs.items())},
     }
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return cache.key(key)
 
 
-def _read(file: Path) -> pd.DataFrame | None:
-    """The cached rows of ``file``; None (and the file removed, with a warning) when it is
-    missing, unreadable or not a list of ``[layer, head, metric, value]`` rows."""
-    if not file.is_file():
-        return None
-    try:
-        rows = json.loads(file.read_text())["rows"]
-        frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
-        frame["layer"] = frame["layer"].astype("Int64")
-        frame["head"] = frame["head"].astype("Int64")
-        frame["value"] = frame["value"].astype(float)
-        if frame.empty or not frame["metric"].map(type).eq(str).all():
-            raise ValueError("no rows, or metric names that are not strings")
-    except (OSError, ValueError, TypeError, KeyError, AssertionError) as err:
-        log.warning("dropping the corrupt cache entry %s (%s); scanning again", file, err)
-        file.unlink(missing_ok=True)
-        return None
+def checked_rows(value, finite: bool = True) -> pd.DataFrame:
+    """Cached rows ``[[layer, head, metric, value], ...]`` as a table, or ValueError when they
+    are not rows of that schema, repeat a ``(layer, head, metric)``, cover a different grid of
+    heads for different metrics, or hold a non-finite value (with ``finite``).
+
+    Example:
+        >>> checked_rows([[0, 0, "m", 0.5], [0, 1, "m", 0.25], [None, None, "loss", 2.0]]).shape
+        (3, 4)
+        >>> checked_rows([[0, 0, "m", float("nan")]])
+        Traceback (most recent call last):
+        ValueError: nan is not finite
+    """
+    if not isinstance(value, list) or not value:
+        raise ValueError("no rows")
+    rows = []
+    for row in value:
+        if not isinstance(row, list) or len(row) != 4 or not isinstance(row[2], str):
+            raise ValueError(f"{row!r} is not a [layer, head, metric, value] row")
+        layer, head = cache.index(row[0]), cache.index(row[1])
+        if (layer is None) != (head is None):
+            raise ValueError(f"{row!r} names a layer without a head or a head without a layer")
+        rows.append((layer, head, row[2], cache.number(row[3], finite=finite)))
+    if len({row[:3] for row in rows}) != len(rows):
+        raise ValueError("a (layer, head, metric) appears twice")
+    grids = {}
+    for layer, head, metric, _ in rows:
+        if layer is not None:
+            grids.setdefault(metric, set()).add((layer, head))
+    shapes = {frozenset(grid) for grid in grids.values()}
+    if len(shapes) > 1 or any(_holes(grid) for grid in shapes):
+        raise ValueError("the head rows do not cover one full grid of layers and heads")
+    frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
+    frame[["layer", "head"]] = frame[["layer", "head"]].astype("Int64")
     return frame
 
 
-def _write(file: Path, rows: pd.DataFrame) -> None:
-    """Atomic write, so an interrupted scan leaves no half file."""
-    records = [
+def _holes(grid: frozenset) -> bool:
+    """Whether ``grid`` misses some (layer, head) of ``range(layers) x range(heads)``."""
+    layers, heads = max(layer for layer, _ in grid) + 1, max(head for _, head in grid) + 1
+    return len(grid) != layers * heads
+
+
+def _records(rows: pd.DataFrame) -> list[list]:
+    """The rows as JSON lists ``[layer or None, head or None, metric, value]``."""
+    return [
         [None if pd.isna(layer) else int(layer), None if pd.isna(head) else int(head), m, float(v)]
         for layer, head, m, v in rows.itertuples(index=False)
     ]
-    atomic_write(file, json.dumps({"rows": records}))

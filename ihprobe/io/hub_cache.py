@@ -14,19 +14,20 @@ True
 
 from __future__ import annotations
 
-import json
 import logging
+import re
 from pathlib import Path
 
 from huggingface_hub import scan_cache_dir
 from huggingface_hub.errors import CacheNotFound, CorruptedCacheException
 
+from ihprobe.core import cache
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.files import atomic_write
 
 log = logging.getLogger(__name__)
 
 KEEP = ("all", "none")
+HEX64 = re.compile("[0-9a-f]{64}")  # a weights hash (sha256 hex digest)
 
 
 def check_keep(keep: str) -> str:
@@ -82,12 +83,7 @@ class RevisionIndex:
     def __init__(self, directory: Path | None, repo_id: str):
         name = repo_id.replace("/", "--")
         self.file = directory / "hub" / f"{name}.json" if directory is not None else None
-        self.hashes: dict[str, str] = {}
-        if self.file is not None and self.file.is_file():
-            try:
-                self.hashes = dict(json.loads(self.file.read_text()))
-            except (OSError, ValueError, TypeError) as err:
-                log.warning("ignoring the unreadable revision index %s (%s)", self.file, err)
+        self.hashes: dict[str, str] = cache.read(self.file, _checked_hashes) or {}
 
     def get(self, revision: str | None) -> str | None:
         return self.hashes.get(revision) if revision is not None else None
@@ -96,4 +92,14 @@ class RevisionIndex:
         if revision is None or self.file is None or self.hashes.get(revision) == digest:
             return
         self.hashes[revision] = digest
-        atomic_write(self.file, json.dumps(self.hashes, indent=1, sort_keys=True))
+        cache.write(self.file, self.hashes)
+
+
+def _checked_hashes(value) -> dict[str, str]:
+    """A revision index ``{revision: sha256}``, or ValueError when any entry is not one."""
+    if not isinstance(value, dict):
+        raise ValueError("not a {revision: weights hash} mapping")
+    for revision, digest in value.items():
+        if not isinstance(digest, str) or not HEX64.fullmatch(digest):
+            raise ValueError(f"{revision!r} maps to {digest!r}, not a SHA-256")
+    return dict(value)

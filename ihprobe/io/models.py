@@ -113,9 +113,7 @@ def load(
         raise IhprobeError(f"processing={processing!r} is not one of {PROCESSING}.")
     dtype, device = parse_dtype(dtype), resolve_device(str(device))
     path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
-    validate_checkpoint(path)
-    config = causal_lm_config(path, trust_remote_code=trust_remote_code)
-    check_build(path, config, weight_files(path), dtype, trust_remote_code=trust_remote_code)
+    config = _checked_config(path, dtype, trust_remote_code)
     if tokenizer is None:
         tokenizer = _tokenizer_for(path, config, trust_remote_code)
     hf_model = _hf_model(path, config, dtype, trust_remote_code)
@@ -151,6 +149,26 @@ def validate_checkpoint(path: Path) -> None:
     ``ihprobe.json``."""
     check_checkpoint(path, weight_files(path))
     verify_checksums(path)
+
+
+def _checked_config(path: Path, dtype: torch.dtype, trust_remote_code: bool = False):
+    """The config of a checkpoint directory that passed :func:`validate_checkpoint` and whose
+    model fits in memory as its weights say (``check_build``)."""
+    validate_checkpoint(path)
+    config = causal_lm_config(path, trust_remote_code=trust_remote_code)
+    check_build(path, config, weight_files(path), dtype, trust_remote_code=trust_remote_code)
+    return config
+
+
+def load_hf(path: str | os.PathLike, dtype: str | torch.dtype = "float32") -> torch.nn.Module:
+    """The plain HF model of a local checkpoint directory, with every check of :func:`load` but
+    no TransformerLens bridge (the LLC's SGLD differentiates through HF's own modules).
+
+    Example:
+        >>> hf = load_hf("runs/demo/main/checkpoints/step-1000")            # doctest: +SKIP
+    """
+    path, dtype = Path(path), parse_dtype(dtype)
+    return _hf_model(path, _checked_config(path, dtype), dtype)
 
 
 def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = False):
