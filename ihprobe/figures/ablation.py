@@ -27,7 +27,7 @@ from ihprobe.causal.results import (
     changes,
     metric_of,
 )
-from ihprobe.figures.heads import OWN_TICKS, color_range, layer_head_heatmap, where
+from ihprobe.figures.heads import OWN_TICKS, color_range, layer_head_heatmap, where, wrap_title
 from ihprobe.figures.report import Section, write_report
 
 TOP_COLOR, RANDOM_COLOR, SIGNATURE_COLOR = "#d62728", "#7f7f7f", "#1f77b4"
@@ -100,14 +100,17 @@ def head_effects_figure(effects: HeadEffects, metric: str) -> go.Figure:
     change = effects.change(metric)
     worse_is_up = metric_of(metric).harm_sign > 0
     colors = "RdBu_r" if worse_is_up else "RdBu"
-    title = f"{metric}: change when each head alone is ablated — {where(effects.provenance)}"
+    n_layers, n_heads = effects.shape
+    width = min(PAGE_WIDTH, max(420, 120 + 40 * n_heads))
+    title = wrap_title(f"{metric}: change when each head alone is ablated", width)
     fig = layer_head_heatmap(change, f"{metric} change", title, colorscale=colors)
     bound = float(change.abs().max()) or 1.0
     fig.update_traces(zmid=0, zmin=-bound, zmax=bound)
-    n_layers, n_heads = effects.shape
+    lines = title.count("<br>") + 2  # and the model's line
     fig.update_layout(
-        template="plotly_white", width=min(PAGE_WIDTH, max(420, 120 + 40 * n_heads)),
-        height=max(260, 100 + 30 * n_layers),
+        title=f"{title}<br><sub>{where(effects.provenance)}</sub>", template="plotly_white",
+        width=width, height=max(260, 100 + 30 * n_layers) + 22 * lines,
+        margin={"t": 40 + 22 * lines},
     )  # fmt: skip
     return fig
 
@@ -134,11 +137,11 @@ def head_sets_figure(result) -> go.Figure:
             hovertemplate="layer %{y} head %{x}<br>score %{z:.3g}<br>%{text}<extra></extra>",
         )
     )  # fmt: skip
+    width = min(PAGE_WIDTH, max(520, 120 + 34 * scores.shape[1]))
     fig.update_layout(
-        title=f"{result.by} · T: top set · n: drawn n times",
+        title=wrap_title(f"{result.by} · T: top set · n: drawn n times", width),
         xaxis_title="head", yaxis_title="layer", template="plotly_white",
-        height=max(260, 60 + 28 * scores.shape[0]),
-        width=min(PAGE_WIDTH, max(520, 120 + 34 * scores.shape[1])),
+        height=max(260, 60 + 28 * scores.shape[0]), width=width,
     )  # fmt: skip
     fig.update_yaxes(autorange="reversed", dtick=1)
     fig.update_xaxes(dtick=1)

@@ -25,6 +25,7 @@ from ihprobe.figures.circuit import (
     composition_figure,
     loss_by_position_figure,
     patch_figure,
+    positions_text,
 )
 from ihprobe.figures.report import Section
 from ihprobe.figures.viewer import attention_viewer
@@ -143,9 +144,8 @@ def loss_by_position_section(source, **kwargs):
     """Loss by token position at every checkpoint of a run: ``(frame, Section)``."""
     table = loss_by_position_over_run(source, **kwargs)
     return table, Section("Loss by token position", [
-        "Per-position next-token loss, one line per checkpoint (darker is later). On repeated "
-        "random tokens the second half falls to near zero once an induction head forms.",
-        loss_by_position_figure(table)])  # fmt: skip
+        "Per-position next-token loss, one line per checkpoint (darker is later). "
+        + positions_text(table), loss_by_position_figure(table)])  # fmt: skip
 
 
 def _summary(result) -> dict:

@@ -24,7 +24,7 @@ from ihprobe.causal.results import VERDICT_RULE
 from ihprobe.dynamics.changepoint import EmergencePoint, curve
 from ihprobe.figures.ablation import drop_figure, head_effects_figure, head_sets_figure
 from ihprobe.figures.attention import attention_figure
-from ihprobe.figures.circuit import loss_by_position_figure
+from ihprobe.figures.circuit import loss_by_position_figure, positions_text
 from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
 from ihprobe.figures.heads import head_heatmap
 from ihprobe.figures.report import Section, how_to_read, write_report
@@ -94,11 +94,6 @@ LAW_CONTEXT = (
 VIEWER_NOTE = (
     "Every head, interactively: choose a layer and a head, hover a token (or a heatmap row) to "
     "see where it attends."
-)
-POSITIONS_NOTE = (
-    "Next-token loss at each position, one line per checkpoint (darker is later), on natural "
-    "text and on repeated random tokens. Once the induction head forms, the second half of the "
-    "repeated tokens falls from about ln(vocab) towards zero while the first half stays put."
 )
 
 
@@ -246,8 +241,12 @@ def _attention_section(prefix: str, study: dict) -> Section:
 
 
 def _positions_section(prefix: str, study) -> Section:
-    figure = loss_by_position_figure(study.positions)
-    return Section(f"{prefix}Loss by token position", [POSITIONS_NOTE, figure])
+    table = study.positions
+    inputs = " and ".join(n for n in ("natural text", "repeated random tokens")
+                          if n.split()[0] in set(table["input"]))  # fmt: skip
+    text = (f"Next-token loss at each position on {inputs}, one line per checkpoint (darker is "
+            f"later). {positions_text(table)}")  # fmt: skip
+    return Section(f"{prefix}Loss by token position", [text, loss_by_position_figure(table)])
 
 
 def _ablation_section(prefix: str, study: dict) -> Section:
@@ -320,7 +319,7 @@ def side_by_side(left: go.Figure, right: go.Figure) -> go.Figure:
     """Two single-trace heatmaps as one figure, each keeping its colour bar and title."""
     titles = [f.layout.title.text or "" for f in (left, right)]
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
-                        subplot_titles=[t.split(" — ")[0] for t in titles])  # fmt: skip
+                        subplot_titles=[_short(t) for t in titles])  # fmt: skip
     for col, source in enumerate((left, right), start=1):
         trace = source.data[0]
         trace.colorbar.update(x=0.4 if col == 1 else 1.0, len=0.9)
@@ -367,13 +366,18 @@ def compare_note(summary: pd.DataFrame) -> str | None:
     )
 
 
+def _short(title: str) -> str:
+    """A figure's title without the model it names (after " — " or on a ``<sub>`` line)."""
+    return title.split("<br><sub>")[0].split(" — ")[0].replace("<br>", " ")
+
+
 def _comparison_section(studies: dict) -> Section:
     fig = go.Figure()
     for name, study in studies.items():
         c = curve(study.table, "prefix_matching", "max")
         fig.add_scatter(x=c.tokens, y=c.value, name=f"{name}: max PS", mode="lines+markers")
         a = curve(study.table, "anti_induction", "max")
-        fig.add_scatter(x=a.tokens, y=a.value, name=f"{name}: max anti-induction",
+        fig.add_scatter(x=a.tokens, y=a.value, name=f"{name}: max anti-induction ([B]'s score)",
                         mode="lines", line={"dash": "dot"})  # fmt: skip
     fig.update_xaxes(type="log", title_text="training tokens")
     fig.update_yaxes(title_text="score (0..1)", range=[0, 1])
@@ -383,7 +387,9 @@ def _comparison_section(studies: dict) -> Section:
         "Sabry & Belz compare natural-only training with Bi-Induct (forward and backward copy "
         "snippets written over the same text, annealed, at matched tokens per update). They "
         "report forward induction learned, backward anti-induction scores near zero, and "
-        "smaller ablation drops in Bi-Induct models (redundant rather than load-bearing heads)."
+        "smaller ablation drops in Bi-Induct models (redundant rather than load-bearing heads). "
+        "Their anti-induction score (dotted) cannot rise in a causal model whatever it learned "
+        "(docs/science.md): backward copying shows in backward_copy_accuracy instead."
     )
     note = compare_note(pd.DataFrame([study.summary for study in studies.values()]))
     blocks = [text] + ([f"<p><b>At this budget.</b> {html.escape(note)}</p>"] if note else [])

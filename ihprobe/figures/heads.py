@@ -22,23 +22,33 @@ from ihprobe.probes.scores import HeadScores
 # head metrics whose values are attention weights: bounded to [0, 1]
 BOUNDED = frozenset({"prefix_matching", "prefix_matching_sd", "previous_token",
                      "duplicate_token", "forward_induction", "anti_induction"})  # fmt: skip
+# differences of two bounded scores (a composition score minus its random baseline): a
+# diverging scale fixed at -1..1, so that noise around the baseline stays pale
+UNIT_SIGNED = frozenset({"k_composition"})
 # head metrics that can be negative: a diverging scale with 0 in the middle
 SIGNED = frozenset({"copying", "logit_attribution", "ps_la_correlation",
                     "direct_logit_attribution", "change", "relative_change"})  # fmt: skip
 # plotly syncs an overlaying (right-hand) axis's ticks to the left axis's grid, so they read
 # 4.141, 3.564, ...; these settings give such an axis its own round ticks
 OWN_TICKS = {"tickmode": "auto", "showgrid": False}
+TITLE_CHAR_PX = 9.5  # width of a character of plotly's 17 px title font, generously
+DEFAULT_WIDTH = 700  # px: plotly's width (and a PNG's) when a figure sets none
 
 
 def color_range(metric: str, zmin: float | None = None, zmax: float | None = None) -> dict:
-    """Heatmap colour settings of ``metric``: 0..1 Viridis for bounded scores, RdBu centred on 0
-    for signed ones, the data's range otherwise; ``zmin``/``zmax`` override the range.
+    """Heatmap colour settings of ``metric``: 0..1 Viridis for bounded scores, RdBu -1..1 for
+    differences of bounded scores, RdBu centred on 0 for other signed ones, the data's range
+    otherwise; ``zmin``/``zmax`` override the range.
 
     Example:
         >>> color_range("prefix_matching")
         {'colorscale': 'Viridis', 'zmin': 0.0, 'zmax': 1.0}
+        >>> color_range("k_composition")
+        {'colorscale': 'RdBu', 'zmin': -1.0, 'zmax': 1.0}
     """
-    if metric in SIGNED:
+    if metric in UNIT_SIGNED:
+        found = {"colorscale": "RdBu", "zmin": -1.0, "zmax": 1.0}
+    elif metric in SIGNED:
         found = {"colorscale": "RdBu", "zmid": 0.0}
     elif metric in BOUNDED:
         found = {"colorscale": "Viridis", "zmin": 0.0, "zmax": 1.0}
@@ -48,6 +58,24 @@ def color_range(metric: str, zmin: float | None = None, zmax: float | None = Non
         found.pop("zmid", None)
         found.update({k: v for k, v in (("zmin", zmin), ("zmax", zmax)) if v is not None})
     return found
+
+
+def wrap_title(title: str, width: int, margin: int = 80) -> str:
+    """``title`` broken into lines (``<br>``) that fit a ``width``-pixel figure at plotly's
+    title font (about ``TITLE_CHAR_PX`` per character), so that a PNG never cuts it off.
+
+    Example:
+        >>> wrap_title("ar_accuracy: change when each head alone is ablated", 420)
+        'ar_accuracy: change when each head<br>alone is ablated'
+    """
+    per_line = max(10, int((width - margin) / TITLE_CHAR_PX))
+    lines: list[str] = []
+    for word in title.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= per_line:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
 
 
 def where(provenance: Provenance) -> str:
@@ -72,7 +100,7 @@ def layer_head_heatmap(
     if colorscale is not None:
         fig.update_traces(colorscale=colorscale)
     fig.update_layout(
-        title=title,
+        title=wrap_title(title, DEFAULT_WIDTH),
         xaxis={"title": "head", "dtick": 1},
         yaxis={"title": "layer", "dtick": 1, "autorange": "reversed"},
         height=max(280, 160 + 40 * values.shape[0]),
@@ -109,7 +137,7 @@ def checkpoint_slider(
         >>> checkpoint_slider([ihprobe.scan(m) for m in models])  # doctest: +SKIP
     """
     values = [s.head_metric(metric).double().cpu() for s in series]
-    if zmin is None and zmax is None and metric not in BOUNDED | SIGNED:
+    if zmin is None and zmax is None and metric not in BOUNDED | SIGNED | UNIT_SIGNED:
         zmin = min(float(v.min()) for v in values)
         zmax = max(float(v.max()) for v in values)
     labels = [_checkpoint_label(s.provenance, i) for i, s in enumerate(series)]
