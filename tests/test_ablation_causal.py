@@ -19,7 +19,7 @@ from ihprobe.figures.ablation import head_effects_figure
 from ihprobe.probes.engine import recall_probe, run_probe
 from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.recall import induction_loss_per_row
-from tests.helpers import VOCAB, save_checkpoint, tiny_hf_model, train_two_layer
+from tests.helpers import save_checkpoint, tiny_hf_model
 
 N, BATCH, SEED = 8, 6, 2
 
@@ -175,12 +175,12 @@ def test_head_effects_table_and_heatmap(tiny):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("trained")
-    return ihprobe.load(save_checkpoint(train_two_layer(), directory, id_tokenizer(VOCAB)))
+def trained(two_layer_checkpoint):
+    return ihprobe.load(two_layer_checkpoint)
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("two-layer-trained")
 def test_trained_induction_head_is_load_bearing_and_ranked_first(trained):
     ps = ihprobe.scan(trained, ["prefix_matching"]).top_heads("prefix_matching", 1)[0]
     result = ihprobe.ablate(
@@ -199,6 +199,7 @@ def test_trained_induction_head_is_load_bearing_and_ranked_first(trained):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("two-layer-trained")
 def test_pattern_mode_tells_the_previous_token_heads_mediated_effect_apart(trained):
     """The previous-token head works through the induction heads' keys (K-composition): with
     every attention pattern held at its clean value, ablating it costs little."""

@@ -27,6 +27,7 @@ from tests.helpers import CONTEXT, VOCAB, save_checkpoint, tiny_hf_model, train_
 
 INDUCTION = (1, 2)
 SEED = 2
+pytestmark = pytest.mark.xdist_group("one-induction-head-trained")  # `trained` trains once
 
 
 def train_one_induction_head(max_updates: int = 1500, target_loss: float = 2.8):

@@ -13,7 +13,7 @@ import pytest
 from ihprobe.jobs.demo import DemoConfig, run_demo
 from tests.browser import network_requests, render, screenshot
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo-run")]  # `demo` runs once
 
 
 @pytest.fixture(scope="module")

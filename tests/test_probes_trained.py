@@ -8,14 +8,13 @@ import math
 import pytest
 
 import ihprobe
-from ihprobe.core.standin import id_tokenizer
-from tests.helpers import VOCAB, save_checkpoint, train_two_layer
+from tests.helpers import VOCAB
 
 
 @pytest.mark.slow
-def test_trained_model_has_an_induction_head_that_scan_finds(tmp_path):
-    directory = save_checkpoint(train_two_layer(), tmp_path / "trained", id_tokenizer(VOCAB))
-    model = ihprobe.load(directory)
+@pytest.mark.xdist_group("two-layer-trained")
+def test_trained_model_has_an_induction_head_that_scan_finds(two_layer_checkpoint):
+    model = ihprobe.load(two_layer_checkpoint)
     n = 32
     metrics = ["prefix_matching", "logit_attribution", "copying", "ar_accuracy", "induction_loss"]
     scores = ihprobe.scan(model, metrics, n=n)
