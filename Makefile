@@ -28,11 +28,13 @@ corpus: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/ihprobe demo --out runs/demo
 
+# Both run the doctests of ihprobe and check its array annotations (pyproject.toml's addopts).
+# --dist loadgroup: tests that share a trained model carry one xdist_group and so share a worker.
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" -x
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q -m "not slow" -x
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

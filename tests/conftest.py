@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import ARCHS, NetworkBlocked, save_checkpoint, tiny_hf_model
+from ihprobe.core.standin import id_tokenizer
+from tests.helpers import (
+    ARCHS,
+    VOCAB,
+    NetworkBlocked,
+    save_checkpoint,
+    tiny_hf_model,
+    train_two_layer,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -74,3 +82,13 @@ def tiny_checkpoint(request, tmp_path_factory, tokenizer) -> tuple[str, Path]:
     directory = tmp_path_factory.mktemp(f"tiny-{arch}")
     save_checkpoint(tiny_hf_model(arch), directory, tokenizer)
     return arch, directory
+
+
+@pytest.fixture(scope="session")
+def two_layer_checkpoint(tmp_path_factory) -> Path:
+    """A 2-layer GPT-NeoX trained on periodic rows past its induction phase change (about a
+    minute): one induction head in layer 1 fed by a previous-token head in layer 0. Tests that
+    use it carry ``@pytest.mark.xdist_group("two-layer-trained")``, so that ``make test`` runs
+    them on one worker and trains the model once."""
+    directory = tmp_path_factory.mktemp("two-layer-trained")
+    return save_checkpoint(train_two_layer(), directory, id_tokenizer(VOCAB))
