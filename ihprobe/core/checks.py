@@ -34,6 +34,15 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _integral(value) -> int | None:
+    """``value`` as an int when it is an integer (not a bool, a float or a string), else None."""
+    if isinstance(value, torch.Tensor) and value.ndim == 0 and value.dtype != torch.bool:
+        value = value.item()
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
 def count(name: str, value, *, low: int = 1, high: int = INT64_MAX) -> int:
     """``value`` as an ``int`` in ``[low, high]``; bools, floats and strings are refused.
 
@@ -43,12 +52,38 @@ def count(name: str, value, *, low: int = 1, high: int = INT64_MAX) -> int:
         ...
         ihprobe.core.errors.IhprobeError: random must be an integer from 0 to 9223372036854775807 (got 1.5).
     """  # noqa: E501
-    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_floating_point():
-        integral, value = value.dtype != torch.bool, value.item()
-    if not integral or not low <= int(value) <= high:
+    found = _integral(value)
+    if found is None or not low <= found <= high:
         raise IhprobeError(f"{name} must be an integer from {low} to {high} (got {_shown(value)}).")
-    return int(value)
+    return found
+
+
+def integer(name: str, value) -> int:
+    """``value`` as an ``int`` within int64, any sign (its range is checked elsewhere).
+
+    >>> integer("layers", "2")
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: layers must be an integer (got '2').
+    """
+    found = _integral(value)
+    if found is None or not -INT64_MAX <= found <= INT64_MAX:
+        raise IhprobeError(f"{name} must be an integer (got {_shown(value)}).")
+    return found
+
+
+def number(name: str, value) -> float:
+    """``value`` as a ``float`` when it is a real number (its range is checked elsewhere)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise IhprobeError(f"{name} must be a number (got {_shown(value)}).")
+    return float(value)
+
+
+def text(name: str, value) -> str:
+    """``value`` when it is a string."""
+    if not isinstance(value, str):
+        raise IhprobeError(f"{name} must be a string (got {_shown(value)}).")
+    return value
 
 
 def optional_count(name: str, value, *, low: int = 1, high: int = INT64_MAX) -> int | None:

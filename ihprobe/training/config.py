@@ -10,6 +10,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field, fields
 
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.architectures import ARCHITECTURES
 from ihprobe.io.runs import RUN_META, run_meta
@@ -74,6 +75,9 @@ class TrainConfig:
     forecast: bool = False  # forecast the emergence point at every live probe -> forecast.jsonl
     law_from: tuple[str, ...] = ()  # earlier runs to refit the forecast's law on
     progress: bool = True  # tqdm bar on rank 0
+
+    def __post_init__(self) -> None:
+        check_types(self)
 
     @property
     def total_steps(self) -> int:
@@ -175,6 +179,36 @@ def check_config(config: TrainConfig, world_size: int = 1) -> None:
         )
     if problems:
         raise IhprobeError("bad training config: " + "; ".join(problems) + ".")
+
+
+# A field's annotation -> the check of its type (ranges are check_config's).
+TYPE_CHECKS = {
+    "int": checks.integer,
+    "int | None": lambda name, v: None if v is None else checks.integer(name, v),
+    "float": checks.number,
+    "float | None": lambda name, v: None if v is None else checks.number(name, v),
+    "bool": checks.flag,
+    "str": checks.text,
+}
+
+
+def check_types(config: TrainConfig) -> None:
+    """Refuse a field of another type than its annotation (``layers="2"``, ``arch=None``,
+    ``seed=1.5``), so a config is never built from values that fail later, deep in training.
+
+    >>> TrainConfig(batch_size=1.5)
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: batch_size must be an integer (got 1.5).
+    """
+    for spec in fields(config):
+        value = getattr(config, spec.name)
+        if spec.name == "seed":
+            checks.seed(value)
+        elif spec.type in TYPE_CHECKS:
+            TYPE_CHECKS[spec.type](spec.name, value)
+        elif spec.type == "dict" and not isinstance(value, dict):
+            raise IhprobeError(f"{spec.name} must be a dict of options (got {value!r}).")
 
 
 def _divisor_near(n: int, k: int) -> int:
