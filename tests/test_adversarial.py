@@ -257,6 +257,7 @@ def start_process(argv: list[str], cwd: Path) -> subprocess.Popen:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # two fresh Python processes: seconds
 def test_fifo_weights_and_nan_checkpoint_in_a_separate_process(ckpt, tmp_path):
     """A FIFO would block ``open`` forever; NaN in ``eig`` would crash the process."""
     fifo = tmp_path / "work" / "fifo"

@@ -29,6 +29,7 @@ def checkpoint(tmp_path_factory):
                            id_tokenizer(VOCAB))  # fmt: skip
 
 
+@pytest.mark.slow  # headless Chromium, twice
 def test_viewer_renders_offline_and_follows_the_hovered_token(checkpoint, tmp_path):
     model = ihprobe.load(checkpoint)
     row = induction_pair(model, n=10, batch=1).clean[0]

@@ -213,6 +213,7 @@ def test_network_is_blocked_in_tests():
         socket.create_connection(("198.51.100.1", 443), timeout=1)
 
 
+@pytest.mark.slow  # a fresh Python process imports torch and transformers: seconds
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "ihprobe", "info", str(tmp_path / "missing")],
@@ -224,6 +225,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
     assert result.stderr.strip().count("\n") == 0 and "does not exist" in result.stderr
 
 
+@pytest.mark.slow  # a fresh Python process per architecture
 def test_cli_info_describes_a_checkpoint(tiny_checkpoint):
     arch, directory = tiny_checkpoint
     result = subprocess.run(

@@ -9,6 +9,8 @@ import pytest
 from ihprobe.figures.report import Section, html_page, write_report
 from tests.browser import render, screenshot
 
+pytestmark = pytest.mark.slow  # every test starts headless Chromium: seconds each
+
 
 def test_report_is_self_contained_and_renders(tmp_path):
     figures = [go.Figure(go.Heatmap(z=[[0, 1], [1, 0]])), go.Figure(go.Scatter(y=[1, 3, 2]))]
