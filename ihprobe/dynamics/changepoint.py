@@ -19,7 +19,6 @@ trajectories come from :mod:`ihprobe.dynamics.trajectories`.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import math
 from dataclasses import asdict, dataclass, field
@@ -27,7 +26,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.dynamics.piecewise import noise_sd, piecewise_fit, sustained
+from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import run_shape
 from ihprobe.probes.engine import METRIC_TABLE
@@ -186,8 +188,6 @@ def run_emergence(
         >>> point.updates, point.batch_size, point.context               # doctest: +SKIP
         (912.4, 8, 64)
     """
-    from ihprobe.dynamics.trajectories import trajectory
-
     table = trajectory(run_dir, [metric], cache=cache, progress=progress, **scan_kwargs)
     batch_size, context = run_shape(run_dir)
     point = emergence(table, metric, reduce, threshold, batch_size=batch_size, context=context)
@@ -218,14 +218,15 @@ def emergence(
             flipping their sign before the fit.
         reduce: how heads become one value per checkpoint: ``"max"``, ``"mean"``, ``"min"``
             or one ``(layer, head)``.
-        threshold: the crossing level; default 0.3 for prefix matching, else the level halfway
-            up the fitted steep segment.
+        threshold: the crossing level; default the metric table's (0.3 for prefix matching and
+            the snippet attention scores), else the level halfway up the fitted steep segment.
         segments: pieces of the piecewise-linear fit against log10(tokens).
         min_rise: least rise of the steep segment that counts as a transition (default per
-            metric: 0.1 for PS, AR accuracy, LA, forward induction; 0 otherwise). The change
-            must also persist: the median of the checkpoints after the steep segment must
-            exceed the median before it by 4 noise sds (noise from checkpoint-to-checkpoint
-            differences and from the fit's residuals, whichever is larger).
+            metric: 0.1 for PS, AR accuracy, LA, forward induction, backward-copy accuracy; 0
+            otherwise). The change must also persist: the median of the checkpoints after the
+            steep segment must exceed the median before it by 4 noise sds (noise from
+            checkpoint-to-checkpoint differences and from the fit's residuals, whichever is
+            larger).
         batch_size, context: the run's B and C, for :func:`fit_law`; they also turn tokens into
             updates when the table has no steps.
         include_duplicates: fit checkpoints whose weights repeat an earlier checkpoint's too
@@ -246,7 +247,10 @@ def emergence(
             f"emergence takes a trajectory table, not a {type(table).__name__}: pass "
             "ihprobe.trajectory(run_dir, ['prefix_matching']) (or read a trajectory CSV)."
         )
+    checks.arguments(segments=segments, threshold=threshold, min_rise=min_rise,
+                     batch_size=batch_size, context=context)  # fmt: skip
     full = curve(table, metric, reduce)
+    checks.matrix(f"the table's {metric} values", full["value"].tolist())
     data = full if include_duplicates else full[~full["duplicate"]].reset_index(drop=True)
     model = str(table["model"].iloc[0]) if "model" in table and len(table) else None
     sign = -1.0 if metric in DECREASING else 1.0
@@ -262,7 +266,7 @@ def emergence(
         )
     x = np.log10(_floats(fit_rows[axis]))
     y = sign * _floats(fit_rows["value"])
-    breaks, levels = _piecewise_fit(x, y, segments)
+    breaks, levels = piecewise_fit(x, y, segments)
     widths = np.diff(breaks)
     slopes = np.where(widths > 1e-12, np.diff(levels) / np.maximum(widths, 1e-12), 0.0)
     rises = np.diff(levels)
@@ -270,7 +274,7 @@ def emergence(
     rise = float(rises[steep])
     residual = y - np.interp(x, breaks, levels)
     dof = max(len(y) - 2 * segments, 1)
-    noise = max(_noise_sd(y), float(np.sqrt(np.sum(residual**2) / dof)))
+    noise = max(noise_sd(y), float(np.sqrt(np.sum(residual**2) / dof)))
     floor = MIN_RISE.get(metric, 0.0) if min_rise is None else min_rise
     base.update(
         rise=rise,
@@ -283,7 +287,7 @@ def emergence(
         reason = f"{metric} never rises" if sign > 0 else f"{metric} never falls"
     elif rise < floor:
         reason = f"the steepest segment changes {metric} by {rise:.3g} < min_rise={floor:g}"
-    elif _sustained(x, y, breaks[steep], breaks[steep + 1]) < NOISE_FACTOR * noise:
+    elif sustained(x, y, breaks[steep], breaks[steep + 1]) < NOISE_FACTOR * noise:
         reason = (
             f"{metric} does not stay changed: the levels before and after the steepest segment "
             f"differ by less than {NOISE_FACTOR:g} noise sds ({noise:.3g})"
@@ -304,51 +308,6 @@ def emergence(
     return EmergencePoint(
         transition=True, **base, **_locate(data, axis, start, batch_size, context)
     )
-
-
-def _piecewise_fit(x: np.ndarray, y: np.ndarray, segments: int):
-    """Breakpoints and fitted levels there of a continuous piecewise-linear least-squares fit.
-
-    ``pwlf`` fits the lines for given breakpoints; the breakpoints are searched exhaustively
-    over the checkpoints and the midpoints between them (a few hundred tiny least-squares
-    problems, deterministic, unlike a stochastic global search), then polished continuously.
-    """
-    import pwlf
-    from scipy.optimize import minimize
-
-    model = pwlf.PiecewiseLinFit(x, y)
-    model.use_custom_opt(segments)
-    candidates = np.unique(np.concatenate([x[1:-1], (x[1:] + x[:-1]) / 2]))
-    best, best_ssr = None, np.inf
-    for combo in itertools.combinations(candidates, segments - 1):
-        ssr = model.fit_with_breaks_opt(np.array(combo))
-        if np.isfinite(ssr) and (best is None or ssr < best_ssr - 1e-12 * max(best_ssr, 1.0)):
-            best, best_ssr = np.array(combo), ssr
-    if best is None:
-        raise IhprobeError("the piecewise-linear fit failed on this curve (is it constant?).")
-    bounds = [(x[0], x[-1])] * (segments - 1)
-    polished = minimize(model.fit_with_breaks_opt, best, method="L-BFGS-B", bounds=bounds)
-    if polished.success and polished.fun < best_ssr - 1e-9 * max(best_ssr, 1e-12):
-        best = np.sort(polished.x)
-    breaks = np.concatenate([[x[0]], best, [x[-1]]])
-    model.fit_with_breaks(breaks)
-    return breaks, np.asarray(model.predict(breaks))
-
-
-def _noise_sd(y: np.ndarray) -> float:
-    """Noise sd from successive differences, robust to the few large steps of a transition."""
-    d = np.diff(y)
-    if len(d) < 2:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
-
-
-def _sustained(x: np.ndarray, y: np.ndarray, start: float, end: float) -> float:
-    """Median level after a segment minus the median before it: a phase change persists."""
-    before, after = y[x <= start + 1e-12], y[x >= end - 1e-12]
-    if not len(before) or not len(after):
-        return 0.0
-    return float(np.median(after) - np.median(before))
 
 
 def _first_crossing(data: pd.DataFrame, threshold: float, sign: float):
