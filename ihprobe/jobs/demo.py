@@ -165,8 +165,10 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study
     log.info("[%s] 1/4 training %d updates of %s", name, config.steps, producer)
     run = _train(config, Path(config.out) / name, producer, options)
     log.info("[%s] 2/4 scanning %d checkpoints", name, len(checkpoints(run)))
-    table = trajectory(run, list(TRAJECTORY_METRICS), cache=Path(config.out) / ".cache",
-                       progress=config.progress, seed=config.seed)  # fmt: skip
+    # scans are cached under IHPROBE_CACHE (ihprobe.core.cache), keyed by each checkpoint's
+    # weights: a rerun, or a retrained run with the same weights, scans nothing again
+    table = trajectory(run, list(TRAJECTORY_METRICS), progress=config.progress,
+                       seed=config.seed)  # fmt: skip
     log.info("[%s] 3/4 finding the emergence point", name)
     shape = {"batch_size": config.batch_size, "context": config.context}
     model = ihprobe.load(checkpoints(run)[-1].source)
