@@ -16,8 +16,10 @@ ihprobe.core.errors.IhprobeError: batch must be an integer from 1 to 92233720368
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
+import os
 from collections.abc import Sequence
 
 import torch
@@ -320,3 +322,31 @@ def arguments(**values) -> None:
 def finite_fields(what: str, result, *names: str) -> None:
     """:func:`finite_result` on the fields ``names`` of ``result``, for ``__post_init__``."""
     finite_result(what, **{name: getattr(result, name) for name in names})
+
+
+def keywords(caller: str, passed: dict, target, **values) -> None:
+    """Check keyword arguments ``passed`` on to ``target`` (unknown names refused, known ones
+    by :data:`RULES`) and ``values`` of ``caller``'s own, before any work.
+
+    >>> keywords("trajectory", {"batch": 0}, lambda batch=1: None)
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: batch must be an integer from 1 to 9223372036854775807 (got 0).
+    """  # noqa: E501
+    accepted = inspect.signature(target).parameters
+    unknown = sorted(set(passed) - set(accepted))
+    if unknown:
+        raise IhprobeError(
+            f"{caller} got unknown keyword(s) {', '.join(unknown)}; it passes on only "
+            f"{', '.join(k for k in accepted if k != 'model')}."
+        )
+    arguments(**{k: v for k, v in passed.items() if k in RULES}, **values)
+
+
+def source(value, name: str = "source") -> str | os.PathLike:
+    """A checkpoint, run directory or hub id: a non-empty string or path."""
+    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+        raise IhprobeError(
+            f"{name} must be a checkpoint or run directory or a hub id (got {_shown(value)})."
+        )
+    return value

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from ihprobe import __version__
 from ihprobe.causal.ablation import AblationResult, ablate
-from ihprobe.core import cache
+from ihprobe.core import cache, checks
 from ihprobe.core.cache import root as cache_root
 from ihprobe.dynamics.shard import each_share
 from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
@@ -181,6 +181,7 @@ def trajectory(
         >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP
         ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
     """
+    checks.keywords("trajectory", scan_kwargs, scan, tokens_per_step=tokens_per_step)
     return cached_sweep(
         sources_of(source_or_sources, revisions),
         lambda where: _Scanner(metrics, scan_kwargs, where).scan,

@@ -21,6 +21,7 @@ from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_AR
 from transformers import AutoConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.runs import Checkpoint, checkpoints, looks_like_run
 from ihprobe.io.validation import hf_loading
@@ -159,8 +160,8 @@ def sources_of(source_or_sources, revisions: Sequence[str] | None = None) -> lis
         if isinstance(item, Checkpoint):
             found.append(item)
         elif revisions is not None:
-            found.extend(checkpoints(item, revisions=list(revisions)))
-        elif Path(item).expanduser().is_dir():
+            found.extend(checkpoints(checks.source(item), revisions=list(revisions)))
+        elif Path(checks.source(item)).expanduser().is_dir():
             found.extend(checkpoints(item))
         else:
             found.append(Checkpoint(str(item)))  # a hub id at its default revision
