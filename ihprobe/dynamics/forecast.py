@@ -7,7 +7,7 @@ the rise of max prefix matching, as :func:`ihprobe.emergence` defines it), on a 
 given)
   with a spread in log10 updates: the refit's residual sd, or :data:`DEFAULT_SPREAD`;
 * the likelihood of the live probes ``(step, max PS)`` given ``t*`` is a ramp: max PS sits at a
-  base level up to ``t*``, then climbs by ``rise >= MIN_RISE`` over ``width`` decades of
+  base level up to ``t*``, then climbs by ``rise >= RAMP_MIN_RISE`` over ``width`` decades of
   updates and stays up; base and rise are fitted per grid point, the width is averaged over
   :data:`WIDTHS`, and the noise is Gaussian with the run's own checkpoint-to-checkpoint sd
   (at least :data:`NOISE_FLOOR`);
@@ -42,6 +42,7 @@ from scipy.stats import norm
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.changepoint import THRESHOLDS, EmergencePoint, emergence
 from ihprobe.dynamics.law import Law, fit_law, get_law, predict_emergence
+from ihprobe.dynamics.piecewise import noise_sd
 from ihprobe.io.runs import PROBES, RUN_META, RunDir, run_meta
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ METRIC = "prefix_matching"
 VALUE = "max_prefix_matching"  # the live probes' field (probes.jsonl)
 DEFAULT_SPREAD = 0.3  # sd of log10 updates around a law without residuals to measure it
 MIN_SPREAD = 0.1  # floor for a refit's residual sd (few runs understate the scatter)
-MIN_RISE = 0.2  # max PS climbs at least this much when heads form (chance ~0.1 -> 0.3)
+RAMP_MIN_RISE = 0.2  # max PS climbs at least this much when heads form (chance ~0.1 -> 0.3)
 WIDTHS = (0.05, 0.1, 0.2, 0.4)  # decades of updates the rise may take, averaged over
 NOISE_FLOOR = 0.03  # least sd of max PS between checkpoints (probes on 20 rows are noisy)
 GRID_POINTS = 801
@@ -286,30 +287,23 @@ def _log_likelihood(grid: np.ndarray, steps: np.ndarray, values: np.ndarray):
     widths = np.array(WIDTHS)
     ramp = np.clip((x[None, None, :] - grid[:, None, None]) / widths[None, :, None], 0, 1)
     sse = _least_squares(ramp, values)
-    sigma = max(NOISE_FLOOR, _noise_sd(values))
+    sigma = max(NOISE_FLOOR, noise_sd(values))
     loglik = logsumexp(-sse / (2 * sigma**2), axis=1) - math.log(len(widths))
     return grid, loglik
 
 
 def _least_squares(ramp: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Sum of squared errors of ``y ~ base + rise * ramp`` with ``rise`` clipped to
-    ``[MIN_RISE, 1]``, for every ramp (last axis: the records)."""
+    ``[RAMP_MIN_RISE, 1]``, for every ramp (last axis: the records)."""
     r_mean = ramp.mean(-1, keepdims=True)
     y_mean = y.mean()
     var = ((ramp - r_mean) ** 2).sum(-1)
     cov = ((ramp - r_mean) * (y - y_mean)).sum(-1)
-    rise = np.clip(np.divide(cov, var, out=np.zeros_like(cov), where=var > 1e-12), MIN_RISE, 1.0)
+    slope = np.divide(cov, var, out=np.zeros_like(cov), where=var > 1e-12)
+    rise = np.clip(slope, RAMP_MIN_RISE, 1.0)
     base = y_mean - rise * r_mean[..., 0]
     residual = y - base[..., None] - rise[..., None] * ramp
     return (residual**2).sum(-1)
-
-
-def _noise_sd(y: np.ndarray) -> float:
-    """Robust sd of max PS from successive differences (a jump or two does not inflate it)."""
-    d = np.diff(y)
-    if len(d) < 3:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
 
 
 def _quantiles(grid: np.ndarray, weights: np.ndarray, probs: Sequence[float]) -> list[float]:
