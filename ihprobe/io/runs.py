@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import append_line, atomic_write, remove_temporary
 
@@ -89,6 +90,7 @@ def checkpoints(source: str | os.PathLike, revisions: list[str] | None = None) -
         >>> [c.revision for c in checkpoints("org/model", ["step20", "step3"])]
         ['step3', 'step20']
     """
+    checks.source(source)
     if revisions is not None:
         found = [Checkpoint(str(source), r, _digits(r)) for r in revisions]
         return sorted(found, key=lambda c: (c.step is None, c.step or 0))
