@@ -1,9 +1,19 @@
 """``HeadScores``: every head score and model score of one model, with its provenance.
 
->>> scores = ihprobe.scan(model)                                      # doctest: +SKIP
->>> scores.head["prefix_matching"].shape          # [n_layers, n_heads]  # doctest: +SKIP
->>> scores.top_heads("prefix_matching", k=3)      # [(layer, head, value), ...]  # doctest: +SKIP
->>> scores.to_frame().head()                                          # doctest: +SKIP
+``ihprobe.scan(model)`` returns one; here one is made by hand for a 2-layer, 2-head model:
+
+>>> scores = HeadScores(head={"prefix_matching": torch.tensor([[0.125, 0.25], [0.875, 0.0]])},
+...                     model={"ar_accuracy": 0.5}, provenance=Provenance("tiny", step=100))
+>>> scores.head["prefix_matching"].shape          # [n_layers, n_heads]
+torch.Size([2, 2])
+>>> scores.top_heads("prefix_matching", k=2)      # [(layer, head, value), ...]
+[(1, 0, 0.875), (0, 1, 0.25)]
+>>> scores.to_frame()[["step", "layer", "head", "metric", "value"]].tail(2)
+   step  layer  head           metric  value
+3   100      1     1  prefix_matching    0.0
+4   100   <NA>  <NA>      ar_accuracy    0.5
+>>> HeadScores.from_frame(scores.to_frame()).top_heads("prefix_matching", 1)
+[(1, 0, 0.875)]
 """
 
 from __future__ import annotations
