@@ -3,6 +3,8 @@ renders in a browser with every figure and no JavaScript errors."""
 
 from __future__ import annotations
 
+import html
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -10,7 +12,8 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from ihprobe.jobs.demo import DemoConfig, run_demo
+from ihprobe.causal.results import ANSWERS, VERDICT_RULE
+from ihprobe.jobs.demo import DemoConfig, run_demo, summary_text
 from tests.browser import network_requests, render, screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo-run")]  # `demo` runs once
@@ -50,7 +53,11 @@ def test_demo_report_renders_fits_the_page_and_labels_its_lines(demo):
     assert "emergence ~" in labels and "law (fitted)" in labels  # the log-axis lines' labels
     assert rendered.dom.count("How to read this") >= 2 and "Verdict." in rendered.dom
     assert "uniform-guess loss" in rendered.dom
-    assert "load-bearing" in rendered.dom  # the verdict names its answer
+    verdict = demo.summary.set_index("run").loc["main", "verdict"]
+    assert verdict in ANSWERS  # the library's one verdict, in the summary and on the page
+    assert re.search(r"<b>Verdict\.</b> Ablating L\dH\d [^<]*: " + verdict + ":", rendered.dom)
+    assert html.escape(VERDICT_RULE) in rendered.dom  # its rule, in How to read this
+    assert "first copy" in labels and "second copy" in labels  # loss by position's halves
     screenshot(demo.report, "demo-report.png")
 
 
@@ -62,6 +69,9 @@ def test_compare_adds_natural_and_bi_induct_runs(tmp_path):
     assert all(path.is_file() for path in result.tables.values())
     rendered = render(result.report)
     assert rendered.errors == [] and "Natural vs Bi-Induct" in rendered.dom
+    # 30 updates form no head in the natural arms: the report and the summary say so
+    assert "natural and bi-induct formed no induction head at this budget" in rendered.dom
+    assert "nothing to compare" in summary_text(result)
 
 
 def test_cli_demo_prints_where_files_are(tmp_path):
@@ -75,4 +85,10 @@ def test_cli_demo_prints_where_files_are(tmp_path):
     assert f"report: {out / 'report.html'}" in result.stdout
     assert "max prefix matching" in result.stdout and "(chance" in result.stdout
     assert "demo: [main] 1/4 training" in result.stderr  # stage lines without progress bars
+    last = result.stdout.strip().splitlines()[-1]  # the heads found and the one verdict
+    assert re.fullmatch(
+        r"main: induction heads found: .+; verdict on its top head "
+        r"\(AR accuracy\): (" + "|".join(ANSWERS) + r")\.",
+        last,
+    ), last
     assert (out / "report.html").is_file() and (out / "main-trajectory.csv").is_file()

@@ -51,6 +51,7 @@ SUMMARY_COLUMNS = {
     "induction_loss_final": "induction loss, final",
     "induction_loss_chance": "uniform-guess loss",
     "emergence_updates": "emergence (updates)", "law_updates": "law (updates)",
+    "induction_heads": "induction heads", "verdict": "verdict",
 }  # fmt: skip
 
 SUMMARY_HOWTO = {
@@ -63,6 +64,10 @@ SUMMARY_HOWTO = {
     "<i>uniform-guess loss</i> ln V is what guessing every token equally gives.",
     "emergence": "the first update of the steep segment of a 3-piece fit of max PS against "
     "log(tokens); empty when no transition was detected.",
+    "induction heads": f"heads whose prefix matching reaches {THRESHOLD}, the level that counts "
+    "as formed.",
+    "verdict": "the one verdict on the top head: its ablation against random heads (AR "
+    "accuracy), by the rule stated in the Ablation section below.",
     "law": "the updates Aoyama et al.'s law U = 750,000 / (B^0.37 C^0.62) predicts for this B "
     "and C (fitted to far larger models, see below).",
 }
@@ -358,12 +363,17 @@ def compare_note(summary: pd.DataFrame) -> str | None:
     law = float(short.law_updates.max())
     natural = short.producer.isin(["natural", "bi-induct"]).any()
     return (
-        f"{' and '.join(short.run)} formed no induction head at this budget (max PS "
+        f"{_names(list(short.run))} formed no induction head at this budget (max PS "
         f"{', '.join(f'{v:.3f}' for v in short.ps_final)}, below {THRESHOLD}), so there is "
         f"nothing to compare: {int(short.steps.max()):,} updates, where the law predicts "
         f"{law:,.0f} at this B and C (--steps {math.ceil(law / 100) * 100})"
         + (f"; and {NATURAL_MEASURED}." if natural else ".")
     )
+
+
+def _names(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def _short(title: str) -> str:
