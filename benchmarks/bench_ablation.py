@@ -67,7 +67,7 @@ def best_of(fn, repeats: int = REPEATS) -> float:
 
 
 def bench(name: str, overrides: dict, rows: int, n: int) -> dict:
-    from ihprobe.causal.ablation import evaluate_groups, repeated_probe
+    from ihprobe.causal.evaluation import evaluate_groups, repeated_probe
     from ihprobe.causal.head_sets import head_sets
     from ihprobe.causal.masks import keep_mask, mean_z
 

@@ -10,7 +10,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 import ihprobe
-from ihprobe.causal.ablation import METRICS, evaluate_groups, natural_probe, repeated_probe
+from ihprobe.causal.evaluation import METRICS, evaluate_groups, natural_probe, repeated_probe
 from ihprobe.causal.head_sets import head_sets, heads_per_layer
 from ihprobe.causal.masks import keep_mask
 from ihprobe.causal.results import statistics as _statistics

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import ihprobe
-from ihprobe.causal.ablation import evaluate_groups
+from ihprobe.causal.evaluation import evaluate_groups
 from ihprobe.causal.masks import keep_mask
 from ihprobe.causal.tasks import (
     SEQUENCES,
