@@ -6,8 +6,8 @@ independent ``python -m ihprobe train`` process writing its own run directory: l
 or Slurm jobs through submitit (:mod:`ihprobe.jobs.cluster`). A finished run is never trained again,
 an interrupted one is resumed.
 
->>> plan(["batch_size=4,8", "context=32"], out="runs/law")[0].name     # doctest: +SKIP
-'batch_size=4_context=32'
+>>> [run.name for run in plan(["batch_size=4,8", "context=32"], out="runs/law")]
+['batch_size=4_context=32', 'batch_size=8_context=32']
 """
 
 from __future__ import annotations
