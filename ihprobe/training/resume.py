@@ -11,6 +11,7 @@ is never compared, so a moved or differently spelled directory resumes.
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +129,11 @@ def read_state(path: Path, *, model, optimizer, device, last_step: int) -> dict:
     restart = f"start over with a new --out (or delete {path.parent.parent} and train it again)"
     if path.stat().st_size == 0:
         raise IhprobeError(f"{path} is empty: cannot resume from it; {restart}.")
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive
+        raise IhprobeError(
+            f"{path} cannot be resumed from: it is not a complete torch file (cut short, or "
+            f"something else); {restart}."
+        )
     try:
         state = torch.load(path, map_location=device, weights_only=True)
     except Exception as err:  # torch raises several types for damaged files
