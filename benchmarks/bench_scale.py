@@ -41,7 +41,7 @@ SHARED = {"vocab_size": 50304, "rotary_pct": 0.25, "max_position_embeddings": 20
           "use_parallel_residual": True, "rotary_emb_base": 10000, "bos_token_id": 0,
           "eos_token_id": 0, "tie_word_embeddings": False}  # fmt: skip
 TASKS = ("load", "swap", "scan_attention", "scan_all", "ablate", "head_effects")
-ATTENTION = ["prefix_matching", "previous_token", "duplicate_token", "forward_induction",
+ATTENTION = ["prefix_matching", "previous_token", "duplicate_token", "forward_induction_fixed",
              "anti_induction"]  # fmt: skip
 RANDOM = 5  # random draws in the ablate measurement (the report used 5)
 EFFECT_ROWS = 4  # rows of the head_effects measurement

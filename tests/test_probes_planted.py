@@ -77,9 +77,13 @@ def test_planted_patterns_score_one(small):
     )
     with small.hooks(fwd_hooks=plant(rows)):
         snip = ihprobe.scan(
-            small, ["forward_induction", "anti_induction"], batch=batch, seed=2, snippet_length=6
+            small,
+            ["forward_induction_fixed", "anti_induction"],
+            batch=batch,
+            seed=2,
+            snippet_length=6,
         )
-    assert snip.head["forward_induction"][1, 0] == 1.0  # an induction head copies forward
+    assert snip.head["forward_induction_fixed"][1, 0] == 1.0  # an induction head copies forward
     assert snip.head["anti_induction"][1, 2] == 1.0
     assert snip.head["anti_induction"][1, 0] == 0.0  # ... and not backward
 

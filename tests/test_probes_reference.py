@@ -12,6 +12,7 @@ from scipy.stats import pearsonr
 
 import ihprobe
 from ihprobe.probes import inputs, recall
+from ihprobe.probes.attention import VARIED_PAIRS
 from tests.helpers import save_checkpoint, tiny_hf_model
 
 N, BATCH, LENGTH = 10, 6, 7
@@ -127,7 +128,7 @@ def test_scan_matches_reference(loaded):
         "logit_attribution": ref["la"],
         "ps_la_correlation": ref["corr"],
         "direct_logit_attribution": ref["dla"],
-        "forward_induction": reference_snippet_score(
+        "forward_induction_fixed": reference_snippet_score(
             model, inputs.snippets(model, length=LENGTH, batch=BATCH, seed=3), LENGTH, False
         ),
         "anti_induction": reference_snippet_score(
@@ -137,8 +138,9 @@ def test_scan_matches_reference(loaded):
             True,
         ),
     }
-    # copying: see the test below; k_composition: tests/test_circuit*.py (against TransformerLens)
-    assert set(scores.head) == set(expected) | {"copying", "k_composition"}
+    # copying: see the test below; k_composition: tests/test_circuit*.py (against TransformerLens);
+    # the varied-length snippet scores: tests/test_probes_snippets.py
+    assert set(scores.head) == set(expected) | {"copying", "k_composition", *VARIED_PAIRS}
     for metric, value in expected.items():
         assert torch.allclose(scores.head[metric], value, atol=1e-5, rtol=1e-4), (arch, metric)
     for metric, value in ref_model.items():
@@ -245,14 +247,22 @@ def test_models_without_the_unembed_hook_get_the_same_scores(loaded, monkeypatch
     from ihprobe.probes import engine
 
     _, model = loaded
-    metrics = ["ar_accuracy", "ar_mean_rank", "induction_loss", "forward_induction", "icl_score"]
+    metrics = [
+        "ar_accuracy",
+        "ar_mean_rank",
+        "induction_loss",
+        "forward_induction_fixed",
+        "icl_score",
+    ]
     text = torch.randint(2, 512, (3, model.cfg.n_ctx), generator=torch.Generator().manual_seed(0))
     kwargs = {"n": N, "batch": BATCH, "snippet_length": LENGTH, "text": text}
     sliced = ihprobe.scan(model, metrics, **kwargs)
     monkeypatch.setattr(engine, "UNEMBED_IN", "no.such.hook")
     full = ihprobe.scan(model, metrics, **kwargs)
     assert full.model == pytest.approx(sliced.model, abs=1e-6)
-    assert torch.allclose(full.head["forward_induction"], sliced.head["forward_induction"])
+    assert torch.allclose(
+        full.head["forward_induction_fixed"], sliced.head["forward_induction_fixed"]
+    )
 
 
 def test_icl_text_as_token_ids(loaded):
@@ -270,10 +280,10 @@ def test_icl_text_as_token_ids(loaded):
 def test_snippet_scores_with_bos(loaded):
     _, model = loaded
     scores = ihprobe.scan(
-        model, ["forward_induction", "anti_induction"], batch=BATCH, seed=1, bos=True,
+        model, ["forward_induction_fixed", "anti_induction"], batch=BATCH, seed=1, bos=True,
         snippet_length=LENGTH,
     )  # fmt: skip
-    for metric, backward in (("forward_induction", False), ("anti_induction", True)):
+    for metric, backward in (("forward_induction_fixed", False), ("anti_induction", True)):
         rows = inputs.snippets(
             model, backward=backward, length=LENGTH, batch=BATCH, seed=1, bos=True
         )

@@ -396,10 +396,9 @@ def _comparison_section(studies: dict) -> Section:
     text = (
         "Sabry & Belz compare natural-only training with Bi-Induct (forward and backward copy "
         "snippets written over the same text, annealed, at matched tokens per update). They "
-        "report forward induction learned, backward anti-induction scores near zero, and "
-        "smaller ablation drops in Bi-Induct models (redundant rather than load-bearing heads). "
-        "Their anti-induction score (dotted) cannot rise in a causal model whatever it learned "
-        "(docs/science.md): backward copying shows in backward_copy_accuracy instead."
+        "report forward induction learned, backward anti-induction (dotted; it cannot rise in a "
+        "causal model, docs/science.md) near zero, and smaller ablation drops in Bi-Induct "
+        "models (redundant rather than load-bearing heads)."
     )
     note = compare_note(pd.DataFrame([study.summary for study in studies.values()]))
     blocks = [text] + ([f"<p><b>At this budget.</b> {html.escape(note)}</p>"] if note else [])

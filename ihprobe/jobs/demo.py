@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 # Metrics the demo follows over training (one cheap scan per checkpoint).
 TRAJECTORY_METRICS = (
-    "prefix_matching", "previous_token", "duplicate_token", "forward_induction",
+    "prefix_matching", "previous_token", "duplicate_token", "forward_induction_varied",
     "anti_induction", "ar_accuracy", "induction_loss",
 )  # fmt: skip
 ABLATION_METRICS = ("ar_accuracy", "induction_loss", "ar_mean_rank")

@@ -7,8 +7,10 @@ Input families and what each gives (SPEC sections 1-3):
   ``n`` second-half queries, and ``ln_final.hook_scale`` there; only those queries are
   unembedded, and their logits give the recall scores. Nothing else of the pass is kept (no
   ``run_with_cache``).
-* Bi-Induct snippets -- forward ``[S, SEP, S]`` and backward ``[S, SEP, reverse(S)]`` rows in
-  one pass, attention pairs only.
+* Bi-Induct snippets (:mod:`ihprobe.probes.snippets`) -- forward ``[S, SEP, S]`` and backward
+  ``[S, SEP, reverse(S)]`` rows of one length ([B]'s protocol) in one pass, attention pairs
+  only; rows whose length varies (forward, backward and a shuffled control) in another, with
+  the logits of the copies when a backward-copying behaviour score is asked for.
 * weights -- the OV copying score, no pass at all; ``k_composition`` (the strongest
   K-composition from a previous-token head, :mod:`ihprobe.probes.composition`) from the
   weights and the repeated pass's previous-token scores.
@@ -37,7 +39,7 @@ from ihprobe.core import checks, hooks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.models import provenance
 from ihprobe.io.validation import check_scores
-from ihprobe.probes import attention, attribution, copying, inputs, recall
+from ihprobe.probes import attention, attribution, copying, inputs, recall, snippets
 from ihprobe.probes.composition import previous_token_composition
 from ihprobe.probes.engine import (
     DEFAULT_CHUNK,
@@ -87,6 +89,7 @@ def scan(
     tokens: Int[torch.Tensor, "batch pos"] | None = None,
     text: str | Sequence[str] | Int[torch.Tensor, "batch pos"] | None = None,
     snippet_length: int | None = None,
+    snippet_lengths: tuple[int, int] | None = None,
     chunk: int | None = DEFAULT_CHUNK,
 ) -> HeadScores:
     """Score every head and the model on the probes of SPEC sections 2-3.
@@ -103,7 +106,11 @@ def scan(
             instead of random ones; the second half must repeat the first.
         text: natural text for the ICL score -- a string, a list of documents, or token ids
             ``[rows, pos]``; cut into up to ``batch`` rows.
-        snippet_length: ``|S|`` of the snippets; default 20, less when the context is short.
+        snippet_length: ``|S|`` of the fixed-length snippets ([B]'s protocol:
+            ``forward_induction_fixed``, ``anti_induction``); default 20, less when the
+            context is short.
+        snippet_lengths: ``(shortest, longest)`` ``|S|`` of the varied-length snippets (the
+            other snippet scores), drawn per row; default 10-30, less when the context is short.
         chunk: rows per forward pass (default 25); None runs each input family's rows in one
             pass. Chunks bound memory (every score is a mean over rows, so the numbers do not
             change): 48x less peak memory than ``run_with_cache`` at batch 100, and, like one
@@ -147,8 +154,14 @@ def scan(
             length = snippet_length or min(
                 inputs.SNIPPET_LENGTH, (model.cfg.n_ctx - 1 - int(bos)) // 2
             )
-            settings["snippet_length"] = length
-            head.update(_snippet_pass(model, wanted, length, batch, seed, bos, chunk))
+            lengths = snippet_lengths or default_lengths(model.cfg.n_ctx, bos)
+            settings.update(snippet_length=length, snippet_lengths=list(lengths))
+            head_part, model_part = snippets.snippet_scores(
+                model, wanted, length=length, lengths=lengths, batch=batch, seed=seed, bos=bos,
+                chunk=chunk,
+            )  # fmt: skip
+            head.update(head_part)
+            model_scores.update(model_part)
         if "copying" in wanted:
             head["copying"] = copying.copying_scores(model)
         if "k_composition" in wanted:
@@ -163,6 +176,16 @@ def scan(
     ordered_model = {k: model_scores[k] for k in METRICS if k in model_scores}
     check_scores(ordered_head, ordered_model)  # a NaN/inf score is an error naming the metric
     return HeadScores(ordered_head, ordered_model, provenance(model), settings)
+
+
+def default_lengths(n_ctx: int, bos: bool = False) -> tuple[int, int]:
+    """The varied snippet lengths: ``inputs.VARIED_LENGTHS``, cut to fit the context.
+
+    >>> default_lengths(128), default_lengths(41)
+    ((10, 30), (10, 20))
+    """
+    longest = min(inputs.VARIED_LENGTHS[1], (n_ctx - 1 - int(bos)) // 2)
+    return min(inputs.VARIED_LENGTHS[0], longest), longest
 
 
 def check_metrics(metrics: Sequence[str] | str | None) -> list[str]:
@@ -316,37 +339,3 @@ def _final_norm(model) -> tuple[bool, torch.Tensor | None]:
         )
     weight = getattr(model.ln_final, "w", None)
     return NORM_CENTRES[kind], weight
-
-
-def _snippet_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, chunk):
-    """Forward and backward snippets stacked into one pass; attention pairs only."""
-    families = {
-        "forward_induction": (False, attention.forward_pairs(length, bos)),
-        "anti_induction": (True, attention.backward_pairs(length, bos)),
-    }
-    families = {name: f for name, f in families.items() if name in wanted}
-    rows = torch.cat(
-        [
-            inputs.snippets(
-                model, backward=backward, length=length, batch=batch, seed=seed, bos=bos
-            )
-            for backward, _ in families.values()
-        ]
-    )
-    pairs, where = attention.concat_pairs({name: p for name, (_, p) in families.items()})
-    select = hooks.pattern_pairs(*pairs)
-    n_layers = model.cfg.n_layers
-
-    def make_hooks(index, store: dict) -> list:
-        return [
-            (hooks.hook_name(PATTERN, layer), hooks.keep(store, layer, select))
-            for layer in range(n_layers)
-        ]
-
-    probe = Probe("snippets", rows, positions=NOTHING)
-    kept = run_probe(model, probe, make_hooks, chunk=chunk)
-    stacked = torch.stack([kept[layer] for layer in range(n_layers)])
-    return {
-        name: attention.pair_mean(stacked[:, i * batch : (i + 1) * batch, :, where[name]])
-        for i, name in enumerate(families)
-    }

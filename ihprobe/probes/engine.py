@@ -31,6 +31,7 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import accumulating, hook_name, replace_with
 from ihprobe.data.corpus import default_documents
 from ihprobe.io.validation import require_finite
+from ihprobe.probes.attention import snippet_chance
 from ihprobe.probes.recall import (
     icl_score_per_row,
     induction_targets,
@@ -98,6 +99,7 @@ class Metric:
 
 
 _LOGITS = ("unembed_in",)
+_VS = {"chance": lambda v, n: 0.0, "relative": False}  # another loss minus backward_copy_loss
 METRIC_TABLE: dict[str, Metric] = {
     m.name: m
     for m in (
@@ -106,9 +108,16 @@ METRIC_TABLE: dict[str, Metric] = {
         Metric("prefix_matching_sd", "head", "repeated", (PATTERN,), "higher"),
         Metric("previous_token", "head", "repeated", (PATTERN,), "higher", _uniform_attention),
         Metric("duplicate_token", "head", "repeated", (PATTERN,), "higher", _uniform_attention),
-        Metric("forward_induction", "head", "snippets", (PATTERN,), "higher", _uniform_attention,
-               min_rise=0.1),
-        Metric("anti_induction", "head", "snippets", (PATTERN,), "higher", _uniform_attention),
+        Metric("forward_induction_fixed", "head", "snippets", (PATTERN,), "higher",  # [B]'s
+               snippet_chance("forward_induction_fixed"), threshold=0.3, min_rise=0.1),
+        Metric("anti_induction", "head", "snippets", (PATTERN,), "higher",  # [B]'s, fixed |S|
+               snippet_chance("anti_induction"), threshold=0.3),
+        Metric("forward_induction_varied", "head", "snippets", (PATTERN,), "higher",  # |S| 10-30
+               snippet_chance("forward_induction_varied"), threshold=0.3, min_rise=0.1),
+        Metric("backward_duplicate", "head", "snippets", (PATTERN,), "higher",
+               snippet_chance("backward_duplicate"), threshold=0.3),
+        Metric("backward_previous_token", "head", "snippets", (PATTERN,), "higher",
+               snippet_chance("backward_previous_token")),
         Metric("copying", "head", "weights", (), "higher", lambda v, n: 0.0),
         Metric("logit_attribution", "head", "repeated", (Z,), "higher", lambda v, n: 1 / n,
                min_rise=0.1),
@@ -122,6 +131,12 @@ METRIC_TABLE: dict[str, Metric] = {
                in_ablate=True),
         Metric("induction_loss", "model", "repeated", _LOGITS, "lower",
                lambda v, n: math.log(v), in_ablate=True),
+        Metric("backward_copy_loss", "model", "snippets", _LOGITS, "lower",
+               lambda v, n: math.log(v)),
+        Metric("backward_copy_accuracy", "model", "snippets", _LOGITS, "higher", lambda v, n: 1 / v,
+               threshold=0.5, min_rise=0.1),
+        Metric("backward_copy_vs_first_half", "model", "snippets", _LOGITS, "higher", **_VS),
+        Metric("backward_copy_vs_shuffled", "model", "snippets", _LOGITS, "higher", **_VS),
         # loss(late) - loss(early): more negative is better in-context learning
         Metric("icl_score", "model", "text", _LOGITS, "lower", lambda v, n: 0.0, relative=False,
                in_ablate=True),

@@ -12,12 +12,15 @@ True
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from jaxtyping import Int
 
 from ihprobe.core.errors import IhprobeError
 
 SNIPPET_LENGTH = 20  # |S| of the Bi-Induct snippets [S, SEP, S] (SPEC section 1)
+VARIED_LENGTHS = (10, 30)  # |S| drawn per row in this range: no single offset fits every row
 SEP_TOKEN = "<|sep|>"  # the separator ihprobe's tokenizers reserve for snippets
 
 
@@ -165,3 +168,72 @@ def snippets(
     if bos:
         parts.insert(0, torch.full((batch, 1), bos_id(model)))
     return torch.cat(parts, dim=1).to(model.cfg.device)
+
+
+def varied_snippets(
+    model,
+    *,
+    copy: Literal["forward", "backward", "shuffled"] = "forward",
+    lengths: tuple[int, int] = VARIED_LENGTHS,
+    batch: int = 100,
+    seed: int = 0,
+    bos: bool = False,
+    sep: int | None = None,
+) -> tuple[Int[torch.Tensor, "batch pos"], Int[torch.Tensor, " batch"]]:
+    """Snippets whose ``|S|`` is drawn per row, uniformly in ``lengths`` (inclusive), so no one
+    offset fits every row: ``[S, SEP, copy]``, then padding (the row's SEP) to the longest row.
+
+    ``copy`` is ``S`` (forward), ``reverse(S)`` (backward) or a random permutation of ``S``
+    (shuffled, the control). The same ``seed`` draws the same ``S`` and lengths whatever
+    ``copy`` is, so forward, backward and shuffled rows are paired. SEP is chosen as in
+    :func:`snippets`. Padding comes after every scored position, so in a causal model it
+    changes no score.
+
+    Returns:
+        tokens ``[batch, 2 * max(lengths) + 1]`` (one more with ``bos``) and each row's ``|S|``.
+
+    Example:
+        >>> x, n = varied_snippets(model, copy="backward", lengths=(3, 5))  # doctest: +SKIP
+        >>> x[0, : n[0]].flip(0).equal(x[0, n[0] + 1 : 2 * n[0] + 1])      # doctest: +SKIP
+        True
+    """
+    pair = isinstance(lengths, tuple | list) and len(lengths) == 2
+    if not pair or not all(isinstance(v, int) and not isinstance(v, bool) for v in lengths):
+        raise IhprobeError(
+            f"snippet lengths must be two integers (shortest, longest), e.g. (10, 30); got "
+            f"{lengths!r}."
+        )
+    low, high = lengths
+    if not 2 <= low <= high:
+        raise IhprobeError(
+            f"snippet lengths {low}-{high}: pass two lengths 2 <= low <= high (each row's |S| "
+            "is drawn between them, and a score needs at least one pair per row)."
+        )
+    extra = 1 + int(bos)
+    if 2 * high + extra > model.cfg.n_ctx:
+        raise IhprobeError(
+            f"snippet lengths up to {high} need {2 * high + extra} positions but the model's "
+            f"context is {model.cfg.n_ctx}; pass lengths up to {(model.cfg.n_ctx - extra) // 2}."
+        )
+    sep = sep_id(model) if sep is None else sep
+    g = torch.Generator().manual_seed(seed)
+    candidates = content_ids(model)
+    if sep is not None:
+        candidates = candidates[candidates != sep]
+    drawn = distinct_ids(candidates, batch, high + 1, g)
+    length = torch.randint(low, high + 1, (batch,), generator=g)
+    order = torch.rand(batch, high, generator=g).masked_fill(
+        torch.arange(high) >= length[:, None], 2.0
+    )  # a random permutation of each row's first |S| indices, the rest last
+    seps = drawn[:, high] if sep is None else torch.full((batch,), sep)
+    j = torch.arange(2 * high + 1)[None]
+    n = length[:, None]
+    c = (j - n - 1).clamp(min=0, max=high - 1)  # index into the copy
+    source = {"forward": c, "backward": (n - 1 - c).clamp(min=0),
+              "shuffled": order.argsort(dim=1).gather(1, c)}[copy]  # fmt: skip
+    index = torch.where(j < n, j.clamp(max=high - 1), source)
+    tokens = drawn.gather(1, index)
+    tokens = torch.where((j == n) | (j > 2 * n), seps[:, None], tokens)
+    if bos:
+        tokens = torch.cat([torch.full((batch, 1), bos_id(model)), tokens], dim=1)
+    return tokens.to(model.cfg.device), length.to(model.cfg.device)
