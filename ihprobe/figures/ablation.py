@@ -27,7 +27,14 @@ from ihprobe.causal.results import (
     changes,
     metric_of,
 )
-from ihprobe.figures.heads import OWN_TICKS, color_range, layer_head_heatmap, where, wrap_title
+from ihprobe.figures.heads import (
+    OWN_TICKS,
+    color_range,
+    fit_title,
+    layer_head_heatmap,
+    where,
+    wrap_title,
+)
 from ihprobe.figures.report import Section, write_report
 
 TOP_COLOR, RANDOM_COLOR, SIGNATURE_COLOR = "#d62728", "#7f7f7f", "#1f77b4"
@@ -87,7 +94,7 @@ def drop_figure(result: AblationResult, metrics: Sequence[str] | None = None) ->
         height=60 + 340 * n_rows, width=min(PAGE_WIDTH, max(420, 280 * n_cols)),
         template="plotly_white",
     )  # fmt: skip
-    return fig
+    return fit_title(fig, fig.layout.title.text)
 
 
 def head_effects_figure(effects: HeadEffects, metric: str) -> go.Figure:

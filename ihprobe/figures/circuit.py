@@ -13,6 +13,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from ihprobe.circuit.patching import PatchResult
+from ihprobe.figures.heads import fit_title
 from ihprobe.probes.composition import Composition
 
 SIZE = {"width": 620, "height": 440, "margin": {"l": 70, "r": 20, "t": 50, "b": 60}}
@@ -59,7 +60,7 @@ def composition_figure(scores: Composition) -> go.Figure:
         yaxis_autorange="reversed",
         **SIZE,
     )
-    return fig
+    return fit_title(fig, fig.layout.title.text)
 
 
 def patch_figure(result: PatchResult) -> go.Figure:
@@ -82,7 +83,7 @@ def patch_figure(result: PatchResult) -> go.Figure:
         yaxis_autorange="reversed",
         **SIZE,
     )
-    return fig
+    return fit_title(fig, fig.layout.title.text)
 
 
 def attribution_scatter(activation: PatchResult, attribution: PatchResult) -> go.Figure:
@@ -104,7 +105,7 @@ def attribution_scatter(activation: PatchResult, attribution: PatchResult) -> go
         showlegend=False,
         **SIZE,
     )
-    return fig
+    return fit_title(fig, fig.layout.title.text)
 
 
 def spaced_labels(

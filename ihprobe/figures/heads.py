@@ -21,9 +21,7 @@ from ihprobe.probes.scores import HeadScores
 
 # head metrics whose values are attention weights: bounded to [0, 1]
 BOUNDED = frozenset({"prefix_matching", "prefix_matching_sd", "previous_token",
-                     "duplicate_token", "forward_induction_fixed", "forward_induction_varied",
-                     "anti_induction", "backward_duplicate",
-                     "backward_previous_token"})  # fmt: skip
+                     "duplicate_token", "forward_induction", "anti_induction"})  # fmt: skip
 # differences of two bounded scores (a composition score minus its random baseline): a
 # diverging scale fixed at -1..1, so that noise around the baseline stays pale
 UNIT_SIGNED = frozenset({"k_composition"})
@@ -78,6 +76,21 @@ def wrap_title(title: str, width: int, margin: int = 80) -> str:
         else:
             lines.append(word)
     return "<br>".join(lines)
+
+
+def fit_title(fig: go.Figure, title: str) -> go.Figure:
+    """Set ``title`` wrapped to the figure's width (:func:`wrap_title`), with a top margin
+    that holds every line.
+
+    Example:
+        >>> fig = fit_title(go.Figure(layout={"width": 420}), "word " * 12)
+        >>> fig.layout.title.text.count("<br>"), fig.layout.margin.t
+        (1, 100)
+    """
+    wrapped = wrap_title(title, fig.layout.width or DEFAULT_WIDTH)
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 100  # plotly's default
+    lines = wrapped.count("<br>") + 1
+    return fig.update_layout(title=wrapped, margin={"t": max(top, 30 + 24 * lines)})
 
 
 def where(provenance: Provenance) -> str:
@@ -160,7 +173,7 @@ def checkpoint_slider(
         ],  # fmt: skip
         height=max(340, 220 + 40 * values[-1].shape[0]),
     )
-    return fig
+    return fit_title(fig, fig.layout.title.text)
 
 
 def _checkpoint_label(provenance: Provenance, index: int) -> str:
