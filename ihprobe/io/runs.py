@@ -35,6 +35,7 @@ import pandas as pd
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import append_line, atomic_write, remove_temporary
+from ihprobe.io.validation.meta import check_meta
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def checkpoint_meta(path: str | os.PathLike) -> dict:
         meta = json.loads(file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise IhprobeError(f"{file} is not valid JSON ({err}); re-save the checkpoint.") from err
-    return meta if isinstance(meta, dict) else {}
+    return check_meta(file, meta)  # step, tokens and sha256 well formed
 
 
 def checkpoints(source: str | os.PathLike, revisions: list[str] | None = None) -> list[Checkpoint]:

@@ -21,6 +21,7 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import sha256_file
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.sources import resolve
+from ihprobe.io.validation.files import check_directory, check_regular, safetensors_header
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
 
@@ -72,9 +73,16 @@ def _read_file(file: Path) -> dict[str, torch.Tensor]:
 
 
 def weights_hash(source: str | os.PathLike | Path) -> str:
-    """SHA-256 over tensor names, dtypes, shapes and values (file layout does not matter)."""
+    """SHA-256 over tensor names, dtypes, shapes and values (file layout does not matter).
+
+    The files are checked first (regular files inside the checkpoint, safetensors headers,
+    the checksums ``ihprobe.json`` recorded), so a FIFO, a link out of the checkpoint or an
+    edited file is refused before anything is read.
+    """
     digest = hashlib.sha256()
-    state = read_state_dict(resolve(source))
+    path = resolve(source)
+    check_files(path)
+    state = read_state_dict(path)
     for name in sorted(state):
         t = state[name].contiguous()
         digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
@@ -110,16 +118,33 @@ def weight_checksums(path: str | os.PathLike) -> dict[str, str]:
     return {file.name: sha256_file(file) for file in weight_files(Path(path))}
 
 
+def check_files(path: Path) -> list[Path]:
+    """The weight files of ``path`` once their type, headers and checksums pass; every reader
+    of a checkpoint's weights goes through this or :func:`ihprobe.io.models.validate_checkpoint`.
+    """
+    check_directory(path)  # FIFOs, devices, links out of the checkpoint
+    files = weight_files(path)
+    for file in files:
+        check_regular(file)
+        if file.suffix == ".safetensors":
+            safetensors_header(file)
+    verify_checksums(path)
+    return files
+
+
 def verify_checksums(path: str | os.PathLike) -> None:
     """Raise naming the file whose SHA-256 differs from the one ``ihprobe.json`` recorded.
 
     Checkpoints without recorded checksums (not written by ihprobe's trainer, or older) pass.
     """
-    recorded = checkpoint_meta(path).get("sha256") or {}
+    recorded = checkpoint_meta(path).get("sha256") or {}  # names and digests well formed
     for name, expected in sorted(recorded.items()):
         file = Path(path) / name
         if not file.is_file():
             raise IhprobeError(f"{file} is missing but {path}/ihprobe.json records it; re-save it.")
+        if file.is_symlink():
+            raise IhprobeError(f"{file} is a symlink; ihprobe hashes only the checkpoint's files.")
+        check_regular(file)  # never open a FIFO or a device
         if sha256_file(file) != expected:
             raise IhprobeError(
                 f"{file} does not match the SHA-256 recorded in ihprobe.json when it was written: "

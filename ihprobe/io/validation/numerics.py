@@ -28,9 +28,13 @@ def all_finite(tensor: torch.Tensor) -> bool:
     Example:
         >>> all_finite(torch.tensor([1.0, 2.0])), all_finite(torch.tensor([1.0, float("-inf")]))
         (True, False)
+        >>> all_finite(torch.tensor([1.0, float("nan")]).to(torch.float8_e5m2))
+        False
     """
     if not tensor.is_floating_point() or tensor.numel() == 0:
         return True
+    if tensor.element_size() == 1:  # float8 formats: no aminmax kernel, exact in float32
+        tensor = tensor.float()
     low, high = torch.aminmax(tensor)
     return bool(torch.isfinite(low) & torch.isfinite(high))
 
