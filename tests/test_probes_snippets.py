@@ -286,3 +286,12 @@ def test_every_snippet_metric_has_a_table_row_a_frame_row_and_a_definition(small
         assert f"`{metric}`" in text, f"docs/science.md does not define {metric}"
     frame = ihprobe.scan(small, list(SNIPPET_METRICS), batch=4).to_frame()
     assert set(frame.metric) == set(SNIPPET_METRICS)
+
+
+def test_scan_help_lists_every_scan_metric(capsys):
+    from ihprobe.cli import main
+
+    assert main(["scan", "--help"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    missing = [m for m in SCAN_METRICS if m not in shown]
+    assert not missing, f"ihprobe scan --help does not list {missing}"

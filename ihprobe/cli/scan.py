@@ -20,6 +20,16 @@ from ihprobe.cli._common import add_quiet, any_int, device, positive_int, progre
 SUMMARY_METRIC = "prefix_matching"
 
 
+class _MetricNames:
+    """The scan metrics of the metric table, looked up when the help is printed, so that
+    building the parser stays free of torch."""
+
+    def __str__(self) -> str:
+        from ihprobe.probes.engine import SCAN_METRICS
+
+        return ", ".join(SCAN_METRICS)
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "scan", help="score every head (prefix matching, LA, copying, ...) of checkpoints"
@@ -33,7 +43,8 @@ def register(subparsers) -> None:
         default=None,
         help="hub revision to scan (repeatable: each one is a checkpoint of every hub SOURCE)",
     )
-    p.add_argument("--metrics", help="comma-separated metric names (default: all)")
+    metrics = p.add_argument("--metrics", help="comma-separated names (default: all): %(names)s")
+    metrics.names = _MetricNames()  # read from the metric table only when --help is shown
     p.add_argument("--out", default="scan", help="output directory")
     p.add_argument(
         "-n",  # the form torchrun passes on: it reads --n as an abbreviation of its own flags
