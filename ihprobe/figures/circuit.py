@@ -134,7 +134,8 @@ def loss_by_position_figure(table: pd.DataFrame) -> go.Figure:
     on repeated tokens a dotted line splits the first copy from the second, where induction
     acts."""
     inputs = [name for name in ("natural", "repeated") if name in set(table["input"])]
-    fig = make_subplots(rows=1, cols=len(inputs), subplot_titles=inputs, shared_yaxes=True)
+    titles = inputs if len(inputs) > 1 else None  # one panel: its input is in the title
+    fig = make_subplots(rows=1, cols=len(inputs), subplot_titles=titles, shared_yaxes=True)
     order = table["tokens"].fillna(table["step"]).fillna(0)
     checkpoints = sorted(order.unique())
     for column, name in enumerate(inputs, start=1):
@@ -150,7 +151,8 @@ def loss_by_position_figure(table: pd.DataFrame) -> go.Figure:
         if name == "repeated":
             _mark_halves(fig, second_half(table), column)
     fig.update_yaxes(title_text="loss (nats)", row=1, col=1)
-    fig.update_layout(title="Loss by token position at each checkpoint",
+    fig.update_layout(title="Loss by token position at each checkpoint"
+                      + ("" if titles else f" ({inputs[0]} tokens)"),
                       width=480 * len(inputs) + 200, height=440)  # fmt: skip
     return fig
 
@@ -165,7 +167,7 @@ def _mark_halves(fig: go.Figure, half: int, column: int) -> None:
     axis = "x" if column == 1 else f"x{column}"
     fig.add_vline(x=half - 0.5, line={"color": "grey", "dash": "dot"}, row=1, col=column)
     for text, x, anchor in (("first copy", half - 1, "right"), ("second copy", half, "left")):
-        fig.add_annotation(text=text, x=x, xref=axis, y=1, yref="paper", yanchor="bottom",
+        fig.add_annotation(text=text, x=x, xref=axis, y=1, yref="paper", yanchor="top",
                            xanchor=anchor, showarrow=False, font={"color": "grey"})  # fmt: skip
 
 
@@ -178,8 +180,8 @@ def positions_text(table: pd.DataFrame) -> str:
         ...         for p, loss in [(1, first), (2, first), (3, second)]]
         >>> table = pd.DataFrame(rows, columns=["step", "position", "loss"]).assign(
         ...     input="repeated", tokens=None)
-        >>> positions_text(table)[:75]
-        'On repeated random tokens, from the first checkpoint to the last the second'
+        >>> positions_text(table)[:60]
+        "From the first checkpoint to the last, the second copy's mea"
     """
     rows = table[table["input"] == "repeated"]
     order = rows["tokens"].fillna(rows["step"]).fillna(0)
@@ -189,7 +191,7 @@ def positions_text(table: pd.DataFrame) -> str:
              for second in (True, False)]  # fmt: skip
     (second_from, second_to), (first_from, first_to) = means
     return (
-        f"On repeated random tokens, from the first checkpoint to the last the second copy's "
+        f"From the first checkpoint to the last, the second copy's "
         f"mean loss goes from {second_from:.2f} to {second_to:.2f} nats, and the first copy's "
         f"from {first_from:.2f} to {first_to:.2f} (nothing in the first copy can be predicted "
         "by copying). The dotted line splits the copies."

@@ -247,10 +247,9 @@ def _attention_section(prefix: str, study: dict) -> Section:
 
 def _positions_section(prefix: str, study) -> Section:
     table = study.positions
-    inputs = " and ".join(n for n in ("natural text", "repeated random tokens")
-                          if n.split()[0] in set(table["input"]))  # fmt: skip
-    text = (f"Next-token loss at each position on {inputs}, one line per checkpoint (darker is "
-            f"later). {positions_text(table)}")  # fmt: skip
+    natural = "natural text and " if "natural" in set(table["input"]) else ""
+    text = (f"Next-token loss at each position of {natural}repeated random tokens, one line per "
+            f"checkpoint (darker is later). {positions_text(table)}")  # fmt: skip
     return Section(f"{prefix}Loss by token position", [text, loss_by_position_figure(table)])
 
 
