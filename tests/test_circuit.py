@@ -14,6 +14,7 @@ from ihprobe.circuit.pairs import induction_pair, logit_diff, token_pair
 from ihprobe.circuit.patching import attribution_patch, patch, path_patch
 from ihprobe.core.hooks import keep
 from ihprobe.core.standin import id_tokenizer
+from ihprobe.io.provenance import COLUMNS
 from ihprobe.probes.composition import composition, pair_scores
 from tests.helpers import save_checkpoint, tiny_hf_model
 
@@ -233,6 +234,14 @@ def test_path_patching_equals_a_direct_two_pass_patch(random_model):
     expected = logit_diff(logits[:, pair.positions], pair.targets).mean()
     assert found.patched == pytest.approx(float(expected), abs=1e-5)
     assert abs(found.patched - found.corrupted) > 1e-7  # the patch did something (tiny: random)
+    # the result says where it came from and writes the long table of every result
+    assert found.provenance == ihprobe.io.models.provenance(random_model)
+    assert list(found.to_frame().columns[:8]) == list(COLUMNS)
+    frame = found.to_frame().set_index("metric")
+    assert frame.loc["path_patch", "value"] == pytest.approx(found.patched)
+    assert frame.loc["path_patch.fraction", "value"] == pytest.approx(found.fraction)
+    assert set(frame["layer"]) == {2} and set(frame["head"]) == {2} and set(frame.input) == {"k"}
+    assert set(frame["sender_layer"]) == {1} and set(frame["sender_head"]) == {1}
 
 
 def test_identical_clean_and_corrupted_rows_give_nan_fractions_not_infinities(random_model):

@@ -27,14 +27,13 @@ gives back the whole clean-minus-corrupted difference.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
-import pandas as pd
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Int
 
 from ihprobe.causal.masks import keep_mask
 from ihprobe.circuit.pairs import Metric, PatchPair, induction_pair, logit_diff, token_pair
+from ihprobe.circuit.results import PatchResult, PathPatchResult
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import hook_name
@@ -45,59 +44,6 @@ PER = ("head", "head_position")
 INPUTS = ("q", "k", "v")
 
 Head = tuple[int, int]
-
-
-@dataclass
-class PatchResult:
-    """The metric after each patch: ``values[layer, head]`` or ``values[layer, head, pos]``."""
-
-    per: str
-    values: Float[torch.Tensor, "layer head *pos"]
-    clean: float
-    corrupted: float
-    method: str = "activation"
-    model: str = ""
-    settings: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        checks.finite_fields("patch", self, "values", "clean", "corrupted")
-
-    @property
-    def fractions(self) -> Float[torch.Tensor, "layer head *pos"]:
-        """``(patched - corrupted) / (clean - corrupted)``; NaN when clean equals corrupted."""
-        return (self.values - self.corrupted) / _effect(self.clean, self.corrupted)
-
-    def to_frame(self) -> pd.DataFrame:
-        """``model, method, layer, head, position, value, fraction`` (position empty per head)."""
-        index = torch.ones_like(self.values, dtype=torch.bool).nonzero().tolist()
-        frame = pd.DataFrame(index, columns=["layer", "head", "position"][: self.values.ndim])
-        if "position" not in frame:
-            frame["position"] = pd.NA
-        frame["value"] = self.values.flatten().tolist()
-        frame["fraction"] = self.fractions.flatten().tolist()
-        frame.insert(0, "method", self.method)
-        frame.insert(0, "model", self.model)
-        return frame.astype({"position": "Int64"})
-
-
-@dataclass
-class PathPatchResult:
-    """The metric with only the sender -> receivers' ``receiver_input`` path patched."""
-
-    sender: list[Head]
-    receivers: list[Head]
-    receiver_input: str
-    clean: float
-    corrupted: float
-    patched: float
-
-    def __post_init__(self) -> None:
-        checks.finite_fields("path_patch", self, "clean", "corrupted", "patched")
-
-    @property
-    def fraction(self) -> float:
-        """``(patched - corrupted) / (clean - corrupted)``; NaN when clean equals corrupted."""
-        return (self.patched - self.corrupted) / _effect(self.clean, self.corrupted)
 
 
 def patch(
@@ -148,7 +94,7 @@ def patch(
         values=values.view(cfg.n_layers, cfg.n_heads, *([length] if length else [])),
         clean=float(clean_run["metric"].mean()),
         corrupted=corrupted_value,
-        model=provenance(model).model,
+        provenance=provenance(model),
         settings={"corruption": pair.corruption, "rows": rows, "seed": seed},
     )
 
@@ -206,7 +152,8 @@ def path_patch(
 
         patched = float(_run(model, pair.corrupted, pair, metric, put)["metric"].mean())
     clean_value, corrupted_value = (float(r["metric"].mean()) for r in (clean_run, corrupted_run))
-    return PathPatchResult(sender, receivers, receiver_input, clean_value, corrupted_value, patched)
+    return PathPatchResult(sender, receivers, receiver_input, clean_value, corrupted_value, patched,
+                           provenance(model))  # fmt: skip
 
 
 def attribution_patch(
@@ -256,7 +203,7 @@ def attribution_patch(
         clean=float(clean_run["metric"].mean()),
         corrupted=corrupted_value,
         method="attribution",
-        model=provenance(model).model,
+        provenance=provenance(model),
         settings={"corruption": pair.corruption, "rows": len(pair.clean), "seed": seed},
     )
 
@@ -379,11 +326,6 @@ def _put_inputs(model, receivers, receiver_input: str, received: dict, index) ->
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def _effect(clean: float, corrupted: float) -> float:
-    """The clean-minus-corrupted difference a fraction divides by; NaN when there is none."""
-    return clean - corrupted if clean != corrupted else float("nan")
 
 
 def _pair(model, clean, corrupted, corruption, n, batch, seed) -> PatchPair:
