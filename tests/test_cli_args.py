@@ -30,7 +30,7 @@ BAD = ["nan", "inf", "-inf", "abc", ""]
 REFUSES = {
     types.positive_int: ["0", "-5", "2.5"],
     types.nonnegative_int: ["-5", "2.5"],
-    types.any_int: ["2.5"],
+    types.seed_int: ["-5", "2.5"],
     types.positive_float: ["0", "-5"],
     types.nonnegative_float: ["-5"],
     types.finite_float: [],
@@ -134,6 +134,8 @@ def library_default(command: str, dest: str):
 
 
 def same(documented: str, value) -> bool:
+    if documented == "none":
+        return value in (None, [], (), "none")
     try:
         return math.isclose(float(documented), float(value))
     except (TypeError, ValueError):

@@ -26,7 +26,7 @@ ZERO_ALLOWED = {
     "--grad-clip",
     "--gpus-per-run",
 }  # fmt: skip  (0 GPUs: a CPU-only Slurm job)
-NEGATIVE_ALLOWED = {"--seed", "--threshold", "--b", "--c"}
+NEGATIVE_ALLOWED = {"--threshold", "--b", "--c"}  # a seed is 0 to 2**63-1
 NEVER_ALLOWED = ("nan", "inf", "-inf", "x", "", "1e999")
 
 

@@ -4,7 +4,9 @@ the library.
 A subcommand module defines ``register(subparsers)``, which adds its parser and sets
 ``func=run``; it imports heavy libraries inside ``run`` so that ``ihprobe --help`` stays fast.
 Errors the user can fix (:class:`~ihprobe.core.errors.IhprobeError`, or a bad flag value) print one
-line and exit with 2.
+line and exit with 2. Every subcommand takes its flags from :mod:`ihprobe.cli._common` (one name per
+thing), accepts no abbreviated flags, and prints stage lines when stderr is not a terminal
+(:mod:`ihprobe.cli._stages`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import logging
 import pkgutil
 import sys
 
+from ihprobe import __version__
 from ihprobe.cli._common import DefaultsFormatter
+from ihprobe.cli._stages import stage_lines
 from ihprobe.core.errors import IhprobeError
 
 
@@ -25,6 +29,7 @@ class OneLineParser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", DefaultsFormatter)
+        kwargs.setdefault("allow_abbrev", False)  # `--n` is never taken for `--no-cache`
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
@@ -37,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find, time and test induction heads in language models.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    parser.add_argument("--version", action="version", version=f"ihprobe {__version__}")
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=OneLineParser
     )
@@ -51,19 +57,25 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help (0) or a bad flag (2, one line already printed)
         return int(done.code or 0)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
-    )
+    level = logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:  # stage lines lower ihprobe's level, not these
+        if type(handler) is logging.StreamHandler:
+            handler.setLevel(level)
     try:
-        return int(args.func(args) or 0)
+        quiet = getattr(args, "quiet", False) or getattr(args, "progress", True) is False
+        with stage_lines(args.command, enabled=False if quiet else None):
+            return int(args.func(args) or 0)
     except IhprobeError as err:
         print(f"ihprobe {args.command}: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:
         if err.errno != errno.ENOSPC:
             raise
-        print(f"ihprobe {args.command}: error: disk full ({err}); free space and run again.",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"ihprobe {args.command}: error: disk full ({err}); free space and run again.",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

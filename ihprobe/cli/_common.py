@@ -1,8 +1,14 @@
-"""Helpers that several subcommands share (not a subcommand: the name starts with '_').
+"""The one option grammar of every subcommand (not a subcommand: the name starts with '_').
+
+A thing has one flag name everywhere: ``-n/--n`` (half-length of the repeated tokens),
+``--batch``, ``--seed``, ``--device``, ``--dtype``, ``-q/--quiet``, ``--text``, ``--revision``,
+``--out``, ``--force``, ``--json``; each ``add_*`` function below adds one of them, so a
+subcommand that has the thing gets the same name, type, help and default. SOURCE arguments
+accept a checkpoint, a run directory or a hub id everywhere (:func:`checkpoints_of`).
 
 The argument types here are the one validation layer for command-line values: each refuses
-0, negatives, NaN, inf or a wrong type where they make no sense, so argparse exits with status 2
-and one line before any work starts.
+0, negatives, NaN, inf, integers beyond int64 or a wrong type where they make no sense, so
+argparse exits with status 2 and one line before any work starts.
 
 >>> positive_int("3"), fraction("0.5"), key_value("repetition=0.9")
 (3, 0.5, ('repetition', 0.9))
@@ -13,28 +19,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import check_writable_dir, check_writable_file
 
-
-def add_source(p: argparse.ArgumentParser, out: str) -> None:
-    """SOURCE, ``--revision`` and ``--out`` of a command that reads one checkpoint."""
-    p.add_argument("source", metavar="SOURCE", help="checkpoint directory or hub id")
-    p.add_argument("--revision", help="hub revision")
-    p.add_argument("--out", default=out, help="output directory")
+INT64 = (-(2**63), 2**63 - 1)  # every integer flag lies here (torch and numpy take no more)
+TEXT_LIMIT = 256 * 2**20  # bytes of a --text file read into memory
+DTYPES = ("float32", "bfloat16", "float16")  # ihprobe.io.models.DTYPES, kept light here
 
 
-def add_quiet(p: argparse.ArgumentParser) -> None:
-    """``-q/--quiet``: no progress bars (without it, bars on stderr when it is a terminal)."""
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-
-
-def progress(args: argparse.Namespace) -> bool | None:
-    """The ``progress`` argument for the library: None (a bar on a terminal) or False."""
-    return False if args.quiet else None
+# ----------------------------------------------------------------------------- value types
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
@@ -51,13 +49,15 @@ class DefaultsFormatter(argparse.HelpFormatter):
 
 
 def _number(kind: type, test: Callable[[float], bool], wanted: str) -> Callable[[str], float]:
-    """An argparse type: ``kind(text)``, finite, and passing ``test``."""
+    """An argparse type: ``kind(text)``, finite, within int64 for integers, passing ``test``."""
 
     def parse(text: str):
         try:
             value = kind(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}") from None
+        if kind is int and not INT64[0] <= value <= INT64[1]:
+            raise argparse.ArgumentTypeError(f"{text[:30]!r}... is beyond int64, not {wanted}")
         if not math.isfinite(value) or not test(value):
             raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
         return value
@@ -68,7 +68,7 @@ def _number(kind: type, test: Callable[[float], bool], wanted: str) -> Callable[
 
 positive_int = _number(int, lambda v: v >= 1, "a positive integer")
 nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
-any_int = _number(int, lambda v: True, "an integer")
+seed_int = _number(int, lambda v: v >= 0, "a seed from 0 to 2**63-1")
 positive_float = _number(float, lambda v: v > 0, "a positive number")
 nonnegative_float = _number(float, lambda v: v >= 0, "a number >= 0")
 finite_float = _number(float, lambda v: True, "a finite number")
@@ -83,11 +83,13 @@ def fraction_or_count(text: str) -> float | int:
     >>> fraction_or_count("1"), fraction_or_count("0.02")
     (1, 0.02)
     """
+    if text.strip().isdigit():
+        return positive_int(text)  # its own message, e.g. beyond int64
     try:
-        return positive_int(text) if text.strip().isdigit() else fraction(text)
+        return fraction(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a fraction in (0, 1] nor a count k >= 1"
+            f"{text[:30]!r} is not a fraction in (0, 1] nor a count k >= 1"
         ) from None
 
 
@@ -111,11 +113,107 @@ def key_value(text: str) -> tuple[str, object]:
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE, e.g. repetition=0.9")
     try:
         parsed = json.loads(value)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, ValueError):  # ValueError: an integer of > 4300 digits
         parsed = value
     if isinstance(parsed, float) and not math.isfinite(parsed):
         raise argparse.ArgumentTypeError(f"{text!r}: the value must be a finite number")
+    if isinstance(parsed, int) and not INT64[0] <= parsed <= INT64[1]:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: the value is beyond int64")
     return key.strip().replace("-", "_"), parsed
+
+
+# ----------------------------------------------------------------------------- the flags
+
+
+def source(text: str) -> str:
+    """A SOURCE argument: not empty (``""`` would name the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty SOURCE: pass a checkpoint, run directory or hub id"
+        )
+    return text
+
+
+def add_sources(p: argparse.ArgumentParser, *, out: str | None, many: bool = True) -> None:
+    """SOURCE (one or several) and ``--revision`` (repeatable); with ``out``, ``--out`` (that
+    default) and ``--force``."""
+    p.add_argument(
+        "sources",
+        nargs="+" if many else 1,
+        type=source,
+        metavar="SOURCE",
+        help="checkpoint directory, run directory or hub id",
+    )
+    p.add_argument(
+        "--revision",
+        action="append",
+        default=None,
+        help="hub revision, repeatable: each is a checkpoint of every hub SOURCE "
+        "(default: the hub's main)",
+    )
+    if out is not None:
+        add_out(p, out)
+        p.add_argument("--force", action="store_true", help="overwrite existing output files")
+
+
+def add_out(p: argparse.ArgumentParser, default: str, what: str = "output directory") -> None:
+    p.add_argument("--out", default=default, help=what)
+
+
+def add_all_checkpoints(p: argparse.ArgumentParser) -> None:
+    """``--all-checkpoints``: every checkpoint of a run directory instead of its last."""
+    p.add_argument(
+        "--all-checkpoints",
+        action="store_true",
+        help="every checkpoint of a run directory (default: its last checkpoint)",
+    )
+
+
+def add_probe_rows(p: argparse.ArgumentParser, *, batch: int = 100, bos: bool = True) -> None:
+    """``-n/--n``, ``--batch`` and ``--seed`` of the repeated-token probe rows (and ``--bos``)."""
+    p.add_argument(
+        "-n",  # the form torchrun passes on: it reads --n as an abbreviation of its own flags
+        "--n",
+        type=positive_int,
+        help="half-length of the repeated tokens (default: min(50, n_ctx/2))",
+    )
+    p.add_argument("--batch", type=positive_int, default=batch, help="probe rows")
+    add_seed(p, "seed of the probe rows (and of any random draws)")
+    if bos:
+        p.add_argument(
+            "--bos", action="store_true", help="prepend the tokenizer's BOS to probe rows"
+        )
+
+
+def add_seed(p, what: str = "seed", default: object = 0) -> None:
+    p.add_argument("--seed", type=seed_int, default=default, help=what)
+
+
+def add_model_flags(p: argparse.ArgumentParser, *, dtype: bool = True) -> None:
+    """``--device`` (and ``--dtype``) of the models a command loads."""
+    p.add_argument(
+        "--device",
+        type=device,
+        default="cpu",
+        help="auto, cpu, cuda or cuda:N; under torchrun cuda is each rank's own GPU",
+    )
+    if dtype:
+        p.add_argument("--dtype", choices=DTYPES, default="float32", help="parameter dtype")
+
+
+def add_quiet(p: argparse.ArgumentParser, what: str = "no progress bars or stage lines") -> None:
+    """``-q/--quiet``: no progress bars or stage lines on stderr."""
+    p.add_argument("-q", "--quiet", action="store_true", help=what)
+
+
+def add_text(p: argparse.ArgumentParser, what: str = "ICL score") -> None:
+    p.add_argument(
+        "--text", metavar="FILE", help=f"UTF-8 text file for the {what} (default: none, skipped)"
+    )
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def add_option_flag(parser, what: str = "producer option") -> None:
@@ -127,8 +225,35 @@ def add_option_flag(parser, what: str = "producer option") -> None:
         type=key_value,
         default=[],
         metavar="KEY=VALUE",
-        help=f"{what}, repeatable; VALUE is read as JSON when it parses (--option period=[8,32])",
+        help=f"{what}, repeatable; VALUE is read as JSON when it parses (--option period=[8,32]) "
+        "(default: none)",
     )
+
+
+def progress(args: argparse.Namespace) -> bool | None:
+    """The ``progress`` argument for the library: None (a bar on a terminal) or False."""
+    return False if getattr(args, "quiet", False) else None
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def checkpoints_of(args: argparse.Namespace, source: str):
+    """The checkpoints a SOURCE names: a run directory's last one unless
+    ``--all-checkpoints``; every ``--revision`` of a hub id."""
+    from ihprobe.io.sources import sources_of
+
+    revisions = getattr(args, "revision", None)
+    found = sources_of(source, revisions or None)
+    return found if revisions or getattr(args, "all_checkpoints", False) else found[-1:]
+
+
+def one_checkpoint(args: argparse.Namespace):
+    """The one checkpoint of a single-model command (its last, for a run directory)."""
+    source = args.sources[0]
+    if args.revision and len(args.revision) > 1:
+        raise IhprobeError("this command reads one checkpoint: pass one --revision.")
+    return checkpoints_of(args, source)[-1]
 
 
 def refuse_overwrite(targets: list[Path], force: bool) -> None:
@@ -145,9 +270,24 @@ def refuse_overwrite(targets: list[Path], force: bool) -> None:
 
 
 def read_text_option(path: str | None) -> str | None:
-    """The contents of a ``--text FILE`` option, or None when it was not given."""
-    if not path:
+    """The contents of a ``--text FILE`` option, or None when it was not given; only a regular
+    file of at most :data:`TEXT_LIMIT` bytes is opened (a FIFO or device would hang or never
+    end)."""
+    if path is None:
         return None
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError) as err:
+        raise IhprobeError(
+            f"cannot read --text {path!r}: {getattr(err, 'strerror', err)}."
+        ) from err
+    if not stat.S_ISREG(found.st_mode):
+        raise IhprobeError(f"--text {path} is not a regular file; pass a plain text file.")
+    if found.st_size > TEXT_LIMIT:
+        raise IhprobeError(
+            f"--text {path} has {found.st_size:,} bytes, more than {TEXT_LIMIT:,}; pass a "
+            "shorter excerpt (the probes read a few thousand tokens)."
+        )
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 
-from ihprobe.cli._common import add_option_flag, any_int, positive_int, probability
+from ihprobe.cli import _common as flags
+
+TOKEN_LIMIT = 10**9  # tokens measured at most (batches x batch size x context)
 
 
 def register(subparsers) -> None:
@@ -17,25 +19,50 @@ def register(subparsers) -> None:
         help="realised repetition, reliability, entropies and Zipf exponent of a token stream",
     )
     p.add_argument("--producer", default="natural", help="natural, bi-induct, semi-natural, ...")
-    p.add_argument("--text", help="text file, directory or glob (natural-text sources)")
-    p.add_argument("--dataset", help="HF dataset name or local data file")
+    p.add_argument(
+        "--text",
+        help="text file, directory or glob, natural-text sources (default: the producer's)",
+    )
+    p.add_argument("--dataset", help="HF dataset name or local data file (default: none)")
     p.add_argument("--tokenizer", help="HF tokenizer directory (default: train a BPE)")
-    p.add_argument("--vocab-size", type=positive_int, help="vocabulary size (BPE or synthetic)")
-    p.add_argument("--repetition", type=probability, help="p_a for semi-natural / markov")
-    p.add_argument("--reliability", type=probability, help="p_b for semi-natural / markov")
-    p.add_argument("--context", type=positive_int, default=64, help="window length")
-    p.add_argument("--batch-size", type=positive_int, default=64, help="rows per batch")
-    p.add_argument("--batches", type=positive_int, default=16, help="batches to measure")
-    p.add_argument("--total-steps", type=positive_int, default=1, help="anneal length (bi-induct)")
-    p.add_argument("--seed", type=any_int, default=0, help="producer seed")
-    add_option_flag(p, "any other producer option")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--vocab-size",
+        type=flags.positive_int,
+        help="vocabulary size, BPE or synthetic (default: the producer's)",
+    )
+    p.add_argument(
+        "--repetition",
+        type=flags.probability,
+        help="p_a for semi-natural / markov (default: the producer's)",
+    )
+    p.add_argument(
+        "--reliability",
+        type=flags.probability,
+        help="p_b for semi-natural / markov (default: the producer's)",
+    )
+    p.add_argument("--context", type=flags.positive_int, default=64, help="window length")
+    p.add_argument("--batch-size", type=flags.positive_int, default=64, help="rows per batch")
+    p.add_argument("--batches", type=flags.positive_int, default=16, help="batches to measure")
+    p.add_argument(
+        "--total-steps", type=flags.positive_int, default=1, help="anneal length (bi-induct)"
+    )
+    flags.add_seed(p, "producer seed")
+    flags.add_option_flag(p, "any other producer option")
+    flags.add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from ihprobe.core.errors import IhprobeError
     from ihprobe.data import make_producer
     from ihprobe.data.stats import producer_stats
+
+    measured = args.batches * args.batch_size * args.context
+    if measured > TOKEN_LIMIT:
+        raise IhprobeError(
+            f"--batches x --batch-size x --context = {measured:,} tokens, more than "
+            f"{TOKEN_LIMIT:,}; the statistics settle long before: pass smaller values."
+        )
 
     options = {
         "text": args.text,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ihprobe.cli._common import any_int, positive_int
+from ihprobe.cli import _common as flags
 
 
 def register(subparsers) -> None:
@@ -11,19 +11,21 @@ def register(subparsers) -> None:
         help="train a tiny model, watch induction heads emerge, ablate them, write a report",
         description="The main job end to end on CPU in about a minute (see README).",
     )
-    p.add_argument("--out", default="runs/demo", help="output directory")
-    p.add_argument("--steps", type=positive_int, help="training updates (default 500)")
+    flags.add_out(p, "runs/demo")
+    p.add_argument("--steps", type=flags.positive_int, help="training updates (default: 500)")
     p.add_argument(
-        "--random", type=positive_int, help="random draws of the ablation baseline (default 20)"
+        "--random",
+        type=flags.positive_int,
+        help="random draws of the ablation baseline (default: 20)",
     )
-    p.add_argument("--seed", type=any_int, default=0, help="seed of training and probes")
+    flags.add_seed(p, "seed of training and probes")
     p.add_argument(
         "--compare",
         action="store_true",
         help="also train natural-only and Bi-Induct variants at matched compute",
     )
     p.add_argument("--no-progress", action="store_true", help="stage lines only, no progress bars")
-    p.add_argument("-q", "--quiet", action="store_true", help="only the final summary")
+    flags.add_quiet(p, "only the final summary")
     p.set_defaults(func=run)
 
 
@@ -41,8 +43,12 @@ def run(args) -> int:
         handler.setFormatter(logging.Formatter("demo: %(message)s"))
         stages.addHandler(handler)
         stages.propagate = False
-    config = DemoConfig(out=args.out, seed=args.seed, compare=args.compare,
-                        progress=not (args.no_progress or args.quiet))  # fmt: skip
+    config = DemoConfig(
+        out=args.out,
+        seed=args.seed,
+        compare=args.compare,
+        progress=not (args.no_progress or args.quiet),
+    )
     if args.steps is not None:
         config = replace(config, steps=args.steps)
     if args.random is not None:

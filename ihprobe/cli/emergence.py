@@ -9,37 +9,50 @@ from __future__ import annotations
 
 import json
 
-from ihprobe.cli._common import add_quiet, any_int, finite_float, positive_int, progress
+from ihprobe.cli import _common as flags
 
 
 def add_point_options(p) -> None:
     """Flags shared with ``fit-law`` and ``sweep``: which metric, and the probe settings."""
     p.add_argument("--metric", default="prefix_matching", help="scan metric")
-    p.add_argument("--reduce", default="max", choices=("max", "mean", "min"),
-                   help="over heads")  # fmt: skip
-    p.add_argument("--threshold", type=finite_float,
-                   help="crossing level (default 0.3 for prefix_matching)")  # fmt: skip
-    p.add_argument("-n", type=positive_int, help="half-length of the repeated-token probe")
-    p.add_argument("--batch", type=positive_int, default=100, help="probe rows")
-    p.add_argument("--seed", type=any_int, default=0, help="probe seed")
+    p.add_argument("--reduce", default="max", choices=("max", "mean", "min"), help="over heads")
+    p.add_argument(
+        "--threshold",
+        type=flags.finite_float,
+        help="crossing level (default: 0.3 for prefix_matching)",
+    )
+    flags.add_probe_rows(p, bos=False)
     p.add_argument("--no-cache", dest="cache", action="store_false", help="rescan everything")
+    p.add_argument(
+        "--device",
+        type=flags.device,
+        default="cpu",
+        help="where the checkpoints are scanned: auto, cpu, cuda or cuda:N",
+    )
 
 
 def point_kwargs(args) -> dict:
-    scan = {"batch": args.batch, "seed": args.seed}
+    scan = {"batch": args.batch, "seed": args.seed, "device": args.device}
     if args.n is not None:
         scan["n"] = args.n
-    return {"metric": args.metric, "reduce": args.reduce, "threshold": args.threshold,
-            "cache": args.cache, **scan}  # fmt: skip
+    return {
+        "metric": args.metric,
+        "reduce": args.reduce,
+        "threshold": args.threshold,
+        "cache": args.cache,
+        **scan,
+    }
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("emergence", help="find the emergence point of training runs")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories")
     add_point_options(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--html", metavar="FILE", help="write trajectory figures to an HTML page")
-    add_quiet(p)
+    flags.add_json(p)
+    p.add_argument(
+        "--html", metavar="FILE", help="write trajectory figures to an HTML page (default: none)"
+    )
+    flags.add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -68,7 +81,7 @@ def run(args) -> int:
     kwargs = point_kwargs(args)
     results, sections = [], []
     for run_dir in args.runs:
-        point = run_emergence(run_dir, progress=progress(args), **kwargs)
+        point = run_emergence(run_dir, progress=flags.progress(args), **kwargs)
         shape = (point.batch_size, point.context)
         law = predict_emergence(*shape) if all(shape) else None
         record = point.to_dict()
@@ -76,7 +89,7 @@ def run(args) -> int:
             record["predicted_updates"] = law.updates
         results.append(record)
         if args.html:
-            sections.append(_section(run_dir, point, law, kwargs, progress(args)))
+            sections.append(_section(run_dir, point, law, kwargs, flags.progress(args)))
         if not args.json:
             line = describe(point)
             if law is not None:
@@ -106,8 +119,9 @@ def _section(run_dir, point, law, kwargs: dict, bars: bool | None):
 
     scan = {k: v for k, v in kwargs.items() if k not in ("metric", "reduce", "threshold")}
     metrics = dict.fromkeys([point.metric, "ar_accuracy"])  # each cached on its own
-    table = pd.concat([trajectory(run_dir, [m], progress=bars, **scan) for m in metrics],
-                      ignore_index=True)  # fmt: skip
+    table = pd.concat(
+        [trajectory(run_dir, [m], progress=bars, **scan) for m in metrics], ignore_index=True
+    )
     blocks = [describe(point), trajectory_figure(table, point, law, losses(run_dir))]
     if table.loc[table["metric"] == point.metric, "layer"].notna().any():
         blocks.append(head_strip_figure(table, point.metric))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ihprobe.cli._common import finite_float
+from ihprobe.cli import _common as flags
 from ihprobe.cli.emergence import add_point_options, point_kwargs
 
 
@@ -14,11 +14,18 @@ def register(subparsers) -> None:
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories")
     add_point_options(p)
-    p.add_argument("--b", type=finite_float,
-                   help="fix the batch-size exponent instead of fitting it")  # fmt: skip
-    p.add_argument("--c", type=finite_float,
-                   help="fix the context exponent instead of fitting it")  # fmt: skip
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--b",
+        type=flags.finite_float,
+        help="fix the batch-size exponent instead of fitting it (default: fitted)",
+    )
+    p.add_argument(
+        "--c",
+        type=flags.finite_float,
+        help="fix the context exponent instead of fitting it (default: fitted)",
+    )
+    flags.add_json(p)
+    flags.add_quiet(p, "no stage lines")
     p.set_defaults(func=run)
 
 
@@ -45,7 +52,9 @@ def run(args) -> int:
     if args.json:
         print(json.dumps({**fit.to_dict(), "runs": [p.to_dict() for p in points]}, indent=2))
         return 0
-    print(f"U = {fit.T:,.0f} / (B^{fit.b:.3f} C^{fit.c:.3f})   r = {fit.r:.3f}   "
-          f"({len(fit.points)} runs; [A]: T=750,000, b=0.37, c=0.62)")  # fmt: skip
+    print(
+        f"U = {fit.T:,.0f} / (B^{fit.b:.3f} C^{fit.c:.3f})   r = {fit.r:.3f}   "
+        f"({len(fit.points)} runs; [A]: T=750,000, b=0.37, c=0.62)"
+    )
     print(fit.to_frame().to_string(index=False))
     return 0

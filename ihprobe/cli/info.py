@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 
+from ihprobe.cli import _common as flags
+from ihprobe.cli._stages import stage
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("info", help="load a checkpoint and describe its architecture")
-    p.add_argument("source", help="checkpoint directory, run directory or hub id")
-    p.add_argument("--revision", help="hub revision, e.g. step1000")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    flags.add_sources(p, out=None, many=False)
+    flags.add_json(p)
+    flags.add_model_flags(p)
+    flags.add_quiet(p, "no stage lines")
     p.set_defaults(func=run)
 
 
@@ -23,12 +27,14 @@ def run(args) -> int:
     from ihprobe.io import models
     from ihprobe.io.runs import checkpoints
 
-    path = Path(args.source)
+    path = Path(args.sources[0])
     if path.is_dir() and not (path / "config.json").is_file():
         rows = _checkpoint_rows(checkpoints(path))
         print(json.dumps(rows, indent=2) if args.json else _table(rows))
         return 0
-    model = models.load(args.source, revision=args.revision)
+    ckpt = flags.one_checkpoint(args)
+    stage(f"loading {ckpt.label}")
+    model = models.load(ckpt.source, revision=ckpt.revision, device=args.device, dtype=args.dtype)
     cfg = model.cfg
     prov = models.provenance(model)
     info = {
@@ -55,16 +61,19 @@ def _checkpoint_rows(found) -> list[dict]:
     from ihprobe.dynamics.trajectories import Duplicates
     from ihprobe.io.weights import weights_hash
 
-    duplicates = Duplicates()
-    return [
-        {
-            "checkpoint": c.source,
-            "step": c.step,
-            "tokens": c.tokens,
-            "duplicate_of": duplicates.check(c, weights_hash(c.source)),
-        }
-        for c in found
-    ]
+    duplicates, rows = Duplicates(), []
+    for index, c in enumerate(found, 1):
+        stage(f"hashing {index}/{len(found)}: {c.label}")
+        digest = weights_hash(c.source)
+        rows.append(
+            {
+                "checkpoint": c.source,
+                "step": c.step,
+                "tokens": c.tokens,
+                "duplicate_of": duplicates.check(c, digest),
+            }
+        )
+    return rows
 
 
 def _table(rows: list[dict]) -> str:

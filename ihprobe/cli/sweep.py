@@ -12,7 +12,7 @@ interrupted ones resumed), finds each run's emergence point and writes ``DIR/swe
 
 from __future__ import annotations
 
-from ihprobe.cli._common import nonnegative_int, positive_int
+from ihprobe.cli import _common as flags
 from ihprobe.cli.emergence import add_point_options, point_kwargs
 from ihprobe.core.errors import IhprobeError
 
@@ -24,9 +24,16 @@ def register(subparsers) -> None:
         "sweep", help="train a grid of runs, then fit the law / map the frontier"
     )
     p.add_argument("--out", required=True, help="sweep directory")
-    p.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2,...",
-                   help="TrainConfig field or producer option and values")  # fmt: skip
-    p.add_argument("--jobs", type=positive_int, default=1, help="runs trained at once (local)")
+    p.add_argument(
+        "--grid",
+        action="append",
+        required=True,
+        metavar="KEY=V1,V2,...",
+        help="TrainConfig field or producer option and values",
+    )
+    p.add_argument(
+        "--jobs", type=flags.positive_int, default=1, help="runs trained at once (local)"
+    )
     p.add_argument(
         "--launcher",
         choices=("local", "slurm"),
@@ -38,35 +45,80 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--time",
-        type=positive_int,
+        type=flags.positive_int,
         metavar="MINUTES",
         help="time limit of each run's job, with --launcher slurm (default 60)",
     )
     p.add_argument(
         "--gpus-per-run",
-        type=nonnegative_int,
+        type=flags.nonnegative_int,
         help="GPUs of each run's job, above 1 a torchrun job; with --launcher slurm (default 1)",
     )
-    p.add_argument("--no-train", dest="train", action="store_false",
-                   help="only summarise the runs already there")  # fmt: skip
+    p.add_argument(
+        "--no-train",
+        dest="train",
+        action="store_false",
+        help="only summarise the runs already there",
+    )
     add_point_options(p)
-    p.add_argument("train_args", nargs="*", metavar="-- TRAIN FLAGS",
-                   help="flags passed to every ihprobe train")  # fmt: skip
+    p.add_argument(
+        "train_args",
+        nargs="*",
+        metavar="-- TRAIN FLAGS",
+        help="flags passed to every ihprobe train",
+    )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ihprobe.jobs.sweep import run_sweep
 
+    if args.train:
+        check_grid(args.grid, args.out, tuple(args.train_args))
     written, failed = run_sweep(
-        args.grid, args.out, train_args=tuple(args.train_args), jobs=args.jobs,
-        train=args.train, slurm=slurm_of(args), **point_kwargs(args),
-    )  # fmt: skip
+        args.grid,
+        args.out,
+        train_args=tuple(args.train_args),
+        jobs=args.jobs,
+        train=args.train,
+        slurm=slurm_of(args),
+        **point_kwargs(args),
+    )
     for name, path in written.items():
         print(f"{name}: {path}")
     for name, why in failed.items():
         print(f"failed: {name} ({why}); see {args.out}/runs/{name}.log")
     return 1 if failed else 0
+
+
+def check_grid(grid: list[str], out: str, train_args: tuple[str, ...]) -> None:
+    """Every grid point parsed and checked as the ``ihprobe train`` it will run (flags, the
+    TrainConfig, the producer's options), so that a bad value is one line before any run starts.
+    """
+    import contextlib
+    import io
+
+    from ihprobe.cli import build_parser
+    from ihprobe.cli.train import config_from_args
+    from ihprobe.data.registry import producer_options
+    from ihprobe.jobs.sweep import plan
+    from ihprobe.training.config import check_config
+
+    parser = build_parser()
+    for run in plan(grid, out):
+        command = run.train_command(train_args)
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                args = parser.parse_args(command[command.index("train") :])
+            config = config_from_args(args)
+            check_config(config)
+            producer_options(config.producer, config.producer_options)
+        except SystemExit:
+            reason = said.getvalue().strip().split(": error: ")[-1].split(" (see ")[0]
+            raise IhprobeError(f"grid point {run.name}: {reason}") from None
+        except IhprobeError as err:
+            raise IhprobeError(f"grid point {run.name}: {err}") from None
 
 
 def slurm_of(args):
@@ -78,6 +130,9 @@ def slurm_of(args):
         if given:
             raise IhprobeError(f"{given[0]} is for --launcher slurm; add it or drop {given[0]}.")
         return None
-    settings = {"partition": args.partition, "time_min": args.time,
-                "gpus_per_run": args.gpus_per_run}  # fmt: skip
+    settings = {
+        "partition": args.partition,
+        "time_min": args.time,
+        "gpus_per_run": args.gpus_per_run,
+    }
     return Slurm(**{k: v for k, v in settings.items() if v is not None})

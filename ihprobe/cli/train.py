@@ -4,7 +4,8 @@ Every option has a default (the tiny model of DESIGN.md on semi-natural data), s
 ``ihprobe train --out runs/x --steps 20`` runs. Producer options go through
 ``--option KEY=VALUE`` (values are read as JSON when they parse, e.g.
 ``--option repetition=0.9 --option vocab_size=256``).
-``--resume`` with no other flags continues the run with the settings in its ``run.json``.
+``--resume`` with no other flags continues the run with the settings in its ``run.json``;
+with a larger ``--steps``/``--tokens`` it extends a finished constant-rate run.
 ``--live-probes --forecast [--law-from RUN ...]`` forecasts the emergence point as it trains
 (``docs/forecast.md``).
 Under ``torchrun --nproc_per_node N -m ihprobe train ...`` it trains with DDP.
@@ -16,14 +17,15 @@ import argparse
 import math
 
 from ihprobe.cli._common import (
+    INT64,
     add_option_flag,
-    any_int,
     device,
     nonnegative_float,
     nonnegative_int,
     positive_float,
     positive_int,
     probability,
+    seed_int,
     warmup_fraction,
 )
 
@@ -40,6 +42,8 @@ def count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a count such as 250k or 2e6") from None
     if not math.isfinite(number) or number * scale < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive count such as 250k")
+    if number * scale > INT64[1]:
+        raise argparse.ArgumentTypeError(f"{text[:30]!r} is beyond int64, not a count")
     return int(round(number * scale))
 
 
@@ -60,9 +64,9 @@ def checkpoints(text: str):
 
 # Producer options common enough to get their own flag: same as --option KEY=VALUE.
 SHORTCUTS = (
-    ("repetition", probability, "semi-natural/markov: P(A..A), same as --option repetition=..."),
-    ("reliability", probability, "semi-natural/markov: P(B | AB..A)"),
-    ("vocab-size", positive_int, "producer vocabulary (iid, markov, BPE size of text producers)"),
+    ("repetition", probability, "semi-natural/markov: P(A..A) (default: the producer's)"),
+    ("reliability", probability, "semi-natural/markov: P(B | AB..A) (default: the producer's)"),
+    ("vocab-size", positive_int, "producer vocabulary (default: the producer's)"),
 )
 
 
@@ -88,53 +92,135 @@ def register(subparsers) -> None:
     )
     p.add_argument("--out", required=True, help="run directory")
     data = p.add_argument_group("data")
-    data.add_argument("--producer", help="natural, repeats, bi-induct, semi-natural, markov or iid")
+    data.add_argument(
+        "--producer",
+        help="natural, repeats, bi-induct, semi-natural, markov or iid (default: semi-natural)",
+    )
     add_option_flag(data)
     for flag, kind, text in SHORTCUTS:
         data.add_argument(f"--{flag}", dest=flag.replace("-", "_"), type=kind, help=text)
     model = p.add_argument_group("model")
-    model.add_argument("--arch", choices=("gpt-neox", "llama", "gpt2"))
-    model.add_argument("--layers", type=positive_int)
-    model.add_argument("--heads", type=positive_int)
-    model.add_argument("--kv-heads", dest="kv_heads", type=positive_int,
-                       help="llama: key/value heads")  # fmt: skip
-    model.add_argument("--d-model", dest="d_model", type=positive_int)
-    model.add_argument("--d-mlp", dest="d_mlp", type=positive_int, help="default 4 * d_model")
+    model.add_argument(
+        "--arch", choices=("gpt-neox", "llama", "gpt2"), help="architecture (default: gpt-neox)"
+    )
+    model.add_argument("--layers", type=positive_int, help="layers (default: 2)")
+    model.add_argument("--heads", type=positive_int, help="attention heads per layer (default: 4)")
+    model.add_argument(
+        "--kv-heads",
+        dest="kv_heads",
+        type=positive_int,
+        help="llama: key/value heads (default: --heads)",
+    )
+    model.add_argument(
+        "--d-model", dest="d_model", type=positive_int, help="residual width (default: 64)"
+    )
+    model.add_argument(
+        "--d-mlp", dest="d_mlp", type=positive_int, help="MLP width (default: 4 * d_model)"
+    )
     opt = p.add_argument_group("optimisation")
-    opt.add_argument("-C", "--context", type=positive_int, help="tokens per sequence (C)")
-    opt.add_argument("-B", "--batch-size", dest="batch_size", type=positive_int,
-                     help="sequences/update")  # fmt: skip
+    opt.add_argument(
+        "-C", "--context", type=positive_int, help="tokens per sequence, C (default: 64)"
+    )
+    opt.add_argument(
+        "-B",
+        "--batch-size",
+        dest="batch_size",
+        type=positive_int,
+        help="sequences per update, B (default: 32)",
+    )
     budget = opt.add_mutually_exclusive_group()
-    budget.add_argument("--steps", type=count, help="updates (default 2000)")
-    budget.add_argument("--tokens", type=count, help="budget in tokens, e.g. 20M")
-    opt.add_argument("--lr", type=positive_float)
-    opt.add_argument("--warmup", type=warmup_fraction, help="fraction of updates (default 0.01)")
-    opt.add_argument("--schedule", choices=("cosine", "constant"))
-    opt.add_argument("--weight-decay", dest="weight_decay", type=nonnegative_float)
-    opt.add_argument("--grad-clip", dest="grad_clip", type=clip, help="max norm, or none")
-    opt.add_argument("--grad-accum", dest="grad_accum", type=positive_int,
-                     help="micro-batches/update")  # fmt: skip
-    opt.add_argument("--seed", type=any_int)
+    budget.add_argument("--steps", type=count, help="updates (default: 2000)")
+    budget.add_argument(
+        "--tokens", type=count, help="budget in tokens instead of --steps, e.g. 20M (default: none)"
+    )
+    opt.add_argument("--lr", type=positive_float, help="AdamW learning rate (default: 3e-3)")
+    opt.add_argument(
+        "--warmup",
+        type=warmup_fraction,
+        help="fraction of updates in linear warm-up (default: 0.01)",
+    )
+    opt.add_argument(
+        "--schedule",
+        choices=("cosine", "constant"),
+        help="learning-rate schedule after warm-up (default: cosine)",
+    )
+    opt.add_argument(
+        "--weight-decay",
+        dest="weight_decay",
+        type=nonnegative_float,
+        help="AdamW decay of matrices (default: 0)",
+    )
+    opt.add_argument(
+        "--grad-clip", dest="grad_clip", type=clip, help="max gradient norm, or none (default: 1)"
+    )
+    opt.add_argument(
+        "--grad-accum",
+        dest="grad_accum",
+        type=positive_int,
+        help="micro-batches per update (default: 1)",
+    )
+    opt.add_argument("--seed", type=seed_int, help="seed of model init and data (default: 0)")
     watch = p.add_argument_group("checkpoints and monitoring")
-    watch.add_argument("--checkpoints", type=checkpoints, help="log | linear | 250k,500k,1M,...")
-    watch.add_argument("--n-checkpoints", dest="n_checkpoints", type=positive_int)
-    watch.add_argument("--live-probes", dest="live_probes", action="store_true")
-    watch.add_argument("--probe-batch", dest="probe_batch", type=positive_int)
+    watch.add_argument(
+        "--checkpoints", type=checkpoints, help="log | linear | 250k,500k,1M,... (default: log)"
+    )
+    watch.add_argument(
+        "--n-checkpoints",
+        dest="n_checkpoints",
+        type=positive_int,
+        help="checkpoints after step 0 for log and linear (default: 20)",
+    )
+    watch.add_argument(
+        "--live-probes",
+        dest="live_probes",
+        action="store_true",
+        help="max PS and AR accuracy at every checkpoint, to probes.jsonl",
+    )
+    watch.add_argument(
+        "--probe-batch",
+        dest="probe_batch",
+        type=positive_int,
+        help="rows of the live probes (default: 20)",
+    )
     watch.add_argument(
         "--forecast",
         action="store_true",
         help="forecast the emergence point at every live probe (forecast.jsonl)",
     )
-    watch.add_argument("--law-from", dest="law_from", nargs="+", metavar="RUN",
-                       help="earlier runs to refit the forecast's law on")  # fmt: skip
-    watch.add_argument("--log-every", dest="log_every", type=positive_int)
     watch.add_argument(
-        "--state-every", dest="state_every", type=nonnegative_int,
-        help="updates between resume states (0: only at checkpoints)",
-    )  # fmt: skip
-    watch.add_argument("--no-progress", dest="progress", action="store_false")
-    watch.add_argument("--resume", action="store_true", help="continue the run in --out")
-    watch.add_argument("--device", type=device, help="auto, cpu, cuda, cuda:1 ...")
+        "--law-from",
+        dest="law_from",
+        nargs="+",
+        metavar="RUN",
+        help="earlier runs to refit the forecast's law on (default: none)",
+    )
+    watch.add_argument(
+        "--log-every",
+        dest="log_every",
+        type=positive_int,
+        help="updates between metrics.jsonl lines (default: 10)",
+    )
+    watch.add_argument(
+        "--state-every",
+        dest="state_every",
+        type=nonnegative_int,
+        help="updates between resume states, 0: only at checkpoints (default: 1000)",
+    )
+    watch.add_argument(
+        "-q",
+        "--quiet",
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress bar or stage lines",
+    )
+    watch.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out; with a larger --steps/--tokens, extends a finished "
+        "constant-rate run (a cosine one is refused)",
+    )
+    watch.add_argument("--device", type=device, help="auto, cpu, cuda or cuda:N (default: auto)")
     p.set_defaults(func=run)
 
 
@@ -164,7 +250,30 @@ def config_from_args(args):
 
 
 def run(args) -> int:
+    from ihprobe.training.display import outcome
     from ihprobe.training.trainer import train
 
-    print(train(config_from_args(args)))
+    config = config_from_args(args)
+    check_budget(config)
+    run_dir = train(config)
+    print(run_dir)
+    if said := outcome(run_dir):  # with live probes: did induction heads form?
+        print(said)
     return 0
+
+
+def check_budget(config) -> None:
+    """Refuse a token budget under one update, or a run whose token count leaves int64."""
+    from ihprobe.core.errors import IhprobeError
+
+    per_update = config.tokens_per_update
+    if config.tokens is not None and config.tokens < per_update:
+        raise IhprobeError(
+            f"--tokens {config.tokens:,} is less than one update (B x C = {per_update:,} "
+            "tokens); pass a larger budget."
+        )
+    if config.total_steps * per_update > 2**63 - 1:
+        raise IhprobeError(
+            f"{config.total_steps:,} updates of {per_update:,} tokens overflow the int64 "
+            "token counter; pass fewer --steps or --tokens."
+        )

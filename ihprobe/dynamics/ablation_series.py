@@ -37,6 +37,7 @@ def ablation_trajectory(
     effects: bool = True,
     cache: bool | str | os.PathLike | None = True,
     progress: bool = False,
+    device: str = "cpu",
     **ablate_kwargs,
 ) -> pd.DataFrame:
     """:func:`ihprobe.ablate` (and :func:`ihprobe.head_effects`) at every checkpoint, as one
@@ -44,7 +45,7 @@ def ablation_trajectory(
 
     Args:
         source_or_sources: a run directory, checkpoint, hub id (with ``revisions``) or a list.
-        revisions, tokens_per_step, cache, progress: as in :func:`ihprobe.trajectory`.
+        revisions, tokens_per_step, cache, progress, device: as in :func:`ihprobe.trajectory`.
         effects: also ablate every head alone (``{metric}.head_change`` rows).
         **ablate_kwargs: passed to :func:`ihprobe.ablate` (``scope``, ``top``, ``baseline``,
             ``mode``, ``metrics``, ...); the per-head effects use the same metrics and rows.
@@ -63,11 +64,11 @@ def ablation_trajectory(
     settings = {k: v for k, v in bound.arguments.items() if k != "model"}
     check_settings(**{k: settings[k] for k in ("top", "random", "mode", "metrics", "scope",
                                                "baseline")})  # fmt: skip
-    ablator = _Ablator(ablate_kwargs, effects)
     return cached_sweep(
-        sources_of(source_or_sources, revisions), lambda _device: ablator.rows, "ablations",
+        sources_of(source_or_sources, revisions),
+        lambda where: _Ablator(ablate_kwargs, effects, where).rows, "ablations",
         settings_key(["ablation", f"effects={effects}"], settings), cache=cache,
-        tokens_per_step=tokens_per_step, progress=progress,
+        tokens_per_step=tokens_per_step, progress=progress, device=device,
         finite=False,  # relative changes and z-scores are NaN or inf by design in places
     )  # fmt: skip
 
@@ -75,12 +76,15 @@ def ablation_trajectory(
 class _Ablator:
     """Ablates checkpoints, loading the first and swapping later weights into the same model."""
 
-    def __init__(self, ablate_kwargs: dict, effects: bool):
+    def __init__(self, ablate_kwargs: dict, effects: bool, device="cpu"):
         self.model, self.ablate_kwargs, self.effects = None, ablate_kwargs, effects
+        self.device = device
 
     def rows(self, ckpt: Checkpoint) -> pd.DataFrame:
         """``layer, head, metric, value`` of one checkpoint's ablation and per-head effects."""
-        self.model = load_or_swap(self.model, ckpt.source, revision=ckpt.revision)
+        self.model = load_or_swap(
+            self.model, ckpt.source, revision=ckpt.revision, device=self.device
+        )
         parts = [ablate(self.model, **self.ablate_kwargs).to_frame()]
         if self.effects:
             kwargs = {k: v for k, v in self.ablate_kwargs.items() if k in EFFECT_SETTINGS}

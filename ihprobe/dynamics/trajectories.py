@@ -53,6 +53,7 @@ def each_model(
     progress: bool | None = False,
     desc: str = "checkpoints",
     device: str | torch.device = "cpu",
+    dtype: str | torch.dtype = "float32",
 ) -> Iterator[tuple[Checkpoint, object]]:
     """Each checkpoint with its loaded model on ``device``, built once and re-filled
     (``load_or_swap``).
@@ -67,9 +68,11 @@ def each_model(
     """
     model = None
     bar = tqdm(ckpts, desc=desc, unit="ckpt", disable=None if progress is None else not progress)
-    for ckpt in bar:
+    for index, ckpt in enumerate(bar, 1):
         bar.set_postfix_str(ckpt.label)
-        model = load_or_swap(model, ckpt.source, revision=ckpt.revision, device=device)
+        log.info("%s %d/%d: %s", desc, index, len(ckpts), ckpt.label)  # a stage line
+        where = {"revision": ckpt.revision, "device": device, "dtype": dtype}
+        model = load_or_swap(model, ckpt.source, **where)
         fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
         yield ckpt, model
 
@@ -96,6 +99,7 @@ def scan_checkpoints(
     *,
     progress: bool | None = False,
     device: str = "cpu",
+    dtype: str | torch.dtype = "float32",
     keep: str = "all",
     **scan_kwargs,
 ) -> list[tuple[HeadScores, str | None]]:
@@ -111,9 +115,8 @@ def scan_checkpoints(
     keep = check_keep(keep)
 
     def scan_share(share: list[Checkpoint], world) -> list[tuple[HeadScores, str | None]]:
-        swept = each_model(
-            share, progress=progress if world.main else False, desc="scan", device=world.device
-        )
+        bars = progress if world.main else False
+        swept = each_model(share, progress=bars, desc="scan", device=world.device, dtype=dtype)
         out = []
         for ckpt, model in swept:
             out.append(
@@ -131,10 +134,15 @@ def scan_checkpoints(
 
 
 def ablate_checkpoints(
-    ckpts: Sequence[Checkpoint], *, progress: bool | None = False, **ablate_kwargs
+    ckpts: Sequence[Checkpoint],
+    *,
+    progress: bool | None = False,
+    device: str = "cpu",
+    dtype: str | torch.dtype = "float32",
+    **ablate_kwargs,
 ) -> list[AblationResult]:
-    """:func:`ihprobe.ablate` of every checkpoint, in order."""
-    swept = each_model(ckpts, progress=progress, desc="ablate")
+    """:func:`ihprobe.ablate` of every checkpoint, in order, on ``device`` in ``dtype``."""
+    swept = each_model(ckpts, progress=progress, desc="ablate", device=device, dtype=dtype)
     return [ablate(model, **ablate_kwargs) for _, model in swept]
 
 
@@ -218,7 +226,11 @@ def cached_sweep(
         where = cache_root(cache)
         series = _Series(where, make_compute(world.device), folder, settings, keep, finite)
         bar = None if progress is None else not (progress and world.main)
-        return [series.rows(ckpt) for ckpt in tqdm(share, disable=bar)]
+        found = []
+        for index, ckpt in enumerate(tqdm(share, disable=bar), 1):
+            log.info("%s %d/%d: %s", folder, index, len(share), ckpt.label)  # a stage line
+            found.append(series.rows(ckpt))
+        return found
 
     duplicates = Duplicates()
     frames = []

@@ -89,6 +89,11 @@ def parse_axis(text: str) -> tuple[str, list]:
         except json.JSONDecodeError:
             parsed.append(part)
     key = key.strip().replace("-", "_")
+    if not key.isidentifier():
+        raise IhprobeError(
+            f"grid axis {key!r} is not a TrainConfig field or producer option name "
+            "(letters, digits and _), e.g. batch_size=4,8,16."
+        )
     if key in NOT_AXES:
         raise IhprobeError(
             f"grid axis {key!r} cannot vary: the sweep writes each run under --out/runs; "

@@ -1,0 +1,119 @@
+"""The scan job: score every head of one or more sources and write the table and heatmaps.
+
+:func:`scan_job` is what ``ihprobe scan`` runs: each source (a checkpoint, a run directory or a
+hub id with revisions) is swept checkpoint by checkpoint into one skeleton
+(:func:`~ihprobe.dynamics.trajectories.scan_checkpoints`), and rank 0 writes ``scores.csv`` (the
+long table, one block per checkpoint, ``duplicate_of`` naming an earlier checkpoint of identical
+weights) and ``heatmaps.html`` (a heatmap per head metric, with a slider over the checkpoints of
+a source). Under ``torchrun`` each rank scans every N-th checkpoint.
+
+>>> done = scan_job(["runs/demo"], "scans/demo", metrics=["prefix_matching"])  # doctest: +SKIP
+>>> done.table.query("metric == 'prefix_matching'").nlargest(3, "value")      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ihprobe.core.files import atomic_write
+from ihprobe.core.world import is_main_process, join_world
+from ihprobe.dynamics.trajectories import scan_checkpoints
+from ihprobe.figures.heads import checkpoint_slider, head_heatmap
+from ihprobe.figures.report import Section, write_report
+from ihprobe.io.provenance import csv_table
+from ihprobe.io.sources import sources_of
+from ihprobe.probes.battery import check_metrics
+from ihprobe.probes.scores import HeadScores
+
+log = logging.getLogger(__name__)
+
+FILES = ("scores.csv", "heatmaps.html")
+
+
+@dataclass
+class ScanDone:
+    """What :func:`scan_job` scanned and wrote.
+
+    ``last`` holds the scores of each source's last checkpoint with the earlier checkpoint of
+    identical weights (or None); ``files`` is empty on the ranks that do not write.
+    """
+
+    table: pd.DataFrame
+    last: list[tuple[HeadScores, str | None]]
+    files: list[Path] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"ScanDone({len(self.table)} rows, {len(self.last)} sources, files={self.files})"
+
+
+def scan_job(
+    sources: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    *,
+    metrics: Sequence[str] | str | None = None,
+    revisions: Sequence[str] | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    keep: str = "all",
+    progress: bool | None = None,
+    **scan_kwargs,
+) -> ScanDone:
+    """Scan ``sources`` and write ``out/scores.csv`` and ``out/heatmaps.html`` (rank 0).
+
+    Args:
+        sources: checkpoints, run directories or hub ids.
+        out: output directory.
+        metrics: scan metrics (None: all); checked before any model is loaded.
+        revisions: hub revisions, each one a checkpoint of every hub source.
+        device, dtype: where and in which precision the models are loaded.
+        keep: ``"none"`` removes each hub revision from the HF cache once it is scanned.
+        progress: a bar per source (None: only on a terminal).
+        **scan_kwargs: :func:`ihprobe.scan` settings (``n``, ``batch``, ``seed``, ``text``...).
+    """
+    wanted = check_metrics(metrics)
+    frames, last, sections = [], [], []
+    with join_world(device):  # one torchrun job for all sources
+        for source in sources:
+            ckpts = sources_of(source, revisions or None)
+            log.info("scanning %s: %d checkpoint(s)", source, len(ckpts))
+            found = scan_checkpoints(ckpts, wanted, progress=progress, device=device,
+                                     dtype=dtype, keep=keep, **scan_kwargs)  # fmt: skip
+            frames += [scores.to_frame().assign(duplicate_of=dup) for scores, dup in found]
+            last.append(found[-1])
+            sections += _heatmaps([scores for scores, _ in found])
+    table = csv_table(pd.concat(frames, ignore_index=True))
+    if not is_main_process():
+        return ScanDone(table, last)
+    files = [Path(out) / name for name in FILES]
+    atomic_write(files[0], lambda tmp: table.to_csv(tmp, index=False))
+    write_report(files[1], "ihprobe scan: head scores", sections)
+    return ScanDone(table, last, files)
+
+
+def _heatmaps(series: list[HeadScores]) -> list[Section]:
+    """One heatmap per head metric of a source; a slider over its checkpoints when several."""
+    if not series[-1].head:
+        return []
+    if len(series) > 1:
+        blocks = [checkpoint_slider(series, metric) for metric in series[-1].head]
+    else:
+        blocks = [head_heatmap(series[-1], metric) for metric in series[-1].head]
+    return [Section(label(series[-1]), blocks)]
+
+
+def label(scores) -> str:
+    """``model · revision · step S · N tokens`` of a result that carries provenance."""
+    where = [scores.model_name]
+    if scores.revision:
+        where.append(scores.revision)
+    if scores.step is not None:
+        where.append(f"step {scores.step}")
+    if scores.tokens is not None:
+        where.append(f"{scores.tokens:,} tokens")
+    return " · ".join(where)
