@@ -4,8 +4,9 @@ HF architectures name the same quantity differently (``n_layer``, ``num_hidden_l
 schema is a table of fields, each with the keys it may go by; a field is checked when any of its
 keys is present. Every number anywhere in the config must be finite.
 
->>> check_config({"model_type": "gpt2", "n_layer": "two"}, "ckpt")     # doctest: +SKIP
-IhprobeError: ckpt/config.json: n_layer must be an integer (got 'two'); fix config.json.
+>>> check_config({"model_type": "gpt2", "n_layer": "two"}, "ckpt")
+Traceback (most recent call last):
+ihprobe.core.errors.IhprobeError: ckpt: n_layer must be an integer (got 'two'); fix config.json.
 """
 
 from __future__ import annotations

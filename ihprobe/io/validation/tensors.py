@@ -5,8 +5,13 @@ Finiteness is checked on the files, one tensor at a time, so a message names the
 checkpoint spells it (``embed_out.weight``). Names and shapes are checked against the skeleton
 with HF's own loading report, which already applies HF's renaming of legacy tensor names.
 
->>> check_finite_files([Path("ckpt/model.safetensors")])                # doctest: +SKIP
-IhprobeError: ckpt/model.safetensors: tensor embed_out.weight has 1 NaN/inf values ...
+>>> import tempfile
+>>> from safetensors.torch import save_file
+>>> weights = Path(tempfile.mkdtemp()) / "model.safetensors"
+>>> save_file({"embed_out.weight": torch.tensor([1.0, float("nan")])}, weights)
+>>> check_finite_files([weights])  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+ihprobe.core.errors.IhprobeError: .../model.safetensors: tensor embed_out.weight has 1 NaN/inf ...
 """
 
 from __future__ import annotations
