@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 
 log = logging.getLogger(__name__)
@@ -211,7 +212,19 @@ def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit
         >>> round(fit.b, 2), round(fit.c, 2)
         (0.38, 0.63)
     """
-    frame = _as_points(points)
+    for name, value in (("b", b), ("c", c)):
+        if value is not None:
+            checks.real(name, value)
+    try:
+        frame = _as_points(points)
+    except IhprobeError:
+        raise
+    except (TypeError, ValueError) as err:
+        raise IhprobeError(
+            "points must be (batch_size, context, updates) tuples, dicts with those keys, "
+            f"EmergencePoints or a DataFrame (got {type(points).__name__})."
+        ) from err
+    checks.matrix("points", frame.to_numpy())  # no inf
     logs = {
         "B": np.log10(frame.batch_size.to_numpy()),
         "C": np.log10(frame.context.to_numpy()),
