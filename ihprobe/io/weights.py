@@ -112,8 +112,12 @@ def weight_checksums(path: str | os.PathLike) -> dict[str, str]:
     """File name -> SHA-256 of each weight file of a checkpoint directory.
 
     Example:
-        >>> weight_checksums("runs/demo/checkpoints/step-000000")        # doctest: +SKIP
-        {'model.safetensors': '9c1e...'}
+        >>> import tempfile
+        >>> from safetensors.torch import save_file
+        >>> ckpt = Path(tempfile.mkdtemp())
+        >>> save_file({"w": torch.ones(2)}, ckpt / "model.safetensors")
+        >>> {name: len(digest) for name, digest in weight_checksums(ckpt).items()}
+        {'model.safetensors': 64}
     """
     return {file.name: sha256_file(file) for file in weight_files(Path(path))}
 
