@@ -64,8 +64,9 @@ def test_pair_scores_known_answers():
 
 def test_composition_frame_and_errors(random_model):
     frame = composition(random_model, "k").to_frame()
-    assert list(frame.columns[1:7]) == ["layer_from", "head_from", "layer_to", "head_to",
-                                        "kind", "value"]  # fmt: skip
+    assert list(frame.columns[:10]) == [*COLUMNS[:4], "layer_from", "head_from", "layer_to",
+                                        "head_to", "kind", "value"]  # fmt: skip
+    assert set(frame.model) == {ihprobe.io.models.provenance(random_model).model}
     assert len(frame) == 48 and (frame.layer_from < frame.layer_to).all()
     with pytest.raises(ihprobe.IhprobeError, match="kind must be one of"):
         composition(random_model, "x")

@@ -33,7 +33,9 @@ from jaxtyping import Float
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
+from ihprobe.io.provenance import CarriesProvenance, Provenance
 
 KINDS = ("q", "k", "v")
 BASELINE_DRAWS = 50
@@ -43,7 +45,7 @@ Factors = tuple[torch.Tensor, torch.Tensor]  # (A [..., d_model, d_head], B [...
 
 
 @dataclass
-class Composition:
+class Composition(CarriesProvenance):
     """Composition scores of every (earlier head, later head) pair, baseline subtracted.
 
     ``raw[l1, h1, l2, h2]`` is the score of sender ``(l1, h1)`` into receiver ``(l2, h2)``
@@ -55,25 +57,43 @@ class Composition:
     raw: Float[torch.Tensor, "layer_from head_from layer_to head_to"]
     baseline: float
     baseline_sd: float
-    model: str = ""
+    provenance: Provenance = Provenance("")
     settings: dict = field(default_factory=dict)
 
     @property
     def values(self) -> Float[torch.Tensor, "layer_from head_from layer_to head_to"]:
         return self.raw - self.baseline
 
+    def __repr__(self) -> str:
+        """One line: the kind, the grid, the baseline and the strongest pair (no tensors)."""
+        layers, heads = self.raw.shape[:2]
+        values = self.values.nan_to_num(-torch.inf)
+        if torch.isfinite(values).any():
+            best = divmod(int(values.argmax()), layers * heads)
+            sender, receiver = divmod(best[0], heads), divmod(best[1], heads)
+            top = (f"; strongest L{sender[0]}H{sender[1]} -> L{receiver[0]}H{receiver[1]} "
+                   f"{float(values.max()):+.3g}")  # fmt: skip
+        else:
+            top = ""
+        return (
+            f"Composition({self.kind}, {self.model or 'model'}, {layers} layers x {heads} heads, "
+            f"baseline {self.baseline:.3g} ± {self.baseline_sd:.2g}{top})"
+        )
+
     def to_frame(self) -> pd.DataFrame:
-        """One row per pair: ``layer_from, head_from, layer_to, head_to, kind, value, raw,
-        baseline_sd`` (value = raw - baseline)."""
+        """One row per pair: ``model, revision, step, tokens, layer_from, head_from, layer_to,
+        head_to, kind, value, raw, baseline_sd`` (value = raw - baseline)."""
         index = (~self.raw.isnan()).nonzero().tolist()
         frame = pd.DataFrame(index, columns=["layer_from", "head_from", "layer_to", "head_to"])
         frame["kind"] = self.kind
         frame["raw"] = [float(self.raw[tuple(i)]) for i in index]
         frame["value"] = frame["raw"] - self.baseline
         frame["baseline_sd"] = self.baseline_sd
-        frame.insert(0, "model", self.model)
-        return frame[["model", "layer_from", "head_from", "layer_to", "head_to", "kind", "value",
-                      "raw", "baseline_sd"]]  # fmt: skip
+        frame = frame[["layer_from", "head_from", "layer_to", "head_to", "kind", "value", "raw",
+                       "baseline_sd"]]  # fmt: skip
+        for i, column in enumerate(("model", "revision", "step", "tokens")):
+            frame.insert(i, column, getattr(self.provenance, column))
+        return frame.astype({"step": "Int64", "tokens": "Int64"})
 
     def strongest_into(self, layer: int, head: int) -> tuple[int, int, float]:
         """The sender with the largest score into ``(layer, head)``: ``(layer, head, value)``."""
@@ -111,6 +131,7 @@ def composition(
         >>> k.strongest_into(1, 2)      # (layer, head, value) of the top sender  # doctest: +SKIP
         (0, 3, 0.41)
     """
+    model = as_model(model)
     checks.arguments(model=model, draws=draws, seed=seed)
     kind = checks.choice("kind", kind.lower() if isinstance(kind, str) else kind, KINDS)
     with torch.no_grad():
@@ -134,7 +155,7 @@ def composition(
         raw=raw.float(),
         baseline=float(baseline.mean()),
         baseline_sd=float(baseline.std()),
-        model=provenance(model).model,
+        provenance=provenance(model),
         settings={"draws": draws, "seed": seed},
     )
 
