@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import torch
 
 from ihprobe.dynamics.changepoint import EmergencePoint
-from ihprobe.figures.demo_report import (
+from ihprobe.figures.demo_text import (
     effects_text,
     emergence_text,
     law_text,

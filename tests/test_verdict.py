@@ -13,7 +13,8 @@ import torch
 
 from ihprobe.causal.results import ANSWERS, VERDICT_RULE, AblationResult
 from ihprobe.figures.ablation import report_sections
-from ihprobe.figures.demo_report import ABLATION_HOWTO, compare_note
+from ihprobe.figures.demo_report import ABLATION_HOWTO
+from ihprobe.figures.demo_text import compare_note
 from ihprobe.figures.report import html_page
 from ihprobe.io.provenance import Provenance
 

@@ -1,7 +1,7 @@
 """The demo's HTML report: emergence, heads, attention, ablation and configuration of each run.
 
-Every sentence that states a finding is chosen from the numbers by a function here
-(``emergence_text``, ``law_text``, ``top_head_text``, ``loss_text``), or is the library's one
+Every sentence that states a finding is chosen from the numbers by a function of
+:mod:`ihprobe.figures.demo_text` (``emergence_text``, ``law_text``, ...), or is the library's one
 verdict (:meth:`ihprobe.AblationResult.verdict`), so that it cannot contradict the data; each
 number has a "How to read this" entry beside it.
 
@@ -12,28 +12,32 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
-import torch
 from plotly.subplots import make_subplots
 
 from ihprobe.causal.results import VERDICT_RULE
-from ihprobe.dynamics.changepoint import EmergencePoint, curve
+from ihprobe.dynamics.changepoint import curve
 from ihprobe.figures.ablation import drop_figure, head_effects_figure, head_sets_figure
 from ihprobe.figures.attention import attention_figure
 from ihprobe.figures.circuit import loss_by_position_figure, positions_text
+from ihprobe.figures.demo_text import (
+    THRESHOLD,
+    compare_note,
+    effects_text,
+    emergence_text,
+    law_text,
+    loss_text,
+    top_head_text,
+)
 from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
 from ihprobe.figures.heads import head_heatmap
 from ihprobe.figures.report import Section, how_to_read, write_report
 from ihprobe.figures.viewer import attention_viewer
-from ihprobe.probes.engine import METRIC_TABLE
 from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.scores import HeadScores
-
-THRESHOLD = METRIC_TABLE["prefix_matching"].threshold  # max PS that counts as formed
 
 INTRO = (
     "A tiny {layers}-layer GPT-NeoX (d_model {d_model}, {heads} heads, context C={context}) "
@@ -89,13 +93,6 @@ ABLATION_HOWTO = {
     "verdict": html.escape(VERDICT_RULE),
 }
 
-LAW_CONTEXT = (
-    "The law was fitted to 2-layer GPT-2 models (d 768) trained with AdamW at lr 2.5e-4 on "
-    "natural and synthetic corpora; <code>ihprobe fit-law</code> refits its constant and "
-    "exponents from your own runs."
-)
-
-
 VIEWER_NOTE = (
     "Every head, interactively: choose a layer and a head, hover a token (or a heatmap row) to "
     "see where it attends."
@@ -130,74 +127,6 @@ def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Pat
 def _fields(config) -> dict:
     return {k: getattr(config, k) for k in ("layers", "d_model", "heads", "context", "steps",
                                              "batch_size")}  # fmt: skip
-
-
-# ----------------------------------------------------------------------------- sentences
-
-
-def emergence_text(point: EmergencePoint) -> str:
-    """When max PS rose, or why no transition was found."""
-    if not point.transition:
-        return f"No induction-head transition was detected: {html.escape(str(point.reason))}."
-    crossed = (
-        f"; max PS first crosses {point.threshold} at step {point.threshold_step}"
-        if point.threshold_step is not None
-        else f"; max PS never crosses {point.threshold}"
-    )
-    return (
-        f"Prefix matching rose from chance: the steep segment of a 3-piece fit against "
-        f"log(tokens) starts at about <b>{point.updates:,.0f} updates</b> (between checkpoints "
-        f"at updates {point.updates_low:,.0f} and {point.updates_high:,.0f}){crossed}."
-    )
-
-
-def law_text(point: EmergencePoint, law_updates: float) -> str:
-    """The measured emergence against the law's prediction, in words the numbers support."""
-    if not point.transition:
-        return (
-            f"The law predicts {law_updates:,.0f} updates; with no transition detected there is "
-            f"nothing to compare it with. {LAW_CONTEXT}"
-        )
-    ratio = law_updates / point.updates
-    if ratio >= 2:
-        found = f"about {ratio:,.0f}x earlier than the law's {law_updates:,.0f} updates"
-    elif ratio <= 0.5:
-        found = f"about {1 / ratio:,.0f}x later than the law's {law_updates:,.0f} updates"
-    else:
-        found = f"within a factor of 2 of the {law_updates:,.0f} updates the law predicts"
-    return f"The heads formed {found}. {LAW_CONTEXT}"
-
-
-def top_head_text(layer: int, head: int, value: float, chance: float, n: int) -> str:
-    """What the attention plot of the highest-PS head shows, chosen by its score."""
-    name = f"L{layer}H{head}"
-    if value >= THRESHOLD:
-        return (
-            f"Head {name} has the highest prefix-matching score ({value:.2f}; chance "
-            f"{chance:.3f}). On a repeated random sequence of {n} tokens it attends like an "
-            f"induction head, along the off-diagonal key = query - {n - 1}: from each token of "
-            "the second copy to the token after its first occurrence."
-        )
-    return (
-        f"The highest prefix-matching score is {name}'s {value:.2f}, below the {THRESHOLD} that "
-        f"counts as an induction head (chance {chance:.3f}): no head attends like one. The plot "
-        "shows this best candidate; an induction head would light up the off-diagonal "
-        f"key = query - {n - 1}."
-    )
-
-
-def loss_text(final: float, uniform: float) -> str:
-    """The induction loss against the uniform-guess loss ln V."""
-    if final > uniform:
-        return (
-            f"The final induction loss, {final:.2f} nats, sits <b>above</b> the uniform-guess loss "
-            f"{uniform:.2f} (ln V): on the second copy the model does worse than guessing every "
-            "token equally, confidently predicting tokens the first copy does not support."
-        )
-    return (
-        f"The final induction loss, {final:.2f} nats, is below the uniform-guess loss "
-        f"{uniform:.2f} (ln V): the model uses the first copy to predict the second."
-    )
 
 
 # ----------------------------------------------------------------------------- sections
@@ -298,27 +227,6 @@ def _ablation_table(results: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def effects_text(effects, scores, metric: str = "ar_accuracy") -> str:
-    """Which single head hurts ``metric`` most when ablated alone, and whether it is one of the
-    heads with the induction signature (max PS above the formed threshold)."""
-    layer, head, harm = effects.ranking(metric)[0]
-    ps = scores.head_metric("prefix_matching")
-    change = float(effects.change(metric)[layer, head])
-    signature = [f"L{a}H{b}" for a, b in torch.nonzero(ps >= THRESHOLD).tolist()]
-    named = ", ".join(signature) if signature else "none"
-    found = f"L{layer}H{head} (PS {float(ps[layer, head]):.2f})"
-    if harm <= 0:
-        return (
-            f"No single head's ablation makes {metric} worse (heads with the signature: {named})."
-        )
-    role = "one of" if f"L{layer}H{head}" in signature else "not one of"
-    return (
-        f"Ablated alone, {found} hurts {metric} most (change {change:+.3g}); it is {role} the "
-        f"heads with the induction signature (PS >= {THRESHOLD}: {named}). Heads that each cost "
-        "little alone but share a signature can still be needed together (redundancy)."
-    )
-
-
 def side_by_side(left: go.Figure, right: go.Figure) -> go.Figure:
     """Two single-trace heatmaps as one figure, each keeping its colour bar and title."""
     titles = [f.layout.title.text or "" for f in (left, right)]
@@ -336,43 +244,6 @@ def side_by_side(left: go.Figure, right: go.Figure) -> go.Figure:
         title="Signature (left) and effect of ablating each head alone (right)",
     )
     return fig
-
-
-# what the project's seeded runs measured on the natural corpus (benchmarks/RESULTS_papers_contrast)
-NATURAL_MEASURED = (
-    "the project's seeded runs formed none from this corpus even in 8,000 updates of B=8, C=128 "
-    "(8.2M tokens, 3 seeds per arm), so at this model size natural text may need a larger corpus "
-    "to form them at all"
-)
-
-
-def compare_note(summary: pd.DataFrame) -> str | None:
-    """What the runs without a formed head (final max PS below the threshold) would need, or
-    ``None`` when every run formed one.
-
-    Example:
-        >>> row = {"run": "natural", "producer": "natural", "ps_final": 0.02, "steps": 500,
-        ...        "law_updates": 15768.0}
-        >>> compare_note(pd.DataFrame([row]))[:60]
-        'natural formed no induction head at this budget (max PS 0.02'
-    """
-    short = summary[summary.ps_final < THRESHOLD]
-    if short.empty:
-        return None
-    law = float(short.law_updates.max())
-    natural = short.producer.isin(["natural", "bi-induct"]).any()
-    return (
-        f"{_names(list(short.run))} formed no induction head at this budget (max PS "
-        f"{', '.join(f'{v:.3f}' for v in short.ps_final)}, below {THRESHOLD}), so there is "
-        f"nothing to compare: {int(short.steps.max()):,} updates, where the law predicts "
-        f"{law:,.0f} at this B and C (--steps {math.ceil(law / 100) * 100})"
-        + (f"; and {NATURAL_MEASURED}." if natural else ".")
-    )
-
-
-def _names(names: list[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def _short(title: str) -> str:

@@ -38,7 +38,8 @@ from ihprobe.core.files import atomic_write, check_writable_dir
 from ihprobe.dynamics.changepoint import EmergencePoint, emergence
 from ihprobe.dynamics.law import Prediction, predict_emergence
 from ihprobe.dynamics.trajectories import trajectory
-from ihprobe.figures.demo_report import THRESHOLD, compare_note, write_demo_report
+from ihprobe.figures.demo_report import write_demo_report
+from ihprobe.figures.demo_text import THRESHOLD, compare_note
 from ihprobe.io.runs import checkpoints, config_changes, is_finished, losses
 from ihprobe.probes.engine import METRIC_TABLE
 from ihprobe.probes.inputs import default_n
