@@ -1,4 +1,4 @@
-"""Semi-natural producer: realised reliability and repetition follow SPEC section 5 exactly."""
+"""Semi-natural producer: realised reliability and repetition are the requested ones."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_realised_reliability_and_repetition(p_a, p_b):
     p, x = rows(p_a, p_b, context=128, batches=1, batch_size=512)
     rel = repetition_reliability(x, 128, start=64)[1]
     assert abs(rel - p_b) <= 0.02
-    # the repeat / no-repeat chain has the transition probabilities SPEC describes ...
+    # the repeat / no-repeat chain has the transition probabilities the producer promises ...
     q = p_a / (1 + p_b)
     is_repeat, _ = repeat_structure(x)
     before, after = is_repeat[:, 64:-1], is_repeat[:, 65:]

@@ -15,7 +15,7 @@ from ihprobe.dynamics.changepoint import run_emergence
 
 
 class Periodic(Producer):
-    """Random tokens that repeat with a period drawn per row from 8..32 (DESIGN.md sizing):
+    """Random tokens that repeat with a period drawn per row from 8..32:
     variable periods make induction, not fixed-offset attention, the way to predict them."""
 
     name = "periodic"

@@ -1,4 +1,4 @@
-"""The law: predictions against hand computation and SPEC's numbers; refits recover known laws."""
+"""The law: predictions against hand computation and known values; refits recover known laws."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ihprobe.dynamics.law import LAWS, Law, fit_law, predict_emergence
 
 @pytest.mark.parametrize(
     ("B", "C", "about"),
-    [(4, 64, 34_000), (16, 64, 20_000), (1024, 2048, 500)],  # SPEC section 7
+    [(4, 64, 34_000), (16, 64, 20_000), (1024, 2048, 500)],  # the law's own values for these shapes
 )
 def test_fitted_law_matches_spec_and_hand_computation(B, C, about):
     p = ihprobe.predict_emergence(B, C)

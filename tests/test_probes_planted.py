@@ -137,9 +137,9 @@ def test_chance_levels_under_uniform_attention(tmp_path):
     )
     exact = sum(1 / (q + 1) for q in range(n, 2 * n)) / n  # A[q, k] = 1 / (q + 1)
     assert torch.allclose(scores.head["prefix_matching"], torch.full((2, 4), exact), atol=1e-6)
-    assert exact == pytest.approx(math.log(2) / n, rel=0.02)  # SPEC: about ln(2)/n
+    assert exact == pytest.approx(math.log(2) / n, rel=0.02)  # about ln(2)/n by hand
     la = scores.head["logit_attribution"]
-    assert float(la.mean()) == pytest.approx(1 / n, rel=0.05)  # SPEC: chance 1/n
+    assert float(la.mean()) == pytest.approx(1 / n, rel=0.05)  # chance: 1/n
     assert torch.allclose(la, torch.full_like(la, 1 / n), rtol=0.1)  # every head near it
     assert scores.model["ar_accuracy"] < 0.1
 

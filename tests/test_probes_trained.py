@@ -1,5 +1,5 @@
 """A 2-layer model trained here on content-based repetition grows an induction head that
-``scan`` finds: prefix matching and associative recall far above chance (DESIGN sizing facts)."""
+``scan`` finds: prefix matching and associative recall far above chance."""
 
 from __future__ import annotations
 

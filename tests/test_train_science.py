@@ -21,7 +21,7 @@ class RepeatedPermutations(Producer):
 
     Every token after the first period repeats an earlier one (repetition) and is followed by
     the same successor as before (reliability): copying from context is the only way to
-    predict it, and variable periods rule out fixed-offset positional solutions (DESIGN.md).
+    predict it, and variable periods rule out fixed-offset positional solutions.
     """
 
     name = "repeated-permutations"

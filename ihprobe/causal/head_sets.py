@@ -2,7 +2,7 @@
 
 Top sets (``scope``):
 
-* ``"layer"`` -- [B]'s protocol (SPEC section 4): the top ``k_l`` heads of every layer, with
+* ``"layer"`` -- [B]'s protocol: the top ``k_l`` heads of every layer, with
   ``k_l = max(1, ceil(top * n_heads))`` for a fraction ``top`` or ``k_l = top`` for a count.
 * ``"global"`` -- the top ``K`` heads of the whole model, ``K = max(1, ceil(top * n_layers *
   n_heads))`` for a fraction or ``K = top`` for a count.
@@ -70,7 +70,7 @@ def check_random(random: int) -> None:
     """Raise unless ``random`` is at least one draw."""
     if random < 1:
         raise IhprobeError(
-            f"random={random}: the baseline needs at least one random draw (SPEC uses 20)."
+            f"random={random}: the baseline needs at least one random draw ([B] uses 20)."
         )
 
 

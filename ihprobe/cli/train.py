@@ -1,6 +1,6 @@
 """``ihprobe train --out RUN_DIR [options]``: train a model from scratch and write checkpoints.
 
-Every option has a default (the tiny model of DESIGN.md on semi-natural data), so
+Every option has a default (a tiny 2-layer model on semi-natural data), so
 ``ihprobe train --out runs/x --steps 20`` runs. Producer options go through
 ``--option KEY=VALUE`` (values are read as JSON when they parse, e.g.
 ``--option repetition=0.9 --option vocab_size=256``).

@@ -3,7 +3,7 @@
 Rows of length C follow a smoothed, row-normalised token-to-token transition matrix estimated
 from a natural token stream (the embedded corpus by default), with the repetition p_a and
 reliability p_b of :mod:`ihprobe.data.repetition` on top: the first half of a row never re-uses a
-token, the second half repeats and copies as SPEC section 5 says. The realised repetition and
+token, the second half repeats and copies with those probabilities. The realised repetition and
 reliability are reported in ``Batch.info``.
 
 >>> p = SemiNaturalProducer(batch_size=64, context=64, repetition=0.9, reliability=0.9,

@@ -1,4 +1,4 @@
-"""The emergence point of induction heads in a training run (SPEC section 7).
+"""The emergence point of induction heads in a training run (``docs/science.md``).
 
 A metric's trajectory over checkpoints (by default the max over heads of the prefix-matching
 score) is fitted against log10(tokens) with a 3-segment continuous piecewise-linear curve
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 # Metrics that fall when induction heads form; their curves are flipped before fitting.
 DECREASING = frozenset(m.name for m in METRIC_TABLE.values() if m.direction == "lower")
-# Default threshold per metric (SPEC 7: PS 0.3). Other metrics use the half-rise level of the fit.
+# Default threshold per metric (prefix matching: 0.3); others use the half-rise level of the fit.
 THRESHOLDS = {m.name: m.threshold for m in METRIC_TABLE.values() if m.threshold is not None}
 # The least rise of the steep segment that counts as a transition, in the metric's own units.
 MIN_RISE = {m.name: m.min_rise for m in METRIC_TABLE.values() if m.min_rise}

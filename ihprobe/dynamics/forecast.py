@@ -40,7 +40,7 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.dynamics.changepoint import THRESHOLDS, EmergencePoint, emergence
+from ihprobe.dynamics.changepoint import THRESHOLDS, EmergencePoint, emergence, run_emergence
 from ihprobe.dynamics.law import Law, fit_law, get_law, predict_emergence
 from ihprobe.dynamics.piecewise import noise_sd
 from ihprobe.io.runs import PROBES, RUN_META, RunDir, run_meta
@@ -174,11 +174,7 @@ def law_prior(
 
 
 def _point(run) -> EmergencePoint:
-    if isinstance(run, EmergencePoint):
-        return run
-    from ihprobe.dynamics.changepoint import run_emergence
-
-    return run_emergence(run)
+    return run if isinstance(run, EmergencePoint) else run_emergence(run)
 
 
 def _fixed_exponents(points: list[EmergencePoint], base: Law) -> dict[str, float]:

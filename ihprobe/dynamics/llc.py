@@ -29,9 +29,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from tqdm.auto import tqdm, trange
 
 from ihprobe.core import cache as results_cache  # `cache` is an argument here
 from ihprobe.core.errors import IhprobeError
+from ihprobe.data import make_producer
 from ihprobe.dynamics.changepoint import EmergencePoint, emergence
 from ihprobe.io.models import load_hf
 from ihprobe.io.runs import RUN_META, checkpoints, run_meta
@@ -132,8 +134,6 @@ def llc_trajectory(
     Example:
         >>> traj = llc_trajectory("runs/demo/main", SGLDSettings(draws=100))  # doctest: +SKIP
     """
-    from tqdm.auto import tqdm
-
     sampler = _sampler()
     config = _run_config(run)
     rows = _rows(config, settings)
@@ -168,7 +168,7 @@ def llc_stages(traj: LLCTrajectory, segments: int = 3) -> EmergencePoint:
 
 def _sampler():
     """devinterp's estimator, or one line naming the extra when it is not installed."""
-    try:
+    try:  # the optional extra llc: imported only when an LLC is estimated
         from datasets import Dataset
         from devinterp.slt.llc import llc
     except ImportError as err:
@@ -198,8 +198,7 @@ class _quiet_chains:
     """devinterp draws one tqdm bar per chain; silence them while sampling."""
 
     def __enter__(self):
-        import devinterp.slt.sampler as sampler
-        from tqdm.auto import trange
+        import devinterp.slt.sampler as sampler  # the optional extra, as in _sampler
 
         self.module, self.trange = sampler, sampler.trange
         sampler.trange = lambda *a, **k: trange(*a, **{**k, "disable": True})
@@ -220,8 +219,6 @@ def _run_config(run) -> dict:
 
 def _rows(config: dict, settings: SGLDSettings) -> torch.Tensor:
     """``settings.rows`` sequences from the run's producer, drawn at steps after training."""
-    from ihprobe.data import make_producer
-
     producer = make_producer(
         config["producer"], batch_size=config["batch_size"], context=config["context"],
         seed=config["seed"], total_steps=1, **config.get("producer_options", {}),

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ihprobe.dynamics.changepoint import EmergencePoint, curve
+from ihprobe.dynamics.law import get_law
 from ihprobe.figures.heads import OWN_TICKS, color_range
 
 # (metric, reduce, label) drawn by trajectory_figure when the table holds them
@@ -119,8 +120,6 @@ def law_figure(fit, reference=None) -> go.Figure:
     """Measured against predicted emergence updates, log-log, for a
     :class:`~ihprobe.dynamics.law.LawFit`;
     ``reference`` (a law name or :class:`~ihprobe.dynamics.law.Law`) adds its predictions too."""
-    from ihprobe.dynamics.law import get_law
-
     frame = fit.to_frame()
     text = [f"B={int(b)} C={int(c)}" for b, c in zip(frame.batch_size, frame.context, strict=True)]
     fig = go.Figure()

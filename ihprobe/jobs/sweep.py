@@ -38,7 +38,7 @@ from ihprobe.training.config import TrainConfig
 log = logging.getLogger(__name__)
 
 # producer options whose realised value each step logs (metrics.jsonl "data"); the frontier
-# map uses the realised values, as SPEC section 5 asks
+# map uses the realised values, not the requested ones (docs/science.md)
 REALISED = ("repetition", "reliability")
 # TrainConfig fields a grid may not set: the sweep owns where runs go and how they resume
 NOT_AXES = ("out", "resume", "progress")

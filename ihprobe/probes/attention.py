@@ -1,4 +1,4 @@
-"""Attention-pattern head scores as (query, key) position pairs (SPEC section 2).
+"""Attention-pattern head scores as (query, key) position pairs.
 
 Every attention score here is the mean, over rows and over a fixed list of (query, key) pairs,
 of ``A[l,h][b, query, key]``. The pairs depend only on the probe's layout (``n``, snippet

@@ -1,4 +1,4 @@
-"""What each head writes towards the correct next token: LA and DLA (SPEC section 2).
+"""What each head writes towards the correct next token: LA and DLA.
 
 Both start from the head's value-weighted output at the query positions, ``z`` from
 ``blocks.{l}.attn.hook_z`` (``[batch, query, head, d_head]``), and the model's ``W_O`` and

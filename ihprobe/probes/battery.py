@@ -1,6 +1,6 @@
 """``scan``: every head score and model score of a model, one forward pass per input family.
 
-Input families and what each gives (SPEC sections 1-3):
+Input families and what each gives (``docs/science.md`` defines every score):
 
 * repeated random tokens ``[s, s]`` -- one pass with hooks that keep, per layer, the attention
   at the (query, key) pairs of the pattern scores (``[batch, head, pair]``), ``hook_z`` at the
@@ -92,7 +92,7 @@ def scan(
     snippet_lengths: tuple[int, int] | None = None,
     chunk: int | None = DEFAULT_CHUNK,
 ) -> HeadScores:
-    """Score every head and the model on the probes of SPEC sections 2-3.
+    """Score every head and the model on the probe inputs: head scores and model-level scores.
 
     Args:
         model: a hooked model from :func:`ihprobe.load` (any TransformerLens model with the

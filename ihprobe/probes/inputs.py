@@ -19,7 +19,7 @@ from jaxtyping import Int
 
 from ihprobe.core.errors import IhprobeError
 
-SNIPPET_LENGTH = 20  # |S| of the Bi-Induct snippets [S, SEP, S] (SPEC section 1)
+SNIPPET_LENGTH = 20  # |S| of the Bi-Induct snippets [S, SEP, S] (as in Bi-Induct)
 VARIED_LENGTHS = (10, 30)  # |S| drawn per row in this range: no single offset fits every row
 SEP_TOKEN = "<|sep|>"  # the separator ihprobe's tokenizers reserve for snippets
 

@@ -1,4 +1,4 @@
-"""Model-level in-context scores from logits, one value per batch row (SPEC section 3).
+"""Model-level in-context scores from logits, one value per batch row.
 
 Every function here is pure and row-wise: row ``b`` of the output depends only on row ``b`` of
 the inputs. Callers that stack many conditions along the batch (the ablation code puts one head

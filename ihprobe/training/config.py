@@ -33,7 +33,7 @@ RESUMABLE_CHANGES = (
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that defines a training run. Defaults: the tiny model of DESIGN.md's sizing.
+    """Everything that defines a training run. Defaults: a tiny 2-layer model.
 
     ``batch_size`` (B, sequences per update, the global batch under DDP) and ``context`` (C)
     are first-class because the emergence law is written in them. The budget is ``steps``

@@ -20,6 +20,8 @@ import contextlib
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from transformers.utils import logging as hf_logging
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.validation.files import safetensors_header
@@ -48,8 +50,6 @@ def check_finite_files(files: list[Path]) -> None:
 def _tensors(file: Path):
     """(name, tensor) pairs of one weight file, read without running code from it."""
     if file.suffix == ".safetensors":
-        from safetensors import safe_open
-
         with safe_open(str(file), framework="pt") as handle:
             for name in handle.keys():  # noqa: SIM118 - safe_open is not a mapping
                 yield name, handle.get_tensor(name)
@@ -147,8 +147,6 @@ def hf_loading(path: Path):
     value HF cannot build a model from (``hidden_act: "x"``, a dropout of 3) raises
     :class:`IhprobeError` naming the checkpoint instead of a traceback from inside HF.
     """
-    from transformers.utils import logging as hf_logging
-
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
