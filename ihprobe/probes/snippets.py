@@ -49,6 +49,18 @@ BEHAVIOUR = ("backward_copy_loss", "backward_copy_accuracy", "backward_copy_vs_f
 COPIES = ("forward", "backward", "shuffled")  # the varied rows, stacked in this order
 
 
+def copies_needed(wanted: list[str]) -> list[str]:
+    """The kinds of varied rows the ``wanted`` scores read, in :data:`COPIES` order.
+
+    >>> copies_needed(["forward_induction_varied"]), copies_needed(["backward_copy_vs_shuffled"])
+    (['forward'], ['backward', 'shuffled'])
+    """
+    reads = {attention.VARIED_PAIRS[m][0] for m in wanted if m in attention.VARIED_PAIRS}
+    reads |= {"backward"} if any(m in BEHAVIOUR for m in wanted) else set()
+    reads |= {"shuffled"} if "backward_copy_vs_shuffled" in wanted else set()
+    return [c for c in COPIES if c in reads]
+
+
 def snippet_scores(
     model,
     wanted: list[str],
@@ -108,11 +120,13 @@ def _fixed_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, ch
 
 
 def _varied_pass(model, wanted, lengths, batch: int, seed: int, bos: bool, chunk):
-    """Forward, backward and shuffled varied-length rows (paired: the same ``S`` per row
-    index) in one pass: the attention pairs of the head scores and, when a behaviour score is
-    wanted, the logits at the copy's and the first half's predicting positions."""
+    """The varied-length rows the scores need (forward, backward, shuffled; paired: the same
+    ``S`` per row index) in one pass: the attention pairs of the head scores and, when a
+    behaviour score is wanted, the logits at the copy's and the first half's predicting
+    positions."""
+    copies = copies_needed(wanted)
     made = [inputs.varied_snippets(model, copy=c, lengths=lengths, batch=batch, seed=seed,
-                                   bos=bos) for c in COPIES]  # fmt: skip
+                                   bos=bos) for c in copies]  # fmt: skip
     rows = torch.cat([tokens for tokens, _ in made])
     length = torch.cat([n for _, n in made])
     heads = [m for m in attention.VARIED_PAIRS if m in wanted]
@@ -139,8 +153,9 @@ def _varied_pass(model, wanted, lengths, batch: int, seed: int, bos: bool, chunk
         for m, (q, _, valid) in zip(heads, laid, strict=True):
             part = stacked[..., start : start + q.shape[1]]
             start += q.shape[1]
-            head[m] = _masked_mean(part, valid, COPIES.index(attention.VARIED_PAIRS[m][0]), batch)
-    return head, _behaviour_scores(kept, batch, behaviour) if behaviour else {}
+            group = copies.index(attention.VARIED_PAIRS[m][0])
+            head[m] = _masked_mean(part, valid, group, batch)
+    return head, _behaviour_scores(kept, copies, batch, behaviour) if behaviour else {}
 
 
 def _masked_mean(
@@ -176,18 +191,19 @@ def _behaviour_probe(rows, length, bos: bool) -> Probe:
     return Probe("varied snippets", rows, score, positions)
 
 
-def _behaviour_scores(kept: dict, batch: int, wanted: list[str]) -> dict[str, float]:
-    """The backward-copying scores from the per-row losses of the backward and shuffled rows."""
+def _behaviour_scores(kept: dict, copies: list[str], batch: int, wanted: list[str]):
+    """The backward-copying scores from the per-row losses of the backward and shuffled rows
+    (``copies``: the kinds of rows stacked, in order)."""
 
     def group(key: str, copy: str) -> float:
-        start = COPIES.index(copy) * batch
+        start = copies.index(copy) * batch
         return float(kept[key][start : start + batch].mean())
 
     loss = group("copy_loss", "backward")
     found = {
-        "backward_copy_loss": loss,
-        "backward_copy_accuracy": group("copy_hits", "backward"),
-        "backward_copy_vs_first_half": group("first_half_loss", "backward") - loss,
-        "backward_copy_vs_shuffled": group("copy_loss", "shuffled") - loss,
+        "backward_copy_loss": lambda: loss,
+        "backward_copy_accuracy": lambda: group("copy_hits", "backward"),
+        "backward_copy_vs_first_half": lambda: group("first_half_loss", "backward") - loss,
+        "backward_copy_vs_shuffled": lambda: group("copy_loss", "shuffled") - loss,
     }
-    return {m: found[m] for m in wanted}
+    return {m: found[m]() for m in wanted}
