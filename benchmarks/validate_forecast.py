@@ -1,19 +1,23 @@
 """Validation of the live emergence forecast on the demo configuration (README "Validation").
 
 Trains the demo configuration (:class:`ihprobe.jobs.demo.DemoConfig`'s training settings, taken from
-the demo itself, one torch thread as the demo uses) for three seeds with live probes, plus two
+the demo itself, one torch thread as the demo uses) for five seeds with live probes, plus two
 earlier runs at B = B/2 and 2B (seed 0) that play the user's ``--law-from`` runs; their
 updates are the demo's scaled by the published law's ratio U(B') / U(B) (B^-0.37), so each
 runs as far past its expected emergence as the demo does. For each seed it replays the run's
 ``probes.jsonl`` through the forecaster the trainer uses live
 (:func:`ihprobe.dynamics.forecast.forecast_records`: each forecast sees only the probes up to
 its step)
-and checks whether the forecast made after 30% of the run contains the measured emergence
-point (the change point of the run's max-PS trajectory, ``run_emergence``).
+and judges the forecast against its prior alone, retrospectively: after 10%, 30% and 50% of
+the run, does its 80% interval cover the measured emergence point (the change point of the run's
+max-PS trajectory, ``run_emergence``), and how wide is it (high / low), against the prior's own
+80% interval (the forecast before any probe). Coverage gets a Clopper-Pearson 95% interval over
+seeds (``verdicts.proportion``).
 
 Every run is resumable: rerunning the script reuses finished runs and continues unfinished
 ones. Writes ``benchmarks/RESULTS_forecast.md`` and ``benchmarks/RESULTS_forecast.csv``. From
-the repository root: ``.venv/bin/python benchmarks/validate_forecast.py [--seeds 0 1 2]``.
+the repository root: ``nice -n 15 .venv/bin/python benchmarks/validate_forecast.py
+[--seeds 0 1 2 3 4]``.
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
+from validate_papers_common import markdown
+from verdicts import proportion
 
 import ihprobe
 from ihprobe.dynamics.changepoint import run_emergence
@@ -43,7 +50,7 @@ from ihprobe.training.trainer import train
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = DemoConfig(progress=False)
 LAW_FROM = {"B16": DEMO.batch_size // 2, "B64": DEMO.batch_size * 2}  # earlier runs' B
-AT = 0.3  # the forecast checked is the one made after this fraction of the run
+AT = (0.1, 0.3, 0.5)  # the forecasts judged: those made after these fractions of the run
 
 
 def demo_train_config(out: Path, seed: int, batch_size: int) -> TrainConfig:
@@ -85,31 +92,66 @@ def wall_seconds(run: Path) -> float:
 
 
 def check_seed(seed: int, run: Path, priors: dict[str, Prior]) -> list[dict]:
-    """Replay one run's probes through each prior's forecaster; the 30% forecast per prior."""
+    """Replay one run's probes through each prior's forecaster: per prior and fraction of the
+    run, the forecast's 80% interval and the prior's own, and whether each covers the point."""
     records = [json.loads(line) for line in (run / "probes.jsonl").read_text().splitlines()]
     measured = run_emergence(run)
-    at = max(r["step"] for r in records if r["step"] <= AT * DEMO.steps)
-    law = predict_emergence(DEMO.batch_size, DEMO.context).updates
     rows = []
     for name, prior in priors.items():
         forecasts = {f.at_step: f for f in forecast_records(records, prior)}
-        before, early = forecasts[0], forecasts[at]
-        rows.append({
-            "seed": seed, "prior": name, "prior_updates": round(prior.updates),
-            "prior_spread_log10": prior.spread, "forecast_at_0": round(before.updates),
-            "equals_prior": before.updates == prior.updates,
-            "equals_law": before.updates == law if name == "[A] law" else None,
-            "forecast_at": at, "forecast": round(early.updates),
-            "interval_low": round(early.updates_low), "interval_high": round(early.updates_high),
-            "measured": round(measured.updates) if measured.transition else None,
-            "measured_bracket": f"{measured.updates_low:.0f}-{measured.updates_high:.0f}",
-            "covered": bool(measured.transition and early.covers(measured.updates)),
-            "final_source": forecasts[max(forecasts)].source,
-            "train_wall_s": round(wall_seconds(run)),
-        })  # fmt: skip
+        alone = forecasts[0]  # before any probe: the prior's own interval
+        for fraction in AT:
+            at = max(step for step in forecasts if step <= fraction * DEMO.steps)
+            f = forecasts[at]
+            rows.append({
+                "seed": seed, "prior": name, "fraction": fraction, "at_step": at,
+                "source": f.source, "forecast": round(f.updates),
+                "low": round(f.updates_low), "high": round(f.updates_high),
+                "width": f.updates_high / f.updates_low, "covered": _covers(f, measured),
+                "prior_low": round(alone.updates_low), "prior_high": round(alone.updates_high),
+                "prior_width": alone.updates_high / alone.updates_low,
+                "prior_covered": _covers(alone, measured),
+                "measured": round(measured.updates) if measured.transition else None,
+                "measured_bracket": f"{measured.updates_low:.0f}-{measured.updates_high:.0f}",
+                "train_wall_s": round(wall_seconds(run)),
+            })  # fmt: skip
         if seed == 0 and name != "[A] law":
             _figure(list(forecasts.values()), measured, run)
     return rows
+
+
+def _covers(forecast, measured) -> bool:
+    return bool(measured.transition and forecast.covers(measured.updates))
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per prior and fraction: coverage (Clopper-Pearson 95% over seeds) and the geometric
+    mean width, of the forecast and of the prior alone."""
+    rows = []
+    for (name, fraction), g in table.groupby(["prior", "fraction"], sort=False):
+        forecast = proportion(g.covered.sum(), len(g))
+        prior = proportion(g.prior_covered.sum(), len(g))
+        rows.append({
+            "prior": name, "after": f"{fraction:.0%} (update {int(g.at_step.iloc[0])})",
+            "forecast covers": f"{int(g.covered.sum())}/{len(g)} {forecast.text('.2f')}",
+            "forecast width (high/low)": f"{np.exp(np.log(g.width).mean()):.2f}",
+            "prior covers": f"{int(g.prior_covered.sum())}/{len(g)} {prior.text('.2f')}",
+            "prior width": f"{np.exp(np.log(g.prior_width).mean()):.2f}",
+            "informs": informs(g),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def informs(g: pd.DataFrame) -> str:
+    """Whether the forecast adds information over its prior at this point of the runs: a
+    narrower interval (by at least 10%) that covers as often; otherwise what it does."""
+    narrower = np.exp(np.log(g.width / g.prior_width).mean()) < 0.9
+    same_coverage = g.covered.sum() >= g.prior_covered.sum()
+    if narrower and same_coverage:
+        return "adds information: narrower, covers as often"
+    if narrower:
+        return "narrower but covers less often: overconfident"
+    return "adds nothing yet: as wide as the prior"
 
 
 def _figure(forecasts, measured, run: Path) -> None:
@@ -121,31 +163,34 @@ def _figure(forecasts, measured, run: Path) -> None:
 def write_results(table: pd.DataFrame, command: str, priors: dict, runs: dict, wall: float) -> None:
     refit_name = [name for name in priors if name != "[A] law"][0]
     refit = priors[refit_name]
-    covered = table[table.prior == refit_name].covered
-    law_covered = table[table.prior == "[A] law"].covered
     earlier = "; ".join(_earlier_run(runs[name]) for name in LAW_FROM)
-    verdict = "meets" if 3 * covered.sum() >= 2 * len(covered) else "FAILS"
+    seeds = ", ".join(str(s) for s in table.seed.unique())
+    measured = table.drop_duplicates("seed")
     lines = [
-        "# Live emergence forecast on the demo configuration (CPU)",
+        "# Live emergence forecast on the demo configuration, judged against its prior (CPU)",
         "",
         f"Command: `{command}` (from the repository root). Hardware: 2-core CPU shared with other",
-        "jobs, one torch thread (as the demo). Wall time: training the five runs took "
+        "jobs, one torch thread (as the demo). Wall time: training the runs took "
         f"{sum(wall_seconds(r) for r in runs.values()):.0f} s (from the runs' files; per seed in",
         f"`train_wall_s`), this invocation {wall:.0f} s (finished runs are reused).",
         "",
         "Demo configuration (`ihprobe.jobs.demo.DemoConfig`, taken from the demo): "
-        f"{DEMO.layers}-layer",
-        f"GPT-NeoX d{DEMO.d_model}, {DEMO.heads} heads, C={DEMO.context}, B={DEMO.batch_size},",
-        f"`{DEMO.producer}` producer {json.dumps(DEMO.producer_options)}, AdamW {DEMO.lr:g}",
-        f"{DEMO.schedule}, {DEMO.steps} updates, {DEMO.n_checkpoints} {DEMO.checkpoints}",
-        "checkpoints, plus live probes (max PS, 20 rows). Seeds: "
-        + ", ".join(str(s) for s in table.seed.unique())
-        + ".",
-        "Each run's `probes.jsonl` is replayed through the forecaster the trainer uses live",
-        "(each forecast sees only the probes up to its step; 80% central intervals). The",
-        f"checked forecast is the one made after {AT:.0%} of the run (update "
-        f"{int(table.forecast_at.iloc[0])}); the measured point is the change point of the",
-        "run's max-PS trajectory (`ihprobe.emergence`, default probe), bracketed by checkpoints.",
+        f"{DEMO.layers}-layer GPT-NeoX d{DEMO.d_model}, {DEMO.heads} heads, C={DEMO.context}, "
+        f"B={DEMO.batch_size}, `{DEMO.producer}` producer {json.dumps(DEMO.producer_options)}, "
+        f"AdamW {DEMO.lr:g} {DEMO.schedule}, {DEMO.steps} updates, {DEMO.n_checkpoints} "
+        f"{DEMO.checkpoints} checkpoints, plus live probes (max PS, 20 rows). Seeds: {seeds} "
+        f"({len(measured)} runs; measured emergence: "
+        + ", ".join(f"{m:,}" for m in measured.measured.dropna().astype(int))
+        + " updates).",
+        "",
+        "Each run's `probes.jsonl` is replayed through the forecaster the trainer uses live (each",
+        "forecast sees only the probes up to its step; 80% central intervals), and the forecast",
+        f"made after {', '.join(f'{a:.0%}' for a in AT)} of the run is judged against the prior "
+        "alone (the forecast before any probe): does each 80% interval cover the measured point "
+        "(change point of the run's max-PS trajectory, `ihprobe.emergence`), and how wide is it "
+        "(high / low, geometric mean over seeds). Coverage: k of n seeds, with a Clopper-Pearson "
+        "95% interval. 'adds information' = at least 10% narrower than the prior and covering "
+        "at least as often.",
         "",
         "Priors: `[A] law` is the published law alone (no earlier runs, spread 0.3 decades).",
         f"`{refit_name}` is `law_prior(B, C, law_from=[...])` on two earlier runs of the same",
@@ -155,13 +200,9 @@ def write_results(table: pd.DataFrame, command: str, priors: dict, runs: dict, w
         f"It predicts {refit.updates:,.0f} updates for B={DEMO.batch_size}, spread "
         f"{refit.spread} decades (no residual to measure it).",
         "",
-        "| " + " | ".join(table.columns) + " |",
-        "|" + " --- |" * len(table.columns),
-        *("| " + " | ".join(str(v) for v in row) + " |" for row in table.itertuples(index=False)),
+        *markdown(summary(table)),
         "",
-        f"With the refit prior the 30% interval covers the measured point in {int(covered.sum())} "
-        f"of {len(covered)} seeds, which {verdict} the goal of at least 2 of 3; with the "
-        f"published law alone in {int(law_covered.sum())} of {len(law_covered)}.",
+        f"Per seed, prior and fraction: `RESULTS_forecast.csv` ({len(table)} rows).",
         "",
     ]
     Path(__file__).with_name("RESULTS_forecast.md").write_text("\n".join(lines))
@@ -179,7 +220,7 @@ def _earlier_run(run: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--out", default=str(ROOT / "runs" / "validate-forecast-demo"))
     parser.add_argument("--train-only", action="store_true")
     args = parser.parse_args()
@@ -194,7 +235,9 @@ def main() -> None:
         f"refit ({', '.join(LAW_FROM)})": law_prior(b, c, law_from=[runs[n] for n in LAW_FROM]),
     }
     rows = [row for seed in args.seeds for row in check_seed(seed, runs[f"seed{seed}"], priors)]
-    command = "python benchmarks/validate_forecast.py " + shlex.join(sys.argv[1:])
+    command = "nice -n 15 .venv/bin/python benchmarks/validate_forecast.py " + shlex.join(
+        sys.argv[1:]
+    )
     wall = time.perf_counter() - begin
     write_results(pd.DataFrame(rows), command.strip(), priors, runs, wall)
 

@@ -15,6 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import papers_law_report as report  # noqa: E402
+import validate_forecast as forecast  # noqa: E402
 import validate_law as toy_law  # noqa: E402
 import validate_papers_common as common  # noqa: E402
 import validate_papers_contrast as contrast  # noqa: E402
@@ -231,3 +232,18 @@ def test_the_toy_law_refit_is_judged_by_the_shared_rules(b, verdict):
                           for B, C in ((16, 64), (32, 64), (64, 64), (32, 128))])  # fmt: skip
     said = " ".join(toy_law.fit_lines(table))
     assert f"b **{verdict}**" in said and "t df 1, 1 seed per cell" in said
+
+
+def forecast_rows(width: float, covered: list[bool], prior_covered: list[bool]) -> pd.DataFrame:
+    return pd.DataFrame([{"prior": "refit", "fraction": 0.3, "at_step": 150, "width": width,
+                          "covered": c, "prior_width": 5.9, "prior_covered": p}
+                         for c, p in zip(covered, prior_covered, strict=True)])  # fmt: skip
+
+
+def test_the_forecast_is_judged_against_its_prior_alone():
+    all_five, four = [True] * 5, [True] * 4 + [False]
+    assert forecast.informs(forecast_rows(3.0, all_five, all_five)).startswith("adds information")
+    assert forecast.informs(forecast_rows(5.9, all_five, all_five)).startswith("adds nothing")
+    assert forecast.informs(forecast_rows(3.0, four, all_five)).startswith("narrower but")
+    row = forecast.summary(forecast_rows(3.0, four, all_five)).iloc[0]
+    assert row["forecast covers"].startswith("4/5 0.80 [0.28, 0.99] (Clopper-Pearson, 5 seeds)")
