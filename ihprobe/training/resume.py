@@ -4,6 +4,10 @@ budget, and the training state, checked before any of it is loaded.
 A run is identified by its directory, wherever it now is: the ``out`` recorded in ``run.json``
 is never compared, so a moved or differently spelled directory resumes.
 
+An extension keeps everything its first budget laid out: the warm-up length, and the data of a
+producer that anneals over training (Bi-Induct's injection reaches 0 at the first budget and
+stays there), so the updates already made are those of a run planned to the new budget.
+
 >>> plan = plan_run(RunDir("no/such/run"), TrainConfig(out="no/such/run", steps=10))
 >>> plan.total, plan.first_total, plan.extension
 (10, 10, None)
