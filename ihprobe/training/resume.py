@@ -6,7 +6,7 @@ is never compared, so a moved or differently spelled directory resumes.
 
 An extension keeps everything its first budget laid out: the warm-up length, and the data of a
 producer that anneals over training (Bi-Induct's injection reaches 0 at the first budget and
-stays there), so the updates already made are those of a run planned to the new budget.
+stays there), so the updates already made stay exactly as they were.
 
 >>> plan = plan_run(RunDir("no/such/run"), TrainConfig(out="no/such/run", steps=10))
 >>> plan.total, plan.first_total, plan.extension
