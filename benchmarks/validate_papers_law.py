@@ -12,9 +12,7 @@ Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validat
   non-repeating text in front. (Fixing the start instead would let a longer row add more
   copies, the confound of ``validate_law.py``.) One B, so only c is fitted here (b = 0: T
   absorbs B^b). Every fx cell trains for ``FIXED_BUDGET`` updates: if C does not matter here,
-  all three emerge at about the same update (a pilot at C = 128, seed 0, was rising from max
-  PS 0.02 at 2,900 updates to 0.18 at 6,000), and a budget shrinking with C would censor the
-  longest context.
+  all three emerge at about the same update, and a budget shrinking with C would censor C = 256.
 * ``size-d128``, ``size-L3``: width 128 and depth 3 at (B, C) = (8, 64); with ``sn-B8-C64``
   (width 64, depth 2) they test [A]'s model-size independence.
 * ``sched-cosine``: ``sn-B8-C64`` with a cosine schedule instead of the constant one.
@@ -38,28 +36,21 @@ Budgets: each cell trains for ``BUDGET_AT_REFERENCE`` updates scaled by
 times the emergence point of pilots: near 2,400 updates at B = 16, C = 128, and 18,000-28,000
 at B = 4 (C = 64 and 32), where budgets scaled by (B C)^-0.5 or ^-0.65 censored it or saw no
 transition; those B = 4 pilots are why the grid starts at B = 8. C = 128 cells get twice
-that: at B = 8 the first seed saw no transition in 8,200 updates (8.4M tokens, max PS 0.05
-throughout), while C = 32 and 64 had placed theirs by 3-4M tokens. The budget is the same
-for every seed of a cell, and a run whose steep segment reaches its last checkpoint is reported
-as censored. ``--extend-censored`` reruns every seed of a cell that has a
-censored seed with twice the budget (into ``seedS-x2``); once all its seeds are done the reruns
-replace the cell's runs in the tables and fits (and its seeds not yet run train at the longer
-budget). The whole cell, not only its censored seed:
-a rerun is a fresh run (the 1% warm-up and the checkpoint spacing change with the budget, so
-its trajectory is not the censored one continued), and redrawing only the late seeds would
-bias the cell towards early emergence. ``--steps N`` gives every cell N updates instead
-(smoke runs).
+that (at B = 8 the first seed saw no transition in 8,200 updates). The budget is the same for
+every seed of a cell; a run whose steep segment reaches its last checkpoint is censored.
+``--extend-censored`` reruns every seed of a cell with a censored seed at twice the budget (into
+``seedS-x2``); once all are done the reruns replace the cell's runs (its seeds not yet run train
+at that budget). The whole cell, because a rerun is a fresh run (its warm-up and checkpoints
+change with the budget) and redrawing only late seeds would bias the cell early. ``--steps N``
+gives every cell N updates instead (smoke runs).
 
 Every run: GPT-NeoX, 4 heads, AdamW lr 3e-3, 1% warm-up then constant (unless the cell says
-cosine), grad clip 1, log-spaced checkpoints; seeds 0-4 (``SEEDS``). The emergence point is the
-start of the steep segment of a 3-segment fit of max prefix matching against log tokens
-(``ihprobe.dynamics.changepoint.run_emergence``). Statistics and verdicts: ``verdicts.py`` (the
-rules every validation script shares). T, b and c are fitted on the cells' mean log10 U with a
-t-interval on df = cells - parameters, and by a Tobit fit over every run in which a censored run
-counts as "at least" its censored start or its budget (clustered by cell); a grid with a
-censored run is judged by the Tobit fit. A fit needs every cell of its grid to have a seed
-done; ``--report --from-csv`` rebuilds the tables from ``RESULTS_papers_law.csv`` alone (no run
-folders needed).
+otherwise), grad clip 1, log-spaced checkpoints; seeds 0-4. Emergence: the start of the steep
+segment of a 3-segment fit of max PS against log tokens (``run_emergence``). Statistics and
+verdicts: ``verdicts.py``, shared by every validation script. T, b and c are fitted on the
+cells' mean log10 U (t on df = cells - parameters) and by a Tobit fit over every run in which a
+censored run counts as "at least" its censored start or budget (clustered by cell); the Tobit
+fit judges a grid with a censored run. ``--report --from-csv``: the tables from the CSV alone.
 
 Run from the repository root (a killed run resumes; finished cells are reused)::
 
