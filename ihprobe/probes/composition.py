@@ -118,6 +118,7 @@ def composition(
     kind = checks.choice("kind", kind.lower() if isinstance(kind, str) else kind, KINDS)
     with torch.no_grad():
         weights = _weights(model)
+        checks.finite_result("composition", **weights)  # NaN weights would score 0, not fail
         n_layers, n_heads = weights["W_Q"].shape[:2]
         raw = torch.full((n_layers, n_heads, n_layers, n_heads), torch.nan, dtype=torch.float64)
         chosen = torch.ones(n_layers, n_heads, dtype=torch.bool) if senders is None else senders
