@@ -15,7 +15,7 @@ from ihprobe.causal.head_sets import head_sets, heads_per_layer
 from ihprobe.causal.masks import keep_mask
 from ihprobe.causal.results import statistics as _statistics
 from ihprobe.core.errors import IhprobeError
-from ihprobe.probes.engine import text_rows
+from ihprobe.probes.engine import token_rows
 from ihprobe.probes.recall import associative_recall_per_row, induction_loss_per_row
 from tests.helpers import save_checkpoint, tiny_hf_model
 
@@ -235,7 +235,7 @@ def test_grouped_kv_model_end_to_end_clean_group_is_the_plain_model(tmp_path, to
     with torch.no_grad():
         x = repeated_tokens(model, batch=6, seed=5)  # evaluation rows: seed + 1
         loss = induction_loss_per_row(model(x), x, n=x.shape[1] // 2).mean()
-        text = text_rows(model, None, rows=3, length=64)
+        text = token_rows(model, None, rows=3, length=64)
         early, late = icl_positions(64)
         icl = icl_score_per_row(model(text), text, early, late).mean()
     assert math.isclose(result.values["induction_loss"][0], loss, abs_tol=1e-5)
@@ -244,9 +244,9 @@ def test_grouped_kv_model_end_to_end_clean_group_is_the_plain_model(tmp_path, to
     short = "a short text " * 12
     fits = (len(tokenizer(short, add_special_tokens=False).input_ids) + 1) // 64  # + EOS
     assert 1 <= fits < 3
-    assert text_rows(model, short, rows=3, length=64).shape == (fits, 64)
+    assert token_rows(model, short, rows=3, length=64).shape == (fits, 64)
     with pytest.raises(IhprobeError, match="less than one row of 64"):
-        text_rows(model, "too short", rows=32, length=64)
+        token_rows(model, "too short", rows=32, length=64)
     icl_only = natural_probe(model, None, rows=3, natural_loss=False)  # reads 2 positions
     found = evaluate_groups(model, icl_only, keep_mask(model, [])[None], None)
     assert list(found) == ["icl_score"]

@@ -33,7 +33,7 @@ from ihprobe.probes.engine import (
     recall_probe,
     run_probe,
     text_probe,
-    text_rows,
+    token_rows,
 )
 from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.recall import icl_positions
@@ -108,7 +108,7 @@ def natural_probe(
             f"({', '.join(TEXT_METRICS)}) cannot run; load it with tokenizer=... or leave "
             "them out of metrics."
         )
-    tokens = text_rows(model, text, rows=rows, length=min(model.cfg.n_ctx, TEXT_LENGTH))
+    tokens = token_rows(model, text, rows=rows, length=min(model.cfg.n_ctx, TEXT_LENGTH))
     early, late = icl_positions(tokens.shape[1])
     return text_probe(tokens, early, late, natural_loss=natural_loss)
 

@@ -40,7 +40,7 @@ from ihprobe.probes import inputs
 CORRUPTIONS = ("second_half", "anchors")
 DEFAULT_ROWS = 20
 
-Metric = Callable[[Float[torch.Tensor, "row query vocab"], Int[torch.Tensor, "row query"]],
+LogitMetric = Callable[[Float[torch.Tensor, "row query vocab"], Int[torch.Tensor, "row query"]],
                   Float[torch.Tensor, " row"]]  # fmt: skip
 
 

@@ -32,7 +32,7 @@ import torch
 from jaxtyping import Int
 
 from ihprobe.causal.masks import keep_mask
-from ihprobe.circuit.pairs import Metric, PatchPair, induction_pair, logit_diff, token_pair
+from ihprobe.circuit.pairs import LogitMetric, PatchPair, induction_pair, logit_diff, token_pair
 from ihprobe.circuit.results import PatchResult, PathPatchResult
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
@@ -50,7 +50,7 @@ def patch(
     model,
     clean: Int[torch.Tensor, "batch pos"] | None = None,
     corrupted: Int[torch.Tensor, "batch pos"] | None = None,
-    metric: Metric | None = None,
+    metric: LogitMetric | None = None,
     *,
     per: str = "head",
     corruption: str = "second_half",
@@ -107,7 +107,7 @@ def path_patch(
     *,
     clean: Int[torch.Tensor, "batch pos"] | None = None,
     corrupted: Int[torch.Tensor, "batch pos"] | None = None,
-    metric: Metric | None = None,
+    metric: LogitMetric | None = None,
     corruption: str = "anchors",
     n: int | None = None,
     batch: int = 20,
@@ -160,7 +160,7 @@ def attribution_patch(
     model,
     clean: Int[torch.Tensor, "batch pos"] | None = None,
     corrupted: Int[torch.Tensor, "batch pos"] | None = None,
-    metric: Metric | None = None,
+    metric: LogitMetric | None = None,
     *,
     per: str = "head",
     corruption: str = "second_half",
@@ -211,7 +211,7 @@ def attribution_patch(
 # ----------------------------------------------------------------------------- running
 
 
-def _run(model, rows, pair: PatchPair, metric: Metric, hooks=(), groups: int = 1) -> dict:
+def _run(model, rows, pair: PatchPair, metric: LogitMetric, hooks=(), groups: int = 1) -> dict:
     """``rows`` (stacked ``groups`` times) through the probe engine with ``hooks``: the per-row
     ``"metric"`` at ``pair.positions`` and whatever the hooks stored."""
     targets = pair.targets

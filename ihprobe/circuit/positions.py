@@ -28,7 +28,7 @@ from ihprobe.core import checks
 from ihprobe.io.models import load_or_swap, provenance
 from ihprobe.io.sources import sources_of
 from ihprobe.probes import inputs
-from ihprobe.probes.engine import Probe, reads_text, run_probe, text_rows
+from ihprobe.probes.engine import Probe, reads_text, run_probe, token_rows
 from ihprobe.probes.recall import token_losses
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def loss_by_position(
     found = {"repeated": inputs.repeated_tokens(model, batch=rows, seed=seed)}
     if text is not None or reads_text(getattr(model, "tokenizer", None)):
         length = text.shape[-1] if isinstance(text, torch.Tensor) else model.cfg.n_ctx
-        found["natural"] = text_rows(model, text, rows=rows, length=length)
+        found["natural"] = token_rows(model, text, rows=rows, length=length)
     else:
         log.info("natural text skipped: the model has no text tokenizer")
     source = provenance(model)

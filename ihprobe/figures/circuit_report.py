@@ -18,14 +18,11 @@ import torch
 
 from ihprobe.circuit.pairs import induction_pair
 from ihprobe.circuit.patching import attribution_patch, patch, path_patch
-from ihprobe.circuit.positions import loss_by_position_over_run
 from ihprobe.core.errors import IhprobeError
 from ihprobe.figures.circuit import (
     attribution_scatter,
     composition_figure,
-    loss_by_position_figure,
     patch_figure,
-    positions_text,
 )
 from ihprobe.figures.report import Section
 from ihprobe.figures.viewer import attention_viewer
@@ -138,14 +135,6 @@ def viewer_section(model, *, start=(0, 0), n: int | None = None, seed: int = 0) 
         "row) to see where it attends. An induction head attends from each second-half token "
         "to the token after that token's first occurrence.",
         attention_viewer(model, row, start=start)])  # fmt: skip
-
-
-def loss_by_position_section(source, **kwargs):
-    """Loss by token position at every checkpoint of a run: ``(frame, Section)``."""
-    table = loss_by_position_over_run(source, **kwargs)
-    return table, Section("Loss by token position", [
-        "Per-position next-token loss, one line per checkpoint (darker is later). "
-        + positions_text(table), loss_by_position_figure(table)])  # fmt: skip
 
 
 def _summary(result) -> dict:

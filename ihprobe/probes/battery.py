@@ -54,7 +54,7 @@ from ihprobe.probes.engine import (
     recall_probe,
     run_probe,
     text_probe,
-    text_rows,
+    token_rows,
 )
 from ihprobe.probes.scores import HeadScores
 
@@ -168,7 +168,7 @@ def scan(
             head["k_composition"] = previous_token_composition(model, head["previous_token"])
         if "icl_score" in wanted:
             early, late = recall.icl_positions(model.cfg.n_ctx)
-            rows = text_rows(model, text, rows=batch, length=late + 1)
+            rows = token_rows(model, text, rows=batch, length=late + 1)
             settings.update(icl_positions=[early, late], icl_rows=len(rows))
             per_row = run_probe(model, text_probe(rows, early, late), chunk=chunk)
             model_scores["icl_score"] = float(per_row["icl_score"].mean())

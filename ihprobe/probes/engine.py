@@ -358,7 +358,7 @@ def reads_text(tokenizer) -> bool:
         return False
 
 
-def text_rows(
+def token_rows(
     model: TransformerLensModel,
     text: str | Sequence[str] | torch.Tensor | None,
     *,
@@ -371,7 +371,7 @@ def text_rows(
     has one); token ids ``[rows, pos]`` are cut as given; None is ihprobe's embedded corpus.
 
     Example:
-        >>> text_rows(model, open("book.txt").read(), rows=16, length=501).shape  # doctest: +SKIP
+        >>> token_rows(model, open("book.txt").read(), rows=16, length=501).shape  # doctest: +SKIP
         torch.Size([16, 501])
     """
     if isinstance(text, torch.Tensor):
