@@ -204,7 +204,7 @@ def _design(frame: pd.DataFrame, fixed: dict[str, float]) -> tuple[np.ndarray, l
                "c": -np.log10(frame.C.to_numpy(float))}  # fmt: skip
     offset = sum(columns[k] * v for k, v in fixed.items())
     names = [k for k in columns if k not in fixed]
-    return np.column_stack([columns[k] for k in names]), names, np.asarray(offset, float) + 0.0
+    return np.column_stack([columns[k] for k in names]), names, np.asarray(offset, float)
 
 
 def cell_means_fit(runs: pd.DataFrame, *, fixed: dict[str, float] | None = None) -> dict:
@@ -264,15 +264,15 @@ def tobit(y, X, bound_censored, *, clusters=None) -> tuple[np.ndarray, np.ndarra
     fit = optimize.minimize(lambda t: -_tobit_scores(t, y, X, cens)[0].sum(), theta0,
                             jac=lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0),
                             method="BFGS")  # fmt: skip
-    theta = fit.x
+    theta, how = fit.x, "Tobit ML" if fit.success else "Tobit ML (optimiser did not converge)"
     hessian = _numeric_jacobian(lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0), theta)
     bread = np.linalg.pinv((hessian + hessian.T) / 2)
     if clusters is None:
-        return theta[:k], bread[:k, :k], len(y) - k, "Tobit ML"
+        return theta[:k], bread[:k, :k], len(y) - k, how
     scores = pd.DataFrame(_tobit_scores(theta, y, X, cens)[1]).groupby(np.asarray(clusters)).sum()
     g = len(scores)
     meat = scores.to_numpy().T @ scores.to_numpy() * g / max(g - 1, 1)
-    return theta[:k], (bread @ meat @ bread)[:k, :k], g - k, "Tobit ML, cell-clustered sandwich"
+    return theta[:k], (bread @ meat @ bread)[:k, :k], g - k, f"{how}, cell-clustered sandwich"
 
 
 def _tobit_scores(theta, y, X, cens) -> tuple[np.ndarray, np.ndarray]:
