@@ -28,6 +28,7 @@ from jaxtyping import Bool, Float, Int
 from ihprobe.causal.choices import HOOK_MODES
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import hook_name, replace_with
+from ihprobe.io.any_model import as_model
 from ihprobe.probes.engine import NOTHING, Probe, run_probe
 
 if TYPE_CHECKING:
@@ -284,6 +285,7 @@ def ablate_heads(
         >>> with ihprobe.ablate_heads(model, [(1, 2)], mode="zero"):    # doctest: +SKIP
         ...     logits = model(tokens)
     """
+    model = as_model(model)
     hooks = ablation_hooks(model, heads, mode, reference)
     with model.hooks(fwd_hooks=hooks):
         yield model

@@ -85,6 +85,14 @@ class AblationResult(CarriesProvenance):
     def metrics(self) -> list[str]:
         return list(self.values)
 
+    def __repr__(self) -> str:
+        """One line: where from, the top set, the draws and the metrics (no tensors)."""
+        top = ", ".join(f"L{layer}H{head}" for layer, head in self.top_heads)
+        return (
+            f"AblationResult({self.provenance.label}; top set by {self.by}: {top}; "
+            f"{len(self.random_heads)} random draws; metrics: {', '.join(self.values)})"
+        )
+
     def verdict(self, metric: str | None = None) -> Verdict:
         """Are the top heads load-bearing for ``metric`` (default: the first of
         ``VERDICT_METRICS`` measured)? One of :data:`ANSWERS`, by :data:`VERDICT_RULE`.

@@ -37,6 +37,7 @@ from ihprobe.circuit.results import PatchResult, PathPatchResult
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import hook_name
+from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
 from ihprobe.probes.engine import Hook, Probe, run_probe
 
@@ -71,6 +72,7 @@ def patch(
     Example:
         >>> patch(model, per="head").fractions      # [layer, head]          # doctest: +SKIP
     """
+    model = as_model(model)
     checks.choice("per", per, PER)
     pair, metric = _pair(model, clean, corrupted, corruption, n, batch, seed), metric or logit_diff
     cfg = model.cfg
@@ -124,6 +126,7 @@ def path_patch(
         >>> path_patch(model, [(0, 3)], [(1, 2)], "k").fraction             # doctest: +SKIP
         0.83
     """
+    model = as_model(model)
     sender, receivers = _heads(model, sender), _heads(model, receivers)
     if receiver_input not in INPUTS:
         raise IhprobeError(f"receiver_input must be one of q, k, v (got {receiver_input!r}).")
@@ -177,6 +180,7 @@ def attribution_patch(
     Example:
         >>> attribution_patch(model).fractions                                # doctest: +SKIP
     """
+    model = as_model(model)
     checks.choice("per", per, PER)
     pair, metric = _pair(model, clean, corrupted, corruption, n, batch, seed), metric or logit_diff
     n_layers = model.cfg.n_layers

@@ -25,6 +25,7 @@ from jaxtyping import Float, Int
 from tqdm import tqdm
 
 from ihprobe.core import checks
+from ihprobe.io.any_model import as_model
 from ihprobe.io.models import load_or_swap, provenance
 from ihprobe.io.sources import sources_of
 from ihprobe.probes import inputs
@@ -74,6 +75,7 @@ def loss_by_position(
     Returns:
         ``model, revision, step, tokens, input, position, loss``.
     """
+    model = as_model(model)
     checks.arguments(model=model, rows=rows, seed=seed)
     if isinstance(text, torch.Tensor):
         checks.tokens("text", text, model)

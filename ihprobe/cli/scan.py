@@ -92,9 +92,7 @@ def run(args) -> int:
 
 
 def _print_summary(scores, duplicate: str | None, top: int) -> None:
-    from ihprobe.jobs.scan import label
-
-    print(label(scores) + (f" (same weights as {duplicate})" if duplicate else ""))
+    print(scores.provenance.label + (f" (same weights as {duplicate})" if duplicate else ""))
     metric = SUMMARY_METRIC if SUMMARY_METRIC in scores.head else next(iter(scores.head), None)
     if metric is not None:
         heads = ", ".join(f"L{layer}H{h} {v:.3f}" for layer, h, v in scores.top_heads(metric, top))

@@ -31,6 +31,7 @@ from jaxtyping import Int
 
 from ihprobe.core import checks
 from ihprobe.figures.attention import attention_patterns, token_labels
+from ihprobe.io.any_model import as_model
 
 _STYLE = """
 .ihp-viewer { font-family: system-ui, sans-serif; font-size: .85rem; margin: .8rem 0; }
@@ -133,6 +134,7 @@ def attention_viewer(
     Example:
         >>> page = attention_viewer(model, repeated[0], start=(1, 2))      # doctest: +SKIP
     """
+    model = as_model(model)
     cfg = checks.model(model).cfg
     checks.tokens("tokens", tokens, model, dims=(1,))
     start = checks.heads("start", [start], cfg.n_layers, cfg.n_heads)[0]

@@ -33,16 +33,16 @@ from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.model_bridge.generalized_components.joint_qkv_attention import (
     JointQKVAttentionBridge,
 )
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.standin import id_tokenizer
 from ihprobe.core.world import resolve_device
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import checkpoint_meta
 from ihprobe.io.sources import causal_lm_config, resolve
+from ihprobe.io.tokenizers import on_disk, tokenizer_for
 from ihprobe.io.validation import check_checkpoint, check_loaded, hf_loading
 from ihprobe.io.validation.build import check_build
 from ihprobe.io.weights import (
@@ -54,7 +54,6 @@ from ihprobe.io.weights import (
 
 log = logging.getLogger(__name__)
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 PROCESSING = ("none", "tl")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # tensor names on disk that HF renames when it loads them (GPT-NeoX/Pythia's output layer)
@@ -115,18 +114,24 @@ def load(
     path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
     config = _checked_config(path, dtype, trust_remote_code)
     if tokenizer is None:
-        tokenizer = _tokenizer_for(path, config, trust_remote_code)
+        tokenizer = tokenizer_for(path, config, trust_remote_code)
     hf_model = _hf_model(path, config, dtype, trust_remote_code)
     hf_tensors = dict(hf_model.state_dict(keep_vars=True))  # HF names, before the bridge rewires
     with tempfile.TemporaryDirectory() as tmp:  # TransformerLens re-opens tokenizers by path
-        model = _bridge(hf_model, str(source), _on_disk(tokenizer, tmp), device, dtype)
+        model = bridge(hf_model, str(source), on_disk(tokenizer, tmp), device, dtype)
     if processing == "tl":
         model.enable_compatibility_mode(disable_warnings=True)
     model.eval()
     meta = checkpoint_meta(path)
     prov = Provenance(_model_name(source, path), revision, meta.get("step"), meta.get("tokens"))
-    _LOADED[model] = _Loaded(prov, hf_tensors)
+    remember(model, prov, hf_tensors)
     return model
+
+
+def remember(model: TransformerBridge, prov: Provenance, hf_tensors: dict) -> None:
+    """Record what ihprobe knows about a bridge it built (for :func:`provenance` and
+    :func:`load_weights`)."""
+    _LOADED[model] = _Loaded(prov, hf_tensors)
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -202,12 +207,25 @@ def quiet_progress():
             hf_logging.enable_progress_bar()
 
 
-def _bridge(hf_model, name: str, tokenizer, device, dtype):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return TransformerBridge.boot_transformers(
-            name, hf_model=hf_model, tokenizer=tokenizer, device=device, dtype=dtype
-        )
+def bridge(hf_model, name: str, tokenizer, device, dtype):
+    """The TransformerLens bridge around ``hf_model``; an architecture the bridge cannot wrap
+    is one :class:`IhprobeError` line, not the bridge's own ``AttributeError``."""
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            model = TransformerBridge.boot_transformers(
+                name, hf_model=hf_model, tokenizer=tokenizer, device=device, dtype=dtype
+            )
+            model(torch.zeros((1, 2), dtype=torch.long, device=device))  # fails here, not later
+            return model
+    except (AttributeError, KeyError, NotImplementedError, TypeError, ValueError) as err:
+        kind = type(hf_model).__name__
+        raise IhprobeError(
+            f"TransformerLens cannot bridge {kind} ({type(err).__name__}: {str(err)[:120]}); "
+            "ihprobe probes the architectures it bridges, e.g. GPT2LMHeadModel, "
+            "GPTNeoXForCausalLM, LlamaForCausalLM (all: ihprobe.io.sources."
+            "supported_architectures())."
+        ) from err
 
 
 def load_weights(
@@ -365,35 +383,3 @@ def _model_name(source, path: Path) -> str:
     if meta.get("run"):
         return str(meta["run"])
     return str(source)
-
-
-# ----------------------------------------------------------------------------- tokenizer
-
-
-def _on_disk(tokenizer, tmp: str):
-    """A tokenizer built in memory, saved to ``tmp`` and re-read, so that it has a path."""
-    if tokenizer.init_kwargs.get("name_or_path") or tokenizer.bos_token is None:
-        return tokenizer
-    tokenizer.save_pretrained(tmp)
-    return AutoTokenizer.from_pretrained(tmp)
-
-
-def _tokenizer_for(path: Path, config, trust_remote_code: bool):
-    if not any((path / f).is_file() for f in TOKENIZER_FILES):
-        log.warning(
-            "%s has no tokenizer files; the model works on token ids and a stand-in tokenizer "
-            "maps id i to '<i>'. Pass tokenizer=... to use a real one.",
-            path,
-        )
-        warnings.warn(
-            f"{path} has no tokenizer; using a stand-in that maps id i to '<i>'.", stacklevel=3
-        )
-        return id_tokenizer(config.vocab_size)
-    try:
-        return AutoTokenizer.from_pretrained(
-            str(path), trust_remote_code=trust_remote_code, local_files_only=True
-        )
-    except Exception as err:  # noqa: BLE001 - tokenizer formats fail in many ways
-        raise IhprobeError(
-            f"could not read the tokenizer in {path} ({err}); pass tokenizer=... explicitly."
-        ) from err

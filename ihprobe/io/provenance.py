@@ -24,6 +24,17 @@ class Provenance:
     step: int | None = None
     tokens: int | None = None
 
+    @property
+    def label(self) -> str:
+        """``model · revision · step S · N tokens``, the parts that are known.
+
+        >>> Provenance("run", step=60, tokens=15360).label
+        'run · step 60 · 15,360 tokens'
+        """
+        step = None if self.step is None else f"step {self.step}"
+        tokens = None if self.tokens is None else f"{self.tokens:,} tokens"
+        return " · ".join(str(x) for x in (self.model, self.revision, step, tokens) if x)
+
 
 class CarriesProvenance:
     """Read-through ``model_name, revision, step, tokens`` of a result's ``provenance``."""

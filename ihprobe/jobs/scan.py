@@ -104,16 +104,4 @@ def _heatmaps(series: list[HeadScores]) -> list[Section]:
         blocks = [checkpoint_slider(series, metric) for metric in series[-1].head]
     else:
         blocks = [head_heatmap(series[-1], metric) for metric in series[-1].head]
-    return [Section(label(series[-1]), blocks)]
-
-
-def label(scores) -> str:
-    """``model · revision · step S · N tokens`` of a result that carries provenance."""
-    where = [scores.model_name]
-    if scores.revision:
-        where.append(scores.revision)
-    if scores.step is not None:
-        where.append(f"step {scores.step}")
-    if scores.tokens is not None:
-        where.append(f"{scores.tokens:,} tokens")
-    return " · ".join(where)
+    return [Section(series[-1].provenance.label, blocks)]

@@ -37,6 +37,7 @@ from jaxtyping import Int
 
 from ihprobe.core import checks, hooks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
 from ihprobe.io.validation import check_scores
 from ihprobe.probes import attention, attribution, copying, inputs, recall, snippets
@@ -129,6 +130,7 @@ def scan(
         >>> scores = scan(model, n=32, batch=50, seed=1)                   # doctest: +SKIP
         >>> scores.top_heads("prefix_matching", k=3)                       # doctest: +SKIP
     """
+    model = as_model(model)
     checks.arguments(model=model, n=n, batch=batch, seed=seed, bos=bos, chunk=chunk,
                      snippet_length=snippet_length)  # fmt: skip
     requested = check_metrics(metrics)

@@ -33,6 +33,7 @@ from jaxtyping import Float
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
 from ihprobe.io.provenance import CarriesProvenance, Provenance
 
@@ -62,6 +63,23 @@ class Composition(CarriesProvenance):
     @property
     def values(self) -> Float[torch.Tensor, "layer_from head_from layer_to head_to"]:
         return self.raw - self.baseline
+
+    def __repr__(self) -> str:
+        """One line: the kind, the grid, the baseline and the strongest pair (no tensors)."""
+        layers, heads = self.raw.shape[:2]
+        values = self.values.nan_to_num(-torch.inf)
+        if torch.isfinite(values).any():
+            best = divmod(int(values.argmax()), layers * heads)
+            sender, receiver = divmod(best[0], heads), divmod(best[1], heads)
+            top = (f"; strongest L{sender[0]}H{sender[1]} -> L{receiver[0]}H{receiver[1]} "
+                   f"{float(values.max()):+.3g}")  # fmt: skip
+        else:
+            top = ""
+        return (
+            f"Composition({self.kind}, {self.model_name or 'model'}, "
+            f"{layers} layers x {heads} heads, "
+            f"baseline {self.baseline:.3g} ± {self.baseline_sd:.2g}{top})"
+        )
 
     def to_frame(self) -> pd.DataFrame:
         """One row per pair: ``model, revision, step, tokens, layer_from, head_from, layer_to,
@@ -114,6 +132,7 @@ def composition(
         >>> k.strongest_into(1, 2)      # (layer, head, value) of the top sender  # doctest: +SKIP
         (0, 3, 0.41)
     """
+    model = as_model(model)
     checks.arguments(model=model, draws=draws, seed=seed)
     kind = checks.choice("kind", kind.lower() if isinstance(kind, str) else kind, KINDS)
     with torch.no_grad():

@@ -53,6 +53,16 @@ class HeadScores(CarriesProvenance):
         """Names of the metrics held, head metrics first."""
         return [*self.head, *self.model]
 
+    def __repr__(self) -> str:
+        """One line: where from, the head grid, the metrics held (no tensors)."""
+        grid = next(iter(self.head.values())).shape if self.head else None
+        heads = f", {grid[0]} layers x {grid[1]} heads" if grid is not None else ""
+        model = ", ".join(f"{k}={v:.4g}" for k, v in self.model.items())
+        return (
+            f"HeadScores({self.provenance.label}{heads}; head metrics: "
+            f"{', '.join(self.head) or 'none'}; model metrics: {model or 'none'})"
+        )
+
     def to_frame(self) -> pd.DataFrame:
         """The long table ``model, revision, step, tokens, layer, head, metric, value``.
 

@@ -1,0 +1,84 @@
+"""Whatever model a user holds, as the hooked model every public function runs on.
+
+:func:`as_model` is the one conversion every public entry point (``scan``, ``ablate``,
+``head_effects``, ``composition``, ``patch``, ``attribution_patch``, ``path_patch``,
+``loss_by_position``, ``attention_viewer``) applies to its ``model`` argument: a TransformerLens
+model is used as it is, a checkpoint path or hub id is loaded (:func:`ihprobe.io.models.load`),
+and a plain HF ``PreTrainedModel`` is bridged: a copy of it, built once per object and given
+its current weights at every call, so the user's own model is never rewired or changed.
+
+>>> hf = AutoModelForCausalLM.from_pretrained("gpt2")                       # doctest: +SKIP
+>>> ihprobe.scan(hf).top_heads("prefix_matching", 3)                        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+import weakref
+from pathlib import Path
+
+import torch
+from transformer_lens.model_bridge import TransformerBridge
+from transformers import PreTrainedModel
+
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.standin import id_tokenizer
+from ihprobe.io.models import bridge, load, remember, swap_weights
+from ihprobe.io.provenance import Provenance
+from ihprobe.io.sources import supported_architectures
+from ihprobe.io.tokenizers import has_tokenizer, on_disk, tokenizer_for
+
+_BRIDGED: weakref.WeakKeyDictionary[torch.nn.Module, TransformerBridge] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def as_model(model, name: str = "model"):
+    """``model`` as a hooked model: a TransformerLens model itself, a path or hub id loaded,
+    a HF ``PreTrainedModel`` bridged (a copy built once per object, refreshed with its current
+    weights on every call: the user's model is left as it is, at the cost of a second copy of
+    its weights).
+
+    Raises:
+        IhprobeError: any other type, or an architecture TransformerLens cannot bridge.
+    """
+    if isinstance(model, (str, os.PathLike)):
+        return load(model)
+    if isinstance(model, torch.nn.Module) and hasattr(getattr(model, "cfg", None), "n_layers"):
+        return model
+    if isinstance(model, PreTrainedModel):
+        if model not in _BRIDGED:
+            _BRIDGED[model] = _from_hf(copy.deepcopy(model))
+        else:  # the user may have trained it since
+            swap_weights(_BRIDGED[model], model.state_dict())
+        return _BRIDGED[model]
+    raise IhprobeError(
+        f"{name} must be a model from ihprobe.load, a HF PreTrainedModel, a checkpoint path or "
+        f"a hub id (got {type(model).__name__})."
+    )
+
+
+def _from_hf(hf_model: PreTrainedModel) -> TransformerBridge:
+    """A bridge around a copy of a HF model a user built; its provenance names the config's
+    source."""
+    kind = type(hf_model).__name__
+    if kind not in supported_architectures():
+        raise IhprobeError(
+            f"TransformerLens cannot bridge {kind}; ihprobe probes the architectures it "
+            "bridges (ihprobe.io.sources.supported_architectures())."
+        )
+    hf_model.set_attn_implementation("eager")  # hook_pattern needs the explicit weights
+    config = hf_model.config
+    where = Path(str(config.name_or_path or "."))
+    own = bool(config.name_or_path) and has_tokenizer(where)
+    tokenizer = tokenizer_for(where, config) if own else id_tokenizer(config.vocab_size)
+    param = next(hf_model.parameters())
+    hf_tensors = dict(hf_model.state_dict(keep_vars=True))
+    label = str(config.name_or_path or kind)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = bridge(hf_model, label, on_disk(tokenizer, tmp), param.device, param.dtype)
+    model.eval()
+    remember(model, Provenance(label), hf_tensors)
+    return model
