@@ -19,14 +19,14 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ihprobe.causal.ablation import ablate, check_settings, head_effects
+from ihprobe.causal.ablation import ROW_DEFAULTS, ablate, check_settings, head_effects
 from ihprobe.dynamics.trajectories import ROW_COLUMNS, cached_sweep, settings_key
 from ihprobe.io.models import load_or_swap
 from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import sources_of
 
 ABLATE_SIGNATURE = inspect.signature(ablate)
-EFFECT_SETTINGS = ("metrics", "mode", "seed", "n", "batch", "bos", "text", "text_rows", "tasks")
+EFFECT_SETTINGS = ("metrics", "mode", *ROW_DEFAULTS)  # what head_effects takes beside the model
 
 
 def ablation_trajectory(

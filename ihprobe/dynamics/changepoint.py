@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import math
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -233,6 +234,8 @@ def emergence(
             (``duplicate_of``; published series hold such copies). Left out by default: a
             copy is not a measurement of its step. The point's ``curve`` keeps them.
 
+    (Over 60 lines only by these argument notes; the fit and its checks are helpers.)
+
     Example:
         >>> tokens = [0] + [2**k * 1000 for k in range(12)]
         >>> ps = [0.02] * 7 + [0.8] * 6                  # PS jumps between 32k and 64k tokens
@@ -242,60 +245,24 @@ def emergence(
         >>> p.transition, p.tokens_low, p.tokens_high, p.threshold_tokens
         (True, 32000.0, 64000.0, 64000.0)
     """
-    if not isinstance(table, pd.DataFrame):
-        raise IhprobeError(
-            f"emergence takes a trajectory table, not a {type(table).__name__}: pass "
-            "ihprobe.trajectory(run_dir, ['prefix_matching']) (or read a trajectory CSV)."
-        )
     checks.arguments(segments=segments, threshold=threshold, min_rise=min_rise,
                      batch_size=batch_size, context=context)  # fmt: skip
-    full = curve(table, metric, reduce)
-    checks.matrix(f"the table's {metric} values", full["value"].tolist())
-    data = full if include_duplicates else full[~full["duplicate"]].reset_index(drop=True)
+    full, data, axis = _measured(table, metric, reduce, include_duplicates, segments)
     model = str(table["model"].iloc[0]) if "model" in table and len(table) else None
     sign = -1.0 if metric in DECREASING else 1.0
     base = {"metric": metric, "reduce": reduce, "model": model}
     base.update(batch_size=batch_size, context=context, curve=full)
-    axis = "tokens" if data["tokens"].notna().all() else "step"
     fit_rows = data[data[axis] > 0]
-    if len(fit_rows) < 2 * segments:
-        raise IhprobeError(
-            f"{len(fit_rows)} checkpoint(s) past step 0 are too few for a {segments}-segment fit "
-            f"(need {2 * segments}); save more checkpoints (TrainConfig.n_checkpoints) or pass "
-            "segments=2."
-        )
-    x = np.log10(_floats(fit_rows[axis]))
-    y = sign * _floats(fit_rows["value"])
-    breaks, levels = piecewise_fit(x, y, segments)
-    widths = np.diff(breaks)
-    slopes = np.where(widths > 1e-12, np.diff(levels) / np.maximum(widths, 1e-12), 0.0)
-    rises = np.diff(levels)
-    steep = int(np.argmax(np.where(rises >= rises.max() / 2, slopes, -np.inf)))
-    rise = float(rises[steep])
-    residual = y - np.interp(x, breaks, levels)
-    dof = max(len(y) - 2 * segments, 1)
-    noise = max(noise_sd(y), float(np.sqrt(np.sum(residual**2) / dof)))
+    x, y = np.log10(_floats(fit_rows[axis])), sign * _floats(fit_rows["value"])
+    fit = _steepest(x, y, segments)
     floor = MIN_RISE.get(metric, 0.0) if min_rise is None else min_rise
-    base.update(
-        rise=rise,
-        noise=noise,
-        breaks=tuple(float(10**b) for b in breaks),
-        slopes=tuple(float(s) for s in slopes),
-    )
-    reason = ""
-    if rise <= 1e-9 * max(1.0, float(np.abs(y).max())):  # float noise of a flat fit
-        reason = f"{metric} never rises" if sign > 0 else f"{metric} never falls"
-    elif rise < floor:
-        reason = f"the steepest segment changes {metric} by {rise:.3g} < min_rise={floor:g}"
-    elif sustained(x, y, breaks[steep], breaks[steep + 1]) < NOISE_FACTOR * noise:
-        reason = (
-            f"{metric} does not stay changed: the levels before and after the steepest segment "
-            f"differ by less than {NOISE_FACTOR:g} noise sds ({noise:.3g})"
-        )
+    base.update(rise=fit.rise, noise=fit.noise, breaks=tuple(float(10**b) for b in fit.breaks),
+                slopes=tuple(float(s) for s in fit.slopes))  # fmt: skip
+    reason = _no_transition(metric, sign, fit, x, y, floor)
     if threshold is None:
         threshold = THRESHOLDS.get(metric)
         if threshold is None and not reason:
-            threshold = sign * float(levels[steep] + levels[steep + 1]) / 2
+            threshold = sign * float(fit.levels[fit.steep] + fit.levels[fit.steep + 1]) / 2
     crossing = _first_crossing(data, threshold, sign) if threshold is not None else None
     base.update(
         threshold=threshold,
@@ -304,10 +271,69 @@ def emergence(
     )
     if reason:
         return EmergencePoint(transition=False, reason=reason, **base)
-    start = float(10 ** breaks[steep])
+    start = float(10 ** fit.breaks[fit.steep])
     return EmergencePoint(
         transition=True, **base, **_locate(data, axis, start, batch_size, context)
     )
+
+
+def _measured(table, metric: str, reduce, include_duplicates: bool, segments: int):
+    """``(curve, the checkpoints fitted, their axis)``, or one line on what the table lacks."""
+    if not isinstance(table, pd.DataFrame):
+        raise IhprobeError(
+            f"emergence takes a trajectory table, not a {type(table).__name__}: pass "
+            "ihprobe.trajectory(run_dir, ['prefix_matching']) (or read a trajectory CSV)."
+        )
+    full = curve(table, metric, reduce)
+    checks.matrix(f"the table's {metric} values", full["value"].tolist())
+    data = full if include_duplicates else full[~full["duplicate"]].reset_index(drop=True)
+    axis = "tokens" if data["tokens"].notna().all() else "step"
+    fitted = int((data[axis] > 0).sum())
+    if fitted < 2 * segments:
+        raise IhprobeError(
+            f"{fitted} checkpoint(s) past step 0 are too few for a {segments}-segment fit "
+            f"(need {2 * segments}); save more checkpoints (TrainConfig.n_checkpoints) or pass "
+            "segments=2."
+        )
+    return full, data, axis
+
+
+class _Fit(NamedTuple):
+    """The piecewise fit of a curve and its steepest rising segment."""
+
+    breaks: np.ndarray
+    levels: np.ndarray
+    slopes: np.ndarray
+    steep: int  # index of the steepest of the segments that rise at least half the most
+    rise: float
+    noise: float  # from successive differences or the residuals, whichever is larger
+
+
+def _steepest(x: np.ndarray, y: np.ndarray, segments: int) -> _Fit:
+    breaks, levels = piecewise_fit(x, y, segments)
+    widths = np.diff(breaks)
+    slopes = np.where(widths > 1e-12, np.diff(levels) / np.maximum(widths, 1e-12), 0.0)
+    rises = np.diff(levels)
+    steep = int(np.argmax(np.where(rises >= rises.max() / 2, slopes, -np.inf)))
+    residual = y - np.interp(x, breaks, levels)
+    dof = max(len(y) - 2 * segments, 1)
+    noise = max(noise_sd(y), float(np.sqrt(np.sum(residual**2) / dof)))
+    return _Fit(breaks, levels, slopes, steep, float(rises[steep]), noise)
+
+
+def _no_transition(metric: str, sign: float, fit: _Fit, x, y, floor: float) -> str:
+    """Why the fit shows no transition (never rises, rises too little, does not stay), or ""."""
+    if fit.rise <= 1e-9 * max(1.0, float(np.abs(y).max())):  # float noise of a flat fit
+        return f"{metric} never rises" if sign > 0 else f"{metric} never falls"
+    if fit.rise < floor:
+        return f"the steepest segment changes {metric} by {fit.rise:.3g} < min_rise={floor:g}"
+    start, end = fit.breaks[fit.steep], fit.breaks[fit.steep + 1]
+    if sustained(x, y, start, end) < NOISE_FACTOR * fit.noise:
+        return (
+            f"{metric} does not stay changed: the levels before and after the steepest segment "
+            f"differ by less than {NOISE_FACTOR:g} noise sds ({fit.noise:.3g})"
+        )
+    return ""
 
 
 def _first_crossing(data: pd.DataFrame, threshold: float, sign: float):
