@@ -2,8 +2,8 @@
 directory with its ``ihprobe.json``, and the run's ``run.json``. Each is written whole or not at
 all (:mod:`ihprobe.core.files`), so a kill or a full disk never leaves a torn file.
 
->>> sorted(state_schema())
-['loss', 'model', 'optimizer', 'rng_cpu', 'step', 'window_loss', 'window_start']
+>>> [name for name in STATE_FIELDS if name not in OPTIONAL_STATE_FIELDS]
+['step', 'model', 'optimizer', 'rng_cpu', 'loss']
 """
 
 from __future__ import annotations
@@ -22,18 +22,18 @@ from ihprobe.io.runs import CHECKPOINT_META, RunDir
 from ihprobe.io.weights import weight_checksums
 from ihprobe.training.config import TrainConfig
 
-
-def state_schema() -> dict[str, str]:
-    """The fields of a training state file and what each holds (``rng_cuda`` too on a GPU)."""
-    return {
-        "step": "updates done (0-d integer tensor)",
-        "model": "the weights (state dict)",
-        "optimizer": "AdamW's state dict",
-        "rng_cpu": "torch's CPU generator state",
-        "loss": "the last logged loss ([] before the first log)",
-        "window_start": "the update the open loss window starts at",
-        "window_loss": "the loss summed over the open window, all ranks",
-    }
+# The fields of a training state file and what each holds.
+STATE_FIELDS = {
+    "step": "updates done (0-d integer tensor)",
+    "model": "the weights (state dict)",
+    "optimizer": "AdamW's state dict",
+    "rng_cpu": "torch's CPU generator state",
+    "loss": "the last logged loss ([] before the first log)",
+    "window_start": "the update the open loss window starts at",
+    "window_loss": "the loss summed over the open window, all ranks",
+    "rng_cuda": "the GPU generator state, when training on a GPU",
+}
+OPTIONAL_STATE_FIELDS = ("window_start", "window_loss", "rng_cuda")  # older states lack the window
 
 
 def write_state(run: RunDir, step: int, state: dict) -> None:

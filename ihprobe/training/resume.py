@@ -23,11 +23,12 @@ import torch
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.runs import RUN_META, RunDir, config_changes, run_meta
+from ihprobe.training.checkpoints import OPTIONAL_STATE_FIELDS, STATE_FIELDS
 from ihprobe.training.config import RESUMABLE_CHANGES, TrainConfig
 from ihprobe.training.schedule import checkpoint_steps
 
 BUDGET = ("steps", "tokens")  # may grow on resume: an extension
-REQUIRED = ("step", "model", "optimizer", "rng_cpu", "loss")  # fields of every training state
+REQUIRED = [name for name in STATE_FIELDS if name not in OPTIONAL_STATE_FIELDS]
 
 
 @dataclass(frozen=True)
@@ -169,12 +170,8 @@ def _state_problem(state, path: Path, model, optimizer, last_step: int) -> str |
     start = _integer(state.get("window_start", torch.tensor(step)))
     if start is None or not 0 <= start <= step:
         return f"its window_start {state.get('window_start')!r} is not in 0..{step}"
-    rng = state["rng_cpu"]
-    if (
-        not isinstance(rng, torch.Tensor)
-        or rng.dtype != torch.uint8
-        or rng.shape != (torch.get_rng_state().shape)
-    ):
+    rng, like = state["rng_cpu"], torch.get_rng_state()
+    if not isinstance(rng, torch.Tensor) or (rng.dtype, rng.shape) != (like.dtype, like.shape):
         return "its rng_cpu is not a generator state"
     return _weights_problem(state["model"], model) or _optimizer_problem(
         state["optimizer"], optimizer
