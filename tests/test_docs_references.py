@@ -1,5 +1,6 @@
-"""The project documents itself: no module, doc page or README line points at the planning
-notes it was built from (a "SPEC" or "DESIGN.md"), which are not part of the repository."""
+"""The project documents itself: no module, test, benchmark, notebook, doc page or README line
+points at the planning notes it was built from (a "SPEC" or "DESIGN.md"), which are not part of
+the repository."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ DANGLING = re.compile(r"\bSPEC\b|\bDESIGN\b")
 
 
 def documented_files() -> list[Path]:
+    """The README, docs, notebooks, and the code of the package, benchmarks and tests."""
     docs = [p for p in (ROOT / "docs").rglob("*") if p.is_file() and p.suffix in {".md", ".txt"}]
-    return [ROOT / "README.md", *sorted((ROOT / "ihprobe").rglob("*.py")), *sorted(docs)]
+    code = [p for d in ("ihprobe", "benchmarks", "tests") for p in (ROOT / d).rglob("*.py")]
+    notebooks = (ROOT / "notebooks").glob("*.ipynb")
+    found = [ROOT / "README.md", *docs, *code, *notebooks]
+    return sorted(p for p in found if p != Path(__file__).resolve())
 
 
 @pytest.mark.parametrize(
