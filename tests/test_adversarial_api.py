@@ -271,7 +271,7 @@ def bad_values(slot: Slot) -> st.SearchStrategy:
     """The slot's own bad values, and for counts generated ones: non-integral floats,
     non-positive integers and integers past int64."""
     drawn = st.sampled_from(slot.bad)
-    if slot.bad not in (BAD_COUNTS, BAD_SEEDS):
+    if slot.bad is not BAD_COUNTS and slot.bad is not BAD_SEEDS:
         return drawn
     floats = st.floats(allow_nan=True, allow_infinity=True).filter(lambda f: not f.is_integer())
     low = -1 if slot.bad is BAD_SEEDS else 0

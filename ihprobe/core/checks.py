@@ -130,6 +130,20 @@ def flag(name: str, value) -> bool:
     return value
 
 
+def positive(name: str, value) -> float:
+    """``value`` as a finite ``float`` above 0 (a step size, a scale).
+
+    >>> positive("lr", 0)
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: lr must be a positive finite number (got 0).
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not ok or not math.isfinite(float(value)) or not float(value) > 0:
+        raise IhprobeError(f"{name} must be a positive finite number (got {_shown(value)}).")
+    return float(value)
+
+
 def choice(name: str, value, options: Sequence[str]) -> str:
     """``value`` when it is one of ``options``."""
     if not isinstance(value, str) or value not in options:

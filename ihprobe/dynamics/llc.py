@@ -32,6 +32,7 @@ import torch
 from tqdm.auto import tqdm, trange
 
 from ihprobe.core import cache as results_cache  # `cache` is an argument here
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.data import make_producer
 from ihprobe.dynamics.changepoint import EmergencePoint, emergence
@@ -66,6 +67,13 @@ class SGLDSettings:
     init_batches: int = 8  # minibatches that measure loss(w*) [num_init_loss_batches]
     rows: int = 1024  # rows of the run's own data distribution to sample minibatches from
     seed: int = 0  # SGLD noise [init_seed]
+
+    def __post_init__(self) -> None:
+        for name in ("chains", "draws", "batch_size", "init_batches", "rows"):
+            checks.count(name, getattr(self, name))
+        for name in ("lr", "localization") + (("n_beta",) if self.n_beta is not None else ()):
+            checks.positive(name, getattr(self, name))
+        checks.seed(self.seed)
 
     def beta(self, context: int) -> float:
         """``n_beta``, or ``n / ln n`` for ``n = batch_size * (context - 1)`` predicted tokens."""
@@ -134,6 +142,7 @@ def llc_trajectory(
     Example:
         >>> traj = llc_trajectory("runs/demo/main", SGLDSettings(draws=100))  # doctest: +SKIP
     """
+    checks.source(run, "run")
     sampler = _sampler()
     config = _run_config(run)
     rows = _rows(config, settings)
@@ -163,6 +172,10 @@ def llc_trajectory(
 
 def llc_stages(traj: LLCTrajectory, segments: int = 3) -> EmergencePoint:
     """The change point of the LLC curve, by the same piecewise fit as prefix matching."""
+    if not isinstance(traj, LLCTrajectory):
+        raise IhprobeError(
+            f"llc_stages takes llc_trajectory(run)'s result, not {type(traj).__name__}."
+        )
     return emergence(traj.to_table(), METRIC, segments=segments, min_rise=0.0)
 
 
