@@ -14,7 +14,7 @@ from ihprobe.data.installed_docs import DocSource, build_docs_corpus, is_held_ou
 
 
 @pytest.fixture
-def fake_docs(tmp_path, monkeypatch):
+def fake_docs(tmp_path, monkeypatch, cache_dir):
     """Two 'packages' of 60 small text files each, in place of the Debian documentation."""
     for name in ("alpha", "beta"):
         root = tmp_path / "share" / name / "doc"
@@ -29,7 +29,6 @@ def fake_docs(tmp_path, monkeypatch):
         for name in ("alpha", "beta")
     }  # fmt: skip
     monkeypatch.setattr(installed_docs, "SOURCES", sources)
-    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
     return tmp_path
 
 
