@@ -120,3 +120,20 @@ def test_a_second_holder_in_the_same_process_is_refused_and_names_the_holder(tmp
                 pass
     with run.lock():  # released: taken again
         pass
+
+
+@pytest.mark.parametrize("kind", ["link", "folder"])
+def test_a_lock_file_that_is_a_link_or_a_folder_is_refused_and_nothing_is_written(tmp_path, kind):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    if kind == "link":  # following it would truncate the file it points to
+        (run / LOCK).symlink_to(precious)
+    else:
+        (run / LOCK).mkdir()
+    with pytest.raises(IhprobeError, match=r"could not lock .*\.lock") as err:
+        with RunDir(run).lock():
+            pass
+    assert "\n" not in str(err.value)
+    assert precious.read_text() == "keep me\n"

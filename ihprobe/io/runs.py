@@ -326,9 +326,15 @@ class RunDir:
             ...
             ihprobe.core.errors.IhprobeError: ... is in use by process ...
         """
-        self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / LOCK
-        fd = _take_lock(path)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = _take_lock(path)
+        except OSError as err:  # a full disk, a read-only folder, a .lock that is a link or folder
+            raise IhprobeError(
+                f"could not lock {self.root} through {path} ({err.strerror or err}); remove "
+                f"{path} if it is not a file ihprobe wrote, or choose another --out."
+            ) from None
         try:
             yield
         finally:
@@ -345,7 +351,7 @@ def _take_lock(path: Path) -> int:
     """
     mine = f"{os.getpid()} {socket.gethostname()}\n".encode()
     for _ in range(100):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -364,8 +370,9 @@ def _take_lock(path: Path) -> int:
         left = os.pread(fd, 256, 0).decode(errors="replace").split()
         if left and left[0] != str(os.getpid()):
             log.warning("taking over %s, left by process %s that no longer holds it", path, left[0])
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, mine, 0)
+        with contextlib.suppress(OSError):  # who holds it is for messages; the flock is the lock
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, mine, 0)
         return fd
     raise IhprobeError(f"could not lock {path.parent}; other processes keep taking it.")
 
