@@ -16,6 +16,7 @@ import pytest
 
 from ihprobe import __version__
 from ihprobe.cli import _stages, build_parser, main
+from ihprobe.core.stages import STAGE
 from ihprobe.io.provenance import CSV_COLUMNS
 from tests.helpers import fake_run
 
@@ -199,9 +200,11 @@ def test_stage_lines_every_interval_when_stderr_is_not_a_terminal(monkeypatch, c
     stages = logging.getLogger("ihprobe.test")
 
     def slow_predict(args):
-        stages.info("stage one")
+        stages.info("stage one", extra=STAGE)
         time.sleep(0.3)
-        stages.info("stage two")
+        stages.info("a note, not a stage")
+        time.sleep(0.3)
+        stages.info("stage two", extra=STAGE)
         time.sleep(0.3)
         return 0
 
@@ -210,8 +213,9 @@ def test_stage_lines_every_interval_when_stderr_is_not_a_terminal(monkeypatch, c
     monkeypatch.setattr("ihprobe.cli.build_parser", lambda: _Fixed(args))
     assert main([]) == 0
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) >= 6 and all(line.startswith("ihprobe predict: ") for line in lines)
+    assert len(lines) >= 9 and all(line.startswith("ihprobe predict: ") for line in lines)
     assert any("stage one" in line for line in lines) and "stage two" in lines[-1]
+    assert not any("a note" in line for line in lines)  # a stage outranks other records
     assert logging.getLogger("ihprobe").level == logging.NOTSET  # restored
 
 

@@ -1,6 +1,7 @@
 """Stage lines: when stderr is not a terminal (a log file, a CI job), a command that runs long
 prints one line at least every :data:`EVERY_S` seconds saying how long it has run and what the
-library last reported (its ``ihprobe.*`` INFO log records: "scan 3/20: step-000300"), so that a
+library last reported (its ``ihprobe.*`` INFO records marked as stages, :mod:`ihprobe.core.stages`:
+"scan 3/20: step-000300"; else its latest INFO record), so that a
 silent minute is never mistaken for a hang. On a terminal the progress bars do that job.
 
 >>> with stage_lines("scan", enabled=False):
@@ -16,24 +17,37 @@ import threading
 import time
 from collections.abc import Iterator
 
+from ihprobe.core.stages import STAGE, is_stage
+
 EVERY_S = 10.0  # at most this long between two lines on stderr
 log = logging.getLogger("ihprobe.cli")
 
 
 def stage(message: str) -> None:
     """Report a stage of a subcommand's own work (loading a model, writing files)."""
-    log.info(message)
+    log.info(message, extra=STAGE)
 
 
 class _Latest(logging.Handler):
-    """Keeps the message of the newest INFO record of the ``ihprobe`` loggers."""
+    """Keeps the newest stage record of the ``ihprobe`` loggers (one logged with
+    ``extra=STAGE``), else the newest INFO record."""
 
     def __init__(self):
         super().__init__(logging.INFO)
-        self.message: str | None = None  # no line until the library reports its first stage
+        self.stage: str | None = None
+        self.other: str | None = None
+
+    @property
+    def message(self) -> str | None:
+        """None until the library reports something: no line while arguments are checked."""
+        return self.stage or self.other
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.message = record.getMessage().splitlines()[0][:160]
+        text = record.getMessage().splitlines()[0][:160]
+        if is_stage(record):
+            self.stage = text
+        else:
+            self.other = text
 
 
 @contextlib.contextmanager

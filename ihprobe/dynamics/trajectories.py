@@ -32,6 +32,7 @@ from ihprobe import __version__
 from ihprobe.causal.ablation import AblationResult, ablate
 from ihprobe.core import cache, checks
 from ihprobe.core.cache import root as cache_root
+from ihprobe.core.stages import STAGE
 from ihprobe.dynamics.shard import each_share
 from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
 from ihprobe.io.models import fill_provenance, load_or_swap
@@ -70,7 +71,7 @@ def each_model(
     bar = tqdm(ckpts, desc=desc, unit="ckpt", disable=None if progress is None else not progress)
     for index, ckpt in enumerate(bar, 1):
         bar.set_postfix_str(ckpt.label)
-        log.info("%s %d/%d: %s", desc, index, len(ckpts), ckpt.label)  # a stage line
+        log.info("%s %d/%d: %s", desc, index, len(ckpts), ckpt.label, extra=STAGE)
         where = {"revision": ckpt.revision, "device": device, "dtype": dtype}
         model = load_or_swap(model, ckpt.source, **where)
         fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
@@ -228,7 +229,7 @@ def cached_sweep(
         bar = None if progress is None else not (progress and world.main)
         found = []
         for index, ckpt in enumerate(tqdm(share, disable=bar), 1):
-            log.info("%s %d/%d: %s", folder, index, len(share), ckpt.label)  # a stage line
+            log.info("%s %d/%d: %s", folder, index, len(share), ckpt.label, extra=STAGE)
             found.append(series.rows(ckpt))
         return found
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from ihprobe.core.files import atomic_write
+from ihprobe.core.stages import STAGE
 from ihprobe.core.world import is_main_process, join_world
 from ihprobe.dynamics.trajectories import scan_checkpoints
 from ihprobe.figures.heads import checkpoint_slider, head_heatmap
@@ -81,7 +82,7 @@ def scan_job(
     with join_world(device):  # one torchrun job for all sources
         for source in sources:
             ckpts = sources_of(source, revisions or None)
-            log.info("scanning %s: %d checkpoint(s)", source, len(ckpts))
+            log.info("scanning %s: %d checkpoint(s)", source, len(ckpts), extra=STAGE)
             found = scan_checkpoints(ckpts, wanted, progress=progress, device=device,
                                      dtype=dtype, keep=keep, **scan_kwargs)  # fmt: skip
             frames += [scores.to_frame().assign(duplicate_of=dup) for scores, dup in found]
