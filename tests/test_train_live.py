@@ -52,6 +52,7 @@ def test_outcome_says_formed_by_detection_or_threshold_and_not_yet_below_it(tmp_
     assert "last probe (update 200): max prefix matching 0.310 at L1H3" in said
 
 
+@pytest.mark.slow
 def test_live_probes_load_the_probe_model_once_and_then_swap_weights_in(tmp_path, monkeypatch):
     import ihprobe.training.live as live
 
