@@ -66,15 +66,16 @@ def copy(source: Path, tmp_path: Path) -> Path:
 
 
 def cli_refuses(argv: list[str], capsys) -> str:
-    """Run the CLI in-process; exit 2 and one stderr line without a traceback."""
+    """Run the CLI in-process; exit 2 and one error line (stage lines aside), no traceback."""
     capsys.readouterr()
     try:
         code = main(argv)
     except SystemExit as exit_:
         code = exit_.code
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], (code, err)
-    return err[0]
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]  # besides stage lines
+    assert code == 2 and len(errors) == 1 and "Traceback" not in err, (code, err[-2000:])
+    return errors[0]
 
 
 # ----------------------------------------------------------------------------- configs
