@@ -101,7 +101,7 @@ VIEWER_NOTE = (
 
 def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Path:
     """Write the demo report for ``studies`` (run name -> ``ihprobe.jobs.demo.Study``)."""
-    table = summary[[c for c in SUMMARY_COLUMNS if c in summary]].rename(columns=SUMMARY_COLUMNS)
+    table = by_run(summary[[c for c in SUMMARY_COLUMNS if c in summary]])
     intro = INTRO.format(producer=html.escape(config.producer), **_fields(config))
     sections = [Section("What ran", [intro, table, how_to_read(SUMMARY_HOWTO)])]
     for name, study in studies.items():
@@ -122,6 +122,28 @@ def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Pat
         sections,
         subtitle="Everything on this page was computed by `ihprobe demo`.",
     )
+
+
+def by_run(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary with one column per run and one row per quantity (named as in
+    ``SUMMARY_COLUMNS``), so that it stays narrow however many quantities it shows.
+
+    Example:
+        >>> by_run(pd.DataFrame([{"run": "main", "steps": 500, "law_updates": 15787.9}]))
+        run       quantity    main
+        0          updates     500
+        1    law (updates)  15,788
+    """
+    shown = summary.rename(columns=SUMMARY_COLUMNS).set_index("run").T
+    return shown.map(_cell).rename_axis("quantity").reset_index()
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        if pd.isna(value):
+            return ""
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 def _fields(config) -> dict:
