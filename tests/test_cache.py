@@ -3,6 +3,7 @@ entry that fails, however it was edited, is removed and computed again."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 
@@ -133,6 +134,7 @@ def counted(monkeypatch):
     calls = []
     real = trajectories.scan
 
+    @functools.wraps(real)  # keeps scan's signature, which trajectory checks keywords against
     def scan(model, *args, **kwargs):
         calls.append(ihprobe.io.models.provenance(model).step)
         return real(model, *args, **kwargs)

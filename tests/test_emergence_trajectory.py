@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 
@@ -40,6 +41,7 @@ def counted(monkeypatch):
     calls = []
     real = trajectories.scan
 
+    @functools.wraps(real)  # keeps scan's signature, which trajectory checks keywords against
     def scan(model, *args, **kwargs):
         calls.append(ihprobe.io.models.provenance(model).step)
         return real(model, *args, **kwargs)
