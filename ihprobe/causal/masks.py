@@ -183,7 +183,7 @@ def hold_patterns(patterns: Float[torch.Tensor, "batch layer head query key"]) -
     value), so an ablation changes the residual stream but no head's attention.
 
     Example:
-        >>> clean = clean_activations(model, probe, patterns=True)["pattern"]  # doctest: +SKIP
+        >>> clean = activations(model, probe, ("pattern",))["pattern"]  # doctest: +SKIP
         >>> hooks = mask_hooks(keep) + hold_patterns(clean)                    # doctest: +SKIP
     """
     return [
