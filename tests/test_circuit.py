@@ -152,7 +152,7 @@ def test_patching_rejects_bad_input(random_model):
         patch(random_model, corruption="everything")
     with pytest.raises(error, match="earlier layer"):
         path_patch(random_model, [(1, 0)], [(1, 2)], "k")
-    with pytest.raises(error, match="does not exist"):
+    with pytest.raises(error, match="sender head must be an integer from 0 to"):
         path_patch(random_model, [(0, 9)], [(1, 2)], "k")
     with pytest.raises(error, match="receiver_input must be"):
         path_patch(random_model, [(0, 0)], [(1, 2)], "z")

@@ -127,7 +127,7 @@ def path_patch(
         0.83
     """
     model = as_model(model)
-    sender, receivers = _heads(model, sender), _heads(model, receivers)
+    sender, receivers = _heads(model, sender, "sender"), _heads(model, receivers, "receivers")
     if receiver_input not in INPUTS:
         raise IhprobeError(f"receiver_input must be one of q, k, v (got {receiver_input!r}).")
     if max(layer for layer, _ in sender) >= min(layer for layer, _ in receivers):
@@ -341,5 +341,5 @@ def _pair(model, clean, corrupted, corruption, n, batch, seed) -> PatchPair:
     return token_pair(model, clean, corrupted)
 
 
-def _heads(model, heads: Iterable[Head]) -> list[Head]:
-    return checks.heads("heads", heads, checks.model(model).cfg.n_layers, model.cfg.n_heads)
+def _heads(model, heads: Iterable[Head], name: str) -> list[Head]:
+    return checks.heads(name, heads, checks.model(model).cfg.n_layers, model.cfg.n_heads)
