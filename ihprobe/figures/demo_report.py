@@ -130,12 +130,12 @@ def by_run(summary: pd.DataFrame) -> pd.DataFrame:
 
     Example:
         >>> by_run(pd.DataFrame([{"run": "main", "steps": 500, "law_updates": 15787.9}]))
-        run       quantity    main
-        0          updates     500
-        1    law (updates)  15,788
+                quantity    main
+        0        updates     500
+        1  law (updates)  15,788
     """
     shown = summary.rename(columns=SUMMARY_COLUMNS).set_index("run").T
-    return shown.map(_cell).rename_axis("quantity").reset_index()
+    return shown.map(_cell).rename_axis(index="quantity", columns=None).reset_index()
 
 
 def _cell(value) -> str:
