@@ -31,7 +31,8 @@ def run_dir(tmp_path_factory, tokenizer):
 def test_ablate_a_run_writes_csv_and_report(run_dir, tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["ablate", str(run_dir), "--out", str(out), "--random", "3", "--batch", "6",
-            "--metrics", "induction_loss,natural_loss", "--mode", "zero"]  # fmt: skip
+            "--metrics", "induction_loss,natural_loss", "--mode", "zero",
+            "--all-checkpoints"]  # fmt: skip
     assert main(argv) == 0
     frame = pd.read_csv(out / "ablation.csv")
     assert sorted(frame.step.unique()) == list(STEPS)
@@ -40,9 +41,10 @@ def test_ablate_a_run_writes_csv_and_report(run_dir, tmp_path, capsys):
     per_ckpt = frame.groupby("step")
     assert (per_ckpt.apply(lambda f: (f.metric == "top_set").sum()) == 8).all()
     assert (per_ckpt.apply(lambda f: f.query("metric == 'top_set'").value.sum()) == 2).all()
-    assert {"induction_loss.p_value", "natural_loss.relative_change"} <= set(frame.metric)
+    found = set(zip(frame.metric, frame.statistic, strict=True))
+    assert {("induction_loss", "p_value"), ("natural_loss", "relative_change")} <= found
     printed = capsys.readouterr().out
-    assert printed.count("top set") == len(STEPS) and "wrote" in printed
+    assert printed.count(": top set ") == len(STEPS) and "wrote" in printed
     page = (out / "report.html").read_text()
     assert "<script src=" not in page and page.count("plotly.js v") == 1
     assert "Signature vs load-bearing over training" in page
@@ -97,7 +99,8 @@ def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeyp
     assert main(argv) == 0
     frame = pd.read_csv(out / "ablation.csv")
     assert sorted(frame.step.unique()) == list(STEPS)
-    per_step = frame[frame.metric == "induction_loss.head_change"].groupby("step").size()
+    effects = frame[(frame.metric == "induction_loss") & (frame.statistic == "head_change")]
+    per_step = effects.groupby("step").size()
     assert (per_step == 2 * 4).all()  # every head of every checkpoint
     assert (frame[frame.metric == "top_set"].groupby("step").value.sum() == 1).all()  # global
     page = (out / "report.html").read_text()

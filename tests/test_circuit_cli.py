@@ -57,8 +57,11 @@ def test_composition_cli_writes_csv_and_report(checkpoint, tmp_path, capsys):
     out = tmp_path / "comp"
     assert main(["composition", str(checkpoint), "--out", str(out), "--draws", "20"]) == 0
     frame = pd.read_csv(out / "composition.csv")
-    assert sorted(frame.kind.unique()) == ["k", "q", "v"] and len(frame) == 3 * 16
-    assert (frame.value == frame.raw - (frame.raw - frame.value).iloc[0]).all()  # one baseline
+    values, raw = frame[frame.statistic.isna()], frame[frame.statistic == "raw"]
+    assert sorted(values.metric.unique()) == ["k_composition", "q_composition", "v_composition"]
+    assert len(values) == len(raw) == 3 * 16
+    baseline = raw.value.to_numpy() - values.value.to_numpy()
+    assert abs(baseline - baseline[0]).max() < 1e-12  # one baseline
     assert "K L0H" in capsys.readouterr().out
     rendered = browser.render(out / "composition.html")
     assert rendered.errors == [] and rendered.count(r'class="main-svg"') >= 3
@@ -72,10 +75,12 @@ def test_patch_cli_writes_tables_and_a_report_that_opens_offline(checkpoint, tmp
     argv = ["patch", str(checkpoint), "--out", str(out), "--batch", "4", "--n", "12"]
     assert main(argv) == 0
     frame = pd.read_csv(out / "patch.csv")
-    assert sorted(frame.method.unique()) == ["activation", "attribution"]
+    frame = frame[frame.statistic.isna()]  # the patched values; fractions are their own rows
+    assert sorted(frame.metric.unique()) == ["activation_patch", "attribution_patch"]
     assert len(frame) == 2 * 8  # 2 layers x 4 heads, per method
     path = pd.read_csv(out / "path.csv")
-    assert path.input.tolist() == ["q", "k", "v"] and (path.sender.str[:2] == "L0").all()
+    path = path[path.statistic.isna()]
+    assert path.input.tolist() == ["q", "k", "v"] and (path.sender_layer == 0).all()
     assert "restores" in capsys.readouterr().out
     rendered = browser.render(out / "patch.html")
     assert rendered.errors == []

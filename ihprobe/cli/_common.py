@@ -83,11 +83,11 @@ def fraction_or_count(text: str) -> float | int:
     >>> fraction_or_count("1"), fraction_or_count("0.02")
     (1, 0.02)
     """
-    if text.strip().isdigit():
-        return positive_int(text)  # its own message, e.g. beyond int64
     try:
-        return fraction(text)
-    except argparse.ArgumentTypeError:
+        return positive_int(text) if text.strip().isdigit() else fraction(text)
+    except argparse.ArgumentTypeError as err:
+        if "int64" in str(err):
+            raise
         raise argparse.ArgumentTypeError(
             f"{text[:30]!r} is not a fraction in (0, 1] nor a count k >= 1"
         ) from None
