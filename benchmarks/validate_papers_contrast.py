@@ -165,6 +165,22 @@ def snippet_columns(scores) -> dict[str, float]:
     return {**head, **{m: float(v) for m, v in scores.model.items() if m in SNIPPET_METRICS}}
 
 
+OTHER_LENGTHS = (15, 25)  # a head that looks 20 back scores at L = 20 only; induction at all
+
+
+def other_lengths(run: Path, seed: int) -> dict[str, float]:
+    """Max fixed-length forward induction at snippet lengths other than [B]'s 20."""
+    model = ihprobe.load(checkpoints(run)[-1].source)
+    return {
+        f"max_forward_induction_fixed_L{n}": float(
+            ihprobe.scan(model, ["forward_induction_fixed"], seed=seed, snippet_length=n)
+            .head_metric("forward_induction_fixed")
+            .max()
+        )
+        for n in OTHER_LENGTHS
+    }
+
+
 def rescore(arm: str, seed: int, args) -> dict:
     """The snippet scores of one arm's seed, merged into its row of the results CSV.
 
@@ -177,8 +193,10 @@ def rescore(arm: str, seed: int, args) -> dict:
     started = time.perf_counter()
     scores = ihprobe.scan(ihprobe.load(checkpoints(run)[-1].source),
                           ["prefix_matching", *SNIPPET_METRICS], seed=seed)  # fmt: skip
-    new = {**snippet_columns(scores), "rescore_how": how, "rescore_train_s": seconds,
-           "rescore_probe_s": time.perf_counter() - started}  # fmt: skip
+    new = {**snippet_columns(scores), **other_lengths(run, seed)}
+    new["rescore_probe_s"] = time.perf_counter() - started
+    if how != "reused":  # a second rescore of the same run keeps the first one's training time
+        new.update(rescore_how=how, rescore_train_s=seconds)
     csv = results_files(args)[1]
     table = pd.read_csv(csv)
     at = (table.arm == arm) & (table.seed == seed)
@@ -350,6 +368,8 @@ def snippet_claims(frame: pd.DataFrame) -> dict:
 
 SNIPPET_SHOWN = {  # issue 25; [B]'s fixed-length scores are in the arm table
     "max forward induction, varied L 10-30": "max_forward_induction_varied",
+    "max forward induction, fixed L = 15": "max_forward_induction_fixed_L15",
+    "max forward induction, fixed L = 25": "max_forward_induction_fixed_L25",
     "max backward duplicate (varied)": "max_backward_duplicate",
     "max backward previous-token (varied)": "max_backward_previous_token",
     "backward copy accuracy (varied)": "backward_copy_accuracy",
@@ -364,7 +384,11 @@ def snippet_table(frame: pd.DataFrame) -> pd.DataFrame:
     so far (each cell names its seed count)."""
     rows = []
     for arm in ARMS:
-        row = {"arm": arm}
+        wall = frame.get("rescore_train_s", pd.Series(np.nan, index=frame.index))
+        done = (frame.arm == arm) & wall.notna()
+        walls = zip(frame.seed[done], wall[done], strict=True)
+        retrained = ", ".join(f"{seed} ({seconds:.0f} s)" for seed, seconds in walls) or "none"
+        row = {"arm": arm, "seeds rescored (retraining wall time, one core)": retrained}
         for label, column in SNIPPET_SHOWN.items():
             values = scored(frame, arm, column)
             row[label] = t_mean(values).text() if len(values) else "not rescored yet"

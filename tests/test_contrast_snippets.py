@@ -33,6 +33,7 @@ def frame(backward_vs_shuffled: float, forward_varied: float, rescored=contrast.
                 + jitter if scored else np.nan,
                 "backward_copy_vs_shuffled": (backward_vs_shuffled if arm == "backward" else 0.0)
                 + jitter if scored else np.nan,
+                "rescore_train_s": 1500.0 if scored else np.nan,
             })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -58,5 +59,8 @@ def test_claims_wait_for_rescored_seeds_and_the_table_names_them():
     assert said(frame(3.0, 0.8, rescored=()))[BACKWARD] == "pending: 0 of 5 seeds"
     table = contrast.snippet_table(part).set_index("arm")
     assert "2 seeds" in table.loc["backward", "shuffled minus reversed copy loss (nats)"]
+    assert table.loc["backward", "seeds rescored (retraining wall time, one core)"] == (
+        "0 (1500 s), 1 (1500 s)"
+    )
     never = contrast.snippet_table(part.drop(columns=["backward_copy_vs_shuffled"]))
     assert (never["shuffled minus reversed copy loss (nats)"] == "not rescored yet").all()
