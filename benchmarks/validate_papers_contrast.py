@@ -23,8 +23,10 @@ NAME`` trains every arm on another corpus, into ``contrast-NAME`` and
 
 Per arm and seed, on the final checkpoint:
 
-* signature: max prefix matching (PS), max forward-induction and max anti-induction scores
-  (``ihprobe.scan``);
+* signature: max prefix matching (PS), and the snippet scores (``ihprobe.scan``): [B]'s
+  fixed-length forward induction and anti-induction (L = 20), forward induction on snippets whose
+  length varies 10-30 per row, and backward copying by what the model predicts on a reversed copy
+  (:data:`SNIPPET_METRICS`, docs/science.md);
 * load-bearing: the top-k prefix-matching heads ablated (mean ablation) against 20 random draws,
   k = one head per layer in total (``scope="global"``), with ``layer-matched`` and
   ``score-matched`` baselines, and [B]'s per-layer protocol (``scope="layer"``, top 2% of each
@@ -43,6 +45,10 @@ Run from the repository root (a killed run resumes; finished arms are reused)::
     nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py --list
     nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py --cell natural --seed 0
     nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py            # everything
+    nice -n 15 .venv/bin/python benchmarks/validate_papers_contrast.py --rescore --seed 0
+
+``--rescore`` adds the snippet scores to finished seeds' CSV rows, retraining (same config and
+seed) a run whose folder is gone.
 """
 
 from __future__ import annotations
