@@ -21,7 +21,7 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import sha256_file
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.sources import resolve
-from ihprobe.io.validation.files import check_directory, check_regular, safetensors_header
+from ihprobe.io.validation.files import check_directory, check_regular, check_weight_files
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
 
@@ -128,10 +128,7 @@ def check_files(path: Path) -> list[Path]:
     """
     check_directory(path)  # FIFOs, devices, links out of the checkpoint
     files = weight_files(path)
-    for file in files:
-        check_regular(file)
-        if file.suffix == ".safetensors":
-            safetensors_header(file)
+    check_weight_files(files)
     verify_checksums(path)
     return files
 

@@ -44,10 +44,7 @@ def check_checkpoint(path: Path, weights: list[Path], *, size_limits: bool | Non
     raw = config.read_config(path / "config.json")
     config.check_config(raw, str(path / "config.json"), size_limits=size_limits)
     files.check_shard_indexes(path)
-    for file in weights:
-        files.check_regular(file)
-        if file.suffix == ".safetensors":
-            files.safetensors_header(file)
+    files.check_weight_files(weights)
     tensors.check_finite_files(weights)
     return raw
 

@@ -46,6 +46,14 @@ def check_regular(file: Path) -> None:
         raise IhprobeError(f"{file} is not a regular file; ihprobe reads only regular files.")
 
 
+def check_weight_files(weights: list[Path]) -> None:
+    """Each weight file a regular file (nothing opened yet), safetensors with a sound header."""
+    for file in weights:
+        check_regular(file)
+        if file.suffix == ".safetensors":
+            safetensors_header(file)
+
+
 def _check_link(entry: Path, directory: Path) -> None:
     target = Path(os.path.realpath(entry))
     if not target.exists():
