@@ -171,6 +171,11 @@ SLOTS = [
           {"n_beta": INF}, {"seed": -1}, {"rows": "9"})),
     Slot("llc_trajectory.run", lambda m, v: ihprobe.llc_trajectory(v), (None, "", 3)),
     Slot("llc_stages.traj", lambda m, v: ihprobe.llc_stages(v), (None, frame(CURVE))),
+    Slot("ablate_heads.heads", lambda m, v: ihprobe.ablate_heads(m, v).__enter__(),
+         tuple(h for h in BAD_HEADS if h != [])),  # no heads: the clean run
+    Slot("load.source", lambda m, v: ihprobe.load(v), (None, "", 3, "no/such/dir")),
+    Slot("load.dtype", lambda m, v: ihprobe.load("x", dtype=v), ("int8", None, torch.int64)),
+    Slot("load.processing", lambda m, v: ihprobe.load("x", processing=v), ("all", None)),
     Slot("fit_law.points", lambda m, v: ihprobe.fit_law(v),
          (None, "points", 5, [(1, 2)], [(4, 64, INF)] * 3, [("a", 64, 1)] * 3)),
     Slot("fit_law.b", lambda m, v: ihprobe.fit_law([(4, 64, 9), (8, 64, 7), (4, 32, 8)], b=v),
