@@ -39,6 +39,7 @@ import pandas as pd
 from scipy.special import logsumexp
 from scipy.stats import norm
 
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.changepoint import THRESHOLDS, EmergencePoint, emergence, run_emergence
 from ihprobe.dynamics.law import Law, fit_law, get_law, predict_emergence
@@ -151,6 +152,8 @@ def law_prior(
         >>> round(law_prior(32, 64).updates), law_prior(32, 64).spread
         (15788, 0.3)
     """
+    if spread is not None:
+        checks.positive("spread", spread)
     base = get_law(law)
     if not law_from:
         updates = predict_emergence(batch_size, context, base).updates
@@ -205,6 +208,11 @@ def forecast_emergence(
         >>> forecast_emergence([{"step": 0, "max_prefix_matching": 0.1}], prior).source
         'law'
     """
+    checks.sequence("records", records)
+    if not isinstance(prior, Prior):
+        raise IhprobeError(f"prior must be law_prior(...)'s result (got {type(prior).__name__}).")
+    if threshold is not None:
+        checks.real("threshold", threshold)
     if not 0 < level < 1:
         raise IhprobeError(f"level={level} is the interval's probability: pass a value in (0, 1).")
     steps = np.array([float(r["step"]) for r in records])
