@@ -148,8 +148,10 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoResult:
         check_config(_train_config(config, out / name, producer, options))
     out.mkdir(parents=True, exist_ok=True)
     with torch_threads(config.threads):
-        studies = {name: _study(config, name, producer, options)
-                   for name, (producer, options) in variants(config).items()}  # fmt: skip
+        studies = {
+            name: _study(config, name, producer, options)
+            for name, (producer, options) in variants(config).items()
+        }
     tables = {}
     for name, study in studies.items():
         tables[f"{name}/trajectory"] = _csv(study.table, out / f"{name}-trajectory.csv")
@@ -157,8 +159,9 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoResult:
     summary = pd.DataFrame([study.summary for study in studies.values()])
     tables["summary"] = _csv(summary, out / "summary.csv")
     report = write_demo_report(out / "report.html", config, studies, summary)
-    return DemoResult(report=report, runs={n: s.run for n, s in studies.items()},
-                      tables=tables, summary=summary)  # fmt: skip
+    return DemoResult(
+        report=report, runs={n: s.run for n, s in studies.items()}, tables=tables, summary=summary
+    )
 
 
 def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study:
@@ -168,8 +171,7 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study
     log.info("[%s] 2/4 scanning %d checkpoints", name, len(checkpoints(run)))
     # scans are cached under IHPROBE_CACHE (ihprobe.core.cache), keyed by each checkpoint's
     # weights: a rerun, or a retrained run with the same weights, scans nothing again
-    table = trajectory(run, list(TRAJECTORY_METRICS), progress=config.progress,
-                       seed=config.seed)  # fmt: skip
+    table = trajectory(run, list(TRAJECTORY_METRICS), progress=config.progress, seed=config.seed)
     log.info("[%s] 3/4 finding the emergence point", name)
     shape = {"batch_size": config.batch_size, "context": config.context}
     model = ihprobe.load(checkpoints(run)[-1].source)
@@ -177,14 +179,22 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study
     scores = ihprobe.scan(model, seed=config.seed)
     ablations = _ablations(config, model, scores)
     study = Study(
-        run=run, producer=producer, options=options, table=table, losses=losses(run),
+        run=run,
+        producer=producer,
+        options=options,
+        table=table,
+        losses=losses(run),
         point=emergence(table, "prefix_matching", **shape),
         ar_point=emergence(table, "ar_accuracy", **shape),
-        prediction=predict_emergence(config.batch_size, config.context), model=model,
-        scores=scores, ablation=ablations["layer-matched"], ablations=ablations,
-        effects=ihprobe.head_effects(model, ABLATION_METRICS, seed=config.seed), summary={},
+        prediction=predict_emergence(config.batch_size, config.context),
+        model=model,
+        scores=scores,
+        ablation=ablations["layer-matched"],
+        ablations=ablations,
+        effects=ihprobe.head_effects(model, ABLATION_METRICS, seed=config.seed),
+        summary={},
         positions=loss_by_position_over_run(run, rows=8, seed=config.seed),
-    )  # fmt: skip
+    )
     study.summary = _summary(name, study)
     return study
 
@@ -231,7 +241,7 @@ def _ablations(config: DemoConfig, model, scores) -> dict:
         "layer-matched": ihprobe.ablate(model, scope="global", top=1, **common),
         "score-matched": ihprobe.ablate(
             model, scope="global", top=1, baseline="score-matched", **common
-        ),  # fmt: skip
+        ),
         "per-layer": ihprobe.ablate(model, **common),
     }
 
