@@ -83,8 +83,15 @@ def scan_job(
         for source in sources:
             ckpts = sources_of(source, revisions or None)
             log.info("scanning %s: %d checkpoint(s)", source, len(ckpts), extra=STAGE)
-            found = scan_checkpoints(ckpts, wanted, progress=progress, device=device,
-                                     dtype=dtype, keep=keep, **scan_kwargs)  # fmt: skip
+            found = scan_checkpoints(
+                ckpts,
+                wanted,
+                progress=progress,
+                device=device,
+                dtype=dtype,
+                keep=keep,
+                **scan_kwargs,
+            )
             frames += [scores.to_frame().assign(duplicate_of=dup) for scores, dup in found]
             last.append(found[-1])
             sections += _heatmaps([scores for scores, _ in found])
