@@ -26,8 +26,9 @@ class Display:
     off); :meth:`close` leaves its last line showing the last probe and forecast."""
 
     def __init__(self, *, total: int, start: int, enabled: bool):
-        self.bar = tqdm(total=total, initial=start, disable=not enabled, unit="upd",
-                        dynamic_ncols=True)  # fmt: skip
+        self.bar = tqdm(
+            total=total, initial=start, disable=not enabled, unit="upd", dynamic_ncols=True
+        )
         self.loss: float | None = None
         self.speed: float | None = None
         self.probe: dict | None = None
