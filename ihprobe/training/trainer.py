@@ -135,8 +135,13 @@ def _train(config, plan: Plan, producer, run: RunDir, world: World, on_probe) ->
             learner.tally.pause(save(step))
         elif config.state_every and step > start and step % config.state_every == 0:
             learner.tally.pause(save(step, checkpoint=False))
-        lr = learning_rate(step, lr=config.lr, total=plan.first_total, warmup=config.warmup,
-                           schedule=config.schedule)  # fmt: skip
+        lr = learning_rate(
+            step,
+            lr=config.lr,
+            total=plan.first_total,
+            warmup=config.warmup,
+            schedule=config.schedule,
+        )
         norm, info = _update(config, producer, world, learner, step, lr)
         if (step + 1) % config.log_every == 0 or step + 1 == plan.total:
             display.logged(*_log(config, run, world, learner, step + 1, lr, norm, info))
@@ -176,9 +181,15 @@ def _log(config, run: RunDir, world: World, learner: _Learner, done: int, lr, no
     loss = world.mean(tally.mean(done)).item()
     speed = tally.tokens_per_s(done, config.tokens_per_update)
     if world.main:
-        record = {"step": done, "tokens": done * config.tokens_per_update, "loss": loss, "lr": lr,
-                  "grad_norm": norm.item(), "tokens_per_s": speed,
-                  "data": {k: float(v) for k, v in info.items()}}  # fmt: skip
+        record = {
+            "step": done,
+            "tokens": done * config.tokens_per_update,
+            "loss": loss,
+            "lr": lr,
+            "grad_norm": norm.item(),
+            "tokens_per_s": speed,
+            "data": {k: float(v) for k, v in info.items()},
+        }
         if tally.start % config.log_every:  # resumed from a state without its window
             record["partial_window"] = done - tally.start
         run.append(METRICS, record)
@@ -211,8 +222,13 @@ def _start(config, plan: Plan, producer, run: RunDir, world: World, learner: _Le
     state = None
     if latest is not None:  # checked before anything is loaded or written
         last = plan.total if plan.extension is None else plan.extension["from_steps"]
-        state = read_state(latest, model=learner.model, optimizer=learner.optimizer,
-                           device=world.device, last_step=last)  # fmt: skip
+        state = read_state(
+            latest,
+            model=learner.model,
+            optimizer=learner.optimizer,
+            device=world.device,
+            last_step=last,
+        )
     if world.main:
         run.root.mkdir(parents=True, exist_ok=True)
         run.remove_partial_writes()
@@ -260,9 +276,14 @@ class _Saver:
                 checkpoints.write_state(run, step, self._state(step, window_loss))
             if checkpoint and not run.checkpoint(step).is_dir():
                 meta = checkpoints.checkpoint_meta(
-                    self.config, run, step, sizes=_sizes(self.config, self.producer),
-                    data=_data(self.config, self.producer), loss=learner.tally.last_loss,
-                    world_size=world.size)  # fmt: skip
+                    self.config,
+                    run,
+                    step,
+                    sizes=_sizes(self.config, self.producer),
+                    data=_data(self.config, self.producer),
+                    loss=learner.tally.last_loss,
+                    world_size=world.size,
+                )
                 checkpoints.write_checkpoint(run, step, learner.model, self.producer, meta)
             if checkpoint and self.live is not None:
                 self.live(step, learner.model)
