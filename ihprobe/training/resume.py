@@ -88,8 +88,12 @@ def plan_run(run: RunDir, config: TrainConfig) -> Plan:
         n=config.n_checkpoints,
         extended_to=total,
     )
-    extension = {"from_steps": saved, "to_steps": total, "from_tokens": saved * per_update,
-                 "to_tokens": total * per_update}  # fmt: skip
+    extension = {
+        "from_steps": saved,
+        "to_steps": total,
+        "from_tokens": saved * per_update,
+        "to_tokens": total * per_update,
+    }
     return Plan(total, first, sorted(set(schedule) | set(more)), extension)
 
 
@@ -191,8 +195,9 @@ def _weights_problem(saved, model) -> str | None:
     got = {k: tuple(t.shape) for k, t in saved.items() if isinstance(t, torch.Tensor)}
     if got != wanted:
         differ = sorted(k for k in set(got) | set(wanted) if got.get(k) != wanted.get(k))
-        shown = ", ".join(f"{k} {got.get(k, 'missing')} vs {wanted.get(k, 'extra')}"
-                          for k in differ[:3])  # fmt: skip
+        shown = ", ".join(
+            f"{k} {got.get(k, 'missing')} vs {wanted.get(k, 'extra')}" for k in differ[:3]
+        )
         return f"its weights do not fit the model this config builds ({shown})"
     if not all(torch.isfinite(t).all() for t in saved.values() if t.is_floating_point()):
         return "its weights hold NaN or inf"
