@@ -121,9 +121,14 @@ class LLCTrajectory:
     def to_table(self) -> pd.DataFrame:
         """The LLC as a trajectory table (``metric == "llc"``) for :func:`ihprobe.emergence`."""
         return pd.DataFrame(
-            {"model": self.run, "step": self.frame.step, "tokens": self.frame.tokens,
-             "metric": METRIC, "value": self.frame.llc_mean}
-        )  # fmt: skip
+            {
+                "model": self.run,
+                "step": self.frame.step,
+                "tokens": self.frame.tokens,
+                "metric": METRIC,
+                "value": self.frame.llc_mean,
+            }
+        )
 
 
 def llc_trajectory(
@@ -164,10 +169,19 @@ def llc_trajectory(
         frames.append({"step": ckpt.step, "tokens": ckpt.tokens, **_summary(result)})
         trace = np.asarray(result["trace"], dtype=float)  # [chain, draw]
         chain, draw = np.indices(trace.shape)
-        traces.append(pd.DataFrame({"step": ckpt.step, "chain": chain.ravel(),
-                                    "draw": draw.ravel(), "loss": trace.ravel()}))  # fmt: skip
-    return LLCTrajectory(pd.DataFrame(frames), pd.concat(traces, ignore_index=True), settings,
-                         str(run))  # fmt: skip
+        traces.append(
+            pd.DataFrame(
+                {
+                    "step": ckpt.step,
+                    "chain": chain.ravel(),
+                    "draw": draw.ravel(),
+                    "loss": trace.ravel(),
+                }
+            )
+        )
+    return LLCTrajectory(
+        pd.DataFrame(frames), pd.concat(traces, ignore_index=True), settings, str(run)
+    )
 
 
 def llc_stages(traj: LLCTrajectory, segments: int = 3) -> EmergencePoint:
@@ -192,12 +206,20 @@ def _sampler():
         dataset = Dataset.from_dict({"input_ids": rows.tolist()}).with_format("torch")
         with tempfile.TemporaryDirectory() as tmp, _quiet_chains():
             result = llc(
-                model, dataset, {}, lr=settings.lr, n_beta=settings.beta(rows.shape[1]),
-                localization=settings.localization, num_chains=settings.chains,
-                num_draws=settings.draws, batch_size=settings.batch_size,
+                model,
+                dataset,
+                {},
+                lr=settings.lr,
+                n_beta=settings.beta(rows.shape[1]),
+                localization=settings.localization,
+                num_chains=settings.chains,
+                num_draws=settings.draws,
+                batch_size=settings.batch_size,
                 num_init_loss_batches=settings.init_batches,
-                init_seed=settings.seed, device="cpu", output_path=Path(tmp) / "samples.zarr",
-            )  # fmt: skip
+                init_seed=settings.seed,
+                device="cpu",
+                output_path=Path(tmp) / "samples.zarr",
+            )
             return {
                 "llc_chains": [float(x) for x in result.llc_per_chain.values],
                 "init_loss": float(result.init_loss.values),
@@ -233,9 +255,13 @@ def _run_config(run) -> dict:
 def _rows(config: dict, settings: SGLDSettings) -> torch.Tensor:
     """``settings.rows`` sequences from the run's producer, drawn at steps after training."""
     producer = make_producer(
-        config["producer"], batch_size=config["batch_size"], context=config["context"],
-        seed=config["seed"], total_steps=1, **config.get("producer_options", {}),
-    )  # fmt: skip
+        config["producer"],
+        batch_size=config["batch_size"],
+        context=config["context"],
+        seed=config["seed"],
+        total_steps=1,
+        **config.get("producer_options", {}),
+    )
     per_update = config["batch_size"] * config["context"]
     first = int(config.get("steps") or math.ceil((config.get("tokens") or 0) / per_update)) + 1
     batches, have, k = [], 0, 0
