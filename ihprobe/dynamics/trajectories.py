@@ -194,9 +194,14 @@ def trajectory(
     return cached_sweep(
         sources_of(source_or_sources, revisions),
         lambda where: _Scanner(metrics, scan_kwargs, where).scan,
-        "scans", settings_key(metrics, scan_kwargs), cache=cache,
-        tokens_per_step=tokens_per_step, progress=progress, device=device, keep=keep,
-    )  # fmt: skip
+        "scans",
+        settings_key(metrics, scan_kwargs),
+        cache=cache,
+        tokens_per_step=tokens_per_step,
+        progress=progress,
+        device=device,
+        keep=keep,
+    )
 
 
 def cached_sweep(
