@@ -64,15 +64,20 @@ def ablation_trajectory(
     bound = ABLATE_SIGNATURE.bind(None, **ablate_kwargs)
     bound.apply_defaults()  # the same settings spelled differently share a cache entry
     settings = {k: v for k, v in bound.arguments.items() if k != "model"}
-    check_settings(**{k: settings[k] for k in ("top", "random", "mode", "metrics", "scope",
-                                               "baseline")})  # fmt: skip
+    check_settings(
+        **{k: settings[k] for k in ("top", "random", "mode", "metrics", "scope", "baseline")}
+    )
     return cached_sweep(
         sources_of(source_or_sources, revisions),
-        lambda where: _Ablator(ablate_kwargs, effects, where).rows, "ablations",
-        settings_key(["ablation", f"effects={effects}"], settings), cache=cache,
-        tokens_per_step=tokens_per_step, progress=progress, device=device,
+        lambda where: _Ablator(ablate_kwargs, effects, where).rows,
+        "ablations",
+        settings_key(["ablation", f"effects={effects}"], settings),
+        cache=cache,
+        tokens_per_step=tokens_per_step,
+        progress=progress,
+        device=device,
         finite=False,  # relative changes and z-scores are NaN or inf by design in places
-    )  # fmt: skip
+    )
 
 
 class _Ablator:
