@@ -219,24 +219,40 @@ def forecast_emergence(
     values = np.array([float(r[VALUE]) for r in records])
     at = int(steps.max()) if len(steps) else 0
     last = float(values[np.argmax(steps)]) if len(steps) else None
-    common = {"at_step": at, "level": level, "batch_size": prior.batch_size,
-              "context": prior.context, "max_ps": last}  # fmt: skip
+    common = {
+        "at_step": at,
+        "level": level,
+        "batch_size": prior.batch_size,
+        "context": prior.context,
+        "max_ps": last,
+    }
     point = detect(records, prior, threshold)
     if point is not None:
-        return Forecast(updates=point.updates, updates_low=point.updates_low,
-                        updates_high=point.updates_high, source="detected", **common)  # fmt: skip
+        return Forecast(
+            updates=point.updates,
+            updates_low=point.updates_low,
+            updates_high=point.updates_high,
+            source="detected",
+            **common,
+        )
     mu = math.log10(prior.updates)
     loglik = _log_likelihood(_grid(mu, prior.spread, steps), steps, values)
     if loglik is None:  # nothing past step 0: the data cannot move the law
         z = norm.ppf(0.5 + level / 2) * prior.spread
-        return Forecast(updates=prior.updates, updates_low=10 ** (mu - z),
-                        updates_high=10 ** (mu + z), source="law", **common)  # fmt: skip
+        return Forecast(
+            updates=prior.updates,
+            updates_low=10 ** (mu - z),
+            updates_high=10 ** (mu + z),
+            source="law",
+            **common,
+        )
     grid, loglik = loglik
     logpost = norm.logpdf(grid, mu, prior.spread) + loglik
     weights = np.exp(logpost - logsumexp(logpost))
     low, mid, high = _quantiles(grid, weights, (0.5 - level / 2, 0.5, 0.5 + level / 2))
-    return Forecast(updates=10**mid, updates_low=10**low, updates_high=10**high,
-                    source="posterior", **common)  # fmt: skip
+    return Forecast(
+        updates=10**mid, updates_low=10**low, updates_high=10**high, source="posterior", **common
+    )
 
 
 def forecast_records(records: Sequence[dict], prior: Prior, **kwargs) -> list[Forecast]:
@@ -261,16 +277,25 @@ def detect(
         return None
     per_update = prior.batch_size * prior.context
     table = pd.DataFrame(
-        {"step": [int(r["step"]) for r in records],
-         "tokens": [int(r["step"]) * per_update for r in records],
-         "metric": METRIC, "value": [float(r[VALUE]) for r in records]}
-    )  # fmt: skip
+        {
+            "step": [int(r["step"]) for r in records],
+            "tokens": [int(r["step"]) * per_update for r in records],
+            "metric": METRIC,
+            "value": [float(r[VALUE]) for r in records],
+        }
+    )
     past_zero = int((table["step"] > 0).sum())
     if past_zero < 4:
         return None  # too few checkpoints to tell a transition from noise
     segments = 3 if past_zero >= 6 else 2
-    point = emergence(table, METRIC, threshold=threshold, segments=segments,
-                      batch_size=prior.batch_size, context=prior.context)  # fmt: skip
+    point = emergence(
+        table,
+        METRIC,
+        threshold=threshold,
+        segments=segments,
+        batch_size=prior.batch_size,
+        context=prior.context,
+    )
     return point if point.transition else None
 
 
@@ -350,8 +375,13 @@ class LiveForecast:
     def __call__(self, record: dict) -> None:
         records = [r for r in self.run.records(PROBES) if r["step"] <= record["step"]]
         latest = forecast_emergence(records, self.prior, level=self.level)
-        line = {"step": latest.at_step, **latest.to_dict(), "prior_updates": self.prior.updates,
-                "prior_spread": self.prior.spread, "law": self.prior.law}  # fmt: skip
+        line = {
+            "step": latest.at_step,
+            **latest.to_dict(),
+            "prior_updates": self.prior.updates,
+            "prior_spread": self.prior.spread,
+            "law": self.prior.law,
+        }
         self.run.append(FORECAST, line)
         if latest.detected and (self.latest is None or not self.latest.detected):
             self._record_detection(latest)
