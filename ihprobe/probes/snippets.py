@@ -102,8 +102,10 @@ def _pattern_hooks(n_layers: int, select: Callable) -> Callable:
 
 def _fixed_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, chunk):
     """Forward and backward fixed-length rows stacked into one pass; attention pairs only."""
-    pairs = {"forward_induction_fixed": attention.forward_pairs(length, bos),
-             "anti_induction": attention.backward_pairs(length, bos)}  # fmt: skip
+    pairs = {
+        "forward_induction_fixed": attention.forward_pairs(length, bos),
+        "anti_induction": attention.backward_pairs(length, bos),
+    }
     draw = {"length": length, "batch": batch, "seed": seed, "bos": bos}
     rows = torch.cat(
         [inputs.snippets(model, backward=FIXED_SCORES[m] == "backward", **draw) for m in wanted]
@@ -125,8 +127,10 @@ def _varied_pass(model, wanted, lengths, batch: int, seed: int, bos: bool, chunk
     behaviour score is wanted, the logits at the copy's and the first half's predicting
     positions."""
     copies = copies_needed(wanted)
-    made = [inputs.varied_snippets(model, copy=c, lengths=lengths, batch=batch, seed=seed,
-                                   bos=bos) for c in copies]  # fmt: skip
+    made = [
+        inputs.varied_snippets(model, copy=c, lengths=lengths, batch=batch, seed=seed, bos=bos)
+        for c in copies
+    ]
     rows = torch.cat([tokens for tokens, _ in made])
     length = torch.cat([n for _, n in made])
     heads = [m for m in attention.VARIED_PAIRS if m in wanted]
@@ -185,8 +189,11 @@ def _behaviour_probe(rows, length, bos: bool) -> Probe:
         )
         hits = (logits.argmax(-1) == t).float()
         mean = lambda x: (x * mask).sum(1) / mask.sum(1)  # noqa: E731
-        return {"copy_loss": mean(losses[:, :width]), "copy_hits": mean(hits[:, :width]),
-                "first_half_loss": mean(losses[:, width:])}  # fmt: skip
+        return {
+            "copy_loss": mean(losses[:, :width]),
+            "copy_hits": mean(hits[:, :width]),
+            "first_half_loss": mean(losses[:, width:]),
+        }
 
     return Probe("varied snippets", rows, score, positions)
 
