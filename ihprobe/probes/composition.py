@@ -71,8 +71,10 @@ class Composition(CarriesProvenance):
         if torch.isfinite(values).any():
             best = divmod(int(values.argmax()), layers * heads)
             sender, receiver = divmod(best[0], heads), divmod(best[1], heads)
-            top = (f"; strongest L{sender[0]}H{sender[1]} -> L{receiver[0]}H{receiver[1]} "
-                   f"{float(values.max()):+.3g}")  # fmt: skip
+            top = (
+                f"; strongest L{sender[0]}H{sender[1]} -> L{receiver[0]}H{receiver[1]} "
+                f"{float(values.max()):+.3g}"
+            )
         else:
             top = ""
         return (
@@ -90,8 +92,18 @@ class Composition(CarriesProvenance):
         frame["raw"] = [float(self.raw[tuple(i)]) for i in index]
         frame["value"] = frame["raw"] - self.baseline
         frame["baseline_sd"] = self.baseline_sd
-        frame = frame[["layer_from", "head_from", "layer_to", "head_to", "kind", "value", "raw",
-                       "baseline_sd"]]  # fmt: skip
+        frame = frame[
+            [
+                "layer_from",
+                "head_from",
+                "layer_to",
+                "head_to",
+                "kind",
+                "value",
+                "raw",
+                "baseline_sd",
+            ]
+        ]
         for i, column in enumerate(("model", "revision", "step", "tokens")):
             frame.insert(i, column, getattr(self.provenance, column))
         return frame.astype({"step": "Int64", "tokens": "Int64"})
