@@ -103,8 +103,9 @@ def backward_pairs(length: int, bos: bool = False) -> Pairs:
 
 def varied_pairs(
     score: str, lengths: Int[torch.Tensor, " rows"], bos: bool = False
-) -> tuple[Int[torch.Tensor, "rows pair"], Int[torch.Tensor, "rows pair"],
-           Bool[torch.Tensor, "rows pair"]]:  # fmt: skip
+) -> tuple[
+    Int[torch.Tensor, "rows pair"], Int[torch.Tensor, "rows pair"], Bool[torch.Tensor, "rows pair"]
+]:
     """(queries, keys, valid) of a varied-length score: ``L - 1`` real pairs in a row of
     ``|S| = L``, then padding (position 0, not valid) up to the longest row's.
 
