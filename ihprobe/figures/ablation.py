@@ -71,29 +71,42 @@ def drop_figure(result: AblationResult, metrics: Sequence[str] | None = None) ->
         row, col = i // PANELS_PER_ROW + 1, i % PANELS_PER_ROW + 1
         fig.add_trace(
             go.Box(
-                y=values[2:], name="random", boxpoints="all", jitter=0.4, pointpos=0,
-                marker_color=RANDOM_COLOR, showlegend=i == 0, legendgroup="random",
+                y=values[2:],
+                name="random",
+                boxpoints="all",
+                jitter=0.4,
+                pointpos=0,
+                marker_color=RANDOM_COLOR,
+                showlegend=i == 0,
+                legendgroup="random",
                 hovertemplate="random draw: %{y:.3g}<extra></extra>",
             ),
-            row=row, col=col,
-        )  # fmt: skip
+            row=row,
+            col=col,
+        )
         fig.add_trace(
             go.Scatter(
-                x=["random"], y=[values[1]], name="top set", mode="markers",
+                x=["random"],
+                y=[values[1]],
+                name="top set",
+                mode="markers",
                 marker={"color": TOP_COLOR, "size": 14, "symbol": "diamond"},
-                showlegend=i == 0, legendgroup="top",
+                showlegend=i == 0,
+                legendgroup="top",
                 hovertemplate="top set: %{y:.3g}<extra></extra>",
             ),
-            row=row, col=col,
-        )  # fmt: skip
+            row=row,
+            col=col,
+        )
         fig.update_xaxes(showticklabels=False, row=row, col=col)
     s = result.settings
     fig.update_layout(
         title=f"Top {result.by} heads ({s.get('scope', 'layer')} scope) vs "
         f"{len(result.random_heads)} {s.get('baseline', 'layer-matched')} draws",
-        height=60 + 340 * n_rows, width=min(PAGE_WIDTH, max(420, 280 * n_cols)),
+        height=60 + 340 * n_rows,
+        width=min(PAGE_WIDTH, max(420, 280 * n_cols)),
         template="plotly_white",
-    )  # fmt: skip
+    )
     return fit_title(fig, fig.layout.title.text)
 
 
@@ -115,10 +128,12 @@ def head_effects_figure(effects: HeadEffects, metric: str) -> go.Figure:
     fig.update_traces(zmid=0, zmin=-bound, zmax=bound)
     lines = title.count("<br>") + 2  # and the model's line
     fig.update_layout(
-        title=f"{title}<br><sub>{where(effects.provenance)}</sub>", template="plotly_white",
-        width=width, height=max(260, 100 + 30 * n_layers) + 22 * lines,
+        title=f"{title}<br><sub>{where(effects.provenance)}</sub>",
+        template="plotly_white",
+        width=width,
+        height=max(260, 100 + 30 * n_layers) + 22 * lines,
         margin={"t": 40 + 22 * lines},
-    )  # fmt: skip
+    )
     return fig
 
 
@@ -139,17 +154,23 @@ def head_sets_figure(result) -> go.Figure:
         text[layer][head] = "T"
     fig = go.Figure(
         go.Heatmap(
-            z=scores, text=text, texttemplate="%{text}", colorbar={"title": result.by},
+            z=scores,
+            text=text,
+            texttemplate="%{text}",
+            colorbar={"title": result.by},
             **color_range(result.by),
             hovertemplate="layer %{y} head %{x}<br>score %{z:.3g}<br>%{text}<extra></extra>",
         )
-    )  # fmt: skip
+    )
     width = min(PAGE_WIDTH, max(520, 120 + 34 * scores.shape[1]))
     fig.update_layout(
         title=wrap_title(f"{result.by} · T: top set · n: drawn n times", width),
-        xaxis_title="head", yaxis_title="layer", template="plotly_white",
-        height=max(260, 60 + 28 * scores.shape[0]), width=width,
-    )  # fmt: skip
+        xaxis_title="head",
+        yaxis_title="layer",
+        template="plotly_white",
+        height=max(260, 60 + 28 * scores.shape[0]),
+        width=width,
+    )
     fig.update_yaxes(autorange="reversed", dtick=1)
     fig.update_xaxes(dtick=1)
     return fig
@@ -174,19 +195,30 @@ def load_bearing_figure(frame: pd.DataFrame, metric: str, by: str) -> go.Figure:
     table = table.replace([np.inf, -np.inf], np.nan)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_scatter(
-        x=signature.index, y=signature.values, name=f"max {by} (signature)",
-        mode="lines+markers", line={"color": SIGNATURE_COLOR},
-    )  # fmt: skip
+        x=signature.index,
+        y=signature.values,
+        name=f"max {by} (signature)",
+        mode="lines+markers",
+        line={"color": SIGNATURE_COLOR},
+    )
     fig.add_scatter(
         x=list(table.index) + list(table.index[::-1]),
         y=list(table.load_bearing_hi) + list(table.load_bearing_lo[::-1]),
-        fill="toself", fillcolor="rgba(214,39,40,0.15)", line={"width": 0},
-        name="index 95% interval", hoverinfo="skip", secondary_y=True,
-    )  # fmt: skip
+        fill="toself",
+        fillcolor="rgba(214,39,40,0.15)",
+        line={"width": 0},
+        name="index 95% interval",
+        hoverinfo="skip",
+        secondary_y=True,
+    )
     fig.add_scatter(
-        x=table.index, y=table["load_bearing_index"], name="load-bearing index",
-        mode="lines+markers", line={"color": TOP_COLOR}, secondary_y=True,
-    )  # fmt: skip
+        x=table.index,
+        y=table["load_bearing_index"],
+        name="load-bearing index",
+        mode="lines+markers",
+        line={"color": TOP_COLOR},
+        secondary_y=True,
+    )
     line = LOAD_BEARING_INDEX
     fig.add_hline(y=line, line={"color": RANDOM_COLOR, "dash": "dot"}, secondary_y=True)
     fig.add_annotation(text=f"index {line:g}", x=0, xref="paper", y=line, yref="y2",
