@@ -75,8 +75,16 @@ def patch_figure(result: PatchResult) -> go.Figure:
         z = fractions.reshape(n_layers * n_heads, -1).tolist()
         y = [f"L{layer}H{head}" for layer in range(n_layers) for head in range(n_heads)]
         x = list(range(fractions.shape[2]))
-    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, colorscale="RdBu", colorbar={"title": "restored"},
-                               **symmetric_range(fractions, 1.0)))  # fmt: skip
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=x,
+            y=y,
+            colorscale="RdBu",
+            colorbar={"title": "restored"},
+            **symmetric_range(fractions, 1.0),
+        )
+    )
     fig.update_layout(
         title=f"{result.method.capitalize()} patching: fraction of the logit difference restored",
         xaxis_title="head" if result.per == "head" else "position",
@@ -93,11 +101,24 @@ def attribution_scatter(activation: PatchResult, attribution: PatchResult) -> go
     labels = [f"L{layer}H{head}" for layer in range(n_layers) for head in range(n_heads)]
     x, y = activation.fractions.flatten().tolist(), attribution.fractions.flatten().tolist()
     low, high = min(x + y + [0.0]), max(x + y + [1.0])
-    fig = go.Figure(go.Scatter(x=x, y=y, mode="markers+text", hovertext=labels,
-                               text=spaced_labels(x, y, labels, high - low),
-                               textposition="top center", hoverinfo="text+x+y"))  # fmt: skip
-    fig.add_scatter(x=[low, high], y=[low, high], mode="lines", showlegend=False,
-                    line={"color": "grey", "dash": "dot"})  # fmt: skip
+    fig = go.Figure(
+        go.Scatter(
+            x=x,
+            y=y,
+            mode="markers+text",
+            hovertext=labels,
+            text=spaced_labels(x, y, labels, high - low),
+            textposition="top center",
+            hoverinfo="text+x+y",
+        )
+    )
+    fig.add_scatter(
+        x=[low, high],
+        y=[low, high],
+        mode="lines",
+        showlegend=False,
+        line={"color": "grey", "dash": "dot"},
+    )
     fig.update_layout(
         title="Attribution patching vs activation patching (fraction restored)",
         xaxis_title="activation patching",
@@ -143,17 +164,27 @@ def loss_by_position_figure(table: pd.DataFrame) -> go.Figure:
             rows = table[(table["input"] == name) & (order == when)]
             shade = 0.25 + 0.75 * rank / max(1, len(checkpoints) - 1)
             label = _checkpoint_label(rows.iloc[0]) if len(rows) else str(when)
-            fig.add_scatter(x=rows.position, y=rows.loss, mode="lines", name=label,
-                            legendgroup=label, showlegend=column == 1,
-                            line={"color": f"rgba(31, 119, 180, {shade:.2f})", "width": 1.5},
-                            row=1, col=column)  # fmt: skip
+            fig.add_scatter(
+                x=rows.position,
+                y=rows.loss,
+                mode="lines",
+                name=label,
+                legendgroup=label,
+                showlegend=column == 1,
+                line={"color": f"rgba(31, 119, 180, {shade:.2f})", "width": 1.5},
+                row=1,
+                col=column,
+            )
         fig.update_xaxes(title_text="token position", row=1, col=column)
         if name == "repeated":
             _mark_halves(fig, second_half(table), column)
     fig.update_yaxes(title_text="loss (nats)", row=1, col=1)
-    fig.update_layout(title="Loss by token position at each checkpoint"
-                      + ("" if titles else f" ({inputs[0]} tokens)"),
-                      width=480 * len(inputs) + 200, height=440)  # fmt: skip
+    fig.update_layout(
+        title="Loss by token position at each checkpoint"
+        + ("" if titles else f" ({inputs[0]} tokens)"),
+        width=480 * len(inputs) + 200,
+        height=440,
+    )
     return fig
 
 
@@ -167,8 +198,17 @@ def _mark_halves(fig: go.Figure, half: int, column: int) -> None:
     axis = "x" if column == 1 else f"x{column}"
     fig.add_vline(x=half - 0.5, line={"color": "grey", "dash": "dot"}, row=1, col=column)
     for text, x, anchor in (("first copy", half - 1, "right"), ("second copy", half, "left")):
-        fig.add_annotation(text=text, x=x, xref=axis, y=1, yref="paper", yanchor="top",
-                           xanchor=anchor, showarrow=False, font={"color": "grey"})  # fmt: skip
+        fig.add_annotation(
+            text=text,
+            x=x,
+            xref=axis,
+            y=1,
+            yref="paper",
+            yanchor="top",
+            xanchor=anchor,
+            showarrow=False,
+            font={"color": "grey"},
+        )
 
 
 def positions_text(table: pd.DataFrame) -> str:
@@ -187,8 +227,10 @@ def positions_text(table: pd.DataFrame) -> str:
     order = rows["tokens"].fillna(rows["step"]).fillna(0)
     half = second_half(table)
     first, last = (rows[order == when] for when in (order.min(), order.max()))
-    means = [[float(r.loss[(r.position >= half) == second].mean()) for r in (first, last)]
-             for second in (True, False)]  # fmt: skip
+    means = [
+        [float(r.loss[(r.position >= half) == second].mean()) for r in (first, last)]
+        for second in (True, False)
+    ]
     (second_from, second_to), (first_from, first_to) = means
     return (
         f"From the first checkpoint to the last, the second copy's "
