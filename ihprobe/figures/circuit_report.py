@@ -94,17 +94,26 @@ def patch_sections(
     attribution = attribution_patch(model, per=per, **options)
     paths = [path_patch(model, [heads.sender], [heads.receiver], i, **options) for i in "qkv"]
     path_frame = pd.DataFrame(
-        [{"sender": _name(p.sender[0]), "receiver": _name(p.receivers[0]),
-          "input": p.receiver_input, "clean": p.clean, "corrupted": p.corrupted,
-          "patched": p.patched, "fraction": p.fraction} for p in paths]
-    )  # fmt: skip
+        [
+            {
+                "sender": _name(p.sender[0]),
+                "receiver": _name(p.receivers[0]),
+                "input": p.receiver_input,
+                "clean": p.clean,
+                "corrupted": p.corrupted,
+                "patched": p.patched,
+                "fraction": p.fraction,
+            }
+            for p in paths
+        ]
+    )
     frame = pd.concat([activation.to_frame(), attribution.to_frame()], ignore_index=True)
     agreement = _pearson(activation.fractions, attribution.fractions)
     sections = [
         Section(
             "Activation patching",
             [PATCH_NOTE.format(**_summary(activation)), patch_figure(activation)],
-        ),  # fmt: skip
+        ),
         Section(
             "Attribution patching",
             [
@@ -114,14 +123,14 @@ def patch_sections(
             ]
             if per == "head"
             else [patch_figure(attribution)],
-        ),  # fmt: skip
+        ),
         Section(
             "Path patching",
             [
                 PATH_NOTE.format(sender=_name(heads.sender), receiver=_name(heads.receiver)),
                 path_frame,
             ],
-        ),  # fmt: skip
+        ),
         viewer_section(model, start=heads.receiver, n=n, seed=seed),
     ]
     return {"patch": frame, "path": path_frame}, sections
@@ -130,16 +139,23 @@ def patch_sections(
 def viewer_section(model, *, start=(0, 0), n: int | None = None, seed: int = 0) -> Section:
     """The interactive attention viewer on one clean repeated row."""
     row = induction_pair(model, n=n, batch=1, seed=seed).clean[0]
-    return Section("Attention viewer", [
-        "One repeated random sequence. Choose a layer and head; hover a token (or a heatmap "
-        "row) to see where it attends. An induction head attends from each second-half token "
-        "to the token after that token's first occurrence.",
-        attention_viewer(model, row, start=start)])  # fmt: skip
+    return Section(
+        "Attention viewer",
+        [
+            "One repeated random sequence. Choose a layer and head; hover a token (or a heatmap "
+            "row) to see where it attends. An induction head attends from each second-half token "
+            "to the token after that token's first occurrence.",
+            attention_viewer(model, row, start=start),
+        ],
+    )
 
 
 def _summary(result) -> dict:
-    return {"clean": result.clean, "corrupted": result.corrupted,
-            "rows": result.settings.get("rows")}  # fmt: skip
+    return {
+        "clean": result.clean,
+        "corrupted": result.corrupted,
+        "rows": result.settings.get("rows"),
+    }
 
 
 def _name(head: tuple[int, int]) -> str:
