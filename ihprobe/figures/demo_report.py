@@ -147,8 +147,10 @@ def _cell(value) -> str:
 
 
 def _fields(config) -> dict:
-    return {k: getattr(config, k) for k in ("layers", "d_model", "heads", "context", "steps",
-                                             "batch_size")}  # fmt: skip
+    return {
+        k: getattr(config, k)
+        for k in ("layers", "d_model", "heads", "context", "steps", "batch_size")
+    }
 
 
 # ----------------------------------------------------------------------------- sections
@@ -199,15 +201,18 @@ def _attention_section(prefix: str, study: dict) -> Section:
 def _positions_section(prefix: str, study) -> Section:
     table = study.positions
     natural = "natural text and " if "natural" in set(table["input"]) else ""
-    text = (f"Next-token loss at each position of {natural}repeated random tokens, one line per "
-            f"checkpoint (darker is later). {positions_text(table)}")  # fmt: skip
+    text = (
+        f"Next-token loss at each position of {natural}repeated random tokens, one line per "
+        f"checkpoint (darker is later). {positions_text(table)}"
+    )
     return Section(f"{prefix}Loss by token position", [text, loss_by_position_figure(table)])
 
 
 def _ablation_section(prefix: str, study: dict) -> Section:
     metric = "ar_accuracy"
-    main, matched, per_layer = (study.ablations[k] for k in ("layer-matched", "score-matched",
-                                                                  "per-layer"))  # fmt: skip
+    main, matched, per_layer = (
+        study.ablations[k] for k in ("layer-matched", "score-matched", "per-layer")
+    )
     blocks = [
         f'<p class="verdict"><b>Verdict.</b> {html.escape(str(main.verdict(metric)))}</p>',
         f"Against score-matched draws: {html.escape(str(matched.verdict(metric)))}",
@@ -220,7 +225,7 @@ def _ablation_section(prefix: str, study: dict) -> Section:
                 "global, score-matched": matched,
                 "per layer (Bansal et al.)": per_layer,
             }
-        ),  # fmt: skip
+        ),
         how_to_read(ABLATION_HOWTO),
         f"For reference, [B]'s per-layer protocol (the top 2% of every layer, so one head per "
         f"layer here, against layer-matched draws): {html.escape(str(per_layer.verdict(metric)))}",
@@ -238,22 +243,31 @@ def _ablation_table(results: dict) -> pd.DataFrame:
         for r in result.summary().to_dict("records"):
             if r["metric"] not in ("ar_accuracy", "induction_loss"):
                 continue
-            rows.append({
-                "setting": name, "metric": r["metric"], "clean": r["clean"], "top": r["top"],
-                "change": r["change"], "relative_change": r["relative_change"],
-                "draws: mean change": r["random_change_mean"], "p": r["p_value"],
-                "distinct sets": r["distinct_sets"], "p (distinct sets)": r["p_distinct"],
-                "index [95%]": f"{r['load_bearing_index']:.2g} "
-                f"[{r['load_bearing_lo']:.2g}, {r['load_bearing_hi']:.2g}]",
-            })  # fmt: skip
+            rows.append(
+                {
+                    "setting": name,
+                    "metric": r["metric"],
+                    "clean": r["clean"],
+                    "top": r["top"],
+                    "change": r["change"],
+                    "relative_change": r["relative_change"],
+                    "draws: mean change": r["random_change_mean"],
+                    "p": r["p_value"],
+                    "distinct sets": r["distinct_sets"],
+                    "p (distinct sets)": r["p_distinct"],
+                    "index [95%]": f"{r['load_bearing_index']:.2g} "
+                    f"[{r['load_bearing_lo']:.2g}, {r['load_bearing_hi']:.2g}]",
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def side_by_side(left: go.Figure, right: go.Figure) -> go.Figure:
     """Two single-trace heatmaps as one figure, each keeping its colour bar and title."""
     titles = [f.layout.title.text or "" for f in (left, right)]
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
-                        subplot_titles=[_short(t) for t in titles])  # fmt: skip
+    fig = make_subplots(
+        rows=1, cols=2, horizontal_spacing=0.2, subplot_titles=[_short(t) for t in titles]
+    )
     for col, source in enumerate((left, right), start=1):
         trace = source.data[0]
         trace.colorbar.update(x=0.4 if col == 1 else 1.0, len=0.9)
@@ -279,12 +293,16 @@ def _comparison_section(studies: dict) -> Section:
         c = curve(study.table, "prefix_matching", "max")
         fig.add_scatter(x=c.tokens, y=c.value, name=f"{name}: max PS", mode="lines+markers")
         a = curve(study.table, "anti_induction", "max")
-        fig.add_scatter(x=a.tokens, y=a.value, name=f"{name}: max anti-induction ([B]'s score)",
-                        mode="lines", line={"dash": "dot"})  # fmt: skip
+        fig.add_scatter(
+            x=a.tokens,
+            y=a.value,
+            name=f"{name}: max anti-induction ([B]'s score)",
+            mode="lines",
+            line={"dash": "dot"},
+        )
     fig.update_xaxes(type="log", title_text="training tokens")
     fig.update_yaxes(title_text="score (0..1)", range=[0, 1])
-    fig.update_layout(title="Natural-only vs Bi-Induct at matched compute",
-                      template="plotly_white")  # fmt: skip
+    fig.update_layout(title="Natural-only vs Bi-Induct at matched compute", template="plotly_white")
     text = (
         "Sabry & Belz compare natural-only training with Bi-Induct (forward and backward copy "
         "snippets written over the same text, annealed, at matched tokens per update). They "
