@@ -52,16 +52,25 @@ def trajectory_figure(
             fig.add_scatter(x=c.tokens, y=c.value, name=label, mode="lines+markers")
             copies = c[c["duplicate"]]
             if len(copies):
-                fig.add_scatter(x=copies.tokens, y=copies.value, mode="markers",
-                                name=f"{label}: same weights as an earlier checkpoint",
-                                marker={"symbol": "x", "size": 11, "color": "red"})  # fmt: skip
+                fig.add_scatter(
+                    x=copies.tokens,
+                    y=copies.value,
+                    mode="markers",
+                    name=f"{label}: same weights as an earlier checkpoint",
+                    marker={"symbol": "x", "size": 11, "color": "red"},
+                )
     if losses is not None and len(losses):
         fig.add_scatter(x=losses.tokens, y=losses.loss, name="training loss", mode="lines",
                         line={"color": "grey", "width": 1}, secondary_y=True)  # fmt: skip
         fig.update_yaxes(title_text="loss", secondary_y=True, **OWN_TICKS)
     if point is not None and point.transition:
-        fig.add_vrect(x0=point.tokens_low, x1=point.tokens_high, fillcolor="orange",
-                      opacity=0.15, line_width=0)  # fmt: skip
+        fig.add_vrect(
+            x0=point.tokens_low,
+            x1=point.tokens_high,
+            fillcolor="orange",
+            opacity=0.15,
+            line_width=0,
+        )
         labelled_vline(fig, point.tokens, f"emergence ~{point.updates:,.0f} updates",
                        {"color": "darkorange"}, y=1.0)  # fmt: skip
     if prediction is not None:
@@ -86,10 +95,18 @@ def labelled_vline(fig: go.Figure, x: float, text: str, line: dict, y: float = 1
     separately at ``log10(x)``.
     """
     fig.add_vline(x=x, line=line)
-    fig.add_annotation(x=math.log10(x), y=y, xref="x", yref="paper", text=text,
-                       showarrow=False, xanchor="left", yanchor="top",
-                       font={"color": line.get("color", "black")},
-                       bgcolor="rgba(255,255,255,0.8)")  # fmt: skip
+    fig.add_annotation(
+        x=math.log10(x),
+        y=y,
+        xref="x",
+        yref="paper",
+        text=text,
+        showarrow=False,
+        xanchor="left",
+        yanchor="top",
+        font={"color": line.get("color", "black")},
+        bgcolor="rgba(255,255,255,0.8)",
+    )
 
 
 def head_strip_figure(table: pd.DataFrame, metric: str = "prefix_matching") -> go.Figure:
@@ -123,9 +140,14 @@ def law_figure(fit, reference=None) -> go.Figure:
     frame = fit.to_frame()
     text = [f"B={int(b)} C={int(c)}" for b, c in zip(frame.batch_size, frame.context, strict=True)]
     fig = go.Figure()
-    fig.add_scatter(x=frame.predicted, y=frame.updates, mode="markers+text", text=text,
-                    textposition="top center",
-                    name=f"refit: b={fit.b:.2f}, c={fit.c:.2f}, r={fit.r:.2f}")  # fmt: skip
+    fig.add_scatter(
+        x=frame.predicted,
+        y=frame.updates,
+        mode="markers+text",
+        text=text,
+        textposition="top center",
+        name=f"refit: b={fit.b:.2f}, c={fit.c:.2f}, r={fit.r:.2f}",
+    )
     if reference is not None:
         law = get_law(reference)
         ref = [law.updates(b, c) for b, c in zip(frame.batch_size, frame.context, strict=True)]
@@ -133,8 +155,13 @@ def law_figure(fit, reference=None) -> go.Figure:
     span = np.array([frame[["predicted", "updates"]].min().min(), frame.updates.max()])
     if reference is not None:
         span = np.array([min(span[0], min(ref)), max(span[1], max(ref))])
-    fig.add_scatter(x=span, y=span, mode="lines", line={"dash": "dot", "color": "grey"},
-                    name="measured = predicted")  # fmt: skip
+    fig.add_scatter(
+        x=span,
+        y=span,
+        mode="lines",
+        line={"dash": "dot", "color": "grey"},
+        name="measured = predicted",
+    )
     fig.update_xaxes(type="log", title_text="predicted updates")
     fig.update_yaxes(type="log", title_text="measured updates")
     fig.update_layout(title="emergence law", template="plotly_white")
@@ -154,15 +181,28 @@ def frontier_figure(
     never = frame[~frame["transition"].astype(bool)]
     fig = go.Figure()
     fig.add_scatter(
-        x=formed[x], y=formed[y], mode="markers+text", name="emerged",
-        text=[f"{v:,.0f}" for v in formed[color]], textposition="top center",
-        marker={"size": 18, "color": np.log10(formed[color].astype(float)),
-                "colorscale": "Viridis_r", "colorbar": {"title": f"log10 {color}"}},
-    )  # fmt: skip
+        x=formed[x],
+        y=formed[y],
+        mode="markers+text",
+        name="emerged",
+        text=[f"{v:,.0f}" for v in formed[color]],
+        textposition="top center",
+        marker={
+            "size": 18,
+            "color": np.log10(formed[color].astype(float)),
+            "colorscale": "Viridis_r",
+            "colorbar": {"title": f"log10 {color}"},
+        },
+    )
     fig.add_scatter(
-        x=never[x], y=never[y], mode="markers+text", name="none", text=["none"] * len(never),
-        textposition="top center", marker={"size": 14, "symbol": "x", "color": "grey"},
-    )  # fmt: skip
+        x=never[x],
+        y=never[y],
+        mode="markers+text",
+        name="none",
+        text=["none"] * len(never),
+        textposition="top center",
+        marker={"size": 14, "symbol": "x", "color": "grey"},
+    )
     fig.update_layout(
         title=f"emergence over {x} x {y}",
         xaxis_title=x,
