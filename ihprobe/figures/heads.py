@@ -157,8 +157,10 @@ def checkpoint_slider(
         zmax = max(float(v.max()) for v in values)
     labels = [_checkpoint_label(s.provenance, i) for i, s in enumerate(series)]
     fig = go.Figure(_heatmap_trace(values[-1], metric, zmin, zmax))
-    steps = [{"label": label, "method": "restyle", "args": [{"z": [v.numpy()]}]}
-             for v, label in zip(values, labels, strict=True)]  # fmt: skip
+    steps = [
+        {"label": label, "method": "restyle", "args": [{"z": [v.numpy()]}]}
+        for v, label in zip(values, labels, strict=True)
+    ]
     fig.update_layout(
         title=f"{metric} per head — {series[-1].provenance.model} (slider: checkpoint)",
         xaxis={"title": "head", "dtick": 1},
@@ -170,7 +172,7 @@ def checkpoint_slider(
                 "pad": {"t": 50},
                 "currentvalue": {"prefix": "checkpoint: "},
             }
-        ],  # fmt: skip
+        ],
         height=max(340, 220 + 40 * values[-1].shape[0]),
     )
     return fit_title(fig, fig.layout.title.text)
