@@ -36,24 +36,50 @@ def forecast_figure(
     low, high = forecast_range(frame, point)
     fig = go.Figure()
     level = f"{frame.level.iloc[0]:.0%}" if len(frame) else ""
-    fig.add_scatter(x=frame.at_step, y=frame.updates_high.clip(low, high).fillna(high),
-                    mode="lines", line={"width": 0}, showlegend=False,
-                    hoverinfo="skip")  # fmt: skip
-    fig.add_scatter(x=frame.at_step, y=frame.updates_low.clip(low, high).fillna(low),
-                    mode="lines", line={"width": 0}, fill="tonexty",
-                    fillcolor="rgba(31,119,180,0.2)", name=f"{level} interval",
-                    customdata=frame[["updates_low", "updates_high"]].astype(str),
-                    hovertemplate="interval %{customdata[0]} to %{customdata[1]}"
-                    "<extra></extra>")  # fmt: skip
-    fig.add_scatter(x=frame.at_step, y=frame.updates, mode="lines+markers",
-                    name="forecast (median)", line={"color": "#1f77b4"})  # fmt: skip
+    fig.add_scatter(
+        x=frame.at_step,
+        y=frame.updates_high.clip(low, high).fillna(high),
+        mode="lines",
+        line={"width": 0},
+        showlegend=False,
+        hoverinfo="skip",
+    )
+    fig.add_scatter(
+        x=frame.at_step,
+        y=frame.updates_low.clip(low, high).fillna(low),
+        mode="lines",
+        line={"width": 0},
+        fill="tonexty",
+        fillcolor="rgba(31,119,180,0.2)",
+        name=f"{level} interval",
+        customdata=frame[["updates_low", "updates_high"]].astype(str),
+        hovertemplate="interval %{customdata[0]} to %{customdata[1]}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=frame.at_step,
+        y=frame.updates,
+        mode="lines+markers",
+        name="forecast (median)",
+        line={"color": "#1f77b4"},
+    )
     if point is not None and point.transition:
-        fig.add_hrect(y0=point.updates_low, y1=point.updates_high, fillcolor="orange",
-                      opacity=0.15, line_width=0)  # fmt: skip
-        fig.add_hline(y=point.updates, line={"color": "orange"},
-                      annotation_text=f"measured ~{point.updates:,.0f} updates")  # fmt: skip
-    fig.update_yaxes(type="log", range=[math.log10(low), math.log10(high)],
-                     title_text="predicted emergence (updates)")  # fmt: skip
+        fig.add_hrect(
+            y0=point.updates_low,
+            y1=point.updates_high,
+            fillcolor="orange",
+            opacity=0.15,
+            line_width=0,
+        )
+        fig.add_hline(
+            y=point.updates,
+            line={"color": "orange"},
+            annotation_text=f"measured ~{point.updates:,.0f} updates",
+        )
+    fig.update_yaxes(
+        type="log",
+        range=[math.log10(low), math.log10(high)],
+        title_text="predicted emergence (updates)",
+    )
     fig.update_xaxes(title_text="forecast made after (updates)")
     fig.update_layout(title=title or "emergence forecast over the run", template="plotly_white")
     return fig
@@ -83,29 +109,53 @@ def forecast_range(frame: pd.DataFrame, point: EmergencePoint | None = None) -> 
 
 
 def llc_figure(
-    traj, table: pd.DataFrame | None = None, stage: EmergencePoint | None = None,
+    traj,
+    table: pd.DataFrame | None = None,
+    stage: EmergencePoint | None = None,
     point: EmergencePoint | None = None,
-) -> go.Figure:  # fmt: skip
+) -> go.Figure:
     """LLC per checkpoint (mean and per-chain spread) beside max prefix matching, with the
     LLC's change point and the PS emergence point; below, every chain's SGLD loss trace."""
-    fig = make_subplots(rows=2, cols=1, specs=[[{"secondary_y": True}], [{}]],
-                        row_heights=[0.65, 0.35], vertical_spacing=0.12,
-                        subplot_titles=("LLC and max prefix matching",
-                                        "SGLD loss traces (diagnostic)"))  # fmt: skip
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        specs=[[{"secondary_y": True}], [{}]],
+        row_heights=[0.65, 0.35],
+        vertical_spacing=0.12,
+        subplot_titles=("LLC and max prefix matching", "SGLD loss traces (diagnostic)"),
+    )
     frame = traj.frame
-    fig.add_scatter(x=frame.step, y=frame.llc_mean, name="LLC",
-                    error_y={"type": "data", "array": frame.llc_std}, row=1, col=1)  # fmt: skip
+    fig.add_scatter(
+        x=frame.step,
+        y=frame.llc_mean,
+        name="LLC",
+        error_y={"type": "data", "array": frame.llc_std},
+        row=1,
+        col=1,
+    )
     if table is not None:
         ps = curve(table, "prefix_matching", "max")
-        fig.add_scatter(x=ps.step, y=ps.value, name="max PS", line={"color": "grey"},
-                        row=1, col=1, secondary_y=True)  # fmt: skip
+        fig.add_scatter(
+            x=ps.step,
+            y=ps.value,
+            name="max PS",
+            line={"color": "grey"},
+            row=1,
+            col=1,
+            secondary_y=True,
+        )
     for marked, color, label in (
         (stage, "purple", "LLC change"),
         (point, "orange", "PS emergence"),
     ):
         if marked is not None and marked.transition:
-            fig.add_vline(x=marked.updates, line={"color": color, "dash": "dash"}, row=1, col=1,
-                          annotation_text=f"{label} ~{marked.updates:,.0f}")  # fmt: skip
+            fig.add_vline(
+                x=marked.updates,
+                line={"color": color, "dash": "dash"},
+                row=1,
+                col=1,
+                annotation_text=f"{label} ~{marked.updates:,.0f}",
+            )
     for (step, chain), trace in traj.traces.groupby(["step", "chain"]):
         fig.add_scatter(x=trace.draw, y=trace.loss, mode="lines", showlegend=False,
                         line={"width": 1}, opacity=0.6, name=f"step {step} chain {chain}",
