@@ -19,11 +19,18 @@ def register(subparsers) -> None:
         "tokenize both, print the manifest",
     )
     build.add_argument("--out", help="corpus directory (default: <IHPROBE_CACHE>/corpora/docs)")
-    build.add_argument("--sources", default="vim,python,perl,git",
-                       help="comma-separated sources: vim (vim-runtime), python (python3.11-doc), "
-                       "perl (perl-doc), git (git-doc)")  # fmt: skip
-    build.add_argument("--vocab-size", type=positive_int, default=512,
-                       help="BPE ids, trained on train/ (held-out text uses it too)")  # fmt: skip
+    build.add_argument(
+        "--sources",
+        default="vim,python,perl,git",
+        help="comma-separated sources: vim (vim-runtime), python (python3.11-doc), "
+        "perl (perl-doc), git (git-doc)",
+    )
+    build.add_argument(
+        "--vocab-size",
+        type=positive_int,
+        default=512,
+        help="BPE ids, trained on train/ (held-out text uses it too)",
+    )
     build.add_argument("--json", action="store_true", help="print the manifest as JSON")
     p.set_defaults(func=run)
 
