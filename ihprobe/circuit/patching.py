@@ -85,9 +85,10 @@ def patch(
 
         def patched(index, store) -> list[Hook]:
             spec, base = groups[index // rows], index % rows
-            return [(hook_name("z", layer),
-                     _patch_group_z(clean_run[("z", layer)], spec, base, layer))
-                    for layer in range(cfg.n_layers)]  # fmt: skip
+            return [
+                (hook_name("z", layer), _patch_group_z(clean_run[("z", layer)], spec, base, layer))
+                for layer in range(cfg.n_layers)
+            ]
 
         found = _run(model, pair.corrupted, pair, metric, patched, groups=len(groups))
     values = found["metric"].view(len(groups), rows).mean(1)
@@ -155,8 +156,9 @@ def path_patch(
 
         patched = float(_run(model, pair.corrupted, pair, metric, put)["metric"].mean())
     clean_value, corrupted_value = (float(r["metric"].mean()) for r in (clean_run, corrupted_run))
-    return PathPatchResult(sender, receivers, receiver_input, clean_value, corrupted_value, patched,
-                           provenance(model))  # fmt: skip
+    return PathPatchResult(
+        sender, receivers, receiver_input, clean_value, corrupted_value, patched, provenance(model)
+    )
 
 
 def attribution_patch(
@@ -275,8 +277,9 @@ def _keep_z(n_layers: int) -> Callable:
 
         return hook
 
-    return lambda index, store: [(hook_name("z", layer), keep(layer, store))
-                                 for layer in range(n_layers)]  # fmt: skip
+    return lambda index, store: [
+        (hook_name("z", layer), keep(layer, store)) for layer in range(n_layers)
+    ]
 
 
 def _leaf(leaves: dict, layer: int) -> Callable:
@@ -325,8 +328,10 @@ def _put_inputs(model, receivers, receiver_input: str, received: dict, index) ->
 
         return hook
 
-    return [(hook_name(receiver_input, layer), put(layer, sorted(set(heads))))
-            for layer, heads in by_layer.items()]  # fmt: skip
+    return [
+        (hook_name(receiver_input, layer), put(layer, sorted(set(heads))))
+        for layer, heads in by_layer.items()
+    ]
 
 
 # ----------------------------------------------------------------------------- helpers
