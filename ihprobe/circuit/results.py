@@ -91,8 +91,12 @@ class PathPatchResult(CarriesProvenance):
         """The long table, one block per (receiver, sender) pair: ``path_patch`` (the patched
         metric), ``path_patch.fraction``, ``.clean`` and ``.corrupted`` at the receiver's
         ``layer, head``, with ``sender_layer, sender_head, input`` beside them."""
-        stats = {"": self.patched, ".fraction": self.fraction, ".clean": self.clean,
-                 ".corrupted": self.corrupted}  # fmt: skip
+        stats = {
+            "": self.patched,
+            ".fraction": self.fraction,
+            ".clean": self.clean,
+            ".corrupted": self.corrupted,
+        }
         rows = [
             (layer, head, f"path_patch{name}", value, s_layer, s_head)
             for layer, head in self.receivers
