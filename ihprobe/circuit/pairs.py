@@ -40,8 +40,10 @@ from ihprobe.probes import inputs
 CORRUPTIONS = ("second_half", "anchors")
 DEFAULT_ROWS = 20
 
-LogitMetric = Callable[[Float[torch.Tensor, "row query vocab"], Int[torch.Tensor, "row query"]],
-                  Float[torch.Tensor, " row"]]  # fmt: skip
+LogitMetric = Callable[
+    [Float[torch.Tensor, "row query vocab"], Int[torch.Tensor, "row query"]],
+    Float[torch.Tensor, " row"],
+]
 
 
 @dataclass
