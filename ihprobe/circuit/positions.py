@@ -90,8 +90,11 @@ def loss_by_position(
     for name in INPUTS:
         if name in found:
             losses = position_losses(model, found[name])
-            frames.append(pd.DataFrame({"input": name, "position": range(1, len(losses) + 1),
-                                        "loss": losses.tolist()}))  # fmt: skip
+            frames.append(
+                pd.DataFrame(
+                    {"input": name, "position": range(1, len(losses) + 1), "loss": losses.tolist()}
+                )
+            )
     frame = pd.concat(frames, ignore_index=True)
     checks.finite_result("loss_by_position", loss=frame["loss"].to_numpy())
     for column in ("tokens", "step", "revision", "model"):
