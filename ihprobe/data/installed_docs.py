@@ -141,8 +141,12 @@ def build_docs_corpus(
 
 
 def _copy_documents(out: Path, sources: list[str]) -> dict:
-    manifest = {"sources": {}, "splits": {s: {"files": 0, "bytes": 0} for s in SPLITS},
-                "held_out_percent": HELD_OUT_PERCENT, "tokens": {}}  # fmt: skip
+    manifest = {
+        "sources": {},
+        "splits": {s: {"files": 0, "bytes": 0} for s in SPLITS},
+        "held_out_percent": HELD_OUT_PERCENT,
+        "tokens": {},
+    }
     if out.exists():
         shutil.rmtree(out)
     with atomic_directory(out) as tmp:
