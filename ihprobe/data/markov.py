@@ -236,8 +236,9 @@ class MarkovProducer(Producer):
         self.blocks = StepBlocks(self, self._draw, self._generate)
         if o.repetition is not None:
             self.measure_from = 0.5  # the layer's first half never repeats
-            self.layer = RepetitionLayer(self, self.process, self.target, o.repetition,
-                                         o.reliability)  # fmt: skip
+            self.layer = RepetitionLayer(
+                self, self.process, self.target, o.repetition, o.reliability
+            )
 
     def _transition(self) -> torch.Tensor:
         o = self.options
@@ -247,8 +248,12 @@ class MarkovProducer(Producer):
         spec = {k: every[k] for k in ("vocab_size", "marginal", "zipf_exponent", *FIT)}
 
         def build(directory):
-            log.info("fitting a %d x %d Markov matrix (%d Adam steps)", self.vocab_size,
-                     self.vocab_size, o.fit_steps)  # fmt: skip
+            log.info(
+                "fitting a %d x %d Markov matrix (%d Adam steps)",
+                self.vocab_size,
+                self.vocab_size,
+                o.fit_steps,
+            )
             t = fit_transition(self.target, **{arg: every[k] for k, arg in FIT.items()})
             np.save(directory / "transition.npy", t.numpy())
 
