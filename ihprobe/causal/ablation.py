@@ -219,14 +219,24 @@ def head_effects(
     keeps[1:].fill_diagonal_(0.0)  # group 1 + i ablates head i (layer-major)
     keeps = rearrange(keeps, "group (layer head) -> group layer head", layer=n_layers)
     probes = probes_for(
-        model, wanted, n=s["n"], batch=s["batch"], seed=s["seed"], bos=s["bos"], text=s["text"],
-        rows=s["text_rows"], tasks=s["tasks"],
-    )  # fmt: skip
+        model,
+        wanted,
+        n=s["n"],
+        batch=s["batch"],
+        seed=s["seed"],
+        bos=s["bos"],
+        text=s["text"],
+        rows=s["text_rows"],
+        tasks=s["tasks"],
+    )
     values = evaluate(
         model, probes, keeps, wanted, mode=mode, reference=s["reference"], seed=s["seed"]
     )
-    settings = {"mode": mode, **{k: s[k] for k in ("seed", "n", "batch", "bos")},
-                "probes": {p.name: list(p.tokens.shape) for p in probes}}  # fmt: skip
+    settings = {
+        "mode": mode,
+        **{k: s[k] for k in ("seed", "n", "batch", "bos")},
+        "probes": {p.name: list(p.tokens.shape) for p in probes},
+    }
     return HeadEffects(provenance(model), (n_layers, n_heads), values, settings)
 
 
@@ -259,8 +269,11 @@ def check_settings(
 def _scores(model, by, scores, **scan_kwargs) -> torch.Tensor:
     cfg = model.cfg
     if scores is not None:
-        return checks.matrix("scores", scores.detach().cpu() if torch.is_tensor(scores) else scores,
-                             (cfg.n_layers, cfg.n_heads))  # fmt: skip
+        return checks.matrix(
+            "scores",
+            scores.detach().cpu() if torch.is_tensor(scores) else scores,
+            (cfg.n_layers, cfg.n_heads),
+        )
     if by not in HEAD_METRICS:
         raise IhprobeError(f"unknown head score by={by!r}; choose one of {list(HEAD_METRICS)}.")
     return scan(model, metrics=[by], **scan_kwargs).head[by].detach().float().cpu()
