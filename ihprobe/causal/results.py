@@ -304,13 +304,20 @@ class HeadEffects(CarriesProvenance):
         for metric, values in self.values.items():
             change, relative = changes(metric, values)
             v = values.double().cpu().numpy()
-            frames.append(pd.DataFrame({
-                "layer": np.repeat(np.arange(n_layers), n_heads),
-                "head": np.tile(np.arange(n_heads), n_layers),
-                "metric": metric, "clean": v[0], "ablated": v[1:], "change": change[1:],
-                "relative_change": relative[1:],
-                "harm": metric_of(metric).harm_sign * change[1:] + 0.0,
-            }))  # fmt: skip
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "layer": np.repeat(np.arange(n_layers), n_heads),
+                        "head": np.tile(np.arange(n_heads), n_layers),
+                        "metric": metric,
+                        "clean": v[0],
+                        "ablated": v[1:],
+                        "change": change[1:],
+                        "relative_change": relative[1:],
+                        "harm": metric_of(metric).harm_sign * change[1:] + 0.0,
+                    }
+                )
+            )
         frame = pd.concat(frames, ignore_index=True)
         p = self.provenance
         frame.insert(0, "model", p.model)
@@ -326,8 +333,12 @@ class HeadEffects(CarriesProvenance):
         heads = tidy[["layer", "head"]].assign(
             metric=tidy.metric + ".head_change", value=tidy.change
         )
-        clean = pd.DataFrame({
-            "layer": None, "head": None, "metric": [f"{m}.clean" for m in self.values],
-            "value": [float(v[0]) for v in self.values.values()],
-        })  # fmt: skip
+        clean = pd.DataFrame(
+            {
+                "layer": None,
+                "head": None,
+                "metric": [f"{m}.clean" for m in self.values],
+                "value": [float(v[0]) for v in self.values.values()],
+            }
+        )
         return with_provenance(pd.concat([heads, clean], ignore_index=True), self.provenance)
