@@ -303,8 +303,11 @@ def _state_for(targets: dict[str, torch.Tensor], path: Path, config, dtype: torc
 def _check_same_config(model: TransformerBridge, path: Path, config) -> None:
     """Raise unless ``config`` describes the same architecture as ``model``'s."""
     current, wanted = model.original_model.config.to_dict(), config.to_dict()
-    differ = sorted(k for k in set(current) | set(wanted)
-                    if k not in CONFIG_NAMES and current.get(k) != wanted.get(k))  # fmt: skip
+    differ = sorted(
+        k
+        for k in set(current) | set(wanted)
+        if k not in CONFIG_NAMES and current.get(k) != wanted.get(k)
+    )
     if differ:
         raise IhprobeError(
             f"{path} has another architecture than the loaded model (config differs in "
