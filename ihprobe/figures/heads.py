@@ -21,7 +21,9 @@ from ihprobe.probes.scores import HeadScores
 
 # head metrics whose values are attention weights: bounded to [0, 1]
 BOUNDED = frozenset({"prefix_matching", "prefix_matching_sd", "previous_token",
-                     "duplicate_token", "forward_induction", "anti_induction"})  # fmt: skip
+                     "duplicate_token", "forward_induction_fixed", "forward_induction_varied",
+                     "anti_induction", "backward_duplicate",
+                     "backward_previous_token"})  # fmt: skip
 # differences of two bounded scores (a composition score minus its random baseline): a
 # diverging scale fixed at -1..1, so that noise around the baseline stays pale
 UNIT_SIGNED = frozenset({"k_composition"})
