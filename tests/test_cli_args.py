@@ -249,6 +249,7 @@ def tiny_run(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow  # a fresh Python process holds the lock: seconds
 def test_a_running_train_holds_its_run_directory(tmp_path, capsys):
     run = tmp_path / "run"
     hold = "import sys, time; from ihprobe.io.runs import RunDir; "
