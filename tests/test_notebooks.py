@@ -4,11 +4,13 @@ again top to bottom any number of times, in any order, on the demo's run."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from ihprobe.figures.heads import DEFAULT_WIDTH, TITLE_CHAR_PX
 from notebooks.execute import execute
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +46,24 @@ def test_committed_executed_with_static_figures(path):
     assert figures, f"{path.name} shows no figure"
     for figure in figures:  # GitHub and a reader without a kernel see the PNG
         assert figure["data"].get("image/png"), f"{path.name}: a figure without a static image"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_outputs_fit_the_page(path):
+    """No PNG title runs past its figure's width, and no table hides columns behind pandas'
+    "..." (a wide table is shown transposed)."""
+    book = nbformat.read(path, as_version=4)
+    for output in outputs(book):
+        data = output.get("data", {})
+        if PLOTLY in data:
+            layout = data[PLOTLY]["layout"]
+            title = re.sub(r"<sub>.*?</sub>", "", (layout.get("title") or {}).get("text") or "")
+            width = layout.get("width") or DEFAULT_WIDTH
+            for line in title.split("<br>"):
+                assert len(line) * TITLE_CHAR_PX <= width - 60, f"{path.name}: {line!r} cut"
+        table = "".join(data.get("text/html", ""))
+        if "<table" in table:
+            assert ">...</th>" not in table, f"{path.name}: a table hides columns"
 
 
 @pytest.mark.slow
