@@ -91,6 +91,7 @@ def test_bad_flags_fail_in_one_line_before_loading(tmp_path, capsys, flags, mess
 @pytest.mark.slow
 def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeypatch, cache_dir):
     from ihprobe.dynamics import ablation_series
+    from ihprobe.io.provenance import csv_table
 
     out = tmp_path / "over"
     argv = ["ablate", str(run_dir), "--out", str(out), "--over-training", "--scope", "global",
@@ -113,7 +114,8 @@ def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeyp
     again = ihprobe.ablation_trajectory(
         run_dir, scope="global", top=1, random=3, batch=4, metrics=["induction_loss"]
     )
-    assert len(again) == len(frame) and set(again.metric) == set(frame.metric)
+    tidy = csv_table(again)  # the CSV's tidy shape of the same table
+    assert len(again) == len(frame) and set(tidy.metric) == set(frame.metric)
 
 
 def test_cli_choices_are_the_librarys():

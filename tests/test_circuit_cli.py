@@ -92,7 +92,10 @@ def test_patch_cli_writes_tables_and_a_report_that_opens_offline(checkpoint, tmp
     "argv, message",
     [
         (["patch", "{ckpt}", "--sender", "one"], "--sender takes LAYER.HEAD"),
-        (["patch", "{ckpt}", "--sender", "0.9", "--receiver", "1.0"], "does not exist"),
+        (
+            ["patch", "{ckpt}", "--sender", "0.9", "--receiver", "1.0"],
+            "sender head must be an integer from 0 to 3",
+        ),
         (["patch", "{ckpt}", "--sender", "1.0", "--receiver", "1.1"], "earlier layer"),
         (["composition", "{missing}"], "{missing}"),
     ],

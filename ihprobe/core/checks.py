@@ -347,8 +347,9 @@ def keywords(caller: str, passed: dict, target, **values) -> None:
     ...
     ihprobe.core.errors.IhprobeError: batch must be an integer from 1 to 9223372036854775807 (got 0).
     """  # noqa: E501
-    accepted = inspect.signature(target).parameters
-    unknown = sorted(set(passed) - set(accepted))
+    accepted = inspect.signature(inspect.unwrap(target)).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+    unknown = [] if takes_any else sorted(set(passed) - set(accepted))
     if unknown:
         raise IhprobeError(
             f"{caller} got unknown keyword(s) {', '.join(unknown)}; it passes on only "

@@ -96,4 +96,6 @@ class _Ablator:
         if self.effects:
             kwargs = {k: v for k, v in self.ablate_kwargs.items() if k in EFFECT_SETTINGS}
             parts.append(head_effects(self.model, **kwargs).to_long())
-        return pd.concat(parts, ignore_index=True)[ROW_COLUMNS]
+        frame = pd.concat(parts, ignore_index=True)[ROW_COLUMNS]
+        # both parts report the clean value of the same rows ({metric}.clean): keep it once
+        return frame.drop_duplicates(["layer", "head", "metric"], ignore_index=True)
