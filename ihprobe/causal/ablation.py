@@ -141,6 +141,8 @@ def ablate(
                    baseline=baseline)  # fmt: skip
     wanted = metrics_for(model, metrics)
     scores = _scores(model, by, scores, n=n, batch=batch, seed=seed, bos=bos)
+    if match is not None:
+        match = _scores(model, by, match, name="match")
     chosen = top_set(scores, top=top, scope=scope)
     draws = baseline_sets(scores, chosen, baseline=baseline, random=random, seed=seed, match=match)
     keeps = torch.stack([keep_mask(model, heads) for heads in [[], chosen, *draws.draws]])
@@ -266,11 +268,11 @@ def check_settings(
             raise IhprobeError(f"metrics is empty; choose some of {list(METRICS)}.")
 
 
-def _scores(model, by, scores, **scan_kwargs) -> torch.Tensor:
+def _scores(model, by, scores, name: str = "scores", **scan_kwargs) -> torch.Tensor:
     cfg = model.cfg
     if scores is not None:
         return checks.matrix(
-            "scores",
+            name,
             scores.detach().cpu() if torch.is_tensor(scores) else scores,
             (cfg.n_layers, cfg.n_heads),
         )
