@@ -78,6 +78,8 @@ def clip(text: str) -> float | None:
 
 
 def register(subparsers) -> None:
+    """The ``train`` parser: one ``add_argument`` per TrainConfig field, a flat table of options
+    (over 60 lines because there are that many options)."""
     p = subparsers.add_parser(
         "train",
         help="train a small model from scratch, writing HF checkpoints on a token schedule",

@@ -199,12 +199,13 @@ def _as_points(points) -> pd.DataFrame:
 
 
 def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit:
-    """Refit ``U = T / (B^b C^c)`` to measured emergence points.
+    """Refit ``U = T / (B^b C^c)`` to measured emergence points. (Over 60 lines: half of it is
+    this docstring and the one-line messages for each kind of bad input.)
 
     Args:
         points: ``(batch_size, context, updates)`` tuples, dicts with those keys,
-            :class:`~ihprobe.emergence.EmergencePoint` objects (runs without a transition are
-            skipped with a warning), or a DataFrame with those columns.
+            :class:`~ihprobe.dynamics.changepoint.EmergencePoint` objects (runs without a
+            transition are skipped with a warning), or a DataFrame with those columns.
         b, c: fix an exponent instead of fitting it (needed when all runs share one B or C).
 
     Example:
