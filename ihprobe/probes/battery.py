@@ -94,6 +94,7 @@ def scan(
     chunk: int | None = DEFAULT_CHUNK,
 ) -> HeadScores:
     """Score every head and the model on the probe inputs: head scores and model-level scores.
+    (Over 60 lines: the docstring documents every metric family and argument.)
 
     Args:
         model: a hooked model from :func:`ihprobe.load` (any TransformerLens model with the

@@ -182,6 +182,7 @@ def varied_snippets(
 ) -> tuple[Int[torch.Tensor, "batch pos"], Int[torch.Tensor, " batch"]]:
     """Snippets whose ``|S|`` is drawn per row, uniformly in ``lengths`` (inclusive), so no one
     offset fits every row: ``[S, SEP, copy]``, then padding (the row's SEP) to the longest row.
+    (Over 60 lines: most of it is this docstring.)
 
     ``copy`` is ``S`` (forward), ``reverse(S)`` (backward) or a random permutation of ``S``
     (shuffled, the control). The same ``seed`` draws the same ``S`` and lengths whatever
