@@ -131,8 +131,32 @@ def report() -> None:
         "",
         *markdown(frame),
         "",
+        "Wall times were measured on the 2-core machine while up to 8 other processes shared it "
+        "(load average 4-16), so they are upper bounds for one idle core.",
+        "",
+        "## The live probes, run by run",
+        "",
+        "Max prefix matching (AR accuracy) at each live probe, by training tokens in millions.",
+        "",
+        *curves(),
     ]
     (HERE / "RESULTS_papers_natural.md").write_text("\n".join(lines))
+
+
+def curves() -> list[str]:
+    """One line per run with probe records: ``tokens_M: PS (AR)`` at every live probe."""
+    lines = []
+    for pilot in PILOTS:
+        for seed in seeds_of(pilot):
+            records = probe_records(RUNS / pilot / f"seed{seed}")
+            if records:
+                points = ", ".join(
+                    f"{r['tokens'] / 1e6:.1f}: {r['max_prefix_matching']:.3f} "
+                    f"({r['ar_accuracy']:.3f})"
+                    for r in records
+                )
+                lines += [f"- `{pilot}` seed {seed}: {points}", ""]
+    return lines
 
 
 def corpus_tokens() -> str:
