@@ -315,3 +315,14 @@ def test_fuzz_public_api(model, data):
     value = data.draw(bad_values(slot), label="value")
     with mock.patch.object(memory, "available_bytes", lambda: MEMORY_CAP):
         refused(slot, model, value)
+
+
+@pytest.mark.parametrize(
+    "fields, name",
+    [({"step": "a"}, "step"), ({"step": -1}, "step"), ({"tokens": 1.5}, "tokens"),
+     ({"revision": 3}, "revision"), ({"source": ""}, "source")],
+)  # fmt: skip
+def test_a_checkpoint_with_a_bad_field_is_one_line(fields, name):
+    with pytest.raises(IhprobeError, match=f"^{name} must be"):
+        ihprobe.Checkpoint(**{"source": "runs/x", **fields})
+    assert ihprobe.Checkpoint("runs/x", step=3, tokens=0).step == 3

@@ -358,6 +358,16 @@ def keywords(caller: str, passed: dict, target, **values) -> None:
     arguments(**{k: v for k, v in passed.items() if k in RULES}, **values)
 
 
+def checkpoint_fields(ckpt) -> None:
+    """A :class:`~ihprobe.io.runs.Checkpoint`'s fields: a source, a string revision or None,
+    and step and tokens as counts from 0 or None."""
+    source(ckpt.source)
+    if ckpt.revision is not None:
+        text("revision", ckpt.revision)
+    for name in ("step", "tokens"):
+        optional_count(name, getattr(ckpt, name), low=0)
+
+
 def source(value, name: str = "source") -> str | os.PathLike:
     """A checkpoint, run directory or hub id: a non-empty string or path."""
     if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
