@@ -108,3 +108,12 @@ def test_bad_input_exits_2_with_one_line(checkpoint, tmp_path, capsys, argv, mes
     assert len(err.splitlines()) == 1 and message.format(**names) in err
     assert "Traceback" not in err
     assert json.dumps(err)  # printable
+
+
+def test_patch_cli_choices_are_the_librarys():
+    from ihprobe.circuit.patching import PER
+    from ihprobe.cli import build_parser
+
+    patch = build_parser()._subparsers._group_actions[0].choices["patch"]
+    per = next(a for a in patch._actions if "--per" in a.option_strings)
+    assert tuple(per.choices) == PER  # the CLI keeps its copy torch-free; this keeps it true
