@@ -8,6 +8,7 @@ of its module's own, so no test reads or fills the user's cache.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from pathlib import Path
@@ -16,6 +17,8 @@ import pytest
 import torch
 
 from ihprobe.core.standin import id_tokenizer
+from ihprobe.dynamics import trajectories
+from ihprobe.io.models import provenance
 from tests.helpers import (
     ARCHS,
     VOCAB,
@@ -92,3 +95,18 @@ def two_layer_checkpoint(tmp_path_factory) -> Path:
     them on one worker and trains the model once."""
     directory = tmp_path_factory.mktemp("two-layer-trained")
     return save_checkpoint(train_two_layer(), directory, id_tokenizer(VOCAB))
+
+
+@pytest.fixture()
+def counted(monkeypatch) -> list:
+    """The steps of the checkpoints ``ihprobe.trajectory`` scans (not served from its cache)."""
+    calls = []
+    real = trajectories.scan
+
+    @functools.wraps(real)  # keeps scan's signature, which trajectory checks keywords against
+    def scan(model, *args, **kwargs):
+        calls.append(provenance(model).step)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(trajectories, "scan", scan)
+    return calls

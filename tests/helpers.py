@@ -88,6 +88,18 @@ def save_checkpoint(model, directory: Path, tokenizer=None) -> Path:
     return directory
 
 
+def run_checkpoint(run: Path, step: int, seed: int, tokenizer) -> Path:
+    """One small random checkpoint of the run ``tiny-run`` (64 tokens per update) at ``step``."""
+    directory = save_checkpoint(
+        tiny_hf_model("gpt-neox", seed=seed, d_model=32, context=32),
+        run / "checkpoints" / f"step-{step:06d}",
+        tokenizer,
+    )
+    meta = {"step": step, "tokens": step * 64, "run": "tiny-run", "batch_size": 2, "context": 32}
+    (directory / "ihprobe.json").write_text(json.dumps(meta))
+    return directory
+
+
 def fake_run(root: Path, steps) -> Path:
     """A run directory as ``ihprobe train`` leaves it, with a random checkpoint per step."""
     for i, step in enumerate(steps):

@@ -3,7 +3,6 @@ entry that fails, however it was edited, is removed and computed again."""
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 
@@ -14,11 +13,10 @@ import ihprobe
 from ihprobe.core import cache
 from ihprobe.data import make_producer
 from ihprobe.data import markov as markov_module
-from ihprobe.dynamics import trajectories
 from ihprobe.dynamics.llc import _checked_result
 from ihprobe.dynamics.trajectories import checked_rows
 from ihprobe.io.hub_cache import RevisionIndex
-from tests.helpers import save_checkpoint, tiny_hf_model
+from tests.helpers import run_checkpoint
 
 GOOD = [[0, 0, "m", 0.5], [0, 1, "m", 0.25], [1, 0, "m", 0.0], [1, 1, "m", 1.0]]
 GOOD_MODEL_ROW = [None, None, "loss", 2.0]
@@ -119,28 +117,8 @@ def test_root_follows_the_environment(tmp_path, monkeypatch):
 def run(tmp_path, tokenizer):
     run = tmp_path / "run"
     for step, seed in ((0, 0), (10, 1)):
-        directory = save_checkpoint(
-            tiny_hf_model("gpt-neox", seed=seed, d_model=32, context=32),
-            run / "checkpoints" / f"step-{step:06d}",
-            tokenizer,
-        )
-        meta = {"step": step, "tokens": step * 64, "run": "tiny", "batch_size": 2, "context": 32}
-        (directory / "ihprobe.json").write_text(json.dumps(meta))
+        run_checkpoint(run, step, seed, tokenizer)
     return run
-
-
-@pytest.fixture()
-def counted(monkeypatch):
-    calls = []
-    real = trajectories.scan
-
-    @functools.wraps(real)  # keeps scan's signature, which trajectory checks keywords against
-    def scan(model, *args, **kwargs):
-        calls.append(ihprobe.io.models.provenance(model).step)
-        return real(model, *args, **kwargs)
-
-    monkeypatch.setattr(trajectories, "scan", scan)
-    return calls
 
 
 SCAN = {"n": 8, "batch": 4, "seed": 3}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 
@@ -10,44 +9,18 @@ import pandas as pd
 import pytest
 
 import ihprobe
-from ihprobe.dynamics import trajectories
-from tests.helpers import save_checkpoint, tiny_hf_model
+from tests.helpers import run_checkpoint
 
 SCAN = {"n": 8, "batch": 4, "seed": 3}
 METRICS = ["prefix_matching", "ar_accuracy"]
-
-
-def _checkpoint(run, step, seed, tokenizer):
-    directory = save_checkpoint(
-        tiny_hf_model("gpt-neox", seed=seed, d_model=32, context=32),
-        run / "checkpoints" / f"step-{step:06d}",
-        tokenizer,
-    )
-    meta = {"step": step, "tokens": step * 64, "run": "tiny-run", "batch_size": 2, "context": 32}
-    (directory / "ihprobe.json").write_text(json.dumps(meta))
-    return directory
 
 
 @pytest.fixture()
 def run(tmp_path, tokenizer):
     run = tmp_path / "run"
     for step, seed in ((0, 0), (40, 2), (10, 1)):
-        _checkpoint(run, step, seed, tokenizer)
+        run_checkpoint(run, step, seed, tokenizer)
     return run
-
-
-@pytest.fixture()
-def counted(monkeypatch):
-    calls = []
-    real = trajectories.scan
-
-    @functools.wraps(real)  # keeps scan's signature, which trajectory checks keywords against
-    def scan(model, *args, **kwargs):
-        calls.append(ihprobe.io.models.provenance(model).step)
-        return real(model, *args, **kwargs)
-
-    monkeypatch.setattr(trajectories, "scan", scan)
-    return calls
 
 
 def test_table_is_ordered_and_matches_direct_scans(run, tmp_path, counted):
@@ -70,7 +43,7 @@ def test_cache_scans_only_new_checkpoints_and_flags_duplicates(run, tmp_path, co
     cache = tmp_path / "cache"
     first = ihprobe.trajectory(run, METRICS, cache=cache, **SCAN)
     assert sorted(counted) == [0, 10, 40]
-    _checkpoint(run, 80, 3, tokenizer)  # training went on
+    run_checkpoint(run, 80, 3, tokenizer)  # training went on
     shutil.copytree(run / "checkpoints" / "step-000010", run / "checkpoints" / "step-000020")
     meta = run / "checkpoints" / "step-000020" / "ihprobe.json"
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "step": 20, "tokens": 1280}))
