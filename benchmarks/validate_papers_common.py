@@ -9,12 +9,14 @@ Statistics and verdict rules live in ``verdicts.py``, shared by every validation
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
 import shutil
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -78,6 +80,25 @@ def write_result(run_dir: Path, result: dict) -> None:
     tmp = run_dir / (RESULT + ".tmp")
     tmp.write_text(json.dumps(result, indent=1, default=float))
     tmp.replace(run_dir / RESULT)  # atomic: a kill leaves the old file or the new one
+
+
+def saved_results(csv: Path, key: tuple[str, ...] = ("cell", "seed")) -> dict[tuple, dict]:
+    """The done rows of a results CSV by ``key``: the record of runs whose folders are gone
+    (``runs/`` is not committed), so a new seed adds to the table instead of replacing it."""
+    if not csv.is_file():
+        return {}
+    frame = pd.read_csv(csv)
+    frame = frame[frame.status == "done"]
+    return {tuple(row[k] for k in key): row for row in frame.to_dict("records")}
+
+
+@contextmanager
+def report_lock(csv: Path):
+    """Hold an exclusive lock beside a results CSV while it is read and rewritten, so two
+    processes that finish together do not interleave their reports."""
+    with open(csv.with_suffix(".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def markdown(frame: pd.DataFrame) -> list[str]:

@@ -77,6 +77,8 @@ from validate_papers_common import (
     ROOT,
     read_result,
     report_header,
+    report_lock,
+    saved_results,
     status_row,
     train_or_reuse,
     write_result,
@@ -276,7 +278,11 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
 
 
 def extended(out: str, name: str) -> bool:
-    """A cell is shown from its reruns once every seed with a first run has one."""
+    """A cell is shown from its reruns once every seed with a first run has one (in its run
+    folders, or in the results CSV where the folders are gone)."""
+    saved = [r for (cell, _), r in saved_results(OUT_CSV).items() if cell == name]
+    if any(r.get("budget_factor", 1) == EXTEND for r in saved):
+        return True
     first = [s for s in SEEDS if read_result(run_dir(out, name, s))]
     return bool(first) and all(read_result(run_dir(out, name, s, EXTEND)) for s in first)
 
@@ -291,24 +297,20 @@ def first_run(result: dict | None) -> str | None:
 
 
 def collect(args) -> pd.DataFrame:
-    """One row per cell and seed, status done / pending; ``args.from_csv``: the done rows of
-    ``RESULTS_papers_law.csv`` instead of the run folders."""
+    """One row per cell and seed, status done / pending: a run folder's result, else the done
+    row of ``RESULTS_papers_law.csv`` (``args.from_csv``: the CSV alone)."""
     from_csv = getattr(args, "from_csv", False)
-    if from_csv:
-        saved = pd.read_csv(OUT_CSV)
-        saved = saved[saved.status == "done"].set_index(["cell", "seed"])
+    saved = saved_results(OUT_CSV)
     rows = []
     for name, cell in cells().items():
         factor = EXTEND if not from_csv and extended(args.out, name) else 1
         for seed in SEEDS:
             shape = {"cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"],
                      "C": cell["C"]}  # fmt: skip
-            if from_csv:
-                result = saved.loc[(name, seed)].to_dict() if (name, seed) in saved.index else None
-            else:
-                result = read_result(run_dir(args.out, name, seed, factor))
-                if result and factor > 1:
-                    result["first_run"] = first_run(read_result(run_dir(args.out, name, seed)))
+            result = None if from_csv else read_result(run_dir(args.out, name, seed, factor))
+            if result and factor > 1:
+                result["first_run"] = first_run(read_result(run_dir(args.out, name, seed)))
+            result = result or saved.get((name, seed))
             rows.append(status_row(shape, result))
     return tidy(pd.DataFrame(rows))
 
@@ -335,8 +337,13 @@ TITLE = "[A]'s emergence law on semi-natural data, with seeds (issues 15 and 24)
 
 
 def report(args) -> None:
-    frame = collect(args)
-    frame.to_csv(OUT_CSV, index=False)
+    with report_lock(OUT_CSV):
+        frame = collect(args)
+        frame.to_csv(OUT_CSV, index=False)
+        write_report(frame, args)
+
+
+def write_report(frame: pd.DataFrame, args) -> None:
     lines = [
         *report_header(TITLE, "validate_papers_law.py", "--cell CELL --seed SEED", frame),
         "Settings: GPT-NeoX, 4 heads, d_model 64 and 2 layers unless the cell says otherwise; "
