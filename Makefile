@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.ihprobe-installed
 
-.PHONY: demo test test-fast bench corpus hooks lint clean
+.PHONY: demo test test-fast bench corpus reference hooks lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,14 @@ corpus: $(STAMP)
 	dpkg-query -W $(DOC_PACKAGES) >/dev/null 2>&1 || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DOC_PACKAGES))
 	$(BIN)/ihprobe corpus build
+
+# The natural-text reference (reference/natural-docs/README.md): seed 0 of the pilot d128-lr3e-3
+# trained on the corpus (about 2 core-hours; resumed after a kill, reused once finished), then its
+# final checkpoint, live probes and recipe exported into the committed folder.
+REFERENCE ?= reference/natural-docs
+reference: corpus
+	nice -n 10 $(BIN)/python benchmarks/validate_papers_natural.py --pilot d128-lr3e-3 --seed 0 \
+	  --export $(REFERENCE)
 
 demo: $(STAMP)
 	$(BIN)/ihprobe demo --out runs/demo

@@ -17,6 +17,11 @@ Run from the repository root::
     nice -n 10 .venv/bin/python benchmarks/validate_papers_natural.py --list
     nice -n 10 .venv/bin/python benchmarks/validate_papers_natural.py --pilot d128-lr3e-3 --seed 0
     .venv/bin/python benchmarks/validate_papers_natural.py --report
+
+``--export DIR`` (with ``--pilot`` and ``--seed``) copies a finished seed's final checkpoint,
+its ``probes.jsonl`` and ``recipe.json`` (its config and what was measured, with this machine's
+paths spelled portably) into ``DIR`` and writes a model card there; ``make reference`` trains
+the reference run (seed 0 of ``d128-lr3e-3``) and exports it to ``reference/natural-docs``.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import torch
+from natural_reference import export
 from validate_papers_common import ROOT, markdown, report_header, train_or_reuse
 
 from ihprobe.data.installed_docs import default_directory
@@ -111,8 +118,9 @@ def run_pilot(pilot: str, seed: int) -> None:
     config = config_of(pilot, seed)
     run, seconds, how = train_or_reuse(config)
     wall = run / "wall.json"
-    before = json.loads(wall.read_text())["seconds"] if wall.is_file() else 0.0
-    wall.write_text(json.dumps({"seconds": round(before + seconds, 1), "last": how}))
+    if how != "reused":  # a finished run is only read
+        before = json.loads(wall.read_text())["seconds"] if wall.is_file() else 0.0
+        wall.write_text(json.dumps({"seconds": round(before + seconds, 1), "last": how}))
     print(json.dumps(summary(pilot, seed)))
 
 
@@ -185,7 +193,12 @@ def main() -> None:
     parser.add_argument("--pilot", choices=sorted(PILOTS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", action="store_true", help="write RESULTS_papers_natural.md")
+    parser.add_argument("--export", type=Path, metavar="DIR",
+                        help="after --pilot: copy its finished seed's final checkpoint, probes "
+                             "and recipe into DIR, with a model card")  # fmt: skip
     args = parser.parse_args()
+    if args.export and not args.pilot:
+        sys.exit("--export needs --pilot NAME (and --seed S): the run to export.")
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if args.list:
         for name, p in PILOTS.items():
@@ -194,6 +207,9 @@ def main() -> None:
         started = time.time()
         run_pilot(args.pilot, args.seed)
         print(f"{time.time() - started:.0f} s")
+    if args.export:
+        export(RUNS / args.pilot / f"seed{args.seed}", args.export, pilot=args.pilot,
+               summary=summary(args.pilot, args.seed))  # fmt: skip
     if args.report:
         report()
 
