@@ -60,6 +60,7 @@ Run from the repository root (a killed run resumes; finished cells are reused)::
     nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --extend-censored
     nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --report   # tables only
     nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --report --from-csv
+    nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --halves  # papers_law_halves
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import papers_law_halves as halves
 from papers_law_report import report_lines
 from validate_papers_common import (
     ROOT,
@@ -354,6 +356,7 @@ def write_report(frame: pd.DataFrame, args) -> None:
         "`benchmarks/validate_papers_law.py`. Emergence = start of the steep segment of a "
         "3-segment fit of max prefix matching vs log tokens (probe n = 16, 50 rows).", "",
         *regime_lines(), *report_lines(frame, EXTEND, SIZE_AT),
+        *halves.section_lines(halves.read(), frame),
     ]  # fmt: skip
     OUT_MD.write_text("\n".join(lines))
     print(f"wrote {OUT_MD.name} and {OUT_CSV.name}")
@@ -374,6 +377,8 @@ def main() -> None:
         help=f"rerun every seed of each cell with a censored seed with {EXTEND}x its budget; "
         "once all are done they replace the cell's runs",
     )
+    parser.add_argument("--halves", action="store_true", help="refit finished run folders on "
+                        "interleaved halves and with n = C/2 probes, then the report")  # fmt: skip
     parser.add_argument("--steps", type=int, help="updates per run (default: the cell's budget)")
     parser.add_argument("--checkpoints", type=int, default=40, help="log-spaced (1.3x apart)")
     parser.add_argument("--d-model", type=int, default=64)
@@ -390,7 +395,10 @@ def main() -> None:
     if args.list:
         print(collect(args)[["cell", "seed", "grid", "B", "C", "status"]].to_string(index=False))
         return
-    if args.extend_censored:
+    if args.halves:
+        where = functools.partial(run_dir, args.out)
+        halves.update(halves.finished_runs(table, SEEDS, (1, EXTEND), where))
+    elif args.extend_censored:
         for name in censored_cells(args):
             for seed in args.seed or SEEDS:
                 if not args.cell or name in args.cell:

@@ -1,0 +1,321 @@
+"""Is a run's emergence point the fit's or the seed's, and does the probe's length move it?
+Two checks of the law grid that need no training (issue 24), run by
+``validate_papers_law.py --halves`` on every finished run folder, one results row per run in
+``RESULTS_papers_law_halves.csv`` (a rerun computes only runs it has no row for; rows of run
+folders that are gone stay):
+
+* **Interleaved halves.** The run's max-PS trajectory as the grid probed it (n = 16, 50 rows,
+  read back from its ``trajectory-cache``: nothing is probed again) is split into its even- and
+  odd-indexed checkpoints past step 0 (step 0 in both), and the emergence point is refitted on
+  each half with the grid's estimator (:func:`ihprobe.dynamics.changepoint.emergence`, 3
+  segments). Per run d = log10(U_even / U_odd). Over runs: the mean of d (a bias of the
+  interleaving, t-interval) and the estimator's SD on half a run's checkpoints, SD(d) / sqrt 2
+  (the halves' errors independent; an upper bound for the full run's), against the between-seed
+  SD of log10 U pooled over the same cells (placed runs of ``RESULTS_papers_law.csv``), as a
+  ratio of SDs with an F interval (df runs - 1 and the pooled df). Rule, declared before the
+  data: estimator noise is small next to seed noise when the ratio's whole 95% interval lies
+  below :data:`SMALL` (the fit's variance under a quarter of the seed-to-seed variance), not
+  small when it lies wholly above, otherwise inconclusive.
+* **Probe length n = C/2.** Runs with C >= 128 and the fixed-structure runs are probed again
+  with repeats of n = C/2 tokens instead of 16 (cached beside the grid's probe) and refitted:
+  per run log10(U at n = C/2 / U at n = 16), a t-interval over runs, judged against "within
+  1.5x either way".
+
+>>> verdict_of(Estimate(0.2, 0.1, 0.4, "F", 6, 5))
+'estimator noise is small next to seed noise'
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from validate_papers_common import markdown
+from verdicts import (
+    AGREES,
+    DISAGREES,
+    INCONCLUSIVE,
+    LEVEL,
+    MIN_SEEDS,
+    Estimate,
+    below,
+    judge,
+    same_ratio,
+    t_mean,
+)
+
+from ihprobe.dynamics.changepoint import EmergencePoint, emergence
+from ihprobe.dynamics.trajectories import trajectory
+from ihprobe.io.runs import run_meta, run_shape
+
+CSV = Path(__file__).resolve().parent / "RESULTS_papers_law_halves.csv"
+SCAN = {"n": 16, "batch": 50}  # the grid's probe (validate_papers_law.run_cell)
+SMALL = 0.5  # estimator SD / between-seed SD below this: "small next to seed noise"
+SAME = same_ratio(1.5)  # the probe's length "does not move" the point: within 1.5x either way
+KEY = ["cell", "seed", "budget_factor"]
+SAYS = {
+    AGREES: "estimator noise is small next to seed noise",
+    DISAGREES: "estimator noise is not small next to seed noise",
+    INCONCLUSIVE: "inconclusive at this scale",
+}
+
+
+def long_probe(grid: str, context: int) -> bool:
+    """Whether a run is probed again with n = C/2: C >= 128 or the fixed-structure grid."""
+    return context >= 128 or grid == "fixed-structure"
+
+
+# ----------------------------------------------------------------------------- per run
+
+
+def interleaved(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A run's trajectory table cut into its even- and odd-indexed checkpoints past step 0
+    (in training order); the step-0 rows go to both.
+
+    >>> t = pd.DataFrame({"step": [0, 1, 2, 4, 8], "value": 0.0})
+    >>> [half.step.tolist() for half in interleaved(t)]
+    [[0, 1, 4], [0, 2, 8]]
+    """
+    later = sorted(int(s) for s in table.step.unique() if s > 0)
+    zero = table.step == 0
+    return tuple(table[zero | table.step.isin(later[k::2])] for k in (0, 1))
+
+
+def _point(table: pd.DataFrame, B: int, C: int, steps: int, prefix: str) -> dict:
+    """An emergence point's row fields: ``{prefix}updates``, ``transition``, ``censored``."""
+    p: EmergencePoint = emergence(table, batch_size=B, context=C)
+    return {
+        f"{prefix}updates": p.updates if p.transition else None,
+        f"{prefix}transition": bool(p.transition),
+        f"{prefix}censored": bool(p.transition and p.updates_high >= steps),
+    }
+
+
+def run_row(run: Path, shape: dict, cache_name: str = "trajectory-cache") -> dict:
+    """One run's results row: the full fit, the two halves, and (where :func:`long_probe`)
+    the fit on n = C/2 probes. ``shape``: cell, seed, budget_factor, grid."""
+    started = time.perf_counter()
+    B, C = run_shape(run)
+    steps = int(run_meta(run)["steps"])
+    cache = run / cache_name
+    table = trajectory(run, ["prefix_matching"], cache=cache, progress=False, **SCAN)
+    even, odd = interleaved(table)
+    row = {**shape, "B": B, "C": C, "steps": steps, "checkpoints": int(table.step.nunique())}
+    row.update(_point(table, B, C, steps, ""))
+    row.update(_point(even, B, C, steps, "even_"))
+    row.update(_point(odd, B, C, steps, "odd_"))
+    row["n_long"] = C // 2 if long_probe(shape["grid"], C) else None
+    if row["n_long"]:
+        scan = {**SCAN, "n": row["n_long"]}
+        longer = trajectory(run, ["prefix_matching"], cache=cache, progress=False, **scan)
+        row.update(_point(longer, B, C, steps, "long_"))
+    row["seconds"] = round(time.perf_counter() - started, 1)
+    return row
+
+
+def finished_runs(cells: dict, seeds, factors, run_dir: Callable) -> list[tuple[Path, dict]]:
+    """(folder, shape) of every finished run: ``run_dir(cell, seed, factor)`` holds the grid's
+    ``result.json``."""
+    out = []
+    for name, cell in cells.items():
+        for seed in seeds:
+            for factor in factors:
+                folder = Path(run_dir(name, seed, factor))
+                if (folder / "result.json").is_file():
+                    shape = {"cell": name, "seed": seed, "budget_factor": factor,
+                             "grid": cell["grid"]}  # fmt: skip
+                    out.append((folder, shape))
+    return out
+
+
+def read(csv: Path = CSV) -> pd.DataFrame:
+    """The saved rows (an empty frame with the key columns when there are none)."""
+    return pd.read_csv(csv) if csv.is_file() else pd.DataFrame(columns=KEY)
+
+
+def update(runs: list[tuple[Path, dict]], csv: Path = CSV) -> pd.DataFrame:
+    """Rows for ``runs`` not yet in ``csv`` (or whose checkpoints changed), saved after each
+    run so a killed pass resumes; rows of runs not listed stay."""
+    frame = read(csv)
+    for folder, shape in runs:
+        key = tuple(shape[k] for k in KEY)
+        known = frame[(frame[KEY] == pd.Series(key, index=KEY)).all(axis=1)]
+        count = len({p.name for p in (folder / "checkpoints").glob("step-*")})
+        if len(known) and int(known.checkpoints.iloc[0]) == count:
+            continue
+        row = run_row(folder, shape)
+        frame = pd.concat([frame.drop(known.index), pd.DataFrame([row])], ignore_index=True)
+        frame = frame.sort_values(KEY, kind="stable").reset_index(drop=True)
+        tmp = csv.with_suffix(".tmp")
+        frame.to_csv(tmp, index=False)
+        tmp.replace(csv)
+    return frame
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def _flag(frame: pd.DataFrame, column: str) -> pd.Series:
+    return frame.get(column, pd.Series(False, index=frame.index)).fillna(False).astype(bool)
+
+
+def refitted(frame: pd.DataFrame) -> pd.DataFrame:
+    """Runs placed in full and with a transition in both halves, with ``d`` = log10(even/odd)."""
+    ok = _flag(frame, "transition") & ~_flag(frame, "censored")
+    ok &= _flag(frame, "even_transition") & _flag(frame, "odd_transition")
+    rows = frame[ok]
+    d = np.log10(rows.even_updates.astype(float) / rows.odd_updates.astype(float))
+    return rows.assign(d=d.to_numpy())
+
+
+def between_seeds(law: pd.DataFrame, cells) -> tuple[float, int]:
+    """Pooled between-seed variance of log10 U over ``cells`` (placed runs of the law
+    results, cells with >= 2) and its df.
+
+    >>> law = pd.DataFrame({"cell": ["a"] * 3 + ["b"] * 2, "status": "done", "transition": True,
+    ...     "censored": False, "updates": [10, 100, 1000, 10, 10]})
+    >>> between_seeds(law, ["a", "b"])
+    (0.6666666666666666, 3)
+    """
+    placed = law[(law.status == "done") & _flag(law, "transition") & ~_flag(law, "censored")]
+    placed = placed[placed.cell.isin(list(cells))]
+    logs = np.log10(placed.updates.astype(float)).groupby(placed.cell)
+    sums = logs.apply(lambda y: float(((y - y.mean()) ** 2).sum()))
+    df = int((logs.size() - 1).clip(lower=0).sum())
+    return (float(sums.sum()) / df if df else math.nan), df
+
+
+def noise_ratio(d, between: float, df_between: int, needs: int = MIN_SEEDS) -> Estimate:
+    """SD(d) / sqrt 2 over the between-seed SD, with the F interval of the variance ratio.
+
+    >>> r = noise_ratio([0.1, -0.1, 0.1, -0.1, 0.0], 0.04, 8)  # sqrt(0.01 / 2 / 0.04)
+    >>> round(r.value, 3), r.low < r.value < r.high
+    (0.354, True)
+    """
+    d = np.asarray(d, float)
+    n, df_w = len(d), len(d) - 1
+    method = f"F interval on the variances, {n} runs, between-seed df {df_between}"
+    if df_w < 1 or df_between < 1 or not between > 0:
+        return Estimate(math.nan, math.nan, math.nan, method, n, needs)
+    ratio = d.var(ddof=1) / 2 / between
+    tail = (1 - LEVEL) / 2
+    low = ratio / stats.f.ppf(1 - tail, df_w, df_between)
+    high = ratio / stats.f.ppf(tail, df_w, df_between)
+    return Estimate(math.sqrt(ratio), math.sqrt(low), math.sqrt(high), method, n, needs)
+
+
+def verdict_of(ratio: Estimate) -> str:
+    """The sentence for the estimator-vs-seed ratio, by the declared rule (see the docstring)."""
+    verdict, _ = judge(ratio, below(SMALL))
+    return SAYS.get(verdict, verdict)
+
+
+def probe_ratio(frame: pd.DataFrame, needs: int = MIN_SEEDS) -> tuple[Estimate, int]:
+    """U at n = C/2 over U at n = 16 (geometric mean, t on log10 over runs placed under both
+    probes) and how many long-probed runs were left out."""
+    probed = frame[frame.get("n_long", pd.Series(index=frame.index)).notna()]
+    both = _flag(probed, "transition") & ~_flag(probed, "censored")
+    both &= _flag(probed, "long_transition") & ~_flag(probed, "long_censored")
+    rows = probed[both]
+    ratio = rows.long_updates.astype(float) / rows.updates.astype(float)
+    return t_mean(ratio, log=True, needs=needs), int(len(probed) - len(rows))
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _updates(value) -> str:
+    return "none" if value is None or pd.isna(value) else f"{float(value):,.0f}"
+
+
+def cell_table(refit: pd.DataFrame, law: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: each refitted run's halves, the estimator SD on half the checkpoints and the
+    cell's between-seed SD of log10 U."""
+    rows = []
+    for cell, group in refit.groupby("cell", sort=False):
+        variance, df = between_seeds(law, [cell])
+        halves = "; ".join(f"seed {r.seed}{'' if r.budget_factor == 1 else ' (x2)'}: "
+                           f"{_updates(r.even_updates)} / {_updates(r.odd_updates)}"
+                           for r in group.itertuples())  # fmt: skip
+        rows.append({
+            "cell": cell, "runs": len(group), "U even / U odd": halves,
+            "log10(even/odd)": ", ".join(f"{d:+.3f}" for d in group.d),
+            "estimator SD, half the checkpoints (log10)":
+                f"{math.sqrt(group.d.var(ddof=1) / 2):.3f}" if len(group) > 1 else "-",
+            "between-seed SD (log10)": f"{math.sqrt(variance):.3f} ({df + 1} seeds)"
+                if df else "-",
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def probe_table(frame: pd.DataFrame) -> pd.DataFrame:
+    probed = frame[frame.get("n_long", pd.Series(index=frame.index)).notna()]
+    return pd.DataFrame([{
+        "cell": r.cell, "seed": r.seed, "budget x": r.budget_factor, "n": int(r.n_long),
+        "U at n = 16": _updates(r.updates) + (" (censored)" if r.censored else ""),
+        "U at n = C/2": _updates(r.long_updates) + (" (censored)" if r.long_censored else ""),
+        "ratio": f"{r.long_updates / r.updates:.2f}"
+                 if r.transition and r.long_transition else "-",
+    } for r in probed.itertuples()])  # fmt: skip
+
+
+def halves_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
+    """The interleaved-halves refit: per cell, then the estimator-vs-seed verdict."""
+    refit = refitted(frame)
+    left = len(frame) - len(refit)
+    lines = [f"Interleaved halves: {len(frame)} run(s) refitted, {len(refit)} placed in full "
+             f"with a transition in both halves ({left} left out: censored, or no transition "
+             "in the run or in a half).", ""]  # fmt: skip
+    if refit.empty:
+        return lines
+    variance, df = between_seeds(law, refit.cell.unique())
+    ratio = noise_ratio(refit.d, variance, df)
+    bias = t_mean(refit.d)
+    lines += [*markdown(cell_table(refit, law)), "",
+              f"- mean log10(U_even / U_odd) over runs: {bias.text('+.3f')} (a bias of the "
+              "interleaving; the odd half's checkpoints sit half a log step later).",
+              f"- estimator SD on half the checkpoints, SD(d)/sqrt 2 = "
+              f"{math.sqrt(refit.d.var(ddof=1) / 2) if len(refit) > 1 else math.nan:.3f} "
+              f"(log10) against a between-seed SD of {math.sqrt(variance):.3f} pooled over the "
+              f"same {refit.cell.nunique()} cell(s); ratio {ratio.text('.2f')}.",
+              f"- rule (declared before the data): the ratio's whole 95% interval below {SMALL} "
+              f"-> small, wholly above -> not small: **{verdict_of(ratio)}**.", ""]  # fmt: skip
+    return lines
+
+
+def probe_lines(frame: pd.DataFrame) -> list[str]:
+    """The n = C/2 re-probe: per run, then the ratio over runs and its verdict."""
+    table = probe_table(frame)
+    if table.empty:
+        return ["Probe length n = C/2: no run with C >= 128 or of the fixed-structure grid "
+                "refitted yet.", ""]  # fmt: skip
+    ratio, left = probe_ratio(frame)
+    verdict, _ = judge(ratio, SAME)
+    says = {
+        AGREES: "the probe's length does not move the emergence point",
+        DISAGREES: "the probe's length moves the emergence point",
+    }.get(verdict, verdict)
+    return ["Probe length: the same runs probed with repeats of n = C/2 tokens instead of 16 "
+            "(50 rows) and refitted:", "", *markdown(table), "",
+            f"- U(n = C/2) / U(n = 16), geometric mean over {len(table) - left} runs placed "
+            f"under both probes ({left} left out): {ratio.text('.2f')}; rule: "
+            f"{SAME.says} -> **{says}**.", ""]  # fmt: skip
+
+
+def section_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
+    """The section of ``RESULTS_papers_law.md`` (``frame``: :func:`read`; ``law``: the grid's
+    rows, for the between-seed spread)."""
+    head = ["## Without training: interleaved halves and a longer probe (issue 24)", "",
+            "Each finished run folder refitted from the trajectory the grid probed "
+            "(`--halves`; method in `benchmarks/papers_law_halves.py`, rows in "
+            f"`{CSV.name}`).", ""]  # fmt: skip
+    if frame.empty:
+        return [*head, "No run folders yet: `runs/` is not committed, and the results rows of "
+                "earlier runs carry no trajectory; the refit covers each run folder of the "
+                "grid as it finishes.", ""]  # fmt: skip
+    return [*head, *halves_lines(frame, law), *probe_lines(frame)]

@@ -1,0 +1,163 @@
+"""The law grid's refits without training (benchmarks/papers_law_halves.py): the interleaved
+halves recover the point of a clean trajectory, the F interval covers at its level, every
+verdict flips with the data, and a run trained here goes through the whole pass (resumably)."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ihprobe.dynamics.changepoint import emergence, run_emergence
+from ihprobe.training.schedule import checkpoint_steps
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import papers_law_halves as h  # noqa: E402
+
+
+def sigmoid_table(midpoint: float, *, noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """Max PS over 40 log-spaced checkpoints (B 16, C 128): flat, a sigmoid rise in log tokens
+    centred at ``midpoint`` updates, flat again; one head."""
+    steps = checkpoint_steps("log", total=8800, tokens_per_update=2048, n=40)
+    x = np.log10(np.maximum(steps, 1) / midpoint)
+    rng = np.random.default_rng(seed)
+    ps = 0.02 + 0.8 / (1 + np.exp(-x / 0.08)) + noise * rng.standard_normal(len(steps))
+    tokens = np.asarray(steps) * 2048
+    return pd.DataFrame({"model": "m", "step": steps, "tokens": tokens, "layer": 0, "head": 0,
+                         "metric": "prefix_matching", "value": ps})  # fmt: skip
+
+
+def test_the_modules_examples_hold():
+    failed, attempted = doctest.testmod(h)
+    assert attempted > 0 and failed == 0
+
+
+@pytest.mark.parametrize("midpoint", [700, 2400, 5000])
+def test_the_halves_recover_the_point_of_a_clean_sigmoid(midpoint):
+    table = sigmoid_table(midpoint)
+    even, odd = h.interleaved(table)
+    assert set(even.step) & set(odd.step) == {0}
+    assert set(even.step) | set(odd.step) == set(table.step)
+    full = emergence(table, batch_size=16, context=128)
+    points = [emergence(half, batch_size=16, context=128) for half in (even, odd)]
+    assert full.transition and all(p.transition for p in points)
+    interval = 2 * np.log10(8800) / 40  # one checkpoint interval of a half, in log10 updates
+    for p in points:
+        assert abs(np.log10(p.updates / full.updates)) < interval, (p, full)
+    # and the point lies where the rise starts, below the sigmoid's midpoint
+    assert full.updates < midpoint
+
+
+def test_the_halves_of_a_run_without_a_rise_have_no_transition():
+    flat = sigmoid_table(1e9, noise=0.002)
+    assert not any(emergence(half).transition for half in h.interleaved(flat))
+
+
+def test_the_f_interval_covers_the_true_ratio_at_its_level():
+    rng = np.random.default_rng(1)
+    sd_half, sd_seed, runs, df_between = 0.05, 0.12, 8, 12
+    truth = sd_half / sd_seed
+    hits = 0
+    for _ in range(1000):
+        d = rng.normal(0, sd_half * np.sqrt(2), runs)  # two halves' independent errors
+        between = np.var(rng.normal(0, sd_seed, df_between + 1), ddof=1)
+        r = h.noise_ratio(d, between, df_between)
+        hits += r.low <= truth <= r.high
+    assert 0.93 <= hits / 1000 <= 0.97
+
+
+def halves_frame(sd_half: float, runs: int, *, seed: int = 0) -> pd.DataFrame:
+    """Rows as ``update`` writes them: runs spread over 3 cells, halves around U = 2,000."""
+    rng = np.random.default_rng(seed)
+    errors = rng.normal(0, sd_half, (runs, 2))
+    return pd.DataFrame({"cell": [f"c{i % 3}" for i in range(runs)], "seed": range(runs),
+                         "budget_factor": 1, "grid": "semi-natural", "C": 64,
+                         "updates": 2000.0, "transition": True, "censored": False,
+                         "even_updates": 2000 * 10 ** errors[:, 0], "even_transition": True,
+                         "odd_updates": 2000 * 10 ** errors[:, 1], "odd_transition": True,
+                         "n_long": None})  # fmt: skip
+
+
+def law_frame(sd_seed: float, seeds: int = 5, *, seed: int = 1) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame([{"cell": f"c{c}", "seed": s, "status": "done", "transition": True,
+                          "censored": False, "updates": 2000 * 10 ** rng.normal(0, sd_seed)}
+                         for c in range(3) for s in range(seeds)])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("sd_half", "sd_seed", "runs", "says"),
+    [(0.01, 0.15, 10, "estimator noise is small next to seed noise"),
+     (0.30, 0.05, 10, "estimator noise is not small next to seed noise"),
+     (0.06, 0.12, 10, "inconclusive at this scale"),  # the ratio near the margin 0.5
+     (0.01, 0.15, 3, "pending: 3 of 5 seeds")],
+)  # fmt: skip
+def test_the_estimator_verdict_flips_with_the_data(sd_half, sd_seed, runs, says):
+    frame, law = halves_frame(sd_half, runs), law_frame(sd_seed)
+    refit = h.refitted(frame)
+    variance, df = h.between_seeds(law, refit.cell.unique())
+    assert df == 12 and variance == pytest.approx(
+        np.mean([np.var(np.log10(g.updates), ddof=1) for _, g in law.groupby("cell")])
+    )
+    assert h.verdict_of(h.noise_ratio(refit.d, variance, df)) == says
+    assert f"**{says}**" in "\n".join(h.section_lines(frame, law))
+
+
+def test_runs_without_a_placed_point_or_a_half_transition_are_left_out():
+    frame = halves_frame(0.01, 6)
+    frame.loc[0, "censored"] = True
+    frame.loc[1, "odd_transition"] = False
+    assert sorted(h.refitted(frame).seed) == [2, 3, 4, 5]
+    assert "6 run(s) refitted, 4 placed" in h.halves_lines(frame, law_frame(0.1))[0]
+
+
+@pytest.mark.parametrize(("factor", "says"), [(1.02, "does not move"), (3.0, "moves")])
+def test_the_probe_length_verdict_flips_with_the_data(factor, says):
+    frame = halves_frame(0.01, 6).assign(n_long=64, long_transition=True, long_censored=False)
+    jitter = 10 ** np.random.default_rng(2).normal(0, 0.01, len(frame))
+    frame["long_updates"] = frame.updates * factor * jitter
+    ratio, left = h.probe_ratio(frame)
+    assert left == 0 and 10**ratio.value == pytest.approx(factor, rel=0.03)
+    assert f"the probe's length {says} the emergence point" in "\n".join(h.probe_lines(frame))
+
+
+def test_no_run_folders_says_so():
+    text = "\n".join(h.section_lines(h.read(Path("/no/such.csv")), law_frame(0.1)))
+    assert "No run folders yet" in text
+
+
+@pytest.mark.slow
+def test_a_trained_run_goes_through_the_pass_and_resumes(tmp_path, cache_dir, counted):
+    from ihprobe.training.trainer import TrainConfig, train
+
+    out = tmp_path / "law"
+    config = TrainConfig(out=str(out / "fx-tiny" / "seed0-x1"), producer="repeats",
+                         producer_options={"base": "iid", "vocab_size": 64, "period": [4, 16],
+                                           "start": [0, 4]},
+                         layers=2, heads=4, d_model=64, context=64, batch_size=32, steps=500,
+                         lr=3e-3, schedule="constant", n_checkpoints=16,
+                         progress=False)  # fmt: skip
+    run = train(config)
+    grid = run_emergence(run, **h.SCAN, cache=run / "trajectory-cache")  # as the grid does
+    (run / "result.json").write_text(json.dumps({"updates": grid.updates}))
+    counted.clear()
+    cells = {"fx-tiny": {"grid": "fixed-structure"}, "other": {"grid": "semi-natural"}}
+    runs = h.finished_runs(cells, [0, 1], [1, 2], lambda c, s, f: out / c / f"seed{s}-x{f}")
+    assert [shape["cell"] for _, shape in runs] == ["fx-tiny"]
+    csv = tmp_path / "halves.csv"
+    frame = h.update(runs, csv)
+    steps = len(list((run / "checkpoints").glob("step-*")))
+    assert len(counted) == steps  # only the n = C/2 probe was new: n = 16 came from the cache
+    (row,) = frame.to_dict("records")
+    assert row["n_long"] == 32 and row["checkpoints"] == steps
+    assert row["transition"] and grid.transition, grid.reason  # the induction heads formed
+    assert row["updates"] == pytest.approx(grid.updates)  # the grid's own point, refitted
+    counted.clear()
+    again = h.update(runs, csv)
+    assert counted == [] and len(again) == 1  # resumed: nothing probed again
+    assert "fx-tiny" in "\n".join(h.section_lines(again, law_frame(0.1)))
