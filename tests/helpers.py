@@ -79,6 +79,17 @@ def tiny_hf_model(
     raise ValueError(arch)
 
 
+def hf_prefix_matching(hf_model, tokens: torch.Tensor) -> torch.Tensor:
+    """[layer, head] prefix matching of ``[s, s]`` rows from HF's own eager attention weights:
+    the mean attention from each second-half token to the token after its first occurrence."""
+    n = tokens.shape[1] // 2
+    hf_model.set_attn_implementation("eager")
+    with torch.no_grad():
+        attentions = torch.stack(hf_model(tokens, output_attentions=True).attentions)
+    query = torch.arange(n, 2 * n)
+    return attentions[:, :, :, query, query - n + 1].mean(dim=(1, 3))
+
+
 def save_checkpoint(model, directory: Path, tokenizer=None) -> Path:
     """``model`` (and ``tokenizer``) saved as an HF checkpoint directory."""
     directory.mkdir(parents=True, exist_ok=True)

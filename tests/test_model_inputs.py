@@ -16,7 +16,7 @@ import ihprobe
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.io.any_model import as_model
-from tests.helpers import save_checkpoint, tiny_hf_model
+from tests.helpers import hf_prefix_matching, save_checkpoint, tiny_hf_model
 
 V, D, L, H, CTX, N = 64, 32, 2, 4, 64, 8
 COMMON = {"vocab_size": V, "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}
@@ -87,16 +87,6 @@ def build(entry, seed: int = 0):
 def repeated_rows(rows: int = 3) -> torch.Tensor:
     half = torch.randint(1, V, (rows, N), generator=torch.Generator().manual_seed(0))
     return torch.cat([half, half], dim=1)
-
-
-def hf_prefix_matching(hf_model, tokens) -> torch.Tensor:
-    """[layer, head] mean attention from each second-half token to the token after its first
-    occurrence, from HF's own eager attention weights."""
-    hf_model.set_attn_implementation("eager")
-    with torch.no_grad():
-        attentions = torch.stack(hf_model(tokens, output_attentions=True).attentions)
-    query = torch.arange(N, 2 * N)
-    return attentions[:, :, :, query, query - N + 1].mean(dim=(1, 3))
 
 
 def test_the_matrix_has_at_least_20_architectures():
