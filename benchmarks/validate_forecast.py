@@ -14,6 +14,11 @@ max-PS trajectory, ``run_emergence``), and how wide is it (high / low), against 
 80% interval (the forecast before any probe). Coverage gets a Clopper-Pearson 95% interval over
 seeds (``verdicts.proportion``).
 
+``--natural`` judges the same way, only reading them, every finished natural-text pilot run
+with live probes (``benchmarks/validate_papers_natural.py``, ``runs/validate-papers/natural``)
+against the published law alone at its B and C: rows in ``RESULTS_forecast_natural.csv``, a
+section of ``RESULTS_forecast.md`` (rewritten in place; the demo's part stays).
+
 Every run is resumable: rerunning the script reuses finished runs and continues unfinished
 ones. Writes ``benchmarks/RESULTS_forecast.md`` and ``benchmarks/RESULTS_forecast.csv``. From
 the repository root: ``nice -n 15 .venv/bin/python benchmarks/validate_forecast.py
@@ -42,7 +47,7 @@ from ihprobe.dynamics.changepoint import run_emergence
 from ihprobe.dynamics.forecast import Prior, forecast_records, law_prior
 from ihprobe.dynamics.law import predict_emergence
 from ihprobe.figures.forecast import forecast_figure
-from ihprobe.io.runs import run_meta
+from ihprobe.io.runs import is_finished, run_meta, run_shape
 from ihprobe.jobs.demo import DemoConfig, _train_config, variants
 from ihprobe.training.config import TrainConfig
 from ihprobe.training.trainer import train
@@ -51,6 +56,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO = DemoConfig(progress=False)
 LAW_FROM = {"B16": DEMO.batch_size // 2, "B64": DEMO.batch_size * 2}  # earlier runs' B
 AT = (0.1, 0.3, 0.5)  # the forecasts judged: those made after these fractions of the run
+NATURAL = ROOT / "runs" / "validate-papers" / "natural"
+OUT_MD = Path(__file__).with_name("RESULTS_forecast.md")
+NATURAL_CSV = Path(__file__).with_name("RESULTS_forecast_natural.csv")
+NATURAL_HEADING = "## Natural-text pilots: the forecast against the published law alone"
 
 
 def demo_train_config(out: Path, seed: int, batch_size: int) -> TrainConfig:
@@ -92,19 +101,33 @@ def wall_seconds(run: Path) -> float:
 
 
 def check_seed(seed: int, run: Path, priors: dict[str, Prior]) -> list[dict]:
-    """Replay one run's probes through each prior's forecaster: per prior and fraction of the
-    run, the forecast's 80% interval and the prior's own, and whether each covers the point."""
-    records = [json.loads(line) for line in (run / "probes.jsonl").read_text().splitlines()]
+    """One demo seed judged against each prior (:func:`judged`), with its training time; the
+    forecast figure of seed 0."""
     measured = run_emergence(run)
+    rows = judged(run, priors, measured, DEMO.steps, {"seed": seed})
+    for row in rows:
+        row["train_wall_s"] = round(wall_seconds(run))
+    if seed == 0:
+        name = [name for name in priors if name != "[A] law"][0]
+        records = [json.loads(line) for line in (run / "probes.jsonl").read_text().splitlines()]
+        _figure(forecast_records(records, priors[name]), measured, run)
+    return rows
+
+
+def judged(run: Path, priors: dict[str, Prior], measured, steps: int, shape: dict) -> list[dict]:
+    """Replay one run's probes through each prior's forecaster: per prior and fraction of the
+    run's ``steps``, the forecast's 80% interval and the prior's own, and whether each covers
+    the ``measured`` point; each row starts with ``shape``."""
+    records = [json.loads(line) for line in (run / "probes.jsonl").read_text().splitlines()]
     rows = []
     for name, prior in priors.items():
         forecasts = {f.at_step: f for f in forecast_records(records, prior)}
         alone = forecasts[0]  # before any probe: the prior's own interval
         for fraction in AT:
-            at = max(step for step in forecasts if step <= fraction * DEMO.steps)
+            at = max(step for step in forecasts if step <= fraction * steps)
             f = forecasts[at]
             rows.append({
-                "seed": seed, "prior": name, "fraction": fraction, "at_step": at,
+                **shape, "prior": name, "fraction": fraction, "at_step": at,
                 "source": f.source, "forecast": round(f.updates),
                 "low": round(f.updates_low), "high": round(f.updates_high),
                 "width": f.updates_high / f.updates_low, "covered": _covers(f, measured),
@@ -112,11 +135,9 @@ def check_seed(seed: int, run: Path, priors: dict[str, Prior]) -> list[dict]:
                 "prior_width": alone.updates_high / alone.updates_low,
                 "prior_covered": _covers(alone, measured),
                 "measured": round(measured.updates) if measured.transition else None,
-                "measured_bracket": f"{measured.updates_low:.0f}-{measured.updates_high:.0f}",
-                "train_wall_s": round(wall_seconds(run)),
+                "measured_bracket": f"{measured.updates_low:.0f}-{measured.updates_high:.0f}"
+                if measured.transition else None,
             })  # fmt: skip
-        if seed == 0 and name != "[A] law":
-            _figure(list(forecasts.values()), measured, run)
     return rows
 
 
@@ -204,8 +225,9 @@ def write_results(table: pd.DataFrame, command: str, priors: dict, runs: dict, w
         "",
         f"Per seed, prior and fraction: `RESULTS_forecast.csv` ({len(table)} rows).",
         "",
+        *natural_lines(pd.read_csv(NATURAL_CSV) if NATURAL_CSV.is_file() else pd.DataFrame()),
     ]
-    Path(__file__).with_name("RESULTS_forecast.md").write_text("\n".join(lines))
+    OUT_MD.write_text("\n".join(lines))
     table.assign(command=command).to_csv(Path(__file__).with_name("RESULTS_forecast.csv"),
                                          index=False)  # fmt: skip
     print("\n".join(lines))
@@ -218,12 +240,61 @@ def _earlier_run(run: Path) -> str:
     return f"B={config['batch_size']}, {config['steps']} updates, {found}"
 
 
+def natural_runs(root: Path) -> list[tuple[str, int, Path]]:
+    """(pilot, seed, folder) of every finished pilot run under ``root`` with live probes."""
+    return [(run.parent.name, int(run.name.removeprefix("seed")), run)
+            for run in sorted(root.glob("*/seed*"))
+            if (run / "probes.jsonl").is_file() and is_finished(run)]  # fmt: skip
+
+
+def natural(root: Path) -> None:
+    """Judge every finished pilot run against the published law alone; save the rows and
+    rewrite the natural section of ``RESULTS_forecast.md``."""
+    rows = []
+    for pilot, seed, run in natural_runs(root):
+        prior = {f"[A] law ({pilot})": law_prior(*run_shape(run))}
+        steps = int(run_meta(run)["steps"])
+        rows += judged(run, prior, run_emergence(run), steps, {"pilot": pilot, "seed": seed})
+    table = pd.DataFrame(rows)
+    table.to_csv(NATURAL_CSV, index=False)
+    text = OUT_MD.read_text() if OUT_MD.is_file() else ""
+    kept = text.split(NATURAL_HEADING)[0].rstrip("\n")
+    OUT_MD.write_text("\n".join([kept, "", *natural_lines(table)]))
+    print("\n".join(natural_lines(table)))
+
+
+def natural_lines(table: pd.DataFrame) -> list[str]:
+    """The natural pilots' section: which runs, how judged, the summary per prior."""
+    head = [NATURAL_HEADING, ""]
+    if table.empty:
+        return [*head, "No finished natural-text pilot run with live probes yet.", ""]
+    runs = table.drop_duplicates(["pilot", "seed"])
+    found = ", ".join(f"`{r.pilot}` seed {r.seed} ({_measured(r.measured)})"
+                      for r in runs.itertuples())  # fmt: skip
+    return [
+        *head, "Every finished pilot run of `benchmarks/validate_papers_natural.py` (natural "
+        "text, live probes of max PS on 20 rows at 24 evenly spaced checkpoints), judged as "
+        "above but only read (`--natural`): the prior is the published law alone at the run's "
+        "B and C (spread 0.3 decades, as in the live forecast); the measured point is the "
+        "change point of the run's max-PS trajectory (`run_emergence`, its own probe of 100 "
+        f"rows). Runs: {found}.", "", *markdown(summary(table)), "",
+        f"Per run, prior and fraction: `{NATURAL_CSV.name}` ({len(table)} rows).", "",
+    ]  # fmt: skip
+
+
+def _measured(updates) -> str:
+    return "no transition" if pd.isna(updates) else f"measured {int(updates):,} updates"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--out", default=str(ROOT / "runs" / "validate-forecast-demo"))
     parser.add_argument("--train-only", action="store_true")
+    parser.add_argument("--natural", action="store_true", help="only judge the natural pilots")
     args = parser.parse_args()
+    if args.natural:
+        return natural(NATURAL)
     begin = time.perf_counter()
     torch.set_num_threads(DEMO.threads)  # as the demo: more threads spin on shared cores
     runs = train_all(Path(args.out), args.seeds)

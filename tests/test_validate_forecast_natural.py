@@ -1,0 +1,75 @@
+"""validate_forecast.py --natural: finished pilot runs only, each forecast judged at its
+fraction of the run, and coverage that follows where the measured point lies."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ihprobe.dynamics.changepoint import EmergencePoint
+from ihprobe.dynamics.forecast import law_prior
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import validate_forecast as vf  # noqa: E402
+
+STEPS = 20000
+
+
+def pilot_run(root: Path, seed: int, *, finished: bool = True, probes: bool = True) -> Path:
+    """A pilot folder as the trainer leaves it: run.json, the last checkpoint's config (when
+    ``finished``) and live probes whose max PS ramps up from step 7,000 to 12,000."""
+    run = root / "d128-test" / f"seed{seed}"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"config": {"batch_size": 4, "context": 256},
+                                              "steps": STEPS}))  # fmt: skip
+    if finished:
+        last = run / "checkpoints" / f"step-{STEPS:06d}"
+        last.mkdir(parents=True)
+        (last / "config.json").write_text("{}")
+    if probes:
+        steps = np.linspace(0, STEPS, 25).astype(int)
+        ps = 0.01 + 0.3 * np.clip((steps - 7000) / 5000, 0, 1)
+        lines = [json.dumps({"step": int(s), "max_prefix_matching": float(p)})
+                 for s, p in zip(steps, ps, strict=True)]  # fmt: skip
+        (run / "probes.jsonl").write_text("\n".join(lines))
+    return run
+
+
+def point(updates: float) -> EmergencePoint:
+    return EmergencePoint("prefix_matching", "max", True, updates=updates,
+                          updates_low=updates * 0.9, updates_high=updates * 1.1)  # fmt: skip
+
+
+def test_only_finished_pilot_runs_with_probes_are_judged(tmp_path):
+    done = pilot_run(tmp_path, 0)
+    pilot_run(tmp_path, 1, finished=False)
+    pilot_run(tmp_path, 2, probes=False)
+    assert vf.natural_runs(tmp_path) == [("d128-test", 0, done)]
+
+
+@pytest.mark.parametrize(("measured", "covered"), [(7000, True), (1e7, False)])
+def test_each_forecast_is_judged_at_its_fraction_against_the_measured_point(
+    tmp_path, measured, covered
+):
+    run = pilot_run(tmp_path, 0)
+    prior = {"[A] law": law_prior(4, 256)}
+    rows = pd.DataFrame(vf.judged(run, prior, point(measured), STEPS, {"pilot": "p", "seed": 0}))
+    assert rows.fraction.tolist() == list(vf.AT)
+    assert all(r.at_step <= r.fraction * STEPS < r.at_step + STEPS / 24 for r in rows.itertuples())
+    assert rows.prior_covered.all() == covered  # the prior (law alone) is the same every time
+    assert (rows.prior_width.round(6) == rows.prior_width.iloc[0].round(6)).all()
+    # by half the run the ramp has started: the forecast narrows and still covers the onset
+    half = rows[rows.fraction == 0.5].iloc[0]
+    assert half.width < half.prior_width / 2
+    assert bool(half.covered) == covered
+    lines = "\n".join(vf.natural_lines(rows))
+    assert "`p` seed 0" in lines and vf.NATURAL_HEADING in lines
+
+
+def test_no_pilot_run_yet_says_so():
+    assert "No finished natural-text pilot run" in "\n".join(vf.natural_lines(pd.DataFrame()))
