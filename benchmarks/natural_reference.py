@@ -119,6 +119,7 @@ def export(run: Path, out: Path, *, pilot: str, summary: dict) -> Path:
             if file.name != CHECKPOINT_META:
                 shutil.copyfile(file, tmp / file.name)
         meta = portable(json.loads((final / CHECKPOINT_META).read_text()))
+        meta["run"] = out.name  # what results name the model by (the run's own folder was seed0)
         (tmp / CHECKPOINT_META).write_text(json.dumps(meta, indent=2) + "\n")
         shutil.copyfile(run / PROBES, tmp / PROBES)
         recipe = recipe_of(run, pilot, summary, out)
