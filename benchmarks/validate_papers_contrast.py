@@ -21,6 +21,20 @@ and [B]'s claims about it cannot be tested at this scale.
 NAME`` trains every arm on another corpus, into ``contrast-NAME`` and
 ``RESULTS_papers_contrast-NAME.md``.
 
+``--recipe docs`` (``contrast_docs.py``) runs the contrast in the regime where natural text
+does form heads: every arm gets exactly the TrainConfig of the natural-text pilot ``d128-lr3e-3``
+(2 layers x 4 heads, d_model 128 with MLPs, B 4, C 256, lr 3e-3 constant after a 1% warm-up,
+30M tokens, the documentation corpus's train split under a 512-id BPE, live probes at 25
+checkpoints), and the natural arm *is* that pilot's finished runs, scored without retraining.
+It adds per seed: emergence from the live probes (change point, and the first PS >= 0.3), the
+function-style ICL accuracy (HITS@1/3 of the built-in tasks, clean and under [B]'s per-layer
+ablation), each head ablated alone (the top head's share of the harm: centrality), held-out
+perplexity on the whole held-out split, and the claims "natural-only circuits are more central
+and load-bearing than Bi-Induct ones" and "natural-only reaches higher function-style ICL
+accuracy". Runs go to ``runs/validate-papers/contrast-docs``, results to
+``RESULTS_papers_contrast-docs.md/.csv``. A Bi-Induct arm-seed trains about 35-60 minutes on
+one core (as the pilot); scoring any arm-seed takes a few minutes.
+
 Per arm and seed, on the final checkpoint:
 
 * signature: max prefix matching (PS), and the snippet scores (``ihprobe.scan``): [B]'s
@@ -46,6 +60,8 @@ Run from the repository root (a killed run resumes; finished arms are reused)::
     nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py --cell natural --seed 0
     nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py            # everything
     nice -n 15 .venv/bin/python benchmarks/validate_papers_contrast.py --rescore --seed 0
+    nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py --recipe docs \
+        --cell forward --seed 0
 
 ``--rescore`` adds the snippet scores to finished seeds' CSV rows, retraining (same config and
 seed) a run whose folder is gone.
@@ -55,9 +71,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import textwrap
 import time
 from pathlib import Path
 
+import contrast_docs as docs
 import numpy as np
 import pandas as pd
 from validate_papers_common import (
@@ -65,11 +83,12 @@ from validate_papers_common import (
     markdown,
     read_result,
     report_header,
+    saved_results,
     status_row,
     train_or_reuse,
     write_result,
 )
-from verdicts import MIN_SEEDS, above, below, judge, t_mean, welch
+from verdicts import MIN_SEEDS, above, below, judge, judge_all, t_mean, welch
 
 import ihprobe
 from ihprobe.io.runs import checkpoints
@@ -99,6 +118,8 @@ OUT_MD, OUT_CSV = HERE / "RESULTS_papers_contrast.md", HERE / "RESULTS_papers_co
 
 def config_of(arm: str, seed: int, args) -> TrainConfig:
     producer, options = ARMS[arm]
+    if args.recipe == "docs":
+        return docs.config(arm, producer, options, seed, args.out)
     corpus = {"text": args.text} if args.text else {}
     return TrainConfig(
         out=str(Path(args.out) / arm / f"seed{seed}"), producer=producer,
@@ -109,17 +130,19 @@ def config_of(arm: str, seed: int, args) -> TrainConfig:
     )  # fmt: skip
 
 
-def ablations(model, scores, seed: int, random: int) -> dict[str, dict]:
-    """Index and change of induction loss under the three protocols."""
-    common = {"metrics": METRICS, "random": random, "seed": seed,
+def ablations(model, scores, seed: int, random: int, text=None, tasks=False) -> dict[str, dict]:
+    """Index and change of induction loss under the three protocols; natural loss on ``text``
+    (default the embedded corpus); with ``tasks`` the per-layer ablation's task scores too."""
+    common = {"metrics": METRICS, "random": random, "seed": seed, "text": text,
               "scores": scores.head_metric("prefix_matching")}  # fmt: skip
     k = model.cfg.n_layers  # the global set as large as the per-layer one
+    per_layer = {**common, "metrics": (*METRICS, *docs.TASK_METRICS)} if tasks else common
     results = {
         "global-layer-matched": ihprobe.ablate(model, scope="global", top=k, **common),
         "global-score-matched": ihprobe.ablate(
             model, scope="global", top=k, baseline="score-matched", **common
         ),
-        "per-layer": ihprobe.ablate(model, scope="layer", **common),
+        "per-layer": ihprobe.ablate(model, scope="layer", **per_layer),
     }
     out = {}
     for name, result in results.items():
@@ -129,28 +152,50 @@ def ablations(model, scores, seed: int, random: int) -> dict[str, dict]:
             out[f"{name}:{key}"] = float(row[key])
     natural = results["per-layer"].summary().set_index("metric").loc["natural_loss"]
     out["natural_loss"] = float(natural["clean"])
+    if tasks:
+        out.update(docs.task_columns(results["per-layer"].summary()))
     return out
 
 
+def arm_run(arm: str, seed: int, args) -> tuple[Path, float, str]:
+    """(run dir, training seconds now, how) of one arm's seed: trained, resumed or reused; the
+    docs recipe's natural arm is the pilot's finished run, never trained here."""
+    config = config_of(arm, seed, args)
+    if args.recipe == "docs" and arm == "natural":
+        return docs.pilot_run(config), 0.0, "reused"
+    return train_or_reuse(config)
+
+
 def run_arm(arm: str, seed: int, args) -> dict:
-    """Train (or resume, or reuse) one arm's seed and measure it."""
-    run, seconds, how = train_or_reuse(config_of(arm, seed, args))
-    done = read_result(run)
+    """Train (or resume, or reuse) one arm's seed and measure it; the result goes to
+    ``OUT/ARM/seedS/result.json`` (the run's own folder, except for a reused pilot run)."""
+    run, seconds, how = arm_run(arm, seed, args)
+    home = Path(args.out) / arm / f"seed{seed}"
+    done = read_result(home)
     if done is not None and how == "reused":
         print(f"{arm} seed {seed}: reused (finished earlier)", flush=True)
         return done
     started = time.perf_counter()
     model = ihprobe.load(checkpoints(run)[-1].source)
     scores = ihprobe.scan(model, ["prefix_matching", *SNIPPET_METRICS], seed=seed)
+    recipe = args.recipe == "docs"
     result = {
         "arm": arm, "seed": seed, "how": how, **snippet_columns(scores),
         "max_ps": float(scores.head_metric("prefix_matching").max()),
-        **ablations(model, scores, seed, args.random),
+        **ablations(model, scores, seed, args.random, text=docs.heldout_documents()
+                    if recipe else None, tasks=recipe),
         "train_s": (done or {}).get("train_s", 0.0) + seconds,
     }  # fmt: skip
     result["natural_perplexity"] = math.exp(result["natural_loss"])
+    if recipe:  # the whole held-out split's perplexity replaces the ablation rows' one
+        config = config_of(arm, seed, args)
+        result.update(other_lengths(model, seed), **docs.measures(run, model, seed,
+                      config.batch_size, config.context))  # fmt: skip
+        if arm == "natural":
+            result["train_s"] = docs.pilot_seconds(run)
     result["probe_s"] = time.perf_counter() - started
-    write_result(run, result)
+    home.mkdir(parents=True, exist_ok=True)
+    write_result(home, result)
     print(f"{arm} seed {seed}: {how}, {result}", flush=True)
     return result
 
@@ -174,9 +219,8 @@ def snippet_columns(scores) -> dict[str, float]:
 OTHER_LENGTHS = (15, 25)  # a head that looks 20 back scores at L = 20 only; induction at all
 
 
-def other_lengths(run: Path, seed: int) -> dict[str, float]:
+def other_lengths(model, seed: int) -> dict[str, float]:
     """Max fixed-length forward induction at snippet lengths other than [B]'s 20."""
-    model = ihprobe.load(checkpoints(run)[-1].source)
     return {
         f"max_forward_induction_fixed_L{n}": float(
             ihprobe.scan(model, ["forward_induction_fixed"], seed=seed, snippet_length=n)
@@ -195,11 +239,11 @@ def rescore(arm: str, seed: int, args) -> dict:
     thread). ``reproduced`` says whether the retrained model gives the CSV's max PS and
     anti-induction to 1e-6, so a row never mixes numbers of two different models unnoticed.
     """
-    run, seconds, how = train_or_reuse(config_of(arm, seed, args))
+    run, seconds, how = arm_run(arm, seed, args)
     started = time.perf_counter()
-    scores = ihprobe.scan(ihprobe.load(checkpoints(run)[-1].source),
-                          ["prefix_matching", *SNIPPET_METRICS], seed=seed)  # fmt: skip
-    new = {**snippet_columns(scores), **other_lengths(run, seed)}
+    model = ihprobe.load(checkpoints(run)[-1].source)
+    scores = ihprobe.scan(model, ["prefix_matching", *SNIPPET_METRICS], seed=seed)
+    new = {**snippet_columns(scores), **other_lengths(model, seed)}
     new["rescore_probe_s"] = time.perf_counter() - started
     if how != "reused":  # a second rescore of the same run keeps the first one's training time
         new.update(rescore_how=how, rescore_train_s=seconds)
@@ -232,11 +276,13 @@ def collect(args) -> pd.DataFrame:
                        if (arm, seed) in saved.index else None)
             for arm in ARMS for seed in SEEDS
         ])  # fmt: skip
+    saved = saved_results(results_files(args)[1], key=("arm", "seed"))
     rows = []
-    for arm in ARMS:
+    for arm in ARMS:  # a run folder's result over the CSV's row (the record of gone folders)
         for seed in SEEDS:
             result = read_result(Path(args.out) / arm / f"seed{seed}")
-            rows.append(status_row({"arm": arm, "seed": seed}, result))
+            merged = {**saved.get((arm, seed), {}), **(result or {})}
+            rows.append(status_row({"arm": arm, "seed": seed}, merged or None))
     return pd.DataFrame(rows)
 
 
@@ -270,6 +316,7 @@ def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 FORMED = METRIC_TABLE["prefix_matching"].threshold  # an attention score that counts as a head
+NEEDS_HEADS = ("natural-only models", "redundant", "more central")  # claims on natural's heads
 
 
 def of(frame: pd.DataFrame, arm: str, column: str) -> np.ndarray:
@@ -277,14 +324,11 @@ def of(frame: pd.DataFrame, arm: str, column: str) -> np.ndarray:
     return frame[(frame.arm == arm) & (frame.status == "done")][column].to_numpy(float)
 
 
-def verdicts(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(claim of [B], verdict, why) for each claim: the interval of a difference between arms
-    (Welch's t) or of one arm's mean (t) against the claim's region, declared here before the
-    data (a difference above 0; anti-induction below a formed head's score)."""
+def claims_of(frame: pd.DataFrame, recipe: str | None = None) -> dict:
+    """Each claim of [B] -> (arms it needs, what is estimated, its estimate, the claim's region),
+    the regions declared here before the data (a difference above 0; anti-induction below a
+    formed head's score); ``recipe`` "docs" adds :func:`contrast_docs.claims`."""
     index = "global-layer-matched:load_bearing_index"
-    started = {arm: len(of(frame, arm, "max_ps")) > 0 for arm in ARMS}
-    natural_ps = t_mean(of(frame, "natural", "max_ps"))
-    no_heads = started["natural"] and natural_ps.high < FORMED
     claims = {  # claim -> (arms it needs, what is estimated, its estimate, the claim's region)
         "natural-only models have a central, load-bearing induction circuit": (
             ["natural"],
@@ -309,6 +353,8 @@ def verdicts(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
         ),
     }
     claims.update(snippet_claims(frame))
+    if recipe == "docs":
+        claims.update(docs.claims(frame))
     for arm in ("forward", "balanced"):
         claims[f"Bi-Induct {arm}: a distributed, redundant circuit (index below natural's)"] = (
             ["natural", arm],
@@ -325,15 +371,29 @@ def verdicts(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
             ),
             above(0.0),
         )
+    return claims
+
+
+def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, str, str]]:
+    """(claim of [B], verdict, why) for each claim of :func:`claims_of`: the interval of a
+    difference between arms (Welch's t) or of one arm's mean (t) against the claim's region; a
+    claim of several parts (lists) judged part by part and joined by ``judge_all``."""
+    started = {arm: len(of(frame, arm, "max_ps")) > 0 for arm in ARMS}
+    natural_ps = t_mean(of(frame, "natural", "max_ps"))
+    no_heads = started["natural"] and natural_ps.high < FORMED
     out = []
-    for claim, (needs, what, estimate, region) in claims.items():
+    for claim, (needs, what, estimate, region) in claims_of(frame, recipe).items():
         waiting = [arm for arm in needs if not started[arm]]
         if waiting:
-            out.append((claim, "pending", f"arm(s) {', '.join(waiting)}: no seed done"))
+            why = f"arm(s) {', '.join(waiting)}: no seed done"
+            out.append((claim, f"pending: 0 of {MIN_SEEDS} seeds", why))
             continue
-        verdict, why = judge(estimate(), region)
+        if isinstance(region, list):
+            verdict, why = judge_all([judge(*p) for p in zip(estimate(), region, strict=True)])
+        else:
+            verdict, why = judge(estimate(), region)
         why = f"{what}: {why}"
-        if no_heads and ("natural-only models" in claim or "redundant" in claim):
+        if no_heads and any(word in claim for word in NEEDS_HEADS):
             if not verdict.startswith("pending"):
                 verdict = "inconclusive at this scale"
             why = (
@@ -416,57 +476,87 @@ def results_files(args) -> tuple[Path, Path]:
     return (HERE / f"{OUT_MD.stem}{suffix(args)}.md", HERE / f"{OUT_CSV.stem}{suffix(args)}.csv")
 
 
-SNIPPET_NOTE = [
-    "## Snippet scores that tell mechanisms apart (issue 25)", "",
-    "[B]'s forward induction and anti-induction above use snippets of one length (L = 20), so a",
-    "head that looks 20 tokens back scores 1 on forward induction, and [B]'s anti-induction reads",
-    "a key that no causal head can find by content (docs/science.md). Below: forward induction on",
-    "snippets whose length L varies 10-30 per row, and backward copying measured by what the model",
-    "predicts on the reversed copy (accuracy, loss, and the loss of a shuffled copy and of the",
-    "first half minus it), with the attention of the circuit that does it (the copy's s_k to its",
-    "earlier occurrence; the previous-token head there). A run whose folder is gone is retrained",
-    "(same config and seed) and rescored with `--rescore`; `reproduced` in the CSV says whether",
-    "it gave the CSV's max PS and anti-induction again. Chance (a head attending uniformly; a max",
-    "over 16 heads sits a little above it): forward induction "
-    f"{METRIC_TABLE['forward_induction_varied'].chance(300, 20):.3f}, backward duplicate "
-    f"{METRIC_TABLE['backward_duplicate'].chance(300, 20):.3f}, previous-token "
-    f"{METRIC_TABLE['backward_previous_token'].chance(300, 20):.2f}; copy accuracy 1/300, copy",
-    "loss ln 300 = 5.7 nats for a uniform guess (a model of natural text is confidently wrong",
-    "on random tokens, so its losses run higher), the two differences 0.",
-]  # fmt: skip
+def snippet_note(vocab: int, heads: int) -> list[str]:
+    """What the snippet table shows, with chance for a ``vocab``-id model of ``heads`` heads."""
+    chance = {
+        m: METRIC_TABLE[m].chance(vocab, 20)
+        for m in ("forward_induction_varied", "backward_duplicate", "backward_previous_token")
+    }
+    text = (
+        "[B]'s forward induction and anti-induction above use snippets of one length (L = 20), "
+        "so a head that looks 20 tokens back scores 1 on forward induction, and [B]'s "
+        "anti-induction reads a key that no causal head can find by content (docs/science.md). "
+        "Below: forward induction on snippets whose length L varies 10-30 per row, and backward "
+        "copying measured by what the model predicts on the reversed copy (accuracy, loss, and "
+        "the loss of a shuffled copy and of the first half minus it), with the attention of the "
+        "circuit that does it (the copy's s_k to its earlier occurrence; the previous-token head "
+        "there). A run whose folder is gone is retrained (same config and seed) and rescored "
+        "with `--rescore`; `reproduced` in the CSV says whether it gave the CSV's max PS and "
+        "anti-induction again. Chance (a head attending uniformly; a max over "
+        f"{heads} heads sits a little above it): forward induction "
+        f"{chance['forward_induction_varied']:.3f}, backward duplicate "
+        f"{chance['backward_duplicate']:.3f}, previous-token "
+        f"{chance['backward_previous_token']:.2f}; copy accuracy 1/{vocab}, copy loss ln {vocab} "
+        f"= {math.log(vocab):.1f} nats for a uniform guess (a model of natural text is "
+        "confidently wrong on random tokens, so its losses run higher), the two differences 0."
+    )
+    return [
+        "## Snippet scores that tell mechanisms apart (issue 25)",
+        "",
+        *textwrap.wrap(text, 95, break_on_hyphens=False),
+    ]
 
 
-def report(args) -> None:
-    frame = collect(args)
-    out_md, out_csv = results_files(args)
-    unit = f"--text {args.text} --label {args.label} --seed SEED" if args.text else "--seed SEED"
-    frame.to_csv(out_csv, index=False)
-    lines = [
-        *report_header(TITLE, "validate_papers_contrast.py", unit, frame),
+def settings(args) -> str:
+    """The setting of the default recipe (or ``--text``) in one paragraph."""
+    return (
         f"Settings: GPT-NeoX {args.layers} layers x {args.heads} heads, d_model {args.d_model}, "
         f"B = {args.batch_size}, C = {args.context}, {args.steps} updates per arm "
         f"({args.steps * args.batch_size * args.context:,} tokens, the same for every arm); "
         "AdamW lr 3e-3, cosine, grad clip 1; Bi-Induct span 20, m0 0.5 linear anneal, "
         f"token mixing; corpus: {args.text or 'the embedded one'} (300-id BPE on it); "
         f"seeds {', '.join(map(str, SEEDS))}; perplexity on the embedded corpus; ablation: mean, "
-        f"{args.random} random draws, index of induction loss.", "",
+        f"{args.random} random draws, index of induction loss."
+    )
+
+
+def report(args) -> None:
+    frame = collect(args)
+    out_md, out_csv = results_files(args)
+    unit = f"--text {args.text} --label {args.label} --seed SEED" if args.text else "--seed SEED"
+    recipe = args.recipe == "docs"
+    if recipe:
+        unit = "--recipe docs --cell ARM --seed SEED"
+    frame.to_csv(out_csv, index=False)
+    lines = [
+        *report_header(TITLE + (", on the natural-text recipe (issue 23)" if recipe else ""),
+                       "validate_papers_contrast.py", unit, frame),
+        docs.settings_line(args.random) if recipe else settings(args), "",
         "Each cell: mean over seeds [Student-t 95% interval over seeds] (`benchmarks/verdicts.py`)",
         f"with its seed count; a claim on an arm with fewer than {MIN_SEEDS} seeds is pending.",
         f"Per-seed rows (with each index's interval over the random draws and the wall times): "
         f"`{out_csv.name}`.", "",
-        *markdown(arm_table(frame)), "", *SNIPPET_NOTE, "",
+        *markdown(arm_table(frame)), "", *(docs.section(frame, ARMS) if recipe else []),
+        *snippet_note(*((docs.RECIPE["vocab"], 8) if recipe else (300, 16))), "",
         *markdown(snippet_table(frame)), "", "## [B]'s claims at this scale", "",
         "Each claim's region is declared in the script before the data (a difference between",
         "arms above 0, Welch's t; anti-induction below a formed head's score): 'agrees' when the",
         "whole 95% interval lies inside it, 'disagrees' when wholly outside, else inconclusive;",
         f"a head counts as formed at an attention score of {FORMED}.", "",
-        *markdown(pd.DataFrame(verdicts(frame), columns=["[B]'s claim", "here", "why"])), "",
+        *markdown(pd.DataFrame(verdicts(frame, args.recipe),
+                               columns=["[B]'s claim", "here", "why"])), "",
     ]  # fmt: skip
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md.name} and {out_csv.name}")
 
 
-def main() -> None:
+# the default recipe's model, budget and checkpoints (--recipe docs takes the pilot's)
+SHAPE = {"layers": 2, "heads": 8, "d_model": 64, "context": 128, "batch_size": 8, "steps": 8000,
+         "checkpoints": 10, "state_every": 100}  # fmt: skip
+
+
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked, with the recipe's defaults and run folder filled in."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cell", action="append", choices=list(ARMS), help="only this arm")
     parser.add_argument("--seed", type=int, action="append", help="only this seed")
@@ -480,15 +570,15 @@ def main() -> None:
     parser.add_argument(
         "--from-csv", action="store_true", help="with --report: rebuild from the results CSV"
     )
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--d-model", type=int, default=64)
-    parser.add_argument("--context", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=8000)
-    parser.add_argument("--checkpoints", type=int, default=10)
+    parser.add_argument(
+        "--recipe",
+        choices=["docs"],
+        help="docs: every arm on the natural-text pilot d128-lr3e-3's config and corpus "
+        "(contrast_docs.py); the natural arm is the pilot's runs, scored, never retrained",
+    )
+    for name in SHAPE:
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"default {SHAPE[name]}")
     parser.add_argument("--random", type=int, default=20, help="random baseline draws")
-    parser.add_argument("--state-every", type=int, default=100)
     parser.add_argument(
         "--text",
         help="train every arm on this corpus (file, folder or glob) "
@@ -496,12 +586,27 @@ def main() -> None:
     )
     parser.add_argument("--label", help="names the corpus in the run folder and results files")
     parser.add_argument("--out", help="run folder (default runs/validate-papers/contrast[-LABEL])")
-    args = parser.parse_args()
-    if bool(args.text) != bool(args.label):
+    args = parser.parse_args(argv)
+    given = [f"--{name.replace('_', '-')}" for name in SHAPE if getattr(args, name) is not None]
+    if args.recipe == "docs":
+        if given or args.text or args.label:
+            parser.error(
+                "--recipe docs takes the pilot's model, budget and corpus: drop "
+                f"{', '.join(given + ['--text/--label'] * bool(args.text or args.label))}"
+            )
+        args.label = "docs"
+    elif bool(args.text) != bool(args.label):
         parser.error("--text and --label go together: name the corpus you train on")
+    for name, default in SHAPE.items():
+        setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
     args.out = args.out or str(ROOT / "runs" / "validate-papers" / f"contrast{suffix(args)}")
     if args.from_csv and not args.report:
         parser.error("--from-csv only rebuilds the tables: pass it with --report")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = options(argv)
     if args.list:
         print(collect(args)[["arm", "seed", "status"]].to_string(index=False))
         return

@@ -194,6 +194,25 @@ def judge(estimate: Estimate, claim: Claim) -> tuple[str, str]:
     return INCONCLUSIVE, f"{shown} straddles the edge of {claim.says}"
 
 
+def judge_all(parts: list[tuple[str, str]]) -> tuple[str, str]:
+    """The verdict of a claim made of several parts, each judged by :func:`judge`: pending
+    while any part is, ``"agrees"`` when every part agrees, ``"disagrees"`` when any part
+    disagrees, otherwise inconclusive; the reasons joined.
+
+    >>> judge_all([("agrees", "a"), ("disagrees", "b")])
+    ('disagrees', 'a; b')
+    >>> judge_all([("agrees", "a"), ("inconclusive at this scale", "b")])[0]
+    'inconclusive at this scale'
+    """
+    verdicts, why = [v for v, _ in parts], "; ".join(w for _, w in parts)
+    pending = [v for v in verdicts if v.startswith("pending")]
+    if pending:
+        return pending[0], why
+    if all(v == AGREES for v in verdicts):
+        return AGREES, why
+    return (DISAGREES if DISAGREES in verdicts else INCONCLUSIVE), why
+
+
 # ----------------------------------------------------------------------------- fits
 
 
