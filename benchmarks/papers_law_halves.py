@@ -133,14 +133,17 @@ def finished_runs(cells: dict, seeds, factors, run_dir: Callable) -> list[tuple[
     return out
 
 
-def read(csv: Path = CSV) -> pd.DataFrame:
-    """The saved rows (an empty frame with the key columns when there are none)."""
+def read(csv: Path | None = None) -> pd.DataFrame:
+    """The saved rows of ``csv`` (default :data:`CSV`; an empty frame with the key columns when
+    there are none)."""
+    csv = csv or CSV
     return pd.read_csv(csv) if csv.is_file() else pd.DataFrame(columns=KEY)
 
 
-def update(runs: list[tuple[Path, dict]], csv: Path = CSV) -> pd.DataFrame:
-    """Rows for ``runs`` not yet in ``csv`` (or whose checkpoints changed), saved after each
-    run so a killed pass resumes; rows of runs not listed stay."""
+def update(runs: list[tuple[Path, dict]], csv: Path | None = None) -> pd.DataFrame:
+    """Rows for ``runs`` not yet in ``csv`` (default :data:`CSV`; or whose checkpoints
+    changed), saved after each run so a killed pass resumes; rows of runs not listed stay."""
+    csv = csv or CSV
     frame = read(csv)
     for folder, shape in runs:
         key = tuple(shape[k] for k in KEY)

@@ -161,3 +161,36 @@ def test_a_trained_run_goes_through_the_pass_and_resumes(tmp_path, cache_dir, co
     again = h.update(runs, csv)
     assert counted == [] and len(again) == 1  # resumed: nothing probed again
     assert "fx-tiny" in "\n".join(h.section_lines(again, law_frame(0.1)))
+
+
+@pytest.mark.slow  # the report's regime lines read the corpus: about 3 s
+def test_the_law_scripts_halves_flag_refits_each_finished_folder_into_the_report(
+    tmp_path, monkeypatch
+):
+    import validate_papers_law as law
+
+    out = tmp_path / "law"
+    done = {("sn-B8-C128", 3, 1), ("sn-B8-C128", 4, 2), ("fx-B8-C64", 3, 1)}
+    for cell, seed, factor in done | {("sn-B8-C32", 3, 1)}:  # the last one still training
+        folder = law.run_dir(str(out), cell, seed, factor)
+        (folder / "checkpoints").mkdir(parents=True)
+        if (cell, seed, factor) in done:
+            (folder / "result.json").write_text("{}")
+    frame = halves_frame(0.01, 1)
+    computed = []
+
+    def fake_row(folder, shape):  # the refit itself is tested above; here only the wiring
+        computed.append((shape["cell"], shape["seed"], shape["budget_factor"]))
+        return {**frame.iloc[0].to_dict(), **shape, "checkpoints": 0}
+
+    monkeypatch.setattr(h, "run_row", fake_row)
+    monkeypatch.setattr(h, "CSV", tmp_path / "halves.csv")
+    monkeypatch.setattr(law, "OUT_CSV", tmp_path / "law.csv")
+    monkeypatch.setattr(law, "OUT_MD", tmp_path / "law.md")
+    monkeypatch.setattr(sys, "argv", ["validate_papers_law.py", "--halves", "--out", str(out)])
+    law.main()
+    assert set(computed) == done and len(h.read()) == 3
+    text = law.OUT_MD.read_text()
+    assert "## Without training: interleaved halves" in text and "3 run(s) refitted" in text
+    law.main()  # resumed: every folder has its row
+    assert len(computed) == 3
