@@ -193,6 +193,20 @@ def between_seeds(law: pd.DataFrame, cells) -> tuple[float, int]:
     return (float(sums.sum()) / df if df else math.nan), df
 
 
+def sd_interval(variance: float, df: int) -> Estimate:
+    """An SD from a variance on ``df`` degrees of freedom, with its chi-square 95% interval.
+
+    >>> sd_interval(0.01, 10).text(".3f")
+    '0.100 [0.070, 0.175] (chi-square, df 10)'
+    """
+    method = f"chi-square, df {df}"
+    if df < 1 or not variance >= 0:
+        return Estimate(math.nan, math.nan, math.nan, method, df)
+    tail = (1 - LEVEL) / 2
+    low, high = (math.sqrt(df * variance / stats.chi2.ppf(q, df)) for q in (1 - tail, tail))
+    return Estimate(math.sqrt(variance), low, high, method, df)
+
+
 def noise_ratio(d, between: float, df_between: int, needs: int = MIN_SEEDS) -> Estimate:
     """SD(d) / sqrt 2 over the between-seed SD, with the F interval of the variance ratio.
 
@@ -282,10 +296,10 @@ def halves_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
     lines += [*markdown(cell_table(refit, law)), "",
               f"- mean log10(U_even / U_odd) over runs: {bias.text('+.3f')} (a bias of the "
               "interleaving; the odd half's checkpoints sit half a log step later).",
-              f"- estimator SD on half the checkpoints, SD(d)/sqrt 2 = "
-              f"{math.sqrt(refit.d.var(ddof=1) / 2) if len(refit) > 1 else math.nan:.3f} "
-              f"(log10) against a between-seed SD of {math.sqrt(variance):.3f} pooled over the "
-              f"same {refit.cell.nunique()} cell(s); ratio {ratio.text('.2f')}.",
+              "- estimator SD on half the checkpoints, SD(d)/sqrt 2, in log10 U: "
+              f"{sd_interval(refit.d.var(ddof=1) / 2, len(refit) - 1).text('.3f')}; between-seed "
+              f"SD pooled over the same {refit.cell.nunique()} cell(s): "
+              f"{sd_interval(variance, df).text('.3f')}; their ratio {ratio.text('.2f')}.",
               f"- rule (declared before the data): the ratio's whole 95% interval below {SMALL} "
               f"-> small, wholly above -> not small: **{verdict_of(ratio)}**.", ""]  # fmt: skip
     return lines
