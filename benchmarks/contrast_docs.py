@@ -71,19 +71,28 @@ def config(arm: str, producer: str, options: dict, seed: int, out: str) -> Train
                    producer_options={**pilot.producer_options, **snippets})  # fmt: skip
 
 
-def pilot_run(pilot: TrainConfig) -> Path:
-    """The finished pilot run the natural arm scores; exits with one line when it is missing,
-    unfinished or trained with another config (this script never trains it)."""
+def pilot_problem(pilot: TrainConfig) -> str:
+    """Why the natural arm cannot score the pilot run of ``pilot`` yet: missing, unfinished or
+    trained with another config; "" when it can (this script never trains it)."""
     run, seed = Path(pilot.out), pilot.seed
     again = f"validate_papers_natural.py --pilot {PILOT} --seed {seed}"
     if not is_finished(run):
-        sys.exit(f"natural seed {seed}: the pilot run {run} is not finished; it is trained by "
-                 f"`{again}`, then scored here.")  # fmt: skip
+        return (f"natural seed {seed}: the pilot run {run} is not finished; it is trained by "
+                f"`{again}`, then scored here.")  # fmt: skip
     changed = config_changes(run, pilot.to_json(), ignore=(*RESUMABLE_CHANGES, "out"))
     if changed:
-        sys.exit(f"natural seed {seed}: {run} was trained with another config ({changed}); "
-                 f"the contrast needs the pilot's own (`{again}`).")  # fmt: skip
-    return run
+        return (f"natural seed {seed}: {run} was trained with another config ({changed}); "
+                f"the contrast needs the pilot's own (`{again}`).")  # fmt: skip
+    return ""
+
+
+def pilot_run(pilot: TrainConfig) -> Path:
+    """The finished pilot run the natural arm scores; exits with :func:`pilot_problem`'s line
+    when there is none."""
+    problem = pilot_problem(pilot)
+    if problem:
+        sys.exit(problem)
+    return Path(pilot.out)
 
 
 def pilot_seconds(run: Path) -> float:

@@ -104,7 +104,10 @@ def test_the_recipe_scores_the_pilot_run_and_trains_bi_induct_on_its_config(tiny
     argv = ["--recipe", "docs", "--cell", "natural", "--cell", "forward", "--seed", "0",
             "--random", "2", "--out", str(tiny_pilot / "contrast")]  # fmt: skip
     with pytest.raises(SystemExit, match="not finished"):  # the pilot has not run yet
-        contrast.main(argv)
+        contrast.main(argv[:4] + argv[6:])  # natural seed 0 alone
+    contrast.main(argv)  # with another arm-seed: the natural arm is skipped, forward trained
+    statuses = pd.read_csv(tiny_pilot / "RESULTS_papers_contrast-docs.csv").status
+    assert (statuses == "done").sum() == 1
     pilot, _, _ = common.train_or_reuse(natural.config_of(docs.PILOT, 0))
     before = sorted(p.name for p in pilot.iterdir())
     contrast.main(argv)
