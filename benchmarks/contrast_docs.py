@@ -26,6 +26,13 @@ Measured per arm and seed beyond the contrast's own scores (:func:`measures`):
 * centrality: every head ablated alone (``ihprobe.head_effects``, mean ablation); the top
   head's share of the summed positive harm to induction loss (1/8 = spread evenly, 1 = one head).
 
+Claims added (:func:`claims`, regions declared before the data, Welch's t over seeds): "natural-
+only circuits are more central and load-bearing than Bi-Induct ARM ones" has two parts, natural
+- ARM of the top head's share above 0 and of [B]'s per-layer index above 0, joined by
+``verdicts.judge_all`` (agrees only when both agree, disagrees when either disagrees); "natural-
+only reaches a higher function-style ICL accuracy than Bi-Induct ARM": natural - ARM HITS@1
+above 0. Like every contrast claim, "pending: n of 5 seeds" until each arm has 5.
+
 >>> RECIPE["pilot"], RECIPE["tokens"]
 ('d128-lr3e-3', 30000000)
 """
