@@ -69,6 +69,7 @@ def test_committed_outputs_fit_the_page(path):
 @pytest.mark.slow
 def test_notebooks_run_twice_in_a_row_and_02_finds_the_transition(tmp_path, monkeypatch, cache_dir):
     monkeypatch.setenv("IHPROBE_NOTEBOOK_DIR", str(tmp_path / "demo"))  # one shared run
+    monkeypatch.setenv("IHPROBE_REFERENCE", str(ROOT / "reference" / "natural-docs"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     seconds = {}
