@@ -21,12 +21,18 @@ folders that are gone stay):
   per run log10(U at n = C/2 / U at n = 16), a t-interval over runs, judged against "within
   1.5x either way".
 
+Run folders outside the grid, refitted as one cell (their own full fits give the
+between-seed spread; the section on stdout)::
+
+    nice -n 19 .venv/bin/python benchmarks/papers_law_halves.py --cell NAME --csv ROWS RUN...
+
 >>> verdict_of(Estimate(0.2, 0.1, 0.4, "F", 6, 5))
 'estimator noise is small next to seed noise'
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from collections.abc import Callable
@@ -51,7 +57,7 @@ from verdicts import (
 
 from ihprobe.dynamics.changepoint import EmergencePoint, emergence
 from ihprobe.dynamics.trajectories import trajectory
-from ihprobe.io.runs import run_meta, run_shape
+from ihprobe.io.runs import is_finished, run_meta, run_shape
 
 CSV = Path(__file__).resolve().parent / "RESULTS_papers_law_halves.csv"
 SCAN = {"n": 16, "batch": 50}  # the grid's probe (validate_papers_law.run_cell)
@@ -97,8 +103,9 @@ def _point(table: pd.DataFrame, B: int, C: int, steps: int, prefix: str) -> dict
 
 
 def run_row(run: Path, shape: dict, cache_name: str = "trajectory-cache") -> dict:
-    """One run's results row: the full fit, the two halves, and (where :func:`long_probe`)
-    the fit on n = C/2 probes. ``shape``: cell, seed, budget_factor, grid."""
+    """One run's results row: the full fit, the two halves, and (where :func:`long_probe`,
+    or ``shape["long"]``) the fit on n = C/2 probes. ``shape``: cell, seed, budget_factor,
+    grid."""
     started = time.perf_counter()
     B, C = run_shape(run)
     steps = int(run_meta(run)["steps"])
@@ -109,7 +116,7 @@ def run_row(run: Path, shape: dict, cache_name: str = "trajectory-cache") -> dic
     row.update(_point(table, B, C, steps, ""))
     row.update(_point(even, B, C, steps, "even_"))
     row.update(_point(odd, B, C, steps, "odd_"))
-    row["n_long"] = C // 2 if long_probe(shape["grid"], C) else None
+    row["n_long"] = C // 2 if shape.get("long", long_probe(shape["grid"], C)) else None
     if row["n_long"]:
         scan = {**SCAN, "n": row["n_long"]}
         longer = trajectory(run, ["prefix_matching"], cache=cache, progress=False, **scan)
@@ -295,7 +302,7 @@ def halves_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
     bias = t_mean(refit.d)
     lines += [*markdown(cell_table(refit, law)), "",
               f"- mean log10(U_even / U_odd) over runs: {bias.text('+.3f')} (a bias of the "
-              "interleaving; the odd half's checkpoints sit half a log step later).",
+              "interleaving; the odd half's checkpoints sit half a grid step later).",
               "- estimator SD on half the checkpoints, SD(d)/sqrt 2, in log10 U: "
               f"{sd_interval(refit.d.var(ddof=1) / 2, len(refit) - 1).text('.3f')}; between-seed "
               f"SD pooled over the same {refit.cell.nunique()} cell(s): "
@@ -324,15 +331,45 @@ def probe_lines(frame: pd.DataFrame) -> list[str]:
             f"{SAME.says} -> **{says}**.", ""]  # fmt: skip
 
 
-def section_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
+def section_lines(frame: pd.DataFrame, law: pd.DataFrame, source: str = "") -> list[str]:
     """The section of ``RESULTS_papers_law.md`` (``frame``: :func:`read`; ``law``: the grid's
-    rows, for the between-seed spread)."""
+    rows, for the between-seed spread; ``source``: what was refitted, default the grid's run
+    folders)."""
+    source = source or (
+        "Each finished run folder of the grid refitted from the trajectory "
+        "the grid probed (`--halves`; method in "
+        f"`benchmarks/papers_law_halves.py`, rows in `{CSV.name}`)."
+    )
     head = ["## Without training: interleaved halves and a longer probe (issue 24)", "",
-            "Each finished run folder refitted from the trajectory the grid probed "
-            "(`--halves`; method in `benchmarks/papers_law_halves.py`, rows in "
-            f"`{CSV.name}`).", ""]  # fmt: skip
+            source, ""]  # fmt: skip
     if frame.empty:
         return [*head, "No run folders yet: `runs/` is not committed, and the results rows of "
                 "earlier runs carry no trajectory; the refit covers each run folder of the "
                 "grid as it finishes.", ""]  # fmt: skip
     return [*head, *halves_lines(frame, law), *probe_lines(frame)]
+
+
+def main() -> None:
+    """Refit run folders outside the grid as one cell: rows in ``--csv``, the section on
+    stdout."""
+    parser = argparse.ArgumentParser(description=main.__doc__.split(":")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="finished ihprobe run folders")
+    parser.add_argument("--cell", required=True, help="the name the runs are shown under")
+    parser.add_argument("--csv", type=Path, required=True, help="rows, resumable")
+    parser.add_argument("--long", action="store_true", help="also probe with n = C/2")
+    args = parser.parse_args()
+    unfinished = [str(run) for run in args.runs if not is_finished(run)]
+    if unfinished:
+        parser.exit(2, f"not finished ihprobe runs: {unfinished}; pass finished run folders.\n")
+    shapes = [(run, {"cell": args.cell, "seed": int(run_meta(run)["config"]["seed"]),
+                     "budget_factor": 1, "grid": args.cell, "long": args.long})
+              for run in args.runs]  # fmt: skip
+    frame = update(shapes, args.csv)
+    source = (f"`{args.cell}`: {len(frame)} run folders refitted (method in "
+              f"`benchmarks/papers_law_halves.py`, rows in `{args.csv.name}`); the between-seed "
+              "spread is that of their own full fits.")  # fmt: skip
+    print("\n".join(section_lines(frame, frame.assign(status="done"), source)))
+
+
+if __name__ == "__main__":
+    main()
