@@ -104,6 +104,7 @@ LR = 3e-3
 WARMUP_TOKENS = 1_000_000
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_CSV = HERE / "RESULTS_papers_law.md", HERE / "RESULTS_papers_law.csv"
+DEFAULT_OUT = ROOT / "runs" / "validate-papers" / "law"
 
 
 def fixed_structure(context: int) -> dict:
@@ -279,10 +280,16 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     return result
 
 
+def saved_rows(out: str) -> dict[tuple, dict]:
+    """The results CSV's done rows, which record the default run folder only (another --out
+    starts from its own folders)."""
+    return saved_results(OUT_CSV) if Path(out) == DEFAULT_OUT else {}
+
+
 def extended(out: str, name: str) -> bool:
     """A cell is shown from its reruns once every seed with a first run has one (in its run
     folders, or in the results CSV where the folders are gone)."""
-    saved = [r for (cell, _), r in saved_results(OUT_CSV).items() if cell == name]
+    saved = [r for (cell, _), r in saved_rows(out).items() if cell == name]
     if any(r.get("budget_factor", 1) == EXTEND for r in saved):
         return True
     first = [s for s in SEEDS if read_result(run_dir(out, name, s))]
@@ -302,7 +309,7 @@ def collect(args) -> pd.DataFrame:
     """One row per cell and seed, status done / pending: a run folder's result, else the done
     row of ``RESULTS_papers_law.csv`` (``args.from_csv``: the CSV alone)."""
     from_csv = getattr(args, "from_csv", False)
-    saved = saved_results(OUT_CSV)
+    saved = saved_results(OUT_CSV) if from_csv else saved_rows(args.out)
     rows = []
     for name, cell in cells().items():
         factor = EXTEND if not from_csv and extended(args.out, name) else 1
@@ -384,7 +391,7 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--state-every", type=int, default=100, help="updates between states")
-    parser.add_argument("--out", default=str(ROOT / "runs" / "validate-papers" / "law"))
+    parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args()
     table = cells()
     unknown = sorted(set(args.cell or ()) - set(table))

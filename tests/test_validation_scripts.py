@@ -165,6 +165,25 @@ def test_the_law_tables_rebuild_from_the_csv_alone(tmp_path, monkeypatch):
     assert "b **disagrees**" in fit_text(again)
 
 
+def test_a_new_seed_adds_to_the_csv_rows_of_run_folders_that_are_gone(tmp_path, monkeypatch):
+    frame = law_frame(0.9, 0.1, seeds=(0, 1, 2))
+    monkeypatch.setattr(law, "OUT_CSV", tmp_path / "law.csv")
+    monkeypatch.setattr(law, "DEFAULT_OUT", tmp_path / "runs")
+    frame.to_csv(law.OUT_CSV, index=False)
+    cell = "sn-B8-C64"
+    run = law.run_dir(str(law.DEFAULT_OUT), cell, 3)
+    run.mkdir(parents=True)
+    common.write_result(run, {"transition": True, "censored": False, "steps": 15300,
+                              "updates": 4321.0, "budget_factor": 1})  # fmt: skip
+    rows = law.collect(SimpleNamespace(out=str(law.DEFAULT_OUT))).set_index(["cell", "seed"])
+    assert rows.loc[(cell, 3)].updates == 4321.0 and rows.loc[(cell, 3)].status == "done"
+    saved = frame.set_index(["cell", "seed"]).loc[(cell, 0)].updates
+    assert rows.loc[(cell, 0)].updates == saved and rows.loc[(cell, 4)].status == "pending"
+    # another --out holds other runs: the committed rows are not mixed in
+    other = law.collect(SimpleNamespace(out=str(tmp_path / "elsewhere")))
+    assert (other.status == "pending").all()
+
+
 def contrast_frame(natural_ps: float, backward_anti: float, seeds=contrast.SEEDS,
                    natural_perplexity: float = 7.0) -> pd.DataFrame:  # fmt: skip
     """Every arm done with a little spread; the natural arm's PS and perplexity and the
