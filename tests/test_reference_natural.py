@@ -91,6 +91,14 @@ def test_the_recipe_is_portable_and_the_model_card_is_its_numbers():
     assert (REFERENCE / natural_reference.CARD).read_text() == card  # no number edited by hand
 
 
+def test_portable_paths_name_the_cache_and_the_repository_for_any_machine(monkeypatch, tmp_path):
+    monkeypatch.setenv("IHPROBE_CACHE", str(tmp_path / "cache"))
+    paths = [str(tmp_path / "cache" / "corpora"), str(ROOT / "runs" / "x"), "/elsewhere", 3]
+    assert natural_reference.portable({"paths": paths}) == {
+        "paths": ["$IHPROBE_CACHE/corpora", "runs/x", "/elsewhere", 3]
+    }
+
+
 # ----------------------------------------------------------------------------- the recipe, small
 
 SMALL = ["--producer", "natural", "--vocab-size", "300", "--layers", "2", "--heads", "4",
