@@ -20,6 +20,7 @@ folders that are gone stay):
   with repeats of n = C/2 tokens instead of 16 (cached beside the grid's probe) and refitted:
   per run log10(U at n = C/2 / U at n = 16), a t-interval over runs, judged against "within
   1.5x either way".
+* **The live forecast against its prior** on the same checkpoints (:mod:`papers_law_forecast`).
 
 Run folders outside the grid, refitted as one cell (their own full fits give the
 between-seed spread; the section on stdout)::
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from papers_law_forecast import forecast_fields, forecast_lines
 from scipy import stats
 from validate_papers_common import markdown
 from verdicts import (
@@ -92,9 +94,8 @@ def interleaved(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return tuple(table[zero | table.step.isin(later[k::2])] for k in (0, 1))
 
 
-def _point(table: pd.DataFrame, B: int, C: int, steps: int, prefix: str) -> dict:
+def _fields(p: EmergencePoint, steps: int, prefix: str) -> dict:
     """An emergence point's row fields: ``{prefix}updates``, ``transition``, ``censored``."""
-    p: EmergencePoint = emergence(table, batch_size=B, context=C)
     return {
         f"{prefix}updates": p.updates if p.transition else None,
         f"{prefix}transition": bool(p.transition),
@@ -103,9 +104,9 @@ def _point(table: pd.DataFrame, B: int, C: int, steps: int, prefix: str) -> dict
 
 
 def run_row(run: Path, shape: dict, cache_name: str = "trajectory-cache") -> dict:
-    """One run's results row: the full fit, the two halves, and (where :func:`long_probe`,
-    or ``shape["long"]``) the fit on n = C/2 probes. ``shape``: cell, seed, budget_factor,
-    grid."""
+    """One run's results row: the full fit, the two halves, the forecast replayed on the
+    checkpoints (:mod:`papers_law_forecast`) and (where :func:`long_probe`, or
+    ``shape["long"]``) the fit on n = C/2 probes. ``shape``: cell, seed, budget_factor, grid."""
     started = time.perf_counter()
     B, C = run_shape(run)
     steps = int(run_meta(run)["steps"])
@@ -113,14 +114,16 @@ def run_row(run: Path, shape: dict, cache_name: str = "trajectory-cache") -> dic
     table = trajectory(run, ["prefix_matching"], cache=cache, progress=False, **SCAN)
     even, odd = interleaved(table)
     row = {**shape, "B": B, "C": C, "steps": steps, "checkpoints": int(table.step.nunique())}
-    row.update(_point(table, B, C, steps, ""))
-    row.update(_point(even, B, C, steps, "even_"))
-    row.update(_point(odd, B, C, steps, "odd_"))
+    full = emergence(table, batch_size=B, context=C)
+    row.update(_fields(full, steps, ""))
+    for half, prefix in ((even, "even_"), (odd, "odd_")):
+        row.update(_fields(emergence(half, batch_size=B, context=C), steps, prefix))
+    row.update(forecast_fields(table, full, B, C, steps))
     row["n_long"] = C // 2 if shape.get("long", long_probe(shape["grid"], C)) else None
     if row["n_long"]:
         scan = {**SCAN, "n": row["n_long"]}
         longer = trajectory(run, ["prefix_matching"], cache=cache, progress=False, **scan)
-        row.update(_point(longer, B, C, steps, "long_"))
+        row.update(_fields(emergence(longer, batch_size=B, context=C), steps, "long_"))
     row["seconds"] = round(time.perf_counter() - started, 1)
     return row
 
@@ -340,13 +343,13 @@ def section_lines(frame: pd.DataFrame, law: pd.DataFrame, source: str = "") -> l
         "the grid probed (`--halves`; method in "
         f"`benchmarks/papers_law_halves.py`, rows in `{CSV.name}`)."
     )
-    head = ["## Without training: interleaved halves and a longer probe (issue 24)", "",
+    head = ["## Without training: interleaved halves, a longer probe, the forecast (issue 24)", "",
             source, ""]  # fmt: skip
     if frame.empty:
         return [*head, "No run folders yet: `runs/` is not committed, and the results rows of "
                 "earlier runs carry no trajectory; the refit covers each run folder of the "
                 "grid as it finishes.", ""]  # fmt: skip
-    return [*head, *halves_lines(frame, law), *probe_lines(frame)]
+    return [*head, *halves_lines(frame, law), *probe_lines(frame), *forecast_lines(frame)]
 
 
 def main() -> None:

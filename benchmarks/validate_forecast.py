@@ -103,22 +103,25 @@ def wall_seconds(run: Path) -> float:
 def check_seed(seed: int, run: Path, priors: dict[str, Prior]) -> list[dict]:
     """One demo seed judged against each prior (:func:`judged`), with its training time; the
     forecast figure of seed 0."""
-    measured = run_emergence(run)
-    rows = judged(run, priors, measured, DEMO.steps, {"seed": seed})
+    measured, records = run_emergence(run), probe_records(run)
+    rows = judged(records, priors, measured, DEMO.steps, {"seed": seed})
     for row in rows:
         row["train_wall_s"] = round(wall_seconds(run))
     if seed == 0:
         name = [name for name in priors if name != "[A] law"][0]
-        records = [json.loads(line) for line in (run / "probes.jsonl").read_text().splitlines()]
         _figure(forecast_records(records, priors[name]), measured, run)
     return rows
 
 
-def judged(run: Path, priors: dict[str, Prior], measured, steps: int, shape: dict) -> list[dict]:
-    """Replay one run's probes through each prior's forecaster: per prior and fraction of the
-    run's ``steps``, the forecast's 80% interval and the prior's own, and whether each covers
-    the ``measured`` point; each row starts with ``shape``."""
-    records = [json.loads(line) for line in (run / "probes.jsonl").read_text().splitlines()]
+def probe_records(run: Path) -> list[dict]:
+    """A run's live probes (``probes.jsonl``), one dict per checkpoint."""
+    return [json.loads(line) for line in (run / "probes.jsonl").read_text().splitlines()]
+
+
+def judged(records, priors: dict[str, Prior], measured, steps: int, shape: dict) -> list[dict]:
+    """Replay a run's probe ``records`` through each prior's forecaster: per prior and
+    fraction of the run's ``steps``, the forecast's 80% interval and the prior's own, and
+    whether each covers the ``measured`` point; each row starts with ``shape``."""
     rows = []
     for name, prior in priors.items():
         forecasts = {f.at_step: f for f in forecast_records(records, prior)}
@@ -254,7 +257,8 @@ def natural(root: Path) -> None:
     for pilot, seed, run in natural_runs(root):
         prior = {f"[A] law ({pilot})": law_prior(*run_shape(run))}
         steps = int(run_meta(run)["steps"])
-        rows += judged(run, prior, run_emergence(run), steps, {"pilot": pilot, "seed": seed})
+        shape = {"pilot": pilot, "seed": seed}
+        rows += judged(probe_records(run), prior, run_emergence(run), steps, shape)
     table = pd.DataFrame(rows)
     table.to_csv(NATURAL_CSV, index=False)
     text = OUT_MD.read_text() if OUT_MD.is_file() else ""

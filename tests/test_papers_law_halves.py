@@ -17,6 +17,7 @@ from ihprobe.dynamics.changepoint import emergence, run_emergence
 from ihprobe.training.schedule import checkpoint_steps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import papers_law_forecast as lf  # noqa: E402
 import papers_law_halves as h  # noqa: E402
 
 
@@ -32,8 +33,9 @@ def sigmoid_table(midpoint: float, *, noise: float = 0.0, seed: int = 0) -> pd.D
                          "metric": "prefix_matching", "value": ps})  # fmt: skip
 
 
-def test_the_modules_examples_hold():
-    failed, attempted = doctest.testmod(h)
+@pytest.mark.parametrize("module", [h, lf])
+def test_the_modules_examples_hold(module):
+    failed, attempted = doctest.testmod(module)
     assert attempted > 0 and failed == 0
 
 
@@ -194,3 +196,15 @@ def test_the_law_scripts_halves_flag_refits_each_finished_folder_into_the_report
     assert "## Without training: interleaved halves" in text and "3 run(s) refitted" in text
     law.main()  # resumed: every folder has its row
     assert len(computed) == 3
+
+
+def test_the_replayed_forecast_finds_a_point_the_law_prior_misses():
+    table = sigmoid_table(2400)  # B 16, C 128: the law says about 13,000 updates
+    full = emergence(table, batch_size=16, context=128)
+    fields = lf.forecast_fields(table, full, 16, 128, 8800)
+    assert not fields["prior_covered"]  # 80% of the prior lies above 5,000 updates
+    assert fields["f50_covered"] and fields["f50_width"] < fields["prior_width"] / 2
+    frame = pd.DataFrame([{**fields, "cell": "c"}] * 5)
+    text = "\n".join(lf.forecast_lines(frame))
+    assert "| 50% of the run | 5/5 1.00" in text and "adds information" in text
+    assert lf.forecast_lines(frame.drop(columns="f10_covered")) == []

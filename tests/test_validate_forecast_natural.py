@@ -58,7 +58,8 @@ def test_each_forecast_is_judged_at_its_fraction_against_the_measured_point(
 ):
     run = pilot_run(tmp_path, 0)
     prior = {"[A] law": law_prior(4, 256)}
-    rows = pd.DataFrame(vf.judged(run, prior, point(measured), STEPS, {"pilot": "p", "seed": 0}))
+    records, shape = vf.probe_records(run), {"pilot": "p", "seed": 0}
+    rows = pd.DataFrame(vf.judged(records, prior, point(measured), STEPS, shape))
     assert rows.fraction.tolist() == list(vf.AT)
     assert all(r.at_step <= r.fraction * STEPS < r.at_step + STEPS / 24 for r in rows.itertuples())
     assert rows.prior_covered.all() == covered  # the prior (law alone) is the same every time

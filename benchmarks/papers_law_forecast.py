@@ -1,0 +1,80 @@
+"""The live forecast judged against its prior on the law grid's runs (issue 24, item 3).
+
+The grid's runs keep no live probes, so each run's max PS at its checkpoints, as the grid
+probed them (n = 16, 50 rows; the live probe uses 20 rows), is replayed through the forecaster
+the trainer uses live (``validate_forecast.judged``: each forecast sees only the checkpoints up
+to its step), with the published law alone as the prior at the run's B and C (spread 0.3
+decades). After 10%, 30% and 50% of the run's updates: does the 80% interval cover the run's
+emergence point (the grid's fit on all its checkpoints), and how wide is it (high / low),
+against the prior's own interval. Computed in the halves pass (``validate_papers_law.py
+--halves``), stored in the same rows (``f10_covered``, ``f10_width``, ... ``prior_covered``,
+``prior_width``).
+
+>>> [column(0.3, "width"), column(0.5, "covered")]
+['f30_width', 'f50_covered']
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from validate_forecast import AT, informs, judged
+from validate_papers_common import markdown
+from verdicts import proportion
+
+from ihprobe.dynamics.changepoint import EmergencePoint, curve
+from ihprobe.dynamics.forecast import law_prior
+
+PRIOR = "[A] law"
+
+
+def column(fraction: float, what: str) -> str:
+    return f"f{round(fraction * 100)}_{what}"
+
+
+def forecast_fields(table: pd.DataFrame, point: EmergencePoint, B: int, C: int, steps: int):
+    """A run's forecast columns: per fraction of its ``steps`` the forecast's width, whether
+    it covers ``point`` and its source (posterior or detected), and the prior's own."""
+    records = [{"step": int(r.step), "max_prefix_matching": float(r.value)}
+               for r in curve(table).itertuples()]  # fmt: skip
+    rows = judged(records, {PRIOR: law_prior(B, C)}, point, steps, {})
+    out = {"prior_width": rows[0]["prior_width"], "prior_covered": rows[0]["prior_covered"]}
+    for row in rows:
+        for what in ("width", "covered", "source"):
+            out[column(row["fraction"], what)] = row[what]
+    return out
+
+
+def forecast_lines(frame: pd.DataFrame) -> list[str]:
+    """Coverage (Clopper-Pearson over runs) and geometric mean width per fraction, forecast
+    and prior alone; nothing when no row has forecast columns."""
+    key = column(AT[0], "covered")
+    if key not in frame or frame[key].isna().all():
+        return []
+    done = frame[frame[key].notna()]
+    rows = []
+    for fraction in AT:
+        g = pd.DataFrame({
+            "covered": done[column(fraction, "covered")].astype(bool),
+            "width": done[column(fraction, "width")].astype(float),
+            "prior_covered": done.prior_covered.astype(bool),
+            "prior_width": done.prior_width.astype(float),
+        })  # fmt: skip
+        forecast, prior = (
+            proportion(g.covered.sum(), len(g)),
+            proportion(g.prior_covered.sum(), len(g)),
+        )
+        rows.append({
+            "after": f"{fraction:.0%} of the run",
+            "forecast covers": f"{int(g.covered.sum())}/{len(g)} {forecast.text('.2f')}",
+            "forecast width (high/low)": f"{np.exp(np.log(g.width).mean()):.2f}",
+            "prior covers": f"{int(g.prior_covered.sum())}/{len(g)} {prior.text('.2f')}",
+            "prior width": f"{np.exp(np.log(g.prior_width).mean()):.2f}",
+            "informs": informs(g),
+        })  # fmt: skip
+    return ["The live forecast against the published law alone, replayed on each run's "
+            "checkpoints as the grid probed them (method in `benchmarks/papers_law_forecast.py`"
+            f"; {len(done)} runs of {done.cell.nunique()} cell(s); coverage of the run's own "
+            "emergence point by the 80% interval, Clopper-Pearson 95% over runs; 'adds "
+            "information' = at least 10% narrower than the prior and covering at least as "
+            "often):", "", *markdown(pd.DataFrame(rows)), ""]  # fmt: skip
