@@ -1,8 +1,8 @@
-"""Is a run's emergence point the fit's or the seed's, and does the probe's length move it?
-Two checks of the law grid that need no training (issue 24), run by
-``validate_papers_law.py --halves`` on every finished run folder, one results row per run in
-``RESULTS_papers_law_halves.csv`` (a rerun computes only runs it has no row for; rows of run
-folders that are gone stay):
+"""Is a run's emergence point the fit's or the seed's, does the probe's length move it, and
+does the live forecast beat its prior? Checks of the law grid that need no training (issue
+24), run by ``validate_papers_law.py --halves`` on every finished run folder, one results row
+per run in ``RESULTS_papers_law_halves.csv`` (a rerun computes only runs it has no row for;
+rows of run folders that are gone stay):
 
 * **Interleaved halves.** The run's max-PS trajectory as the grid probed it (n = 16, 50 rows,
   read back from its ``trajectory-cache``: nothing is probed again) is split into its even- and
