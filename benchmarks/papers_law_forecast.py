@@ -74,7 +74,7 @@ def forecast_lines(frame: pd.DataFrame) -> list[str]:
         })  # fmt: skip
     return ["The live forecast against the published law alone, replayed on each run's "
             "checkpoints as the grid probed them (method in `benchmarks/papers_law_forecast.py`"
-            f"; {len(done)} runs of {done.cell.nunique()} cell(s); coverage of the run's own "
+            f"; {len(done)} run(s) of {done.cell.nunique()} cell(s); coverage of the run's own "
             "emergence point by the 80% interval, Clopper-Pearson 95% over runs; 'adds "
             "information' = at least 10% narrower than the prior and covering at least as "
             "often):", "", *markdown(pd.DataFrame(rows)), ""]  # fmt: skip

@@ -329,7 +329,7 @@ def probe_lines(frame: pd.DataFrame) -> list[str]:
     }.get(verdict, verdict)
     return ["Probe length: the same runs probed with repeats of n = C/2 tokens instead of 16 "
             "(50 rows) and refitted:", "", *markdown(table), "",
-            f"- U(n = C/2) / U(n = 16), geometric mean over {len(table) - left} runs placed "
+            f"- U(n = C/2) / U(n = 16), geometric mean over {len(table) - left} run(s) placed "
             f"under both probes ({left} left out): {ratio.text('.2f')}; rule: "
             f"{SAME.says} -> **{says}**.", ""]  # fmt: skip
 
@@ -368,7 +368,7 @@ def main() -> None:
                      "budget_factor": 1, "grid": args.cell, "long": args.long})
               for run in args.runs]  # fmt: skip
     frame = update(shapes, args.csv)
-    source = (f"`{args.cell}`: {len(frame)} run folders refitted (method in "
+    source = (f"`{args.cell}`: {len(frame)} run folder(s) refitted (method in "
               f"`benchmarks/papers_law_halves.py`, rows in `{args.csv.name}`); the between-seed "
               "spread is that of their own full fits.")  # fmt: skip
     print("\n".join(section_lines(frame, frame.assign(status="done"), source)))
