@@ -139,6 +139,23 @@ def proportion(successes: int, n: int) -> Estimate:
     return Estimate(successes / n, ci.low, ci.high, f"Clopper-Pearson, {_seeds(n)}", n)
 
 
+def seed_target(successes: int, done: int, target: int = 4, of: int = MIN_SEEDS) -> tuple[str, str]:
+    """(verdict, why) for a target stated as a count of seeds, e.g. "a head forms in at least 4 of
+    5 seeds": ``"meets the target"`` or ``"misses the target"`` once ``of`` seeds are done, or
+    earlier when the seeds still to run cannot change it; otherwise ``"pending: n of 5 seeds"``.
+
+    >>> seed_target(4, 5)[0], seed_target(3, 5)[0], seed_target(1, 3)[0], seed_target(2, 3)[0]
+    ('meets the target', 'misses the target', 'misses the target', 'pending: 3 of 5 seeds')
+    """
+    share = proportion(successes, done).text(".2f")
+    why = f"{successes} of {done} seeds ({share}); target at least {target} of {of}"
+    if successes >= target:
+        return "meets the target", why
+    if successes + (of - done) < target:
+        return "misses the target", why
+    return f"pending: {done} of {of} seeds", why
+
+
 # ----------------------------------------------------------------------------- claims
 
 

@@ -266,3 +266,26 @@ def test_the_forecast_is_judged_against_its_prior_alone():
     assert forecast.informs(forecast_rows(3.0, four, all_five)).startswith("narrower but")
     row = forecast.summary(forecast_rows(3.0, four, all_five)).iloc[0]
     assert row["forecast covers"].startswith("4/5 0.80 [0.28, 0.99] (Clopper-Pearson, 5 seeds)")
+
+
+def test_the_natural_pilots_outcome_counts_formed_seeds_and_keeps_rows_whose_folders_are_gone(
+    tmp_path, monkeypatch
+):
+    import validate_papers_natural as natural
+
+    monkeypatch.setattr(natural, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(natural, "OUT_CSV", tmp_path / "natural.csv")
+    pilot = next(iter(natural.PILOTS))
+    saved = [{**natural.summary(pilot, seed), "status": "done", "curve": "0.0: 0.010 (0.001)",
+              "formed_at_M": 21.3 if seed == 0 else None} for seed in (0, 1, 2)]  # fmt: skip
+    pd.DataFrame(saved).to_csv(natural.OUT_CSV, index=False)
+    frame = natural.rows()
+    mine = frame[frame.pilot == pilot]
+    assert list(mine.seed) == [0, 1, 2] and (mine.status == "done").all()
+    said = " ".join(natural.outcome(mine))
+    assert "**misses the target**" in said and "1 of 3 seeds" in said  # 1 + 2 to run < 4
+    formed = [{**row, "formed_at_M": 20.0} for row in saved]
+    assert "**pending: 3 of 5 seeds**" in " ".join(natural.outcome(pd.DataFrame(formed)))
+    assert "**meets the target**" in " ".join(
+        natural.outcome(pd.DataFrame(formed + [{**formed[0], "seed": 3}]))
+    )

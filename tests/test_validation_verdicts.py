@@ -167,3 +167,12 @@ def test_a_censored_ratio_models_the_censored_seeds_and_bounds_a_fully_censored_
     assert v.judge(bound, v.same_ratio())[0] == "inconclusive at this scale"  # 1.3x: may be 1
     far = pd.DataFrame(base + cell([30000] * 5, [True] * 5))
     assert v.judge(v.censored_ratio(far, "wide", "base"), v.same_ratio())[0] == "disagrees"
+
+
+def test_a_seed_count_target_is_met_missed_or_pending_by_the_counts():
+    assert v.seed_target(4, 5)[0] == "meets the target"
+    assert v.seed_target(4, 4)[0] == "meets the target"  # the fifth seed cannot undo it
+    assert v.seed_target(3, 5)[0] == "misses the target"
+    assert v.seed_target(1, 3)[0] == "misses the target"  # 1 + 2 to run < 4
+    assert v.seed_target(2, 3)[0] == "pending: 3 of 5 seeds"
+    assert "Clopper-Pearson, 3 seeds" in v.seed_target(2, 3)[1]
