@@ -69,7 +69,10 @@ PILOTS: dict[str, dict] = {  # name -> TrainConfig fields over BASE; the corpus 
                     "tokens": 24_000_000, "vocab": 512},
     # a smaller vocabulary (nearly bytes): tokens repeat more within a context
     "d128-bpe300": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 4, "lr": 3e-3,
-                    "tokens": 24_000_000, "vocab": 300},
+                    "tokens": 30_000_000, "vocab": 300},
+    # the first recipe at the learning rate, which rose in both of its seeds (slowly)
+    "d128-lr1e-3": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 4, "lr": 1e-3,
+                    "tokens": 30_000_000, "vocab": 512},
     # the other batch size of the law
     "d128-B16": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 16, "lr": 3e-3,
                  "tokens": 48_000_000, "vocab": 512},
