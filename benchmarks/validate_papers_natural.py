@@ -18,6 +18,10 @@ Run from the repository root::
     nice -n 10 .venv/bin/python benchmarks/validate_papers_natural.py --pilot d128-lr3e-3 --seed 0
     .venv/bin/python benchmarks/validate_papers_natural.py --report
 
+The issue's next step when too few seeds form a head is the law's budget x3: ``--extend`` (with
+``--pilot`` and ``--seed``) continues a finished seed to 3x the law's updates under the same
+constant rate (``run.json`` records the extension), and the outcome is judged at both budgets.
+
 ``--export DIR`` (with ``--pilot`` and ``--seed``) copies a finished seed's final checkpoint,
 its ``probes.jsonl`` and ``recipe.json`` (its config and what was measured, with this machine's
 paths spelled portably) into ``DIR`` and writes a model card there; ``make reference`` trains
@@ -31,6 +35,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -48,13 +53,16 @@ from verdicts import MIN_SEEDS, seed_target
 
 from ihprobe.data.installed_docs import default_directory
 from ihprobe.dynamics.law import predict_emergence
-from ihprobe.io.runs import is_finished
-from ihprobe.training.trainer import TrainConfig
+from ihprobe.io.runs import is_finished, run_meta
+from ihprobe.training.trainer import TrainConfig, train
 
 HERE = Path(__file__).resolve().parent
 RUNS = ROOT / "runs" / "validate-papers" / "natural"
 OUT_MD, OUT_CSV = HERE / "RESULTS_papers_natural.md", HERE / "RESULTS_papers_natural.csv"
 TARGET = 4  # seeds of 5 in which a head must form (issue 23), declared before the seeds ran
+# The second budget the issue prescribes when the first forms too few heads: the law's x3. It
+# continues a finished seed (``--extend``), so its first 2x are the same run.
+EXTENDED_LAW_X = 3.0
 FORMED = 0.3
 BASE = {"arch": "gpt-neox", "layers": 2, "schedule": "constant", "warmup": 0.01,
         "checkpoints": "linear", "n_checkpoints": 24, "live_probes": True,
@@ -112,6 +120,8 @@ def summary(pilot: str, seed: int) -> dict:
         if (run / "wall.json").is_file()
         else None
     )
+    meta = run_meta(run) if run.is_dir() else None
+    extended = meta["tokens"] / 1e6 if meta and meta.get("extensions") else None
     return {
         "pilot": pilot, "seed": seed, "d_model": p["d_model"], "heads": p["heads"],
         "vocab": p["vocab"], "B": p["batch_size"], "C": p["context"], "lr": p["lr"],
@@ -123,18 +133,50 @@ def summary(pilot: str, seed: int) -> dict:
         "at_M": round(best["tokens"] / 1e6, 1) if best else None,
         "AR_acc": round(records[-1]["ar_accuracy"], 3) if records else None,
         "formed_at_M": round(first["tokens"] / 1e6, 1) if first else None,
+        "extended_to_M": round(extended, 1) if extended else None,
         "train_s": wall, "curve": curve(records),
     }  # fmt: skip
 
 
 def run_pilot(pilot: str, seed: int) -> None:
+    """Train, resume or reuse one seed at its pilot's budget (a seed extended past it is read)."""
     config = config_of(pilot, seed)
-    run, seconds, how = train_or_reuse(config)
-    wall = run / "wall.json"
-    if how != "reused":  # a finished run is only read
-        before = json.loads(wall.read_text())["seconds"] if wall.is_file() else 0.0
-        wall.write_text(json.dumps({"seconds": round(before + seconds, 1), "last": how}))
+    meta = run_meta(Path(config.out)) if Path(config.out).is_dir() else None
+    if not (meta and meta.get("extensions")):
+        run, seconds, how = train_or_reuse(config)
+        if how != "reused":  # a finished run is only read
+            add_wall(run, seconds, how)
     print(json.dumps(summary(pilot, seed)))
+
+
+def extended_tokens(pilot: str) -> int:
+    """The budget of ``--extend``: ``EXTENDED_LAW_X`` times the law's updates, in tokens."""
+    p = PILOTS[pilot]
+    return int(EXTENDED_LAW_X * law_updates(pilot) * p["batch_size"] * p["context"])
+
+
+def extend_pilot(pilot: str, seed: int) -> None:
+    """Continue a seed past its pilot's budget to :func:`extended_tokens` (the constant
+    schedule allows it; ``run.json`` records the extension), training the pilot's own budget
+    first if needed; a killed extension resumes, a finished one is reused."""
+    config, tokens = config_of(pilot, seed), extended_tokens(pilot)
+    run = Path(config.out)
+    meta = run_meta(run) if run.is_dir() else None
+    if not (meta and meta.get("extensions")):
+        run_pilot(pilot, seed)
+    if is_finished(run) and run_meta(run)["tokens"] >= tokens:
+        print(json.dumps(summary(pilot, seed)))
+        return
+    started = time.perf_counter()
+    train(replace(config, tokens=tokens, resume=True))
+    add_wall(run, time.perf_counter() - started, "extended")
+    print(json.dumps(summary(pilot, seed)))
+
+
+def add_wall(run: Path, seconds: float, how: str) -> None:
+    wall = run / "wall.json"
+    before = json.loads(wall.read_text())["seconds"] if wall.is_file() else 0.0
+    wall.write_text(json.dumps({"seconds": round(before + seconds, 1), "last": how}))
 
 
 def rows() -> pd.DataFrame:
@@ -154,13 +196,23 @@ def rows() -> pd.DataFrame:
 
 def outcome(frame: pd.DataFrame) -> list[str]:
     """Per pilot: the seeds in which a head formed within the budget, judged against the target
-    of at least ``TARGET`` of 5 (``verdicts.seed_target``)."""
+    of at least ``TARGET`` of 5 (``verdicts.seed_target``); where seeds were extended, also
+    within ``EXTENDED_LAW_X`` times the law (a seed that formed earlier counts there too)."""
     lines = []
     for pilot, runs in frame.groupby("pilot", sort=False):
-        done = runs[runs.status == "done"]
-        formed = int(done.formed_at_M.notna().sum())
-        verdict, why = seed_target(formed, len(done), TARGET, MIN_SEEDS)
-        lines.append(f"- `{pilot}`: **{verdict}**: a head formed in {why}.")
+        budget = PILOTS[pilot]["tokens"] / 1e6
+        seen = runs.tokens_M_seen.fillna(0)
+        formed = runs.formed_at_M.fillna(float("inf"))
+        judged = {f"{runs.law_x.iloc[0]:.1f}x the law ({budget:g}M tokens)":
+                  (runs[seen >= budget - 0.05], budget)}  # fmt: skip
+        if runs.get("extended_to_M", pd.Series(dtype=float)).notna().any():
+            more = extended_tokens(pilot) / 1e6
+            whole = (formed <= budget) | ((runs.status == "done") & (seen >= more - 0.05))
+            judged[f"{EXTENDED_LAW_X:.1f}x the law ({more:.1f}M tokens)"] = (runs[whole], more)
+        for label, (done, within) in judged.items():
+            count = int((done.formed_at_M.fillna(float("inf")) <= within).sum())
+            verdict, why = seed_target(count, len(done), TARGET, MIN_SEEDS)
+            lines.append(f"- `{pilot}` within {label}: **{verdict}**: a head formed in {why}.")
     return lines
 
 
@@ -233,6 +285,9 @@ def main() -> None:
     parser.add_argument("--pilot", choices=sorted(PILOTS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", action="store_true", help="write RESULTS_papers_natural.md")
+    parser.add_argument("--extend", action="store_true",
+                        help=f"with --pilot: continue the seed to {EXTENDED_LAW_X:g}x the law's "
+                             "updates (trains its own budget first if needed)")  # fmt: skip
     parser.add_argument("--export", type=Path, metavar="DIR",
                         help="after --pilot: copy its finished seed's final checkpoint, probes "
                              "and recipe into DIR, with a model card")  # fmt: skip
@@ -245,7 +300,7 @@ def main() -> None:
             print(f"{name}: {p}; law {law_updates(name):,.0f} updates")
     elif args.pilot:
         started = time.time()
-        run_pilot(args.pilot, args.seed)
+        (extend_pilot if args.extend else run_pilot)(args.pilot, args.seed)
         print(f"{time.time() - started:.0f} s")
     if args.export:
         export(RUNS / args.pilot / f"seed{args.seed}", args.export, pilot=args.pilot,

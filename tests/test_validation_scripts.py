@@ -276,8 +276,10 @@ def test_the_natural_pilots_outcome_counts_formed_seeds_and_keeps_rows_whose_fol
     monkeypatch.setattr(natural, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(natural, "OUT_CSV", tmp_path / "natural.csv")
     pilot = next(iter(natural.PILOTS))
+    budget = natural.PILOTS[pilot]["tokens"] / 1e6
     saved = [{**natural.summary(pilot, seed), "status": "done", "curve": "0.0: 0.010 (0.001)",
-              "formed_at_M": 21.3 if seed == 0 else None} for seed in (0, 1, 2)]  # fmt: skip
+              "tokens_M_seen": budget, "formed_at_M": 21.3 if seed == 0 else None}
+             for seed in (0, 1, 2)]  # fmt: skip
     pd.DataFrame(saved).to_csv(natural.OUT_CSV, index=False)
     frame = natural.rows()
     mine = frame[frame.pilot == pilot]
@@ -289,3 +291,10 @@ def test_the_natural_pilots_outcome_counts_formed_seeds_and_keeps_rows_whose_fol
     assert "**meets the target**" in " ".join(
         natural.outcome(pd.DataFrame(formed + [{**formed[0], "seed": 3}]))
     )
+    # seeds 1 and 2 continued to 3x the law: judged at both budgets, seed 0 counted in both
+    more = natural.extended_tokens(pilot) / 1e6
+    late = [saved[0]] + [{**row, "extended_to_M": more, "tokens_M_seen": more,
+                          "formed_at_M": 40.0} for row in saved[1:]]  # fmt: skip
+    first, second = natural.outcome(pd.DataFrame(late))
+    assert "2.0x the law" in first and "**misses the target**" in first and "1 of 3" in first
+    assert "3.0x the law" in second and "**pending: 3 of 5 seeds**" in second and "3 of 3" in second
