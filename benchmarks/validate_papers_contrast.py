@@ -40,7 +40,7 @@ Per arm and seed, on the final checkpoint:
 * signature: max prefix matching (PS), and the snippet scores (``ihprobe.scan``): [B]'s
   fixed-length forward induction and anti-induction (L = 20), forward induction on snippets whose
   length varies 10-30 per row, and backward copying by what the model predicts on a reversed copy
-  (:data:`SNIPPET_METRICS`, docs/science.md);
+  (``contrast_snippets.py``, docs/science.md);
 * load-bearing: the top-k prefix-matching heads ablated (mean ablation) against 20 random draws,
   k = one head per layer in total (``scope="global"``), with ``layer-matched`` and
   ``score-matched`` baselines, and [B]'s per-layer protocol (``scope="layer"``, top 2% of each
@@ -51,8 +51,8 @@ Per arm and seed, on the final checkpoint:
 The arm's table gives each number's mean over seeds with a Student-t 95% interval over seeds
 (``verdicts.py``, the rules every validation script shares), and [B]'s reported direction beside
 it. Each claim of [B] is judged on the interval of a difference between arms (Welch's t) or of
-one arm's mean, against a region declared in :func:`verdicts` before the data; a claim resting
-on an arm with fewer than 5 seeds is "pending: n of 5 seeds".
+one arm's mean, against a region declared in ``contrast_claims.py`` before the data; a claim
+resting on an arm with fewer than 5 seeds is "pending: n of 5 seeds".
 
 Run from the repository root (a killed run resumes; finished arms are reused)::
 
@@ -64,20 +64,27 @@ Run from the repository root (a killed run resumes; finished arms are reused)::
         --cell forward --seed 0
 
 ``--rescore`` adds the snippet scores to finished seeds' CSV rows, retraining (same config and
-seed) a run whose folder is gone.
+seed) a run whose folder is gone (``contrast_snippets.rescore``).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import textwrap
 import time
 from pathlib import Path
 
 import contrast_docs as docs
-import numpy as np
 import pandas as pd
+from contrast_claims import FORMED, arm_table, verdicts
+from contrast_snippets import (
+    SNIPPET_METRICS,
+    other_lengths,
+    rescore,
+    snippet_columns,
+    snippet_note,
+    snippet_table,
+)
 from validate_papers_common import (
     ROOT,
     markdown,
@@ -88,11 +95,10 @@ from validate_papers_common import (
     train_or_reuse,
     write_result,
 )
-from verdicts import MIN_SEEDS, above, below, judge, judge_all, t_mean, welch
+from verdicts import MIN_SEEDS
 
 import ihprobe
 from ihprobe.io.runs import checkpoints
-from ihprobe.probes.engine import METRIC_TABLE
 from ihprobe.training.trainer import TrainConfig
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -103,12 +109,6 @@ ARMS = {
     "forward": ("bi-induct", {**BI_INDUCT, "direction": "forward"}),
     "backward": ("bi-induct", {**BI_INDUCT, "direction": "backward"}),
     "balanced": ("bi-induct", {**BI_INDUCT, "direction": "balanced"}),
-}
-B_DIRECTION = {  # what [B] reports for each arm
-    "natural": "central, load-bearing circuit (largest index); anti-induction ~0",
-    "forward": "higher PS / forward induction than natural; distributed, redundant (lower index)",
-    "backward": "anti-induction stays near 0 even though trained on; redundant circuit",
-    "balanced": "distributed, redundant circuit (lower index than natural)",
 }
 METRICS = ("induction_loss", "ar_accuracy", "natural_loss")
 PROTOCOLS = ("global-layer-matched", "global-score-matched", "per-layer")
@@ -200,71 +200,6 @@ def run_arm(arm: str, seed: int, args) -> dict:
     return result
 
 
-# the snippet scores of each seed (max over heads for a head score): [B]'s fixed-length
-# protocol (forward induction, anti-induction) and the varied-length ones that tell a content
-# mechanism from a fixed offset and measure backward copying by what the model predicts
-SNIPPET_METRICS = ("forward_induction_fixed", "anti_induction", "forward_induction_varied",
-                   "backward_duplicate", "backward_previous_token", "backward_copy_loss",
-                   "backward_copy_accuracy", "backward_copy_vs_first_half",
-                   "backward_copy_vs_shuffled")  # fmt: skip
-
-
-def snippet_columns(scores) -> dict[str, float]:
-    """``max_<score>`` of every head snippet score and the model-level ones as they are."""
-    head = {f"max_{m}": float(scores.head_metric(m).max()) for m in SNIPPET_METRICS
-            if m in scores.head}  # fmt: skip
-    return {**head, **{m: float(v) for m, v in scores.model.items() if m in SNIPPET_METRICS}}
-
-
-OTHER_LENGTHS = (15, 25)  # a head that looks 20 back scores at L = 20 only; induction at all
-
-
-def other_lengths(model, seed: int) -> dict[str, float]:
-    """Max fixed-length forward induction at snippet lengths other than [B]'s 20."""
-    return {
-        f"max_forward_induction_fixed_L{n}": float(
-            ihprobe.scan(model, ["forward_induction_fixed"], seed=seed, snippet_length=n)
-            .head_metric("forward_induction_fixed")
-            .max()
-        )
-        for n in OTHER_LENGTHS
-    }
-
-
-def rescore(arm: str, seed: int, args) -> dict:
-    """The snippet scores of one arm's seed, merged into its row of the results CSV.
-
-    The run's final checkpoint is scored where its folder still holds it; otherwise the run is
-    trained again first (the same config and seed: training is deterministic on one CPU
-    thread). ``reproduced`` says whether the retrained model gives the CSV's max PS and
-    anti-induction to 1e-6, so a row never mixes numbers of two different models unnoticed.
-    """
-    run, seconds, how = arm_run(arm, seed, args)
-    started = time.perf_counter()
-    model = ihprobe.load(checkpoints(run)[-1].source)
-    scores = ihprobe.scan(model, ["prefix_matching", *SNIPPET_METRICS], seed=seed)
-    new = {**snippet_columns(scores), **other_lengths(model, seed)}
-    new["rescore_probe_s"] = time.perf_counter() - started
-    if how != "reused":  # a second rescore of the same run keeps the first one's training time
-        new.update(rescore_how=how, rescore_train_s=seconds)
-    csv = results_files(args)[1]
-    table = pd.read_csv(csv)
-    at = (table.arm == arm) & (table.seed == seed)
-    if at.sum() == 1:
-        old = table[at].iloc[0]
-        new["reproduced"] = bool(
-            abs(old.max_ps - float(scores.head_metric("prefix_matching").max())) < 1e-6
-            and abs(old.max_anti_induction - new["max_anti_induction"]) < 1e-6
-        )
-        for column, value in new.items():
-            table.loc[at, column] = value
-    else:  # a seed the CSV does not hold yet: its full measurement comes from run_arm
-        new["reproduced"] = False
-    table.to_csv(csv, index=False)
-    print(f"{arm} seed {seed}: rescored ({how}), {new}", flush=True)
-    return new
-
-
 def collect(args) -> pd.DataFrame:
     """One row per arm and seed, status done / pending; ``args.from_csv``: the done rows of
     the results CSV instead of the run folders."""
@@ -286,182 +221,6 @@ def collect(args) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-SHOWN = {
-    "max PS": "max_ps",
-    "max forward induction, fixed L = 20 ([B]'s protocol)": "max_forward_induction_fixed",
-    "max anti-induction": "max_anti_induction",
-    "index global, layer-matched": "global-layer-matched:load_bearing_index",
-    "index global, score-matched": "global-score-matched:load_bearing_index",
-    "index per-layer [B]": "per-layer:load_bearing_index",
-    "natural-text perplexity": "natural_perplexity",
-}
-
-
-def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean over seeds [Student-t 95% over seeds], labelled with its seed count."""
-    rows = []
-    for arm, group in frame.groupby("arm", sort=False):
-        done = group[group.status == "done"]
-        row = {"arm": arm, "seeds done": ",".join(map(str, done.seed)) or "none"}
-        for label, column in SHOWN.items():
-            value = t_mean(done[column]).text() if len(done) else "pending"
-            undefined = int((~np.isfinite(done[column].astype(float))).sum()) if len(done) else 0
-            if undefined:  # an index is +-inf when every random draw harms exactly alike
-                value += f"; {undefined} seed(s) undefined (random harms all equal), left out"
-            row[label] = value
-        row["[B] reports"] = B_DIRECTION[arm]
-        row["train s/seed"] = f"{done.train_s.mean():.0f}" if len(done) else "-"
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-FORMED = METRIC_TABLE["prefix_matching"].threshold  # an attention score that counts as a head
-NEEDS_HEADS = ("natural-only models", "redundant", "more central")  # claims on natural's heads
-
-
-def of(frame: pd.DataFrame, arm: str, column: str) -> np.ndarray:
-    """An arm's done seeds' values of ``column``."""
-    return frame[(frame.arm == arm) & (frame.status == "done")][column].to_numpy(float)
-
-
-def claims_of(frame: pd.DataFrame, recipe: str | None = None) -> dict:
-    """Each claim of [B] -> (arms it needs, what is estimated, its estimate, the claim's region),
-    the regions declared here before the data (a difference above 0; anti-induction below a
-    formed head's score); ``recipe`` "docs" adds :func:`contrast_docs.claims`."""
-    index = "global-layer-matched:load_bearing_index"
-    claims = {  # claim -> (arms it needs, what is estimated, its estimate, the claim's region)
-        "natural-only models have a central, load-bearing induction circuit": (
-            ["natural"],
-            "natural's global layer-matched index (0 = random)",
-            lambda: t_mean(of(frame, "natural", index)),
-            above(0.0),
-        ),
-        "Bi-Induct forward raises forward induction above natural-only": (
-            ["natural", "forward"],
-            "max forward induction (fixed L = 20, [B]'s protocol), forward - natural",
-            lambda: welch(
-                of(frame, "forward", "max_forward_induction_fixed"),
-                of(frame, "natural", "max_forward_induction_fixed"),
-            ),
-            above(0.0),
-        ),
-        "anti-induction stays near zero when trained on backward snippets": (
-            ["backward"],
-            "backward's max anti-induction ([B]'s score, which cannot rise in a causal model)",
-            lambda: t_mean(of(frame, "backward", "max_anti_induction")),
-            below(FORMED),
-        ),
-    }
-    claims.update(snippet_claims(frame))
-    if recipe == "docs":
-        claims.update(docs.claims(frame))
-    for arm in ("forward", "balanced"):
-        claims[f"Bi-Induct {arm}: a distributed, redundant circuit (index below natural's)"] = (
-            ["natural", arm],
-            f"index, natural - {arm}",
-            lambda arm=arm: welch(of(frame, "natural", index), of(frame, arm, index)),
-            above(0.0),
-        )
-    for arm in ("forward", "backward", "balanced"):  # needs no heads: [B] finds it at every size
-        claims[f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"] = (
-            ["natural", arm],
-            f"perplexity, {arm} - natural",
-            lambda arm=arm: welch(
-                of(frame, arm, "natural_perplexity"), of(frame, "natural", "natural_perplexity")
-            ),
-            above(0.0),
-        )
-    return claims
-
-
-def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, str, str]]:
-    """(claim of [B], verdict, why) for each claim of :func:`claims_of`: the interval of a
-    difference between arms (Welch's t) or of one arm's mean (t) against the claim's region; a
-    claim of several parts (lists) judged part by part and joined by ``judge_all``."""
-    started = {arm: len(of(frame, arm, "max_ps")) > 0 for arm in ARMS}
-    natural_ps = t_mean(of(frame, "natural", "max_ps"))
-    no_heads = started["natural"] and natural_ps.high < FORMED
-    out = []
-    for claim, (needs, what, estimate, region) in claims_of(frame, recipe).items():
-        waiting = [arm for arm in needs if not started[arm]]
-        if waiting:
-            why = f"arm(s) {', '.join(waiting)}: no seed done"
-            out.append((claim, f"pending: 0 of {MIN_SEEDS} seeds", why))
-            continue
-        if isinstance(region, list):
-            verdict, why = judge_all([judge(*p) for p in zip(estimate(), region, strict=True)])
-        else:
-            verdict, why = judge(estimate(), region)
-        why = f"{what}: {why}"
-        if no_heads and any(word in claim for word in NEEDS_HEADS):
-            if not verdict.startswith("pending"):
-                verdict = "inconclusive at this scale"
-            why = (
-                f"no induction head formed from natural text (max PS {natural_ps.text('.2g')}, "
-                f"below {FORMED}): nothing to compare"
-            )
-        out.append((claim, verdict, why))
-    return out  # fmt: skip
-
-
-def scored(frame: pd.DataFrame, arm: str, column: str) -> np.ndarray:
-    """An arm's done seeds' finite values of ``column`` (none where no seed was rescored)."""
-    return of(frame, arm, column)[np.isfinite(of(frame, arm, column))] if column in frame else []
-
-
-def snippet_claims(frame: pd.DataFrame) -> dict:
-    """What the varied-length and behavioural snippet scores (issue 25) say, in
-    :func:`verdicts`' form, regions declared before the data: forward induction above
-    natural-only where no single offset fits, and backward copying learned (the reversed copy
-    predicted better than a shuffled copy of the same tokens)."""
-    return {
-        "(issue 25) Bi-Induct forward's forward induction is a content match: above "
-        "natural-only on varied snippet lengths": (
-            ["natural", "forward"],
-            "max forward induction (varied L 10-30), forward - natural",
-            lambda: welch(scored(frame, "forward", "max_forward_induction_varied"),
-                          scored(frame, "natural", "max_forward_induction_varied")),
-            above(0.0),
-        ),
-        "(issue 25) trained on backward snippets, the model copies backward": (
-            ["backward"],
-            "backward's loss on a shuffled copy minus on the reversed copy (nats)",
-            lambda: t_mean(scored(frame, "backward", "backward_copy_vs_shuffled")),
-            above(0.0),
-        ),
-    }  # fmt: skip
-
-
-SNIPPET_SHOWN = {  # issue 25; [B]'s fixed-length scores are in the arm table
-    "max forward induction, varied L 10-30": "max_forward_induction_varied",
-    "max forward induction, fixed L = 15": "max_forward_induction_fixed_L15",
-    "max forward induction, fixed L = 25": "max_forward_induction_fixed_L25",
-    "max backward duplicate (varied)": "max_backward_duplicate",
-    "max backward previous-token (varied)": "max_backward_previous_token",
-    "backward copy accuracy (varied)": "backward_copy_accuracy",
-    "backward copy loss (nats)": "backward_copy_loss",
-    "shuffled minus reversed copy loss (nats)": "backward_copy_vs_shuffled",
-    "first half minus reversed copy loss (nats)": "backward_copy_vs_first_half",
-}
-
-
-def snippet_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The varied-length and behavioural snippet scores: mean [t 95%] over the seeds rescored
-    so far (each cell names its seed count)."""
-    rows = []
-    for arm in ARMS:
-        wall = frame.get("rescore_train_s", pd.Series(np.nan, index=frame.index))
-        done = (frame.arm == arm) & wall.notna()
-        walls = zip(frame.seed[done], wall[done], strict=True)
-        retrained = ", ".join(f"{seed} ({seconds:.0f} s)" for seed, seconds in walls) or "none"
-        row = {"arm": arm, "seeds rescored (retraining wall time, one core)": retrained}
-        for label, column in SNIPPET_SHOWN.items():
-            values = scored(frame, arm, column)
-            row[label] = t_mean(values).text() if len(values) else "not rescored yet"
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
 TITLE = "[B]'s contrast at matched compute, with seeds (issue 15)"
 
 
@@ -474,37 +233,6 @@ def suffix(args) -> str:
 def results_files(args) -> tuple[Path, Path]:
     """``RESULTS_papers_contrast[-LABEL].md`` and ``.csv``."""
     return (HERE / f"{OUT_MD.stem}{suffix(args)}.md", HERE / f"{OUT_CSV.stem}{suffix(args)}.csv")
-
-
-def snippet_note(vocab: int, heads: int) -> list[str]:
-    """What the snippet table shows, with chance for a ``vocab``-id model of ``heads`` heads."""
-    chance = {
-        m: METRIC_TABLE[m].chance(vocab, 20)
-        for m in ("forward_induction_varied", "backward_duplicate", "backward_previous_token")
-    }
-    text = (
-        "[B]'s forward induction and anti-induction above use snippets of one length (L = 20), "
-        "so a head that looks 20 tokens back scores 1 on forward induction, and [B]'s "
-        "anti-induction reads a key that no causal head can find by content (docs/science.md). "
-        "Below: forward induction on snippets whose length L varies 10-30 per row, and backward "
-        "copying measured by what the model predicts on the reversed copy (accuracy, loss, and "
-        "the loss of a shuffled copy and of the first half minus it), with the attention of the "
-        "circuit that does it (the copy's s_k to its earlier occurrence; the previous-token head "
-        "there). A run whose folder is gone is retrained (same config and seed) and rescored "
-        "with `--rescore`; `reproduced` in the CSV says whether it gave the CSV's max PS and "
-        "anti-induction again. Chance (a head attending uniformly; a max over "
-        f"{heads} heads sits a little above it): forward induction "
-        f"{chance['forward_induction_varied']:.3f}, backward duplicate "
-        f"{chance['backward_duplicate']:.3f}, previous-token "
-        f"{chance['backward_previous_token']:.2f}; copy accuracy 1/{vocab}, copy loss ln {vocab} "
-        f"= {math.log(vocab):.1f} nats for a uniform guess (a model of natural text is "
-        "confidently wrong on random tokens, so its losses run higher), the two differences 0."
-    )
-    return [
-        "## Snippet scores that tell mechanisms apart (issue 25)",
-        "",
-        *textwrap.wrap(text, 95, break_on_hyphens=False),
-    ]
 
 
 def settings(args) -> str:
@@ -613,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.rescore:
         for arm in args.cell or ARMS:
             for seed in args.seed or SEEDS:
-                rescore(arm, seed, args)
+                rescore(arm, seed, arm_run(arm, seed, args), results_files(args)[1])
         return
     jobs = [] if args.report else [(a, s) for a in args.cell or ARMS for s in args.seed or SEEDS]
     for arm, seed in jobs:

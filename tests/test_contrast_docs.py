@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import contrast_claims  # noqa: E402
 import contrast_docs as docs  # noqa: E402
 import validate_papers_common as common  # noqa: E402
 import validate_papers_contrast as contrast  # noqa: E402
@@ -38,7 +39,7 @@ def frame(share: float, index: float, hits: float, natural_ps=0.4, seeds=contras
                 "per-layer:load_bearing_index": (index if is_natural else 1.0) + jitter,
                 "hits@1": (hits if is_natural else 0.10) + jitter,
             })  # fmt: skip
-            for column in (*contrast.SHOWN.values(), "train_s"):  # the other claims' columns
+            for column in (*contrast_claims.SHOWN.values(), "train_s"):  # the other claims' columns
                 rows[-1].setdefault(column, 0.1 + jitter)
     return pd.DataFrame(rows)
 

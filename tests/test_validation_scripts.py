@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import contrast_claims  # noqa: E402
+import contrast_snippets  # noqa: E402
 import papers_law_report as report  # noqa: E402
 import validate_forecast as forecast  # noqa: E402
 import validate_law as toy_law  # noqa: E402
@@ -24,7 +26,7 @@ import validate_papers_law as law  # noqa: E402
 from ihprobe.training.config import check_config  # noqa: E402
 
 
-@pytest.mark.parametrize("module", [law, report])
+@pytest.mark.parametrize("module", [law, report, contrast_claims, contrast_snippets])
 def test_the_scripts_examples_hold(module):
     failed, attempted = doctest.testmod(module)
     assert attempted > 0 and failed == 0
@@ -202,7 +204,7 @@ def contrast_frame(natural_ps: float, backward_anti: float, seeds=contrast.SEEDS
                 + jitter,
                 "natural_perplexity": (natural_perplexity if arm == "natural" else 8.0) + jitter,
             })  # fmt: skip
-            for column in (*contrast.SHOWN.values(), "train_s"):  # the table's other columns
+            for column in (*contrast_claims.SHOWN.values(), "train_s"):  # the table's other columns
                 rows[-1].setdefault(column, 0.1 + jitter)
     return pd.DataFrame(rows)
 

@@ -1,0 +1,176 @@
+"""[B]'s claims in the contrast (``validate_papers_contrast.py``): the arm table and the verdicts.
+
+The arm table (:func:`arm_table`) gives each number's mean over seeds with a Student-t 95%
+interval over seeds beside what [B] reports for the arm (:data:`B_DIRECTION`). Each claim of
+:func:`claims_of` is an estimate (the interval of a difference between arms, Welch's t, or of
+one arm's mean, t) and a region declared here before the data; :func:`verdicts` judges it by
+the rules every validation script shares (``verdicts.py``), "pending: n of 5 seeds" while an
+arm it needs has fewer than 5, and "inconclusive at this scale" for a claim about natural
+text's heads when natural text formed none (max PS below :data:`FORMED`). The issue-25 claims on
+the snippet scores (:func:`snippet_claims`) wait for rescored seeds (:func:`scored`).
+
+>>> frame = pd.DataFrame({"arm": ["natural", "natural", "forward"],
+...                       "status": ["done", "pending", "done"], "max_ps": [0.4, 0.5, 0.1]})
+>>> of(frame, "natural", "max_ps")
+array([0.4])
+"""
+
+from __future__ import annotations
+
+import contrast_docs as docs
+import numpy as np
+import pandas as pd
+from verdicts import MIN_SEEDS, above, below, judge, judge_all, t_mean, welch
+
+from ihprobe.probes.engine import METRIC_TABLE
+
+B_DIRECTION = {  # what [B] reports for each arm
+    "natural": "central, load-bearing circuit (largest index); anti-induction ~0",
+    "forward": "higher PS / forward induction than natural; distributed, redundant (lower index)",
+    "backward": "anti-induction stays near 0 even though trained on; redundant circuit",
+    "balanced": "distributed, redundant circuit (lower index than natural)",
+}
+SHOWN = {
+    "max PS": "max_ps",
+    "max forward induction, fixed L = 20 ([B]'s protocol)": "max_forward_induction_fixed",
+    "max anti-induction": "max_anti_induction",
+    "index global, layer-matched": "global-layer-matched:load_bearing_index",
+    "index global, score-matched": "global-score-matched:load_bearing_index",
+    "index per-layer [B]": "per-layer:load_bearing_index",
+    "natural-text perplexity": "natural_perplexity",
+}
+
+
+def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean over seeds [Student-t 95% over seeds], labelled with its seed count."""
+    rows = []
+    for arm, group in frame.groupby("arm", sort=False):
+        done = group[group.status == "done"]
+        row = {"arm": arm, "seeds done": ",".join(map(str, done.seed)) or "none"}
+        for label, column in SHOWN.items():
+            value = t_mean(done[column]).text() if len(done) else "pending"
+            undefined = int((~np.isfinite(done[column].astype(float))).sum()) if len(done) else 0
+            if undefined:  # an index is +-inf when every random draw harms exactly alike
+                value += f"; {undefined} seed(s) undefined (random harms all equal), left out"
+            row[label] = value
+        row["[B] reports"] = B_DIRECTION[arm]
+        row["train s/seed"] = f"{done.train_s.mean():.0f}" if len(done) else "-"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+FORMED = METRIC_TABLE["prefix_matching"].threshold  # an attention score that counts as a head
+NEEDS_HEADS = ("natural-only models", "redundant", "more central")  # claims on natural's heads
+
+
+def of(frame: pd.DataFrame, arm: str, column: str) -> np.ndarray:
+    """An arm's done seeds' values of ``column``."""
+    return frame[(frame.arm == arm) & (frame.status == "done")][column].to_numpy(float)
+
+
+def claims_of(frame: pd.DataFrame, recipe: str | None = None) -> dict:
+    """Each claim of [B] -> (arms it needs, what is estimated, its estimate, the claim's region),
+    the regions declared here before the data (a difference above 0; anti-induction below a
+    formed head's score); ``recipe`` "docs" adds :func:`contrast_docs.claims`."""
+    index = "global-layer-matched:load_bearing_index"
+    claims = {  # claim -> (arms it needs, what is estimated, its estimate, the claim's region)
+        "natural-only models have a central, load-bearing induction circuit": (
+            ["natural"],
+            "natural's global layer-matched index (0 = random)",
+            lambda: t_mean(of(frame, "natural", index)),
+            above(0.0),
+        ),
+        "Bi-Induct forward raises forward induction above natural-only": (
+            ["natural", "forward"],
+            "max forward induction (fixed L = 20, [B]'s protocol), forward - natural",
+            lambda: welch(
+                of(frame, "forward", "max_forward_induction_fixed"),
+                of(frame, "natural", "max_forward_induction_fixed"),
+            ),
+            above(0.0),
+        ),
+        "anti-induction stays near zero when trained on backward snippets": (
+            ["backward"],
+            "backward's max anti-induction ([B]'s score, which cannot rise in a causal model)",
+            lambda: t_mean(of(frame, "backward", "max_anti_induction")),
+            below(FORMED),
+        ),
+    }
+    claims.update(snippet_claims(frame))
+    if recipe == "docs":
+        claims.update(docs.claims(frame))
+    for arm in ("forward", "balanced"):
+        claims[f"Bi-Induct {arm}: a distributed, redundant circuit (index below natural's)"] = (
+            ["natural", arm],
+            f"index, natural - {arm}",
+            lambda arm=arm: welch(of(frame, "natural", index), of(frame, arm, index)),
+            above(0.0),
+        )
+    for arm in ("forward", "backward", "balanced"):  # needs no heads: [B] finds it at every size
+        claims[f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"] = (
+            ["natural", arm],
+            f"perplexity, {arm} - natural",
+            lambda arm=arm: welch(
+                of(frame, arm, "natural_perplexity"), of(frame, "natural", "natural_perplexity")
+            ),
+            above(0.0),
+        )
+    return claims
+
+
+def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, str, str]]:
+    """(claim of [B], verdict, why) for each claim of :func:`claims_of`: the interval of a
+    difference between arms (Welch's t) or of one arm's mean (t) against the claim's region; a
+    claim of several parts (lists) judged part by part and joined by ``judge_all``; an arm has
+    started when it has a done seed."""
+    natural_ps = t_mean(of(frame, "natural", "max_ps"))
+    no_heads = len(of(frame, "natural", "max_ps")) > 0 and natural_ps.high < FORMED
+    out = []
+    for claim, (needs, what, estimate, region) in claims_of(frame, recipe).items():
+        waiting = [arm for arm in needs if len(of(frame, arm, "max_ps")) == 0]
+        if waiting:
+            why = f"arm(s) {', '.join(waiting)}: no seed done"
+            out.append((claim, f"pending: 0 of {MIN_SEEDS} seeds", why))
+            continue
+        if isinstance(region, list):
+            verdict, why = judge_all([judge(*p) for p in zip(estimate(), region, strict=True)])
+        else:
+            verdict, why = judge(estimate(), region)
+        why = f"{what}: {why}"
+        if no_heads and any(word in claim for word in NEEDS_HEADS):
+            if not verdict.startswith("pending"):
+                verdict = "inconclusive at this scale"
+            why = (
+                f"no induction head formed from natural text (max PS {natural_ps.text('.2g')}, "
+                f"below {FORMED}): nothing to compare"
+            )
+        out.append((claim, verdict, why))
+    return out  # fmt: skip
+
+
+def scored(frame: pd.DataFrame, arm: str, column: str) -> np.ndarray:
+    """An arm's done seeds' finite values of ``column`` (none where no seed was rescored)."""
+    return of(frame, arm, column)[np.isfinite(of(frame, arm, column))] if column in frame else []
+
+
+def snippet_claims(frame: pd.DataFrame) -> dict:
+    """What the varied-length and behavioural snippet scores (issue 25) say, in
+    :func:`verdicts`' form, regions declared before the data: forward induction above
+    natural-only where no single offset fits, and backward copying learned (the reversed copy
+    predicted better than a shuffled copy of the same tokens)."""
+    return {
+        "(issue 25) Bi-Induct forward's forward induction is a content match: above "
+        "natural-only on varied snippet lengths": (
+            ["natural", "forward"],
+            "max forward induction (varied L 10-30), forward - natural",
+            lambda: welch(scored(frame, "forward", "max_forward_induction_varied"),
+                          scored(frame, "natural", "max_forward_induction_varied")),
+            above(0.0),
+        ),
+        "(issue 25) trained on backward snippets, the model copies backward": (
+            ["backward"],
+            "backward's loss on a shuffled copy minus on the reversed copy (nats)",
+            lambda: t_mean(scored(frame, "backward", "backward_copy_vs_shuffled")),
+            above(0.0),
+        ),
+    }  # fmt: skip
