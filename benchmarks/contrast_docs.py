@@ -52,9 +52,7 @@ from validate_papers_common import markdown
 from verdicts import above, t_mean, welch
 
 import ihprobe
-from ihprobe.core.errors import IhprobeError
 from ihprobe.data.text import TEXT_SUFFIXES
-from ihprobe.dynamics.changepoint import emergence
 from ihprobe.io.runs import config_changes, is_finished
 from ihprobe.probes.engine import METRIC_TABLE, token_rows
 from ihprobe.probes.recall import token_losses
@@ -108,28 +106,6 @@ def pilot_seconds(run: Path) -> float:
     return float(json.loads(wall.read_text())["seconds"]) if wall.is_file() else float("nan")
 
 
-def live_emergence(run: Path, batch_size: int, context: int) -> dict:
-    """Emergence from the run's live probes: the change point (tokens, bracketing checkpoints)
-    and the first checkpoint at max PS >= 0.3; None where there is none."""
-    path = run / "probes.jsonl"
-    records = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
-    table = pd.DataFrame({"step": [r["step"] for r in records],
-                          "tokens": [r["tokens"] for r in records], "metric": "prefix_matching",
-                          "value": [r["max_prefix_matching"] for r in records]})  # fmt: skip
-    out = {"live_max_ps": float(table.value.max()) if records else None,
-           "live_final_ar_accuracy": records[-1]["ar_accuracy"] if records else None}  # fmt: skip
-    try:
-        point = emergence(table, batch_size=batch_size, context=context)
-    except IhprobeError as err:  # too few live probes for the fit
-        return {**out, "transition": False, "emergence_reason": str(err)}
-    return {
-        **out, "transition": point.transition, "emergence_reason": point.reason,
-        "emergence_tokens": point.tokens, "emergence_tokens_low": point.tokens_low,
-        "emergence_tokens_high": point.tokens_high, "emergence_updates": point.updates,
-        "crossing_tokens": point.threshold_tokens,
-    }  # fmt: skip
-
-
 def heldout_documents() -> list[str]:
     """Every document of the corpus's ``heldout/`` split, in file-name order."""
     folder = natural.default_directory() / "heldout"
@@ -169,7 +145,7 @@ def task_columns(per_layer_summary: pd.DataFrame) -> dict:
 
 def measures(run: Path, model, seed: int, batch_size: int, context: int) -> dict:
     """This recipe's per-seed measures beside the contrast's own (module docstring)."""
-    return {**live_emergence(run, batch_size, context), **centrality(model, seed),
+    return {**natural.live_emergence(run, batch_size, context), **centrality(model, seed),
             **heldout_perplexity(model, heldout_documents())}  # fmt: skip
 
 

@@ -51,7 +51,9 @@ from validate_papers_common import (
 )
 from verdicts import MIN_SEEDS, seed_target
 
+from ihprobe.core.errors import IhprobeError
 from ihprobe.data.installed_docs import default_directory
+from ihprobe.dynamics.changepoint import emergence
 from ihprobe.dynamics.law import predict_emergence
 from ihprobe.io.runs import is_finished, run_meta
 from ihprobe.training.trainer import TrainConfig, train
@@ -107,6 +109,27 @@ def probe_records(run: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
 
 
+def live_emergence(run: Path, batch_size: int, context: int) -> dict:
+    """Emergence from the run's live probes: the change point (tokens, bracketing checkpoints)
+    and the first checkpoint at max PS >= 0.3; None where there is none."""
+    records = probe_records(run)
+    table = pd.DataFrame({"step": [r["step"] for r in records],
+                          "tokens": [r["tokens"] for r in records], "metric": "prefix_matching",
+                          "value": [r["max_prefix_matching"] for r in records]})  # fmt: skip
+    out = {"live_max_ps": float(table.value.max()) if records else None,
+           "live_final_ar_accuracy": records[-1]["ar_accuracy"] if records else None}  # fmt: skip
+    try:
+        point = emergence(table, batch_size=batch_size, context=context)
+    except IhprobeError as err:  # too few live probes for the fit
+        return {**out, "transition": False, "emergence_reason": str(err)}
+    return {
+        **out, "transition": point.transition, "emergence_reason": point.reason,
+        "emergence_tokens": point.tokens, "emergence_tokens_low": point.tokens_low,
+        "emergence_tokens_high": point.tokens_high, "emergence_updates": point.updates,
+        "crossing_tokens": point.threshold_tokens,
+    }  # fmt: skip
+
+
 def summary(pilot: str, seed: int) -> dict:
     """One row: the pilot's settings, its probe record so far and its outcome."""
     p, run = PILOTS[pilot], RUNS / pilot / f"seed{seed}"
@@ -122,6 +145,8 @@ def summary(pilot: str, seed: int) -> dict:
     )
     meta = run_meta(run) if run.is_dir() else None
     extended = meta["tokens"] / 1e6 if meta and meta.get("extensions") else None
+    point = live_emergence(run, p["batch_size"], p["context"]) if len(records) > 3 else {}
+    onset = point.get("emergence_tokens") if point.get("transition") else None
     return {
         "pilot": pilot, "seed": seed, "d_model": p["d_model"], "heads": p["heads"],
         "vocab": p["vocab"], "B": p["batch_size"], "C": p["context"], "lr": p["lr"],
@@ -133,6 +158,7 @@ def summary(pilot: str, seed: int) -> dict:
         "at_M": round(best["tokens"] / 1e6, 1) if best else None,
         "AR_acc": round(records[-1]["ar_accuracy"], 3) if records else None,
         "formed_at_M": round(first["tokens"] / 1e6, 1) if first else None,
+        "onset_M": round(onset / 1e6, 1) if onset else None,
         "extended_to_M": round(extended, 1) if extended else None,
         "train_s": wall, "curve": curve(records),
     }  # fmt: skip
@@ -229,7 +255,11 @@ def report() -> None:
         "24 evenly spaced checkpoints (max prefix matching and AR accuracy on 20 rows of "
         "repeated random tokens). `law_x`: the budget in multiples of the law's predicted "
         f"updates. A head counts as formed at max PS > {FORMED}. `status` running: the run was "
-        "cut off (it resumes from its last state); its numbers are a lower bound. Per-seed rows "
+        "cut off (it resumes from its last state); its numbers are a lower bound. `onset_M`: the "
+        "start of the steep segment of a 3-segment fit of the live probes' max PS against log "
+        "tokens (the project's emergence estimator; empty where the steepest segment rises by "
+        "less than 0.1). `extended_to_M`: the budget of a seed continued with `--extend`. "
+        "Per-seed rows "
         "and curves: `RESULTS_papers_natural.csv`.",
         "",
         *markdown(table),
