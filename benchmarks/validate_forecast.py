@@ -273,15 +273,19 @@ def natural_lines(table: pd.DataFrame) -> list[str]:
     if table.empty:
         return [*head, "No finished natural-text pilot run with live probes yet.", ""]
     runs = table.drop_duplicates(["pilot", "seed"])
+    spans = table.groupby(["prior", "fraction"], sort=False).at_step.agg(["min", "max"])
+    after = [f"{f:.0%} (update {lo:,}{'' if lo == hi else f'-{hi:,}'})"
+             for (_, f), lo, hi in spans.itertuples()]  # fmt: skip
     found = ", ".join(f"`{r.pilot}` seed {r.seed} ({_measured(r.measured)})"
                       for r in runs.itertuples())  # fmt: skip
     return [
         *head, "Every finished pilot run of `benchmarks/validate_papers_natural.py` (natural "
-        "text, live probes of max PS on 20 rows at 24 evenly spaced checkpoints), judged as "
+        "text, live probes of max PS on 20 rows at evenly spaced checkpoints, 24 in a pilot's "
+        "budget and more in a run extended past it), judged as "
         "above but only read (`--natural`): the prior is the published law alone at the run's "
         "B and C (spread 0.3 decades, as in the live forecast); the measured point is the "
         "change point of the run's max-PS trajectory (`run_emergence`, its own probe of 100 "
-        f"rows). Runs: {found}.", "", *markdown(summary(table)), "",
+        f"rows). Runs: {found}.", "", *markdown(summary(table).assign(after=after)), "",
         f"Per run, prior and fraction: `{NATURAL_CSV.name}` ({len(table)} rows).", "",
     ]  # fmt: skip
 
