@@ -162,7 +162,9 @@ def update(runs: list[tuple[Path, dict]], csv: Path | None = None) -> pd.DataFra
         if len(known) and int(known.checkpoints.iloc[0]) == count:
             continue
         row = run_row(folder, shape)
-        frame = pd.concat([frame.drop(known.index), pd.DataFrame([row])], ignore_index=True)
+        rest = frame.drop(known.index)  # an empty frame would turn the new row's ints to floats
+        new = pd.DataFrame([row])
+        frame = pd.concat([rest, new], ignore_index=True) if len(rest) else new
         frame = frame.sort_values(KEY, kind="stable").reset_index(drop=True)
         tmp = csv.with_suffix(".tmp")
         frame.to_csv(tmp, index=False)
