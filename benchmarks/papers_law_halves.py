@@ -68,7 +68,7 @@ SAME = same_ratio(1.5)  # the probe's length "does not move" the point: within 1
 KEY = ["cell", "seed", "budget_factor"]
 SAYS = {
     AGREES: "estimator noise is small next to seed noise",
-    DISAGREES: "estimator noise is not small next to seed noise",
+    DISAGREES: "estimator noise on half the checkpoints is not small next to seed noise",
     INCONCLUSIVE: "inconclusive at this scale",
 }
 

@@ -95,7 +95,7 @@ def law_frame(sd_seed: float, seeds: int = 5, *, seed: int = 1) -> pd.DataFrame:
 @pytest.mark.parametrize(
     ("sd_half", "sd_seed", "runs", "says"),
     [(0.01, 0.15, 10, "estimator noise is small next to seed noise"),
-     (0.30, 0.05, 10, "estimator noise is not small next to seed noise"),
+     (0.30, 0.05, 10, "estimator noise on half the checkpoints is not small next to seed noise"),
      (0.06, 0.12, 10, "inconclusive at this scale"),  # the ratio near the margin 0.5
      (0.01, 0.15, 3, "pending: 3 of 5 seeds")],
 )  # fmt: skip
