@@ -16,11 +16,9 @@ against the prior's own interval. Computed in the halves pass (``validate_papers
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
-from validate_forecast import AT, informs, judged
+from validate_forecast import AT, coverage_row, judged
 from validate_papers_common import markdown
-from verdicts import proportion
 
 from ihprobe.dynamics.changepoint import EmergencePoint, curve
 from ihprobe.dynamics.forecast import law_prior
@@ -60,18 +58,7 @@ def forecast_lines(frame: pd.DataFrame) -> list[str]:
             "prior_covered": done.prior_covered.astype(bool),
             "prior_width": done.prior_width.astype(float),
         })  # fmt: skip
-        forecast, prior = (
-            proportion(g.covered.sum(), len(g)),
-            proportion(g.prior_covered.sum(), len(g)),
-        )
-        rows.append({
-            "after": f"{fraction:.0%} of the run",
-            "forecast covers": f"{int(g.covered.sum())}/{len(g)} {forecast.text('.2f')}",
-            "forecast width (high/low)": f"{np.exp(np.log(g.width).mean()):.2f}",
-            "prior covers": f"{int(g.prior_covered.sum())}/{len(g)} {prior.text('.2f')}",
-            "prior width": f"{np.exp(np.log(g.prior_width).mean()):.2f}",
-            "informs": informs(g),
-        })  # fmt: skip
+        rows.append(coverage_row(g, f"{fraction:.0%} of the run"))
     return ["The live forecast against the published law alone, replayed on each run's "
             "checkpoints as the grid probed them (method in `benchmarks/papers_law_forecast.py`"
             f"; {len(done)} run(s) of {done.cell.nunique()} cell(s); coverage of the run's own "

@@ -153,17 +153,25 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     mean width, of the forecast and of the prior alone."""
     rows = []
     for (name, fraction), g in table.groupby(["prior", "fraction"], sort=False):
-        forecast = proportion(g.covered.sum(), len(g))
-        prior = proportion(g.prior_covered.sum(), len(g))
-        rows.append({
-            "prior": name, "after": f"{fraction:.0%} (update {int(g.at_step.iloc[0])})",
-            "forecast covers": f"{int(g.covered.sum())}/{len(g)} {forecast.text('.2f')}",
-            "forecast width (high/low)": f"{np.exp(np.log(g.width).mean()):.2f}",
-            "prior covers": f"{int(g.prior_covered.sum())}/{len(g)} {prior.text('.2f')}",
-            "prior width": f"{np.exp(np.log(g.prior_width).mean()):.2f}",
-            "informs": informs(g),
-        })  # fmt: skip
+        after = f"{fraction:.0%} (update {int(g.at_step.iloc[0])})"
+        rows.append({"prior": name, **coverage_row(g, after)})
     return pd.DataFrame(rows)
+
+
+def coverage_row(g: pd.DataFrame, after: str) -> dict:
+    """One table row for runs ``g`` judged at one point (``covered``, ``width``,
+    ``prior_covered``, ``prior_width`` per run): coverage with Clopper-Pearson 95% over runs
+    and geometric mean width, of the forecast and of the prior alone."""
+    forecast = proportion(g.covered.sum(), len(g))
+    prior = proportion(g.prior_covered.sum(), len(g))
+    return {
+        "after": after,
+        "forecast covers": f"{int(g.covered.sum())}/{len(g)} {forecast.text('.2f')}",
+        "forecast width (high/low)": f"{np.exp(np.log(g.width).mean()):.2f}",
+        "prior covers": f"{int(g.prior_covered.sum())}/{len(g)} {prior.text('.2f')}",
+        "prior width": f"{np.exp(np.log(g.prior_width).mean()):.2f}",
+        "informs": informs(g),
+    }
 
 
 def informs(g: pd.DataFrame) -> str:
