@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import contrast_claims  # noqa: E402
 import contrast_snippets  # noqa: E402
+import papers_law_regime as regime  # noqa: E402
 import papers_law_report as report  # noqa: E402
 import validate_forecast as forecast  # noqa: E402
 import validate_law as toy_law  # noqa: E402
@@ -26,7 +27,7 @@ import validate_papers_law as law  # noqa: E402
 from ihprobe.training.config import check_config  # noqa: E402
 
 
-@pytest.mark.parametrize("module", [law, report, contrast_claims, contrast_snippets])
+@pytest.mark.parametrize("module", [law, regime, report, contrast_claims, contrast_snippets])
 def test_the_scripts_examples_hold(module):
     failed, attempted = doctest.testmod(module)
     assert attempted > 0 and failed == 0
