@@ -20,6 +20,7 @@ from __future__ import annotations
 import contrast_docs as docs
 import numpy as np
 import pandas as pd
+from contrast_docs import values as scored  # finite done values; none where never rescored
 from verdicts import MIN_SEEDS, above, below, judge, judge_all, t_mean, welch
 
 from ihprobe.probes.engine import METRIC_TABLE
@@ -146,11 +147,6 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
             )
         out.append((claim, verdict, why))
     return out  # fmt: skip
-
-
-def scored(frame: pd.DataFrame, arm: str, column: str) -> np.ndarray:
-    """An arm's done seeds' finite values of ``column`` (none where no seed was rescored)."""
-    return of(frame, arm, column)[np.isfinite(of(frame, arm, column))] if column in frame else []
 
 
 def snippet_claims(frame: pd.DataFrame) -> dict:
