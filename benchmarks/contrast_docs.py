@@ -145,8 +145,8 @@ def task_columns(per_layer_summary: pd.DataFrame) -> dict:
 
 def measures(run: Path, model, seed: int, batch_size: int, context: int) -> dict:
     """This recipe's per-seed measures beside the contrast's own (module docstring)."""
-    return {**natural.live_emergence(run, batch_size, context), **centrality(model, seed),
-            **heldout_perplexity(model, heldout_documents())}  # fmt: skip
+    live = natural.live_emergence(natural.probe_records(run), batch_size, context)
+    return {**live, **centrality(model, seed), **heldout_perplexity(model, heldout_documents())}
 
 
 # ----------------------------------------------------------------------------- table, claims

@@ -109,10 +109,9 @@ def probe_records(run: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
 
 
-def live_emergence(run: Path, batch_size: int, context: int) -> dict:
-    """Emergence from the run's live probes: the change point (tokens, bracketing checkpoints)
-    and the first checkpoint at max PS >= 0.3; None where there is none."""
-    records = probe_records(run)
+def live_emergence(records: list[dict], batch_size: int, context: int) -> dict:
+    """Emergence from a run's live probes (:func:`probe_records`): the change point (tokens,
+    bracketing checkpoints) and the first checkpoint at max PS >= 0.3; None where there is none."""
     table = pd.DataFrame({"step": [r["step"] for r in records],
                           "tokens": [r["tokens"] for r in records], "metric": "prefix_matching",
                           "value": [r["max_prefix_matching"] for r in records]})  # fmt: skip
@@ -145,7 +144,7 @@ def summary(pilot: str, seed: int) -> dict:
     )
     meta = run_meta(run) if run.is_dir() else None
     extended = meta["tokens"] / 1e6 if meta and meta.get("extensions") else None
-    point = live_emergence(run, p["batch_size"], p["context"]) if len(records) > 3 else {}
+    point = live_emergence(records, p["batch_size"], p["context"]) if len(records) > 3 else {}
     onset = point.get("emergence_tokens") if point.get("transition") else None
     return {
         "pilot": pilot, "seed": seed, "d_model": p["d_model"], "heads": p["heads"],
