@@ -83,6 +83,10 @@ PILOTS: dict[str, dict] = {  # name -> TrainConfig fields over BASE; the corpus 
     # the first recipe at the learning rate, which rose in both of its seeds (slowly)
     "d128-lr1e-3": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 4, "lr": 1e-3,
                     "tokens": 30_000_000, "vocab": 512},
+    # attention-only (empty MLPs, d_mlp 0), as in the smallest models that formed induction
+    # heads in the first studies of them; otherwise the first recipe
+    "ao-d128": {"heads": 4, "d_model": 128, "d_mlp": 0, "context": 256, "batch_size": 4,
+                "lr": 3e-3, "tokens": 30_000_000, "vocab": 512},
     # the other batch size of the law
     "d128-B16": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 16, "lr": 3e-3,
                  "tokens": 48_000_000, "vocab": 512},
@@ -147,8 +151,8 @@ def summary(pilot: str, seed: int) -> dict:
     point = live_emergence(records, p["batch_size"], p["context"]) if len(records) > 3 else {}
     onset = point.get("emergence_tokens") if point.get("transition") else None
     return {
-        "pilot": pilot, "seed": seed, "d_model": p["d_model"], "heads": p["heads"],
-        "vocab": p["vocab"], "B": p["batch_size"], "C": p["context"], "lr": p["lr"],
+        "pilot": pilot, "seed": seed, "d_model": p["d_model"],
+        "d_mlp": p.get("d_mlp", 4 * p["d_model"]), "heads": p["heads"], "vocab": p["vocab"], "B": p["batch_size"], "C": p["context"], "lr": p["lr"],
         "budget_M": p["tokens"] / 1e6,
         "law_x": round(p["tokens"] / tokens_per_update / law_updates(pilot), 2),
         "status": "done" if done else ("running" if records else "pending"),
@@ -214,7 +218,7 @@ def rows() -> pd.DataFrame:
         for seed in seeds:
             row = summary(pilot, seed)
             if row["status"] != "done" and (pilot, seed) in saved:
-                row = saved[(pilot, seed)]
+                row = {**row, **saved[(pilot, seed)]}
             out.append(row)
     return pd.DataFrame(out)
 
@@ -250,7 +254,7 @@ def report() -> None:
                           "validate_papers_natural.py", "--pilot NAME --seed S", frame)  # fmt: skip
     lines += [
         f"Corpus: `make corpus` (train split, {corpus_tokens()}). Every pilot: GPT-NeoX 2 layers "
-        "with MLPs, AdamW, constant learning rate after a 1% warm-up, grad clip 1, live probes at "
+        "with MLPs (4 d_model wide; `ao-` pilots: attention-only, d_mlp 0), AdamW, constant learning rate after a 1% warm-up, grad clip 1, live probes at "
         "24 evenly spaced checkpoints (max prefix matching and AR accuracy on 20 rows of "
         "repeated random tokens). `law_x`: the budget in multiples of the law's predicted "
         f"updates. A head counts as formed at max PS > {FORMED}. `status` running: the run was "

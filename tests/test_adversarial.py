@@ -294,6 +294,7 @@ CONFIG_VALUES = {
     "vocab -1": ({"vocab_size": -1}, "vocab_size must be at least 1"),
     "vocab 0": ({"vocab_size": 0}, "vocab_size must be at least 1"),
     "0 heads": ({"num_attention_heads": 0}, "num_attention_heads must be at least 1"),
+    "mlp -1": ({"intermediate_size": -1}, "intermediate_size must be at least 0"),
     "3 heads of 32": ({"num_attention_heads": 3}, "not divisible by 3 attention heads"),
     "kv heads": ({"num_key_value_heads": 3}, "not divisible into 3 key/value heads"),
     "layers 'two'": ({"num_hidden_layers": "two"}, "must be an integer (got 'two')"),

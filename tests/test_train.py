@@ -108,6 +108,8 @@ def test_listed_checkpoints_beyond_the_budget_are_an_error():
         ({"warmup": 1.5}, "warmup=1.5"),
         ({"lr": float("nan")}, "lr=nan"),
         ({"producer_options": {"vocab_size": 64, "colour": 1}}, "colour"),
+        ({"d_mlp": -1}, "d_mlp=-1 must be >= 0"),
+        ({"arch": "gpt2", "d_mlp": 0}, "attention-only.*not 'gpt2'"),
     ],
 )
 def test_bad_configs_fail_before_anything_is_written(tmp_path, overrides, message):
@@ -184,6 +186,28 @@ def test_a_short_run_writes_scheduled_checkpoints_that_hf_and_ihprobe_load(tmp_p
     assert load_config(run) == config
 
 
+@pytest.mark.parametrize("arch", ["gpt-neox", "llama"])
+def test_an_attention_only_run_has_mlps_that_add_nothing_from_the_input(tmp_path, arch):
+    from transformers import AutoModelForCausalLM
+
+    run = train(tiny(tmp_path, arch=arch, d_mlp=0))
+    final = checkpoints(run)[-1].source
+    meta = json.loads((resolve(final) / "ihprobe.json").read_text())
+    assert meta["model"]["d_mlp"] == 0
+    hf = AutoModelForCausalLM.from_pretrained(final, attn_implementation="eager")
+    model = load(final)
+    tokens = torch.randint(64, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens)
+        assert torch.allclose(logits, hf(tokens).logits, atol=1e-4)
+    assert model.cfg.d_mlp == 0
+    # every layer's MLP output is one vector (its bias; zero without one) at every position
+    for layer in range(model.cfg.n_layers):
+        out = cache[f"blocks.{layer}.hook_mlp_out"]
+        assert torch.equal(out, out[:1, :1].expand_as(out))
+    assert (torch.count_nonzero(out) == 0) == (arch == "llama")
+
+
 def test_an_existing_run_is_never_overwritten_and_a_finished_run_resumes_as_done(tmp_path):
     config = tiny(tmp_path, steps=4)
     run = train(config)
@@ -237,6 +261,10 @@ def test_cli_trains_with_producer_options_and_reports_bad_flags(tmp_path, capsys
     assert main(["train", "--out", str(out), "--resume"]) == 0  # finished: nothing to do
     assert main(["train", "--out", str(tmp_path / "bad"), "--heads", "5", "--steps", "1"]) == 2
     assert "heads=5 does not divide d_model=64" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "bad"), "--d-mlp", "-1"]) == 2
+    assert "'-1' is not an integer >= 0" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "ao"), "--d-mlp", "0", "--arch", "gpt2"]) == 2
+    assert "attention-only" in capsys.readouterr().err
 
 
 def test_live_probes_log_what_a_fresh_scan_of_each_checkpoint_gives(tmp_path):

@@ -117,7 +117,10 @@ def register(subparsers) -> None:
         "--d-model", dest="d_model", type=positive_int, help="residual width (default: 64)"
     )
     model.add_argument(
-        "--d-mlp", dest="d_mlp", type=positive_int, help="MLP width (default: 4 * d_model)"
+        "--d-mlp",
+        dest="d_mlp",
+        type=nonnegative_int,
+        help="MLP width (default: 4 * d_model; 0: attention-only)",
     )
     opt = p.add_argument_group("optimisation")
     opt.add_argument(

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -88,7 +89,7 @@ def model_sizes(config: ModelShape, vocab_size: int, special: dict | None = None
         "heads": config.heads,
         "kv_heads": config.kv_heads or config.heads,
         "d_model": config.d_model,
-        "d_mlp": config.d_mlp or 4 * config.d_model,
+        "d_mlp": 4 * config.d_model if config.d_mlp is None else config.d_mlp,
         "context": config.context,
         "vocab_size": vocab_size,
         "bos": eos,
@@ -99,7 +100,9 @@ def model_sizes(config: ModelShape, vocab_size: int, special: dict | None = None
 def build_model(config: ModelShape, vocab_size: int, special: dict | None = None):
     """A freshly initialised HF causal LM (seeded by ``config.seed``) with SDPA attention.
 
-    ``config`` is assumed checked (:func:`ihprobe.training.config.check_config`).
+    ``config`` is assumed checked (:func:`ihprobe.training.config.check_config`). With
+    ``d_mlp=0`` the model is attention-only: each MLP is an empty layer whose output is its bias
+    (gpt-neox) or zero (llama).
 
     Example:
         >>> from ihprobe.training.config import TrainConfig
@@ -112,7 +115,8 @@ def build_model(config: ModelShape, vocab_size: int, special: dict | None = None
     hf_config = getattr(transformers, arch.config_class)(
         **{hf: sizes[name] for name, hf in arch.fields.items()}, **arch.fixed
     )
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Initializing zero-element tensors")  # d_mlp = 0
         torch.manual_seed(config.seed)
         return AutoModelForCausalLM.from_config(hf_config, attn_implementation="sdpa")
 

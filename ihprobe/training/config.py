@@ -52,7 +52,7 @@ class TrainConfig:
     heads: int = 4
     kv_heads: int | None = None  # llama only: key/value heads (grouped-query attention)
     d_model: int = 64
-    d_mlp: int | None = None  # default 4 * d_model
+    d_mlp: int | None = None  # default 4 * d_model; 0: attention-only (gpt-neox, llama)
     context: int = 64  # C: tokens per sequence
     batch_size: int = 32  # B: sequences per update
     steps: int | None = None  # updates; default DEFAULT_STEPS when tokens is None too
@@ -139,8 +139,10 @@ def check_config(config: TrainConfig, world_size: int = 1) -> None:
             problems.append("kv_heads is only for arch='llama' (grouped-query attention)")
         elif config.kv_heads < 1 or config.heads % config.kv_heads:
             problems.append(f"kv_heads={config.kv_heads} must divide heads={config.heads}")
-    if config.d_mlp is not None and config.d_mlp < 1:
-        problems.append(f"d_mlp={config.d_mlp} must be at least 1")
+    if config.d_mlp is not None and config.d_mlp < 0:
+        problems.append(f"d_mlp={config.d_mlp} must be >= 0 (0: attention-only)")
+    if config.d_mlp == 0 and config.arch == "gpt2":
+        problems.append("d_mlp=0 (attention-only) needs arch 'gpt-neox' or 'llama', not 'gpt2'")
     if config.context < 2:
         problems.append("context must be at least 2 (one token predicts the next)")
     if config.steps is not None and config.tokens is not None:

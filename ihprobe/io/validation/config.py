@@ -28,6 +28,7 @@ class Field:
     keys: tuple[str, ...]  # names it goes by across architectures, first found wins
     maximum: int  # size limit (lifted by SIZE_LIMIT_ENV / size_limits=False)
     optional: bool = False  # may be null
+    minimum: int = 1  # smallest value accepted
 
 
 FIELDS = {
@@ -37,7 +38,8 @@ FIELDS = {
     "heads": Field(("num_attention_heads", "n_head", "num_heads"), 1_024),
     "kv_heads": Field(("num_key_value_heads", "n_kv_heads"), 1_024, optional=True),
     "head_dim": Field(("head_dim",), 100_000, optional=True),
-    "intermediate_size": Field(("intermediate_size", "n_inner", "ffn_dim"), 10_000_000, True),
+    # 0: attention-only (the trainer's d_mlp=0), an MLP whose output is its bias or zero
+    "intermediate_size": Field(("intermediate_size", "n_inner", "ffn_dim"), 10_000_000, True, 0),
     "context": Field(("max_position_embeddings", "n_positions", "n_ctx"), 100_000_000, True),
 }
 LM_HEADS = ("ForCausalLM", "LMHeadModel")
@@ -130,8 +132,10 @@ def _integer_field(raw: dict, field: Field, where: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise IhprobeError(f"{where}: {key} must be an integer (got {value!r}); fix config.json.")
-    if value < 1:
-        raise IhprobeError(f"{where}: {key} must be at least 1 (got {value}); fix config.json.")
+    if value < field.minimum:
+        raise IhprobeError(
+            f"{where}: {key} must be at least {field.minimum} (got {value}); fix config.json."
+        )
     return value
 
 
