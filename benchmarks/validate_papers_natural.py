@@ -152,7 +152,8 @@ def summary(pilot: str, seed: int) -> dict:
     onset = point.get("emergence_tokens") if point.get("transition") else None
     return {
         "pilot": pilot, "seed": seed, "d_model": p["d_model"],
-        "d_mlp": p.get("d_mlp", 4 * p["d_model"]), "heads": p["heads"], "vocab": p["vocab"], "B": p["batch_size"], "C": p["context"], "lr": p["lr"],
+        "d_mlp": p.get("d_mlp", 4 * p["d_model"]), "heads": p["heads"], "vocab": p["vocab"],
+        "B": p["batch_size"], "C": p["context"], "lr": p["lr"],
         "budget_M": p["tokens"] / 1e6,
         "law_x": round(p["tokens"] / tokens_per_update / law_updates(pilot), 2),
         "status": "done" if done else ("running" if records else "pending"),
@@ -254,16 +255,16 @@ def report() -> None:
                           "validate_papers_natural.py", "--pilot NAME --seed S", frame)  # fmt: skip
     lines += [
         f"Corpus: `make corpus` (train split, {corpus_tokens()}). Every pilot: GPT-NeoX 2 layers "
-        "with MLPs (4 d_model wide; `ao-` pilots: attention-only, d_mlp 0), AdamW, constant learning rate after a 1% warm-up, grad clip 1, live probes at "
-        "24 evenly spaced checkpoints (max prefix matching and AR accuracy on 20 rows of "
-        "repeated random tokens). `law_x`: the budget in multiples of the law's predicted "
-        f"updates. A head counts as formed at max PS > {FORMED}. `status` running: the run was "
-        "cut off (it resumes from its last state); its numbers are a lower bound. `onset_M`: the "
-        "start of the steep segment of a 3-segment fit of the live probes' max PS against log "
-        "tokens (the project's emergence estimator; empty where the steepest segment rises by "
-        "less than 0.1). `extended_to_M`: the budget of a seed continued with `--extend`. "
-        "Per-seed rows "
-        "and curves: `RESULTS_papers_natural.csv`.",
+        "with MLPs (4 d_model wide; `ao-` pilots: attention-only, d_mlp 0), AdamW, constant "
+        "learning rate after a 1% warm-up, grad clip 1, live probes at 24 evenly spaced "
+        "checkpoints (max prefix matching and AR accuracy on 20 rows of repeated random tokens). "
+        "`law_x`: the budget in multiples of the law's predicted updates. A head counts as formed"
+        f" at max PS > {FORMED}. `status` running: the run was cut off (it resumes from its last "
+        "state); its numbers are a lower bound. `onset_M`: the start of the steep segment of a "
+        "3-segment fit of the live probes' max PS against log tokens (the project's emergence "
+        "estimator; empty where the steepest segment rises by less than 0.1). `extended_to_M`: "
+        "the budget of a seed continued with `--extend`. Per-seed rows and curves: "
+        "`RESULTS_papers_natural.csv`.",
         "",
         *markdown(table),
         "",
