@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics as pystats
 
+import numpy as np
 import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
@@ -149,6 +150,23 @@ def test_batched_groups_equal_separate_ablated_runs(planted):
     assert math.isclose(together["ar_accuracy"][0], acc.mean(), abs_tol=1e-6)
     assert math.isclose(together["ar_mean_rank"][0], rank.mean(), abs_tol=1e-4)
     assert math.isclose(together["induction_loss"][0], loss.mean(), abs_tol=1e-5)
+
+
+def test_the_load_bearing_interval_reaches_infinity_when_resamples_do_and_is_never_nan():
+    from ihprobe.causal.results import BOOTSTRAP, load_bearing_index
+
+    draws = np.array([1.0] * 9 + [2.0])  # about a third of the resamples are all 1: sd 0
+    index, lo, hi = load_bearing_index(3.0, draws)
+    assert index == pytest.approx((3.0 - 1.1) / np.std(draws, ddof=1))
+    resamples = draws[np.random.default_rng(0).integers(0, 10, (BOOTSTRAP, 10))]
+    constant = resamples.std(axis=1) == 0
+    assert 0.2 < constant.mean() < 0.5  # so the upper 2.5% are all +inf
+    by_hand = np.sort(
+        np.where(constant, np.inf, (3.0 - resamples.mean(1)) / resamples.std(1, ddof=1))
+    )
+    assert hi == math.inf and lo == by_hand[math.ceil(0.025 * BOOTSTRAP) - 1]
+    finite = load_bearing_index(12.0, np.arange(10.0))  # no infinite resample: interpolated
+    assert all(math.isfinite(v) for v in finite)
 
 
 def test_statistics_against_hand_computed_values():

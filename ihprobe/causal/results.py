@@ -237,7 +237,9 @@ def load_bearing_index(
 ) -> tuple[float, float, float]:
     """``(top - mean(random)) / sd(random)`` of harms, and its percentile-bootstrap 95% interval
     (random draws resampled with replacement, ``seed``-ed). With sd 0 (every draw equally
-    harmful) it is +-inf when the top set differs and NaN when it does not.
+    harmful) it is +-inf when the top set differs and NaN when it does not; when some resamples
+    are infinite the bounds are order statistics of the resamples (interpolating between two
+    infinities is undefined), so an interval can reach +-inf but is never NaN.
 
     >>> index, lo, hi = load_bearing_index(12.0, np.arange(10.0))
     >>> round(index, 2), lo < index < hi
@@ -250,8 +252,8 @@ def load_bearing_index(
     boot = _index(top, samples)
     if np.isnan(boot).all():
         return index, math.nan, math.nan
-    with np.errstate(invalid="ignore"):  # infinite resamples: inf - inf inside the quantile
-        lo, hi = np.nanquantile(boot, [0.025, 0.975])
+    method = "inverted_cdf" if np.isinf(boot).any() else "linear"
+    lo, hi = np.nanquantile(boot, [0.025, 0.975], method=method)
     return index, float(lo), float(hi)
 
 
