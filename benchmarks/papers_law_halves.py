@@ -17,9 +17,8 @@ rows of run folders that are gone stay):
   below :data:`SMALL` (the fit's variance under a quarter of the seed-to-seed variance), not
   small when it lies wholly above, otherwise inconclusive.
 * **Probe length n = C/2.** Runs with C >= 128 and the fixed-structure runs are probed again
-  with repeats of n = C/2 tokens instead of 16 (cached beside the grid's probe) and refitted:
-  per run log10(U at n = C/2 / U at n = 16), a t-interval over runs, judged against "within
-  1.5x either way".
+  with repeats of n = C/2 tokens instead of 16 (cached beside the grid's probe) and refitted
+  (the rows here; the ratio and its verdict in :mod:`papers_law_probe_length`).
 * **The live forecast against its prior** on the same checkpoints (:mod:`papers_law_forecast`).
 
 Run folders outside the grid, refitted as one cell (their own full fits give the
@@ -42,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from papers_law_forecast import forecast_fields, forecast_lines
+from papers_law_probe_length import flag, probe_lines, updates_text
 from scipy import stats
 from validate_papers_common import markdown
 from verdicts import (
@@ -53,7 +53,6 @@ from verdicts import (
     Estimate,
     below,
     judge,
-    same_ratio,
     t_mean,
 )
 
@@ -64,7 +63,6 @@ from ihprobe.io.runs import is_finished, run_meta, run_shape
 CSV = Path(__file__).resolve().parent / "RESULTS_papers_law_halves.csv"
 SCAN = {"n": 16, "batch": 50}  # the grid's probe (validate_papers_law.run_cell)
 SMALL = 0.5  # estimator SD / between-seed SD below this: "small next to seed noise"
-SAME = same_ratio(1.5)  # the probe's length "does not move" the point: within 1.5x either way
 KEY = ["cell", "seed", "budget_factor"]
 SAYS = {
     AGREES: "estimator noise is small next to seed noise",
@@ -175,14 +173,10 @@ def update(runs: list[tuple[Path, dict]], csv: Path | None = None) -> pd.DataFra
 # ----------------------------------------------------------------------------- statistics
 
 
-def _flag(frame: pd.DataFrame, column: str) -> pd.Series:
-    return frame.get(column, pd.Series(False, index=frame.index)).fillna(False).astype(bool)
-
-
 def refitted(frame: pd.DataFrame) -> pd.DataFrame:
     """Runs placed in full and with a transition in both halves, with ``d`` = log10(even/odd)."""
-    ok = _flag(frame, "transition") & ~_flag(frame, "censored")
-    ok &= _flag(frame, "even_transition") & _flag(frame, "odd_transition")
+    ok = flag(frame, "transition") & ~flag(frame, "censored")
+    ok &= flag(frame, "even_transition") & flag(frame, "odd_transition")
     rows = frame[ok]
     d = np.log10(rows.even_updates.astype(float) / rows.odd_updates.astype(float))
     return rows.assign(d=d.to_numpy())
@@ -197,7 +191,7 @@ def between_seeds(law: pd.DataFrame, cells) -> tuple[float, int]:
     >>> between_seeds(law, ["a", "b"])
     (0.6666666666666666, 3)
     """
-    placed = law[(law.status == "done") & _flag(law, "transition") & ~_flag(law, "censored")]
+    placed = law[(law.status == "done") & flag(law, "transition") & ~flag(law, "censored")]
     placed = placed[placed.cell.isin(list(cells))]
     logs = np.log10(placed.updates.astype(float)).groupby(placed.cell)
     sums = logs.apply(lambda y: float(((y - y.mean()) ** 2).sum()))
@@ -244,22 +238,7 @@ def verdict_of(ratio: Estimate) -> str:
     return SAYS.get(verdict, verdict)
 
 
-def probe_ratio(frame: pd.DataFrame, needs: int = MIN_SEEDS) -> tuple[Estimate, int]:
-    """U at n = C/2 over U at n = 16 (geometric mean, t on log10 over runs placed under both
-    probes) and how many long-probed runs were left out."""
-    probed = frame[frame.get("n_long", pd.Series(index=frame.index)).notna()]
-    both = _flag(probed, "transition") & ~_flag(probed, "censored")
-    both &= _flag(probed, "long_transition") & ~_flag(probed, "long_censored")
-    rows = probed[both]
-    ratio = rows.long_updates.astype(float) / rows.updates.astype(float)
-    return t_mean(ratio, log=True, needs=needs), int(len(probed) - len(rows))
-
-
 # ----------------------------------------------------------------------------- report
-
-
-def _updates(value) -> str:
-    return "none" if value is None or pd.isna(value) else f"{float(value):,.0f}"
 
 
 def cell_table(refit: pd.DataFrame, law: pd.DataFrame) -> pd.DataFrame:
@@ -269,7 +248,7 @@ def cell_table(refit: pd.DataFrame, law: pd.DataFrame) -> pd.DataFrame:
     for cell, group in refit.groupby("cell", sort=False):
         variance, df = between_seeds(law, [cell])
         halves = "; ".join(f"seed {r.seed}{'' if r.budget_factor == 1 else ' (x2)'}: "
-                           f"{_updates(r.even_updates)} / {_updates(r.odd_updates)}"
+                           f"{updates_text(r.even_updates)} / {updates_text(r.odd_updates)}"
                            for r in group.itertuples())  # fmt: skip
         rows.append({
             "cell": cell, "runs": len(group), "U even / U odd": halves,
@@ -280,17 +259,6 @@ def cell_table(refit: pd.DataFrame, law: pd.DataFrame) -> pd.DataFrame:
                 if df else "-",
         })  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def probe_table(frame: pd.DataFrame) -> pd.DataFrame:
-    probed = frame[frame.get("n_long", pd.Series(index=frame.index)).notna()]
-    return pd.DataFrame([{
-        "cell": r.cell, "seed": r.seed, "budget x": r.budget_factor, "n": int(r.n_long),
-        "U at n = 16": _updates(r.updates) + (" (censored)" if r.censored else ""),
-        "U at n = C/2": _updates(r.long_updates) + (" (censored)" if r.long_censored else ""),
-        "ratio": f"{r.long_updates / r.updates:.2f}"
-                 if r.transition and r.long_transition else "-",
-    } for r in probed.itertuples()])  # fmt: skip
 
 
 def halves_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
@@ -315,25 +283,6 @@ def halves_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
               f"- rule (declared before the data): the ratio's whole 95% interval below {SMALL} "
               f"-> small, wholly above -> not small: **{verdict_of(ratio)}**.", ""]  # fmt: skip
     return lines
-
-
-def probe_lines(frame: pd.DataFrame) -> list[str]:
-    """The n = C/2 re-probe: per run, then the ratio over runs and its verdict."""
-    table = probe_table(frame)
-    if table.empty:
-        return ["Probe length n = C/2: no run with C >= 128 or of the fixed-structure grid "
-                "refitted yet.", ""]  # fmt: skip
-    ratio, left = probe_ratio(frame)
-    verdict, _ = judge(ratio, SAME)
-    says = {
-        AGREES: "the probe's length does not move the emergence point",
-        DISAGREES: "the probe's length moves the emergence point",
-    }.get(verdict, verdict)
-    return ["Probe length: the same runs probed with repeats of n = C/2 tokens instead of 16 "
-            "(50 rows) and refitted:", "", *markdown(table), "",
-            f"- U(n = C/2) / U(n = 16), geometric mean over {len(table) - left} run(s) placed "
-            f"under both probes ({left} left out): {ratio.text('.2f')}; rule: "
-            f"{SAME.says} -> **{says}**.", ""]  # fmt: skip
 
 
 def section_lines(frame: pd.DataFrame, law: pd.DataFrame, source: str = "") -> list[str]:

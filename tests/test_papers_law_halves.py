@@ -19,6 +19,7 @@ from ihprobe.training.schedule import checkpoint_steps
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import papers_law_forecast as lf  # noqa: E402
 import papers_law_halves as h  # noqa: E402
+import papers_law_probe_length as pl  # noqa: E402
 
 
 def sigmoid_table(midpoint: float, *, noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
@@ -33,7 +34,7 @@ def sigmoid_table(midpoint: float, *, noise: float = 0.0, seed: int = 0) -> pd.D
                          "metric": "prefix_matching", "value": ps})  # fmt: skip
 
 
-@pytest.mark.parametrize("module", [h, lf])
+@pytest.mark.parametrize("module", [h, lf, pl])
 def test_the_modules_examples_hold(module):
     failed, attempted = doctest.testmod(module)
     assert attempted > 0 and failed == 0
@@ -123,9 +124,34 @@ def test_the_probe_length_verdict_flips_with_the_data(factor, says):
     frame = halves_frame(0.01, 6).assign(n_long=64, long_transition=True, long_censored=False)
     jitter = 10 ** np.random.default_rng(2).normal(0, 0.01, len(frame))
     frame["long_updates"] = frame.updates * factor * jitter
-    ratio, left = h.probe_ratio(frame)
+    ratio, left = pl.probe_ratio(frame)
     assert left == 0 and 10**ratio.value == pytest.approx(factor, rel=0.03)
-    assert f"the probe's length {says} the emergence point" in "\n".join(h.probe_lines(frame))
+    assert f"the probe's length {says} the emergence point" in "\n".join(pl.probe_lines(frame))
+
+
+@pytest.mark.parametrize(
+    ("late", "says"),
+    [(1.2, "the probe's length does not move the emergence point"),
+     (2.0, "inconclusive at this scale")],
+)  # fmt: skip
+def test_a_run_placed_under_one_probe_only_bounds_the_ratio_and_can_block_agreement(late, says):
+    frame = halves_frame(0.01, 6).assign(n_long=64, long_transition=True, long_censored=False,
+                                         steps=4000)  # fmt: skip
+    frame["long_updates"] = frame.updates * 1.02
+    frame.loc[0, "long_censored"] = True  # placed at n = 16 only: its ratio is at least ...
+    frame.loc[0, "long_updates"] = 2000.0 * late
+    frame.loc[1, "transition"] = False  # placed at n = C/2 only: at most U_long / budget
+    ratio, left = pl.probe_ratio(frame)
+    bounds = pl.probe_bounds(frame)
+    assert left == 2 and bounds == [
+        ("c0 seed 0", "at least", pytest.approx(late)),
+        ("c1 seed 1", "at most", pytest.approx(2040 / 4000)),
+    ]
+    # the second bound (0.51 <= 1/1.5) lies outside the margin too: drop it to see the first
+    frame.loc[1, "transition"] = True
+    text = "\n".join(pl.probe_lines(frame))
+    assert f"**{says}**" in text
+    assert f"c0 seed 0, ratio at least {late:.2f}" in text
 
 
 def test_no_run_folders_says_so():
