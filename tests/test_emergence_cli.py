@@ -102,6 +102,8 @@ def test_figures_mark_the_point_and_the_prediction():
     assert fig.layout.yaxis2.tickmode == "auto"  # the loss axis's own ticks, not the score's
     lines = [s for s in fig.layout.shapes if s.type == "line"]
     assert sorted(s.x0 for s in lines) == sorted([point.tokens, predict_emergence(4, 25).tokens])
+    band = [(s.x0, s.x1, s.yref) for s in fig.layout.shapes if s.type == "rect"]
+    assert band == [(point.tokens_low, point.tokens_high, "y domain")]
     strip = head_strip_figure(table)
     assert strip.data[0].z.shape == (2, len(tokens)) and strip.data[0].y == ("L1H0", "L1H1")
     fit = fit_law([(4, 32, 3000), (8, 32, 2000), (8, 64, 1500), (16, 64, 1000)])

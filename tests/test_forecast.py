@@ -147,6 +147,8 @@ def test_the_figure_draws_forecast_interval_and_measured_point():
     assert list(median.x) == [s for s, _ in RECORDED[:8]]
     assert list(median.y) == [f.updates for f in forecasts]
     assert any(shape.y0 == 880.0 for shape in fig.layout.shapes)  # the measured line
+    band = [(s.y0, s.y1, s.xref) for s in fig.layout.shapes if s.type == "rect"]
+    assert band == [(750.0, 900.0, "x domain")]  # the bracketing checkpoints, across the plot
 
 
 def test_live_hook_writes_forecast_jsonl_and_records_detection_in_run_json(tmp_path):

@@ -64,13 +64,7 @@ def trajectory_figure(
                         line={"color": "grey", "width": 1}, secondary_y=True)  # fmt: skip
         fig.update_yaxes(title_text="loss", secondary_y=True, **OWN_TICKS)
     if point is not None and point.transition:
-        fig.add_vrect(
-            x0=point.tokens_low,
-            x1=point.tokens_high,
-            fillcolor="orange",
-            opacity=0.15,
-            line_width=0,
-        )
+        emergence_band(fig, point.tokens_low, point.tokens_high, "x")
         labelled_vline(fig, point.tokens, f"emergence ~{point.updates:,.0f} updates",
                        {"color": "darkorange"}, y=1.0)  # fmt: skip
     if prediction is not None:
@@ -85,6 +79,16 @@ def trajectory_figure(
     fig.update_layout(title=heading, hovermode="x unified", template="plotly_white",
                       legend={"orientation": "h", "y": -0.25})  # fmt: skip
     return fig
+
+
+def emergence_band(fig: go.Figure, low: float, high: float, axis: str) -> None:
+    """The checkpoints that bracket an emergence point, as an orange band across the plot:
+    vertical on a token axis (``axis="x"``), horizontal on an update axis (``"y"``)."""
+    band = {"fillcolor": "orange", "opacity": 0.15, "line_width": 0}
+    if axis == "x":
+        fig.add_vrect(x0=low, x1=high, **band)
+    else:
+        fig.add_hrect(y0=low, y1=high, **band)
 
 
 def labelled_vline(fig: go.Figure, x: float, text: str, line: dict, y: float = 1.0) -> None:

@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from ihprobe.dynamics.changepoint import EmergencePoint, curve
 from ihprobe.dynamics.forecast import Forecast
+from ihprobe.figures.emergence import emergence_band
 from ihprobe.figures.heads import OWN_TICKS
 
 RANGE = 100  # the forecast axis spans at most this factor beyond the run's length either way
@@ -63,13 +64,7 @@ def forecast_figure(
         line={"color": "#1f77b4"},
     )
     if point is not None and point.transition:
-        fig.add_hrect(
-            y0=point.updates_low,
-            y1=point.updates_high,
-            fillcolor="orange",
-            opacity=0.15,
-            line_width=0,
-        )
+        emergence_band(fig, point.updates_low, point.updates_high, "y")
         fig.add_hline(
             y=point.updates,
             line={"color": "orange"},
