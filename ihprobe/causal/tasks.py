@@ -2,7 +2,11 @@
 
 A task is a list of ``(x, y)`` pairs. A prompt shows ``shots`` solved pairs and asks for one more:
 ``"Q: x\\nA: y\\n\\n" * shots + "Q: x\\nA:"``; the model is right when the first token of
-``" y"`` is among its top 1 (HITS@1) or top 3 (HITS@3) next-token predictions.
+``" y"`` is among its top 1 (HITS@1) or top 3 (HITS@3) next-token predictions. A small
+vocabulary may spell the space as a token of its own (``" Monday"`` -> ``" "``, ``"Monday"``):
+then the space is given and the first token that is not whitespace alone is scored, since a
+bare space is the same for every answer. With a large vocabulary (``" Paris"`` one token) that
+is the first token, as in Todd et al.
 
 The built-in tasks come from data ihprobe owns or can spell with any text tokenizer: words from
 the embedded corpus (``ihprobe.data.corpus``), letters, digits, weekdays and months. A user task
@@ -133,7 +137,7 @@ class TaskPrompts:
     tokens: Int[torch.Tensor, "batch pos"]  # padded with the tokenizer's pad/EOS id
     valid: torch.Tensor  # [batch, pos] bool: real tokens
     last: Int[torch.Tensor, " batch"]  # position of each prompt's last token ("A:")
-    answer: Int[torch.Tensor, " batch"]  # first token of " y"
+    answer: Int[torch.Tensor, " batch"]  # first token of " y" that is not whitespace alone
 
 
 def make_prompts(
@@ -158,9 +162,13 @@ def make_prompts(
         query = task.pairs[i % len(task.pairs)]
         others = [p for p in task.pairs if p != query] or list(task.pairs)
         demos = rng.sample(others, min(shots, len(others)))
+        answer = tokenizer(" " + query[1], add_special_tokens=False).input_ids
+        if not answer:
+            raise IhprobeError(f"task {task.name}: the answer {query[1]!r} has no tokens.")
+        given = first_word_token(answer, tokenizer)
         while True:
             text = "".join(f"Q: {x}\nA: {y}\n\n" for x, y in demos) + f"Q: {query[0]}\nA:"
-            ids = tokenizer(text, add_special_tokens=False).input_ids
+            ids = tokenizer(text, add_special_tokens=False).input_ids + answer[:given]
             if len(ids) <= max_length or not demos:
                 break
             demos = demos[:-1]
@@ -169,11 +177,8 @@ def make_prompts(
                 f"task {task.name}: a prompt with no examples needs {len(ids)} tokens but the "
                 f"model's context holds {max_length}; use shorter pairs."
             )
-        answer = tokenizer(" " + query[1], add_special_tokens=False).input_ids
-        if not answer:
-            raise IhprobeError(f"task {task.name}: the answer {query[1]!r} has no tokens.")
         rows.append(ids)
-        answers.append(answer[0])
+        answers.append(answer[given])
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     length = max(len(r) for r in rows)
     tokens = torch.full((len(rows), length), pad, dtype=torch.long)
@@ -184,6 +189,19 @@ def make_prompts(
     return TaskPrompts(
         task.name, tokens, valid, valid.sum(1) - 1, torch.tensor(answers, dtype=torch.long)
     )
+
+
+def first_word_token(answer: Sequence[int], tokenizer) -> int:
+    """The index of the first token of ``answer`` that is not whitespace alone (0 when all are).
+
+    Example:
+        >>> first_word_token(tokenizer(" Monday").input_ids, tokenizer)  # doctest: +SKIP
+        1
+    """
+    for i, token in enumerate(answer):
+        if tokenizer.decode([token]).strip():
+            return i
+    return 0
 
 
 def hits_per_row(
