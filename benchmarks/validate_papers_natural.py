@@ -141,12 +141,10 @@ def summary(pilot: str, seed: int) -> dict:
     tokens_per_update = p["batch_size"] * p["context"]
     done = run.exists() and is_finished(run)
     first = next((r for r in records if r["max_prefix_matching"] > FORMED), None)
-    wall = (
-        json.loads((run / "wall.json").read_text())["seconds"]
-        if (run / "wall.json").is_file()
-        else None
-    )
     meta = run_meta(run) if run.is_dir() else None
+    wall = (meta or {}).get("train_seconds")  # the trainer's count over every session
+    if wall is None and (run / "wall.json").is_file():  # runs trained before it counted
+        wall = json.loads((run / "wall.json").read_text())["seconds"]
     extended = meta["tokens"] / 1e6 if meta and meta.get("extensions") else None
     point = live_emergence(records, p["batch_size"], p["context"]) if len(records) > 3 else {}
     onset = point.get("emergence_tokens") if point.get("transition") else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 import torch
@@ -319,10 +320,18 @@ def test_a_crash_between_checkpoints_resumes_from_the_last_state_to_identical_we
     run = tmp_path / "run"
     assert [p.name for p in (run / "state").iterdir()] == ["step-000006.pt"]
     assert [c.step for c in checkpoints(run)] == [0]
+    saved = torch.load(run / "state" / "step-000006.pt", weights_only=True)["train_seconds"]
+    assert saved > 0 and "train_seconds" not in json.loads((run / "run.json").read_text())
 
     monkeypatch.setattr(trainer, "causal_lm_loss", real)
+    started = time.perf_counter()
     train(load_config(run, resume=True))
+    second_session = time.perf_counter() - started
     resumed = final_weights(run)
     assert [c.step for c in checkpoints(run)] == [0, 10]
     for name in reference:
         assert torch.equal(resumed[name], reference[name]), name
+    # the wall time counts the first session up to its last state, then the second one
+    total = json.loads((run / "run.json").read_text())["train_seconds"]
+    assert float(saved) - 0.1 < total <= float(saved) + second_session + 0.1
+    assert json.loads((tmp_path / "reference" / "run.json").read_text())["train_seconds"] > 0

@@ -118,6 +118,8 @@ def damage(state_file: Path, how: str, tmp_path: Path) -> None:
         torch.save(state, state_file)
     elif how == "rng":
         torch.save({**state, "rng_cpu": torch.zeros(3)}, state_file)
+    elif how == "nan seconds":
+        torch.save({**state, "train_seconds": torch.tensor(float("nan"))}, state_file)
 
 
 DAMAGE = {
@@ -134,6 +136,7 @@ DAMAGE = {
     "optimizer shapes": "optimiser's exp_avg of parameter 0 has another shape",
     "nan weights": "NaN or inf",
     "rng": "rng_cpu is not a generator state",
+    "nan seconds": "train_seconds tensor\\(nan\\) is not a count of seconds",
 }
 
 

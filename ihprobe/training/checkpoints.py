@@ -9,6 +9,7 @@ all (:mod:`ihprobe.core.files`), so a kill or a full disk never leaves a torn fi
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import torch
@@ -18,7 +19,7 @@ from ihprobe import __version__
 from ihprobe.core.files import atomic_directory, atomic_write
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.io.models import quiet_progress
-from ihprobe.io.runs import CHECKPOINT_META, RunDir
+from ihprobe.io.runs import CHECKPOINT_META, RUN_META, RunDir, run_meta
 from ihprobe.io.weights import weight_checksums
 from ihprobe.training.config import TrainConfig
 
@@ -32,8 +33,10 @@ STATE_FIELDS = {
     "window_start": "the update the open loss window starts at",
     "window_loss": "the loss summed over the open window, all ranks",
     "rng_cuda": "the GPU generator state, when training on a GPU",
+    "train_seconds": "wall seconds the run has trained at this state, over every session",
 }
-OPTIONAL_STATE_FIELDS = ("window_start", "window_loss", "rng_cuda")  # older states lack the window
+# older states lack the window and the seconds
+OPTIONAL_STATE_FIELDS = ("window_start", "window_loss", "rng_cuda", "train_seconds")
 
 
 def write_state(run: RunDir, step: int, state: dict) -> None:
@@ -121,3 +124,11 @@ def new_run_meta(
             "transformers": transformers.__version__,
         },
     }
+
+
+def record_seconds(run: RunDir, seconds: float) -> None:
+    """``run.json``'s ``train_seconds``: the wall seconds the finished run trained over every
+    session (null when a resumed state predates the count)."""
+    meta = run_meta(run.root)
+    meta["train_seconds"] = round(seconds, 1) if math.isfinite(seconds) else None
+    run.write_json(RUN_META, meta)

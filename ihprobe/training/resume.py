@@ -174,6 +174,13 @@ def _state_problem(state, path: Path, model, optimizer, last_step: int) -> str |
     start = _integer(state.get("window_start", torch.tensor(step)))
     if start is None or not 0 <= start <= step:
         return f"its window_start {state.get('window_start')!r} is not in 0..{step}"
+    seconds = state.get("train_seconds", torch.tensor(0.0))
+    if not (
+        isinstance(seconds, torch.Tensor)
+        and seconds.numel() == 1
+        and 0 <= float(seconds) < float("inf")
+    ):
+        return f"its train_seconds {seconds!r} is not a count of seconds"
     rng, like = state["rng_cpu"], torch.get_rng_state()
     if not isinstance(rng, torch.Tensor) or (rng.dtype, rng.shape) != (like.dtype, like.shape):
         return "its rng_cpu is not a generator state"

@@ -40,6 +40,7 @@ from ihprobe.training.display import Display
 from ihprobe.training.live import LiveProbes, ProbeHook, listener
 from ihprobe.training.resume import Plan, plan_run, read_state, record_extension, restore
 from ihprobe.training.schedule import learning_rate
+from ihprobe.training.tally import Tally
 
 __all__ = ["DEFAULT_STEPS", "TrainConfig", "build_model", "causal_lm_loss", "load_config", "train"]
 
@@ -113,7 +114,7 @@ class _Learner:
     model: torch.nn.Module
     ddp: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    tally: _Tally
+    tally: Tally
 
 
 def _train(config, plan: Plan, producer, run: RunDir, world: World, on_probe) -> Path:
@@ -122,7 +123,7 @@ def _train(config, plan: Plan, producer, run: RunDir, world: World, on_probe) ->
     model.train()
     ids = [world.device.index] if world.device.type == "cuda" else None
     ddp = DistributedDataParallel(model, device_ids=ids) if world.size > 1 else model
-    learner = _Learner(model, ddp, _adamw(model, config), _Tally(world.device))
+    learner = _Learner(model, ddp, _adamw(model, config), Tally(world.device))
     start = _start(config, plan, producer, run, world, learner)
     if start == plan.total and run.checkpoint(plan.total).is_dir():
         return run.root
@@ -148,6 +149,8 @@ def _train(config, plan: Plan, producer, run: RunDir, world: World, on_probe) ->
         display.advance()
     save(plan.total)
     display.close()
+    if world.main:
+        checkpoints.record_seconds(run, learner.tally.seconds())
     return run.root
 
 
@@ -198,7 +201,7 @@ def _log(config, run: RunDir, world: World, learner: _Learner, done: int, lr, no
     return loss, speed
 
 
-def _check_finite(run: RunDir, world: World, tally: _Tally, step: int) -> None:
+def _check_finite(run: RunDir, world: World, tally: Tally, step: int) -> None:
     if world.mean(tally.bad.float()).item() > 0:
         last = run.latest_checkpoint() or "none"
         raise IhprobeError(
@@ -301,6 +304,7 @@ class _Saver:
             "loss": torch.tensor([] if last is None else [last]),
             "window_start": torch.tensor(learner.tally.start),
             "window_loss": window_loss,
+            "train_seconds": torch.tensor(learner.tally.seconds(), dtype=torch.float64),
         }
         if self.world.device.type == "cuda":
             state["rng_cuda"] = torch.cuda.get_rng_state(self.world.device)
@@ -335,49 +339,6 @@ def _data(config, producer) -> dict:
 
 
 # ----------------------------------------------------------------------------- small parts
-
-
-class _Tally:
-    """Loss sum, NaN flag and training time since the last log (saving does not count).
-
-    A resumed run restores ``start`` and ``loss`` from its state, so its first log line averages
-    the same updates as an uninterrupted run's; the speed counts from the resume (``timed``).
-    """
-
-    def __init__(self, device: torch.device):
-        self.loss = torch.zeros((), device=device)
-        self.bad = torch.zeros((), dtype=torch.bool, device=device)
-        self.last_loss: float | None = None  # the last logged loss
-        self.reset(0)
-
-    def reset(self, step: int) -> None:
-        self.loss.zero_()
-        self.start = self.timed = step
-        self.paused, self.tick = 0.0, time.perf_counter()
-
-    def restore(self, state: dict) -> int:
-        """The open window and last loss of a checked training state; its step."""
-        step = int(state["step"])
-        self.last_loss = state["loss"].item() if state["loss"].numel() else None
-        self.reset(step)
-        if "window_start" in state:  # the losses since the last log line, as if never stopped
-            self.start = int(state["window_start"])
-            self.loss.copy_(state["window_loss"])
-        return step
-
-    def add(self, loss: torch.Tensor) -> None:
-        self.loss += loss
-        self.bad |= ~torch.isfinite(loss)
-
-    def pause(self, seconds: float) -> None:
-        self.paused += seconds
-
-    def mean(self, step: int) -> torch.Tensor:
-        return self.loss / max(1, step - self.start)
-
-    def tokens_per_s(self, step: int, tokens_per_update: int) -> float:
-        elapsed = time.perf_counter() - self.tick - self.paused
-        return (step - self.timed) * tokens_per_update / max(elapsed, 1e-9)
 
 
 def _adamw(model, config: TrainConfig) -> torch.optim.AdamW:
