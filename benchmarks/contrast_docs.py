@@ -204,10 +204,12 @@ def section(frame: pd.DataFrame, arms) -> list[str]:
         "25 checkpoints): the change point of `ihprobe.dynamics.changepoint.emergence` (start of",
         f"the steepest rise of a 3-segment fit), and the first checkpoint at PS >= {FORMED}; means",
         "over the seeds that have one. HITS@1/3: the 7 built-in function-style tasks",
-        "(`ihprobe.causal.tasks`), clean, and HITS@1's change when [B]'s per-layer top 2% are",
-        "mean-ablated. Top head's share: every head ablated alone, its harm to induction loss over",
-        "the summed positive harm (1/8 spread evenly, 1 one head). Perplexity: the whole held-out",
-        "split.", "",
+        "(`ihprobe.causal.tasks`; 24 prompts each, 5 shots; where the 512-id BPE spells an",
+        "answer's space as a token of its own, the space is given and the next token scored),",
+        "clean, and HITS@1's change when [B]'s per-layer top 2% are mean-ablated (at least one",
+        "head per layer: here 1 of 4 heads in each layer). Top head's share: every head ablated",
+        "alone, its harm to induction loss over the summed positive harm (1/8 spread evenly, 1",
+        "one head). Perplexity: the whole held-out split.", "",
         *markdown(table(frame, arms)), "",
     ]  # fmt: skip
 
