@@ -14,6 +14,7 @@ from ihprobe.cli import build_parser, main
 # law coefficient, "never", a probability or fraction that may be 0); every other numeric flag
 # counts or sizes something and must refuse both. Written from the flags' meaning, not the code.
 ZERO_ALLOWED = {
+    "--d-mlp",  # 0: attention-only
     "--seed",
     "--threshold",
     "--b",
