@@ -4,9 +4,12 @@ ends on the last probe and the forecast's detection, and the command says whethe
 from __future__ import annotations
 
 import json
+import logging
+import sys
 
 import pytest
 
+from ihprobe.core.stages import is_stage
 from ihprobe.dynamics.forecast import FORECAST
 from ihprobe.io.runs import PROBES, RUN_META, RunDir
 from ihprobe.training.display import FORMED, Display, outcome
@@ -34,6 +37,23 @@ def test_the_bar_keeps_the_last_probe_and_forecast_in_memory():
     shown.logged(2.1, 1200.0)
     shown.probed(probe(10, 0.745), None)
     assert shown.postfix() == {"loss": "2.100", "tok/s": "1,200", "max PS": "0.74 (L1H3)"}
+
+
+def test_off_a_terminal_the_bar_is_off_and_each_log_and_probe_is_a_stage_line(caplog):
+    caplog.set_level(logging.INFO, logger="ihprobe")
+    shown = Display(total=100, start=40, enabled=True)  # pytest's stderr is not a terminal
+    assert shown.bar.disable
+    for _ in range(10):
+        shown.advance()
+    shown.logged(2.5, 1000.0)
+    shown.probed(probe(50, 0.31), None)
+    stages = [r.getMessage() for r in caplog.records if is_stage(r)]
+    assert stages == ["update 50/100, loss 2.500, tok/s 1,000",
+                      "update 50/100, loss 2.500, tok/s 1,000, max PS 0.31 (L1H3)"]  # fmt: skip
+    caplog.clear()
+    quiet = Display(total=100, start=0, enabled=False)
+    quiet.logged(2.5, 1000.0)
+    assert quiet.bar.disable and not caplog.records
 
 
 def test_outcome_says_formed_by_detection_or_threshold_and_not_yet_below_it(tmp_path):
@@ -88,6 +108,7 @@ def test_a_run_that_emerges_ends_with_the_last_probe_and_says_heads_formed(
         return records(self, name)
 
     monkeypatch.setattr(RunDir, "records", counted)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: the bar, no stages
     out = tmp_path / "run"
     assert main(["train", "--out", str(out), *EMERGES]) == 0
     shown = capsys.readouterr()

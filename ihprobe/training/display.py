@@ -10,25 +10,35 @@ induction heads formed.
 
 from __future__ import annotations
 
+import logging
 import os
 
 from tqdm.auto import tqdm
 
+from ihprobe.core.stages import STAGE
 from ihprobe.dynamics.changepoint import THRESHOLDS
 from ihprobe.dynamics.forecast import Forecast, read_forecasts
 from ihprobe.io.runs import PROBES, RunDir, run_meta
 
 FORMED = THRESHOLDS["prefix_matching"]  # max PS from which induction heads count as formed
+log = logging.getLogger(__name__)
 
 
 class Display:
     """The progress bar of one training process (disabled off rank 0 or with ``progress``
-    off); :meth:`close` leaves its last line showing the last probe and forecast."""
+    off, and when stderr is not a terminal); :meth:`close` leaves its last line showing the last
+    probe and forecast. Each log line and probe is also a stage record
+    (:mod:`ihprobe.core.stages`), which the command line shows in a log file instead of a bar."""
 
     def __init__(self, *, total: int, start: int, enabled: bool):
         self.bar = tqdm(
-            total=total, initial=start, disable=not enabled, unit="upd", dynamic_ncols=True
+            total=total,
+            initial=start,
+            disable=None if enabled else True,  # None: no bar on a non-terminal
+            unit="upd",
+            dynamic_ncols=True,
         )
+        self.done, self.total, self.enabled = start, total, enabled
         self.loss: float | None = None
         self.speed: float | None = None
         self.probe: dict | None = None
@@ -36,14 +46,25 @@ class Display:
 
     def logged(self, loss: float, speed: float) -> None:
         self.loss, self.speed = loss, speed
-        self.bar.set_postfix(self.postfix(), refresh=False)
+        self._show()
 
     def probed(self, record: dict, forecast: Forecast | None) -> None:
         self.probe, self.forecast = record, forecast or self.forecast
-        self.bar.set_postfix(self.postfix(), refresh=False)
+        self._show()
 
     def advance(self) -> None:
+        self.done += 1
         self.bar.update(1)
+
+    def _show(self) -> None:
+        shown = self.postfix()
+        self.bar.set_postfix(shown, refresh=False)
+        if self.enabled:
+            parts = [
+                f"update {self.done:,}/{self.total:,}",
+                *(f"{k} {v}" for k, v in shown.items()),
+            ]
+            log.info(", ".join(parts), extra=STAGE)
 
     def close(self) -> None:
         self.bar.set_postfix(self.postfix(), refresh=True)
