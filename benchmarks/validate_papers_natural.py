@@ -238,6 +238,10 @@ def outcome(frame: pd.DataFrame) -> list[str]:
             whole = (formed <= budget) | ((runs.status == "done") & (seen >= more - 0.05))
             judged[f"{EXTENDED_LAW_X:.1f}x the law ({more:.1f}M tokens)"] = (runs[whole], more)
         for label, (done, within) in judged.items():
+            if done.empty:
+                lines.append(f"- `{pilot}` within {label}: no seed has reached it yet "
+                             f"({len(runs)} started).")  # fmt: skip
+                continue
             count = int((done.formed_at_M.fillna(float("inf")) <= within).sum())
             verdict, why = seed_target(count, len(done), TARGET, MIN_SEEDS)
             lines.append(f"- `{pilot}` within {label}: **{verdict}**: a head formed in {why}.")

@@ -301,3 +301,8 @@ def test_the_natural_pilots_outcome_counts_formed_seeds_and_keeps_rows_whose_fol
     first, second = natural.outcome(pd.DataFrame(late))
     assert "2.0x the law" in first and "**misses the target**" in first and "1 of 3" in first
     assert "3.0x the law" in second and "**pending: 3 of 5 seeds**" in second and "3 of 3" in second
+    running = [{**saved[0], "status": "running", "tokens_M_seen": 12.5}]
+    assert natural.outcome(pd.DataFrame(running)) == [
+        f"- `{pilot}` within {saved[0]['law_x']:.1f}x the law ({budget:g}M tokens): no seed has "
+        "reached it yet (1 started)."
+    ]
