@@ -239,8 +239,9 @@ def outcome(frame: pd.DataFrame) -> list[str]:
             judged[f"{EXTENDED_LAW_X:.1f}x the law ({more:.1f}M tokens)"] = (runs[whole], more)
         for label, (done, within) in judged.items():
             if done.empty:
-                lines.append(f"- `{pilot}` within {label}: no seed has reached it yet "
-                             f"({len(runs)} started).")  # fmt: skip
+                started = int((runs.status != "pending").sum())
+                said = f"no seed has reached it yet ({started} running)" if started else "not run"
+                lines.append(f"- `{pilot}` within {label}: {said}.")
                 continue
             count = int((done.formed_at_M.fillna(float("inf")) <= within).sum())
             verdict, why = seed_target(count, len(done), TARGET, MIN_SEEDS)

@@ -304,5 +304,8 @@ def test_the_natural_pilots_outcome_counts_formed_seeds_and_keeps_rows_whose_fol
     running = [{**saved[0], "status": "running", "tokens_M_seen": 12.5}]
     assert natural.outcome(pd.DataFrame(running)) == [
         f"- `{pilot}` within {saved[0]['law_x']:.1f}x the law ({budget:g}M tokens): no seed has "
-        "reached it yet (1 started)."
+        "reached it yet (1 running)."
     ]
+    assert natural.outcome(pd.DataFrame([{**running[0], "status": "pending"}]))[0].endswith(
+        "tokens): not run."
+    )
