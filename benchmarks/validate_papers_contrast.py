@@ -187,10 +187,10 @@ def run_arm(arm: str, seed: int, args) -> dict:
         "train_s": (done or {}).get("train_s", 0.0) + seconds,
     }  # fmt: skip
     result["natural_perplexity"] = math.exp(result["natural_loss"])
+    result.update(other_lengths(model, seed))  # as --rescore adds to the older seeds' rows
     if recipe:  # the whole held-out split's perplexity replaces the ablation rows' one
         config = config_of(arm, seed, args)
-        result.update(other_lengths(model, seed), **docs.measures(run, model, seed,
-                      config.batch_size, config.context))  # fmt: skip
+        result.update(docs.measures(run, model, seed, config.batch_size, config.context))
         if arm == "natural":
             result["train_s"] = docs.pilot_seconds(run)
     result["probe_s"] = time.perf_counter() - started

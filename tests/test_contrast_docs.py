@@ -122,6 +122,8 @@ def test_the_recipe_scores_the_pilot_run_and_trains_bi_induct_on_its_config(tiny
     assert np.isclose(row.natural_perplexity, np.exp(row.heldout_loss))
     assert 0 < row.top_head_share <= 1 and 0 <= row["hits@1"] <= row["hits@3"] <= 1
     assert row.live_max_ps > 0 and isinstance(row.transition, (bool, np.bool_))
+    lengths = ["max_forward_induction_fixed_L15", "max_forward_induction_fixed_L25"]
+    assert table.loc[done, lengths].notna().all().all()  # every new seed, as --rescore adds
 
     forward = json.loads((tiny_pilot / "contrast/forward/seed0/run.json").read_text())["config"]
     natural_config = json.loads((pilot / "run.json").read_text())["config"]
