@@ -334,4 +334,5 @@ def test_a_crash_between_checkpoints_resumes_from_the_last_state_to_identical_we
     # the wall time counts the first session up to its last state, then the second one
     total = json.loads((run / "run.json").read_text())["train_seconds"]
     assert float(saved) - 0.1 < total <= float(saved) + second_session + 0.1
-    assert json.loads((tmp_path / "reference" / "run.json").read_text())["train_seconds"] > 0
+    uninterrupted = json.loads((tmp_path / "reference" / "run.json").read_text())["train_seconds"]
+    assert isinstance(uninterrupted, float) and uninterrupted >= 0  # a tiny run rounds to 0.0
