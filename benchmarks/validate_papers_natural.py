@@ -55,6 +55,7 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.data.installed_docs import default_directory
 from ihprobe.dynamics.changepoint import emergence
 from ihprobe.dynamics.law import predict_emergence
+from ihprobe.io.architectures import model_sizes
 from ihprobe.io.runs import is_finished, run_meta
 from ihprobe.training.trainer import TrainConfig, train
 
@@ -150,7 +151,8 @@ def summary(pilot: str, seed: int) -> dict:
     onset = point.get("emergence_tokens") if point.get("transition") else None
     return {
         "pilot": pilot, "seed": seed, "d_model": p["d_model"],
-        "d_mlp": p.get("d_mlp", 4 * p["d_model"]), "heads": p["heads"], "vocab": p["vocab"],
+        "d_mlp": model_sizes(config_of(pilot, seed), p["vocab"])["d_mlp"], "heads": p["heads"],
+        "vocab": p["vocab"],
         "B": p["batch_size"], "C": p["context"], "lr": p["lr"],
         "budget_M": p["tokens"] / 1e6,
         "law_x": round(p["tokens"] / tokens_per_update / law_updates(pilot), 2),
