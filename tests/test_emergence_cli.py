@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -104,6 +105,13 @@ def test_figures_mark_the_point_and_the_prediction():
     assert sorted(s.x0 for s in lines) == sorted([point.tokens, predict_emergence(4, 25).tokens])
     band = [(s.x0, s.x1, s.yref) for s in fig.layout.shapes if s.type == "rect"]
     assert band == [(point.tokens_low, point.tokens_high, "y domain")]
+    for factor, law_later in ((0.1, False), (10, True)):  # a law before, then after, the point
+        prediction = dataclasses.replace(predict_emergence(4, 25), tokens=point.tokens * factor)
+        labels = trajectory_figure(table, point, prediction).layout.annotations
+        sides = {a.text.split()[0]: a.xanchor for a in labels}
+        # the two labels face away from each other, so neither line crosses the other's text
+        away = ("right", "left") if law_later else ("left", "right")
+        assert (sides["emergence"], sides["law"]) == away
     strip = head_strip_figure(table)
     assert strip.data[0].z.shape == (2, len(tokens)) and strip.data[0].y == ("L1H0", "L1H1")
     fit = fit_law([(4, 32, 3000), (8, 32, 2000), (8, 64, 1500), (16, 64, 1000)])

@@ -63,14 +63,16 @@ def trajectory_figure(
         fig.add_scatter(x=losses.tokens, y=losses.loss, name="training loss", mode="lines",
                         line={"color": "grey", "width": 1}, secondary_y=True)  # fmt: skip
         fig.update_yaxes(title_text="loss", secondary_y=True, **OWN_TICKS)
+    law_right = prediction is not None and point is not None and prediction.tokens > point.tokens
     if point is not None and point.transition:
         emergence_band(fig, point.tokens_low, point.tokens_high, "x")
         labelled_vline(fig, point.tokens, f"emergence ~{point.updates:,.0f} updates",
-                       {"color": "darkorange"}, y=1.0)  # fmt: skip
+                       {"color": "darkorange"}, y=1.0, left=law_right)  # fmt: skip
     if prediction is not None:
         labelled_vline(fig, prediction.tokens,
                        f"law ({prediction.law.name}): {prediction.updates:,.0f} updates",
-                       {"color": "black", "dash": "dash"}, y=0.08)  # fmt: skip
+                       {"color": "black", "dash": "dash"}, y=0.08,
+                       left=point is not None and not law_right)  # fmt: skip
     fig.update_xaxes(type="log", title_text="training tokens")
     fig.update_yaxes(title_text="score", secondary_y=False)
     heading = title or (f"{point.model}" if point is not None and point.model else "trajectory")
@@ -91,8 +93,11 @@ def emergence_band(fig: go.Figure, low: float, high: float, axis: str) -> None:
         fig.add_hrect(y0=low, y1=high, **band)
 
 
-def labelled_vline(fig: go.Figure, x: float, text: str, line: dict, y: float = 1.0) -> None:
-    """A vertical line at data position ``x`` of a log-x figure, with ``text`` beside it.
+def labelled_vline(
+    fig: go.Figure, x: float, text: str, line: dict, y: float = 1.0, left: bool = False
+) -> None:
+    """A vertical line at data position ``x`` of a log-x figure, with ``text`` beside it: on
+    its right, or on its ``left`` (so that two labelled lines face away from each other).
 
     Plotly places shapes on a log axis by data value but annotations by log10 of it
     (``add_vline(annotation_text=...)`` puts the label off the plot), so the label is added
@@ -106,7 +111,7 @@ def labelled_vline(fig: go.Figure, x: float, text: str, line: dict, y: float = 1
         yref="paper",
         text=text,
         showarrow=False,
-        xanchor="left",
+        xanchor="right" if left else "left",
         yanchor="top",
         font={"color": line.get("color", "black")},
         bgcolor="rgba(255,255,255,0.8)",
