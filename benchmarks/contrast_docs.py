@@ -39,7 +39,6 @@ above 0. Like every contrast claim, "pending: n of 5 seeds" until each arm has 5
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -101,9 +100,10 @@ def pilot_run(pilot: TrainConfig) -> Path:
 
 
 def pilot_seconds(run: Path) -> float:
-    """The pilot's training wall time (its ``wall.json``, written by the pilot script)."""
-    wall = run / "wall.json"
-    return float(json.loads(wall.read_text())["seconds"]) if wall.is_file() else float("nan")
+    """The pilot's training wall seconds (:func:`validate_papers_natural.train_seconds`), NaN
+    when the run has no count."""
+    seconds = natural.train_seconds(run)
+    return float("nan") if seconds is None else seconds
 
 
 def heldout_documents() -> list[str]:

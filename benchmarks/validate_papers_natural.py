@@ -143,9 +143,7 @@ def summary(pilot: str, seed: int) -> dict:
     done = run.exists() and is_finished(run)
     first = next((r for r in records if r["max_prefix_matching"] > FORMED), None)
     meta = run_meta(run) if run.is_dir() else None
-    wall = (meta or {}).get("train_seconds")  # the trainer's count over every session
-    if wall is None and (run / "wall.json").is_file():  # runs trained before it counted
-        wall = json.loads((run / "wall.json").read_text())["seconds"]
+    wall = train_seconds(run)
     extended = meta["tokens"] / 1e6 if meta and meta.get("extensions") else None
     point = live_emergence(records, p["batch_size"], p["context"]) if len(records) > 3 else {}
     onset = point.get("emergence_tokens") if point.get("transition") else None
@@ -173,9 +171,7 @@ def run_pilot(pilot: str, seed: int) -> None:
     config = config_of(pilot, seed)
     meta = run_meta(Path(config.out)) if Path(config.out).is_dir() else None
     if not (meta and meta.get("extensions")):
-        run, seconds, how = train_or_reuse(config)
-        if how != "reused":  # a finished run is only read
-            add_wall(run, seconds, how)
+        train_or_reuse(config)
     print(json.dumps(summary(pilot, seed)))
 
 
@@ -197,16 +193,23 @@ def extend_pilot(pilot: str, seed: int) -> None:
     if is_finished(run) and run_meta(run)["tokens"] >= tokens:
         print(json.dumps(summary(pilot, seed)))
         return
-    started = time.perf_counter()
     train(replace(config, tokens=tokens, resume=True))
-    add_wall(run, time.perf_counter() - started, "extended")
     print(json.dumps(summary(pilot, seed)))
 
 
-def add_wall(run: Path, seconds: float, how: str) -> None:
-    wall = run / "wall.json"
-    before = json.loads(wall.read_text())["seconds"] if wall.is_file() else 0.0
-    wall.write_text(json.dumps({"seconds": round(before + seconds, 1), "last": how}))
+def train_seconds(run: Path) -> float | None:
+    """A run's training wall seconds over every session: the trainer's ``train_seconds`` in
+    ``run.json``; for runs trained before the trainer counted, the ``wall.json`` this script
+    wrote then; None when neither exists.
+
+    >>> train_seconds(Path("no/such/run")) is None
+    True
+    """
+    meta = run_meta(run) if run.is_dir() else None
+    if meta and meta.get("train_seconds") is not None:
+        return float(meta["train_seconds"])
+    legacy = run / "wall.json"
+    return float(json.loads(legacy.read_text())["seconds"]) if legacy.is_file() else None
 
 
 def rows() -> pd.DataFrame:
