@@ -10,8 +10,11 @@ mixing), so every arm sees the same number of tokens and updates.
 
 The natural arm **is** the pilot's runs (``runs/validate-papers/natural/d128-lr3e-3/seedS``):
 :func:`pilot_run` scores a finished one whose ``run.json`` holds the same config, and refuses
-one that is missing, unfinished or different. Nothing here trains or writes into it: the arm's
-result goes to ``contrast-docs/natural/seedS/result.json`` and the results CSV.
+one that is missing, unfinished or different. A seed continued past the budget with the pilot
+script's ``--extend`` is scored at its checkpoint at the budget (:func:`scored_checkpoint`; the
+schedule is constant there, so that checkpoint is the one an unextended run ends with), and its
+live probes and wall time are counted up to it. Nothing here trains or writes into a pilot run:
+the arm's result goes to ``contrast-docs/natural/seedS/result.json`` and the results CSV.
 
 Measured per arm and seed beyond the contrast's own scores (:func:`measures`):
 
@@ -39,6 +42,7 @@ above 0. Like every contrast claim, "pending: n of 5 seeds" until each arm has 5
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -52,7 +56,7 @@ from verdicts import above, t_mean, welch
 
 import ihprobe
 from ihprobe.data.text import TEXT_SUFFIXES
-from ihprobe.io.runs import config_changes, is_finished
+from ihprobe.io.runs import Checkpoint, checkpoints, config_changes, is_finished, run_meta
 from ihprobe.probes.engine import METRIC_TABLE, token_rows
 from ihprobe.probes.recall import token_losses
 from ihprobe.training.config import RESUMABLE_CHANGES
@@ -75,15 +79,40 @@ def config(arm: str, producer: str, options: dict, seed: int, out: str) -> Train
                    producer_options={**pilot.producer_options, **snippets})  # fmt: skip
 
 
+def budget_step(run: Path) -> int | None:
+    """The update at which a pilot run continued past its budget (``--extend``) had finished
+    that budget: the first extension's start in ``run.json``; None for a run never extended.
+    The schedule is constant after its warm-up, so the checkpoint there is the one a run
+    stopped at the budget ends with."""
+    extensions = (run_meta(run) or {}).get("extensions") or []
+    return int(extensions[0]["from_steps"]) if extensions else None
+
+
+def scored_checkpoint(run: Path) -> Checkpoint:
+    """The checkpoint the natural arm scores: the run's last, or, for an extended run, the one
+    at the recipe's budget (:func:`budget_step`), so every arm is scored at the same compute."""
+    step = budget_step(run)
+    found = checkpoints(run)
+    return found[-1] if step is None else next(c for c in found if c.step == step)
+
+
 def pilot_problem(pilot: TrainConfig) -> str:
-    """Why the natural arm cannot score the pilot run of ``pilot`` yet: missing, unfinished or
-    trained with another config; "" when it can (this script never trains it)."""
+    """Why the natural arm cannot score the pilot run of ``pilot`` yet: missing, unfinished,
+    trained with another config, or extended without a checkpoint at the recipe's budget; ""
+    when it can (this script never trains it)."""
     run, seed = Path(pilot.out), pilot.seed
     again = f"validate_papers_natural.py --pilot {PILOT} --seed {seed}"
     if not is_finished(run):
         return (f"natural seed {seed}: the pilot run {run} is not finished; it is trained by "
                 f"`{again}`, then scored here.")  # fmt: skip
-    changed = config_changes(run, pilot.to_json(), ignore=(*RESUMABLE_CHANGES, "out"))
+    step, expected = budget_step(run), math.ceil(pilot.tokens / (pilot.batch_size * pilot.context))
+    extended = step is not None
+    if extended and (step != expected or step not in {c.step for c in checkpoints(run)}):
+        return (f"natural seed {seed}: {run} was extended from update {step}, not from the "
+                f"recipe's budget ({expected}) with a checkpoint there; it cannot be scored at "
+                "the recipe's compute.")  # fmt: skip
+    ignore = (*RESUMABLE_CHANGES, "out", *(("tokens",) if extended else ()))
+    changed = config_changes(run, pilot.to_json(), ignore=ignore)
     if changed:
         return (f"natural seed {seed}: {run} was trained with another config ({changed}); "
                 f"the contrast needs the pilot's own (`{again}`).")  # fmt: skip
@@ -100,10 +129,13 @@ def pilot_run(pilot: TrainConfig) -> Path:
 
 
 def pilot_seconds(run: Path) -> float:
-    """The pilot's training wall seconds (:func:`validate_papers_natural.train_seconds`), NaN
-    when the run has no count."""
-    seconds = natural.train_seconds(run)
-    return float("nan") if seconds is None else seconds
+    """The pilot's training wall seconds up to the recipe's budget
+    (:func:`validate_papers_natural.train_seconds`; for an extended run its share of the whole
+    run's seconds by tokens); NaN when the run has no count."""
+    seconds, step = natural.train_seconds(run), budget_step(run)
+    if seconds is None:
+        return float("nan")
+    return seconds if step is None else seconds * step / run_meta(run)["steps"]
 
 
 def heldout_documents() -> list[str]:
@@ -145,7 +177,9 @@ def task_columns(per_layer_summary: pd.DataFrame) -> dict:
 
 def measures(run: Path, model, seed: int, batch_size: int, context: int) -> dict:
     """This recipe's per-seed measures beside the contrast's own (module docstring)."""
-    live = natural.live_emergence(natural.probe_records(run), batch_size, context)
+    step = budget_step(run) or math.inf  # an extended run's probes up to the recipe's budget
+    records = [r for r in natural.probe_records(run) if r["step"] <= step]
+    live = natural.live_emergence(records, batch_size, context)
     return {**live, **centrality(model, seed), **heldout_perplexity(model, heldout_documents())}
 
 

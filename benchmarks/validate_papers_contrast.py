@@ -98,7 +98,6 @@ from validate_papers_common import (
 from verdicts import MIN_SEEDS
 
 import ihprobe
-from ihprobe.io.runs import checkpoints
 from ihprobe.training.trainer import TrainConfig
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -176,7 +175,7 @@ def run_arm(arm: str, seed: int, args) -> dict:
         print(f"{arm} seed {seed}: reused (finished earlier)", flush=True)
         return done
     started = time.perf_counter()
-    model = ihprobe.load(checkpoints(run)[-1].source)
+    model = ihprobe.load(docs.scored_checkpoint(run).source)
     scores = ihprobe.scan(model, ["prefix_matching", *SNIPPET_METRICS], seed=seed)
     recipe = args.recipe == "docs"
     result = {

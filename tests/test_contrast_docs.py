@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,8 @@ import validate_papers_contrast as contrast  # noqa: E402
 import validate_papers_natural as natural  # noqa: E402
 
 from ihprobe.data.corpus import default_documents  # noqa: E402
+from ihprobe.io.runs import run_meta  # noqa: E402
+from ihprobe.training.trainer import train  # noqa: E402
 
 CENTRAL = "natural-only circuits are more central and load-bearing than Bi-Induct {} ones"
 ICL = "natural-only reaches a higher function-style ICL accuracy than Bi-Induct {}"
@@ -141,3 +144,26 @@ def test_the_recipe_scores_the_pilot_run_and_trains_bi_induct_on_its_config(tiny
     again = pd.read_csv(tiny_pilot / "RESULTS_papers_contrast-docs.csv").set_index(["arm", "seed"])
     assert again.loc[("natural", 0), "status"] == "done"
     assert again.loc[("natural", 0), "top_head_share"] == pytest.approx(row.top_head_share)
+
+
+@pytest.mark.slow
+def test_an_extended_pilot_is_scored_at_the_recipes_budget(tiny_pilot):
+    config = natural.config_of(docs.PILOT, 1)
+    pilot, _, _ = common.train_or_reuse(config)
+    budget = run_meta(pilot)["steps"]
+    train(replace(config, tokens=2 * config.tokens, resume=True))  # --extend, to 2x the budget
+    assert docs.budget_step(pilot) == budget and docs.pilot_problem(config) == ""
+    argv = ["--recipe", "docs", "--cell", "natural", "--seed", "1", "--random", "2",
+            "--out", str(tiny_pilot / "contrast")]  # fmt: skip
+    contrast.main(argv)
+    row = pd.read_csv(tiny_pilot / "RESULTS_papers_contrast-docs.csv").set_index(["arm", "seed"])
+    row = row.loc[("natural", 1)]
+    scored = docs.scored_checkpoint(pilot)
+    assert scored.step == budget < run_meta(pilot)["steps"]  # not the last checkpoint
+    upto = [r for r in natural.probe_records(pilot) if r["step"] <= budget]
+    assert row.live_max_ps == pytest.approx(max(r["max_prefix_matching"] for r in upto))
+    later = docs.scored_checkpoint(pilot).step + 1  # an extension from elsewhere is refused
+    meta = run_meta(pilot)
+    meta["extensions"][0]["from_steps"] = later
+    (pilot / "run.json").write_text(json.dumps(meta))
+    assert "not from the recipe's budget" in docs.pilot_problem(config)
