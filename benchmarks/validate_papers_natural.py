@@ -91,6 +91,10 @@ PILOTS: dict[str, dict] = {  # name -> TrainConfig fields over BASE; the corpus 
     # the other batch size of the law
     "d128-B16": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 16, "lr": 3e-3,
                  "tokens": 48_000_000, "vocab": 512},
+    # a larger vocabulary: a token holds more of a word, so the token after an earlier copy
+    # predicts more (the 300-id BPE, nearly bytes, formed nothing); otherwise the first recipe
+    "d128-bpe2048": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 4, "lr": 3e-3,
+                     "tokens": 30_000_000, "vocab": 2048},
 }  # fmt: skip
 
 
