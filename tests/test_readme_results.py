@@ -1,0 +1,170 @@
+"""The README's validation section (and docs/science.md) quotes only what the committed results
+files say: every interval it prints, ``estimate [low, high]``, is one of the results files'
+intervals rounded to the README's digits, and each verdict of a validation row is the verdict its
+results file chose. A rerun that moves a number or a verdict fails here until the README follows."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
+INTERVAL = re.compile(rf"({NUMBER}) \[({NUMBER}), ({NUMBER})\]")
+
+
+def validation_section(readme: str) -> str:
+    """The README from its "Validation against the papers" heading to the next heading."""
+    start = readme.index("## Validation against the papers")
+    end = readme.find("\n## ", start + 3)
+    return readme[start : end if end > 0 else None]
+
+
+def _value(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _rounds_to(quoted: str, value: float) -> bool:
+    """Whether ``value`` printed with ``quoted``'s decimals is ``quoted``."""
+    decimals = len(quoted.split(".")[1]) if "." in quoted else 0
+    return abs(value - _value(quoted)) <= 0.5 * 10**-decimals + 1e-12
+
+
+def unsupported(section: str, results: str) -> list[str]:
+    """The intervals quoted in ``section`` that no interval of ``results`` rounds to.
+
+    >>> unsupported("b = 0.98 [0.73, 1.24]", "b 0.983 [0.728, 1.24] (t, df 6)")
+    []
+    >>> unsupported("b = 0.98 [0.70, 1.24]", "b 0.983 [0.728, 1.24] (t, df 6)")
+    ['0.98 [0.70, 1.24]']
+    """
+    found = [tuple(map(_value, m.groups())) for m in INTERVAL.finditer(results)]
+    return [
+        quoted.group(0)
+        for quoted in INTERVAL.finditer(section)
+        if not any(all(map(_rounds_to, quoted.groups(), triple)) for triple in found)
+    ]
+
+
+@pytest.mark.parametrize(
+    "readme, verdict",
+    [
+        ("1,950 [1,428, 2,664] updates", []),  # thousands separators
+        ("1,950 [1,428, 2,665] updates", ["1,950 [1,428, 2,665]"]),  # one digit off
+        ("0.72 [0.66, 0.78] and 0.5 [0.4, 0.6]", ["0.5 [0.4, 0.6]"]),  # an interval it never ran
+    ],
+)
+def test_the_check_finds_quoted_intervals_the_results_do_not_hold(readme, verdict):
+    results = "geometric mean 1,950 [1,428, 2,664]; difference 0.718 [0.659, 0.777] (Welch t)"
+    assert unsupported(readme, results) == verdict
+
+
+def test_every_interval_in_the_readme_validation_section_is_in_a_results_file():
+    section = validation_section((ROOT / "README.md").read_text())
+    results = "\n".join(p.read_text() for p in sorted((ROOT / "benchmarks").glob("RESULTS_*.md")))
+    assert len(INTERVAL.findall(section)) > 20  # the section still quotes its intervals
+    assert unsupported(section, results) == []
+    assert unsupported((ROOT / "docs" / "science.md").read_text(), results) == []
+
+
+LAW, CONTRAST = "RESULTS_papers_law.md", "RESULTS_papers_contrast.md"
+NATURAL, DOCS = "RESULTS_papers_natural.md", "RESULTS_papers_contrast-docs.md"
+
+
+def claim(start: str) -> str:
+    """A claims-table row whose claim starts with ``start``: its verdict cell."""
+    return rf"\| {re.escape(start)}[^|]* \| ([^|]+?) \|"
+
+
+def bold(after: str) -> str:
+    """The first bold verdict after the text ``after`` (a regex) on its line."""
+    return rf"{after}[^*\n]*\*\*([^*]+)\*\*"
+
+
+PERPLEXITY = "natural-only reaches a lower natural-text perplexity than Bi-Induct"
+CENTRAL = "natural-only models have a central, load-bearing"
+# README validation row (its first cell's start) -> the verdicts its verdict cell must quote:
+# (label the README puts before it or "", results file, pattern whose group is the verdict)
+ROW_VERDICTS = {
+    "emergence earlier with larger B": [("", LAW, r"\bb \*\*([^*]+)\*\*")],
+    "emergence earlier with larger C": [("", LAW, r"\); c \*\*([^*]+)\*\*")],
+    "with the repetition in a row fixed": [("", LAW, bold(r"Tobit interval inside"))],
+    "the emergence point does not depend on model size": [
+        ("depth", LAW, bold(r"\(3 layers\):")),
+        ("width", LAW, bold(r"\(width 128\):")),
+    ],
+    CENTRAL: [
+        ("first contrast", CONTRAST, claim(CENTRAL)),
+        ("natural recipe", DOCS, claim(CENTRAL)),
+    ],
+    "induction heads form from natural text on a CPU": [
+        ("first recipe", NATURAL, bold(r"`d128-lr3e-3` within 3.0x")),
+        ("attention-only", NATURAL, bold(r"`ao-d128` within 3.0x")),
+        ("B = 16", NATURAL, bold(r"`d128-B16` within")),
+    ],
+    "Bi-Induct forward raises forward induction above natural-only": [
+        ("L = 20", CONTRAST, claim("Bi-Induct forward raises forward induction")),
+        ("varied L", CONTRAST, claim("(issue 25) Bi-Induct forward's forward induction")),
+    ],
+    "anti-induction stays near zero even when trained on backward snippets": [
+        ("anti-induction", CONTRAST, claim("anti-induction stays near zero")),
+        ("copies backward", CONTRAST, claim("(issue 25) trained on backward snippets")),
+    ],
+    "natural-only models reach a lower natural-text perplexity than Bi-Induct ones": [
+        (arm, CONTRAST, claim(f"{PERPLEXITY} {arm}")) for arm in ("forward", "backward", "balanced")
+    ],
+    "Bi-Induct circuits are more distributed and redundant than natural-only ones": [
+        (arm, CONTRAST, claim(f"Bi-Induct {arm}: a distributed")) for arm in ("forward", "balanced")
+    ],
+}
+
+
+def results_files() -> dict[str, str]:
+    return {
+        name: (ROOT / "benchmarks" / name).read_text() for name in (LAW, CONTRAST, NATURAL, DOCS)
+    }
+
+
+def verdict_cells(section: str) -> dict[str, str]:
+    """Each validation-table row's first cell -> its last (verdict) cell."""
+    rows = [line.strip("|").split(" | ") for line in section.splitlines() if line.startswith("| ")]
+    return {cells[0].strip(): cells[-1].strip() for cells in rows if len(cells) >= 4}
+
+
+def missing_verdicts(cells: dict[str, str], results: dict[str, str]) -> list[str]:
+    """The verdicts of :data:`ROW_VERDICTS` that the README's row does not quote, as
+    "row: expected" lines (a row or a results claim that is gone is listed too)."""
+    out = []
+    for start, sources in ROW_VERDICTS.items():
+        row = next((cell for first, cell in cells.items() if first.startswith(start)), None)
+        for label, name, pattern in sources:
+            found = re.search(pattern, results[name])
+            if row is None or found is None:
+                gone = "no README row" if row is None else f"{name} has no {pattern}"
+                out.append(f"{start}: {gone}")
+                continue
+            expected = f"{label}: {found.group(1).strip()}" if label else found.group(1).strip()
+            whole = rf"(?<!\w){re.escape(expected)}(?!\w)"  # "agrees" is not "disagrees"
+            if not re.search(whole, row):
+                out.append(f"{start}: {expected!r} not in {row!r}")
+    return out
+
+
+def test_the_verdict_check_flips_with_the_results():
+    results = results_files()
+    cells = verdict_cells(validation_section((ROOT / "README.md").read_text()))
+    start = "emergence earlier with larger B"
+    said = re.search(r"\bb \*\*([^*]+)\*\*", results[LAW]).group(1)
+    other = "agrees" if said != "agrees" else "disagrees"
+    flipped = {**results, LAW: results[LAW].replace(f"b **{said}**", f"b **{other}**", 1)}
+    assert any(line.startswith(start) for line in missing_verdicts(cells, flipped))
+    stale = {**cells, **{k: "pending" for k in cells if k.startswith(start)}}
+    assert any(line.startswith(start) for line in missing_verdicts(stale, results))
+
+
+def test_every_readme_verdict_is_its_results_files_verdict():
+    results = results_files()
+    cells = verdict_cells(validation_section((ROOT / "README.md").read_text()))
+    assert missing_verdicts(cells, results) == []
