@@ -41,6 +41,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from natural_reference import export
+from papers_natural_law import natural_b_lines
 from validate_papers_common import (
     ROOT,
     markdown,
@@ -286,6 +287,8 @@ def report() -> None:
         f"## Outcome (target: a head in at least {TARGET} of {MIN_SEEDS} seeds)",
         "",
         *outcome(frame),
+        "",
+        *natural_b_lines(frame),
         "",
         "## The live probes, run by run",
         "",

@@ -18,6 +18,7 @@ import contrast_claims  # noqa: E402
 import contrast_snippets  # noqa: E402
 import papers_law_regime as regime  # noqa: E402
 import papers_law_report as report  # noqa: E402
+import papers_natural_law as natural_law  # noqa: E402
 import validate_forecast as forecast  # noqa: E402
 import validate_law as toy_law  # noqa: E402
 import validate_papers_common as common  # noqa: E402
@@ -27,7 +28,9 @@ import validate_papers_law as law  # noqa: E402
 from ihprobe.training.config import check_config  # noqa: E402
 
 
-@pytest.mark.parametrize("module", [law, regime, report, contrast_claims, contrast_snippets])
+@pytest.mark.parametrize(
+    "module", [law, regime, report, natural_law, contrast_claims, contrast_snippets]
+)
 def test_the_scripts_examples_hold(module):
     failed, attempted = doctest.testmod(module)
     assert attempted > 0 and failed == 0
@@ -309,3 +312,30 @@ def test_the_natural_pilots_outcome_counts_formed_seeds_and_keeps_rows_whose_fol
     assert natural.outcome(pd.DataFrame([{**running[0], "status": "pending"}]))[0].endswith(
         "tokens): not run."
     )
+
+
+def _natural_pilots(b: float, seeds: int, censor_last: bool = False) -> pd.DataFrame:
+    """Both pilots of the natural b with ``seeds`` each: B = 16 emerges 4^-b as many updates as
+    B = 4 (seed noise 0.02 decades); ``censor_last``: B = 4's last seed without a change point."""
+    rows = []
+    for pilot, B in zip(natural_law.PAIR, (4, 16), strict=True):
+        for seed in range(seeds):
+            updates = 20_000 * (B / 4) ** -b * 10 ** (0.02 * (seed - 2))
+            onset = updates * B * 256 / 1e6
+            if censor_last and B == 4 and seed == seeds - 1:
+                onset = None  # no change point by its last probe, 1.5x its true point
+            seen = 1.5 * updates * B * 256 / 1e6
+            rows.append({"pilot": pilot, "seed": seed, "B": B, "C": 256, "status": "done",
+                         "onset_M": onset, "tokens_M_seen": seen})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_natural_b_flips_with_the_data_and_keeps_censored_seeds():
+    said = {b: natural_law.natural_b_lines(_natural_pilots(b, 5))[-1] for b in (0.37, 1.0)}
+    assert "**agrees**" in said[0.37] and "**disagrees**" in said[1.0]
+    assert natural_law.natural_b(_natural_pilots(0.37, 5)).value == pytest.approx(0.37, abs=1e-6)
+    censored = natural_law.natural_b(_natural_pilots(0.37, 5, censor_last=True))
+    assert "1 censored" in censored.method  # kept as "at least", not dropped
+    assert "**pending: 3 of 5 seeds**" in natural_law.natural_b_lines(_natural_pilots(0.37, 3))[-1]
+    one_cell = _natural_pilots(0.37, 5).query("B == 4")
+    assert natural_law.natural_b_lines(one_cell)[-1].startswith("- b: pending")
