@@ -95,8 +95,11 @@ def test_fit_recovers_known_exponents_under_noise(seed):
 
 def test_fixed_exponent_when_one_batch_size():
     points = [(8, C, LAWS["fitted"].updates(8, C)) for C in (32, 64, 128)]
-    with pytest.raises(IhprobeError, match="same batch size"):
+    with pytest.raises(IhprobeError, match=r"same batch size.*fit_law\(points, b=0.37\)"):
         fit_law(points)
+    one_context = [(B, 64, LAWS["fitted"].updates(B, 64)) for B in (8, 16, 32)]
+    with pytest.raises(IhprobeError, match=r"same context.*fit_law\(points, c=0.62\)"):
+        fit_law(one_context)  # each exponent's example is its own published value
     fit = fit_law(points, b=0.37)
     assert fit.c == pytest.approx(0.62) and fit.b == 0.37 and fit.fixed == ("b",)
     assert fit.T == pytest.approx(750_000)

@@ -242,7 +242,8 @@ def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit
                 size = "batch size" if key == "B" else "context"
                 raise IhprobeError(
                     f"every point has the same {size}, so its exponent cannot be fitted; "
-                    f"add runs with other values or fix it, e.g. fit_law(points, {name}=0.37)."
+                    f"add runs with other values or fix it, e.g. fit_law(points, {name}="
+                    f"{getattr(LAWS['fitted'], name)}) (the published value)."
                 )
             columns.append(-logs[key])
             names.append(name)
