@@ -176,7 +176,10 @@ def test_fit_law_cli_refits_from_run_points(tmp_path, monkeypatch, capsys):
     fit = json.loads(capsys.readouterr().out)
     assert (fit["b"], fit["c"], fit["n"]) == (pytest.approx(0.37), pytest.approx(0.62), 4)
     assert main(["fit-law", *shapes]) == 0
-    assert "r = 1.000" in capsys.readouterr().out
+    assert "r = 1.000, b SE 0.000, c SE 0.000" in capsys.readouterr().out
+    assert main(["fit-law", "b", "d", "--c", "0.62"]) == 0  # two runs, two free parameters
+    said = capsys.readouterr().out
+    assert "an exact fit" in said and "r = " not in said  # an r of 1 that says nothing
 
 
 @pytest.mark.slow

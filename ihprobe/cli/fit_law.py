@@ -52,8 +52,14 @@ def run(args) -> int:
     if args.json:
         print(json.dumps({**fit.to_dict(), "runs": [p.to_dict() for p in points]}, indent=2))
         return 0
+    free = [f"{k} SE {fit.stderr[k]:.3f}" for k in "bc" if k not in fit.fixed]
+    quality = (
+        f"r = {fit.r:.3f}, {', '.join(free) or 'both exponents fixed'}"
+        if fit.residual_dof > 0
+        else "an exact fit (as many runs as free parameters): no error estimate, add runs"
+    )
     print(
-        f"U = {fit.T:,.0f} / (B^{fit.b:.3f} C^{fit.c:.3f})   r = {fit.r:.3f}   "
+        f"U = {fit.T:,.0f} / (B^{fit.b:.3f} C^{fit.c:.3f})   {quality}   "
         f"({len(fit.points)} runs; [A]: T=750,000, b=0.37, c=0.62)"
     )
     print(fit.to_frame().to_string(index=False))

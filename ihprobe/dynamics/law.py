@@ -144,6 +144,16 @@ class LawFit:
     def law(self) -> Law:
         return Law(self.T, self.b, self.c, name="refit")
 
+    @property
+    def residual_dof(self) -> int:
+        """Points minus free parameters (log10 T and each exponent not fixed); 0 is an exact
+        fit, whose ``r`` of 1 says nothing.
+
+        >>> fit_law([(8, 64, 2000), (16, 64, 1500)], c=0.62).residual_dof
+        0
+        """
+        return len(self.points) - (3 - len(self.fixed))
+
     def predict(self, batch_size: int, context: int) -> Prediction:
         return predict_emergence(batch_size, context, self.law)
 
