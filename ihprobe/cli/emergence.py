@@ -56,8 +56,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def describe(point) -> str:
-    """One human line per run."""
+def describe(point, kwargs: dict) -> str:
+    """One human line per run, naming its probe (``point_kwargs``): the trainer's live probes
+    use other rows, so their max PS can cross the threshold at another checkpoint."""
     name = point.model
     if not point.transition:
         return f"{name}: no transition ({point.reason})"
@@ -68,7 +69,7 @@ def describe(point) -> str:
     )
     if point.threshold_tokens is not None:
         text += f"; first >= {point.threshold:.3g} at {point.threshold_tokens:,.0f} tokens"
-    return text
+    return text + f" (probe: {kwargs['batch']} rows, seed {kwargs['seed']})"
 
 
 def run(args) -> int:
@@ -91,7 +92,7 @@ def run(args) -> int:
         if args.html:
             sections.append(_section(run_dir, point, law, kwargs, flags.progress(args)))
         if not args.json:
-            line = describe(point)
+            line = describe(point, kwargs)
             if law is not None:
                 line += f"; the law predicts ~{law.updates:,.0f} updates"
             print(line)
@@ -122,7 +123,7 @@ def _section(run_dir, point, law, kwargs: dict, bars: bool | None):
     table = pd.concat(
         [trajectory(run_dir, [m], progress=bars, **scan) for m in metrics], ignore_index=True
     )
-    blocks = [describe(point), trajectory_figure(table, point, law, losses(run_dir))]
+    blocks = [describe(point, kwargs), trajectory_figure(table, point, law, losses(run_dir))]
     if table.loc[table["metric"] == point.metric, "layer"].notna().any():
         blocks.append(head_strip_figure(table, point.metric))
     forecasts = read_forecasts(run_dir)  # written by train --forecast
