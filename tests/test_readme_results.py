@@ -103,6 +103,9 @@ ROW_VERDICTS = {
         ("first recipe", NATURAL, bold(r"`d128-lr3e-3` within 3.0x")),
         ("attention-only", NATURAL, bold(r"`ao-d128` within 3.0x")),
         ("B = 16", NATURAL, bold(r"`d128-B16` within")),
+        ("wider", NATURAL, bold(r"`d256-lr1e-3` within")),
+        ("2,048-id BPE", NATURAL, bold(r"`d128-bpe2048` within")),
+        ("natural-text b against [A]'s 0.37 +- 0.15", NATURAL, bold(r"^- b = ")),
     ],
     "Bi-Induct forward raises forward induction above natural-only": [
         ("L = 20", CONTRAST, claim("Bi-Induct forward raises forward induction")),
@@ -140,7 +143,7 @@ def missing_verdicts(cells: dict[str, str], results: dict[str, str]) -> list[str
     for start, sources in ROW_VERDICTS.items():
         row = next((cell for first, cell in cells.items() if first.startswith(start)), None)
         for label, name, pattern in sources:
-            found = re.search(pattern, results[name])
+            found = re.search(pattern, results[name], re.MULTILINE)
             if row is None or found is None:
                 gone = "no README row" if row is None else f"{name} has no {pattern}"
                 out.append(f"{start}: {gone}")
