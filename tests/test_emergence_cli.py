@@ -112,6 +112,9 @@ def test_figures_mark_the_point_and_the_prediction():
         # the two labels face away from each other, so neither line crosses the other's text
         away = ("right", "left") if law_later else ("left", "right")
         assert (sides["emergence"], sides["law"]) == away
+    flat = dataclasses.replace(point, transition=False, tokens=None, updates=None)
+    labels = trajectory_figure(table, flat, predict_emergence(4, 25)).layout.annotations
+    assert [a.text.split()[0] for a in labels] == ["law"]  # no point to place: the law alone
     strip = head_strip_figure(table)
     assert strip.data[0].z.shape == (2, len(tokens)) and strip.data[0].y == ("L1H0", "L1H1")
     fit = fit_law([(4, 32, 3000), (8, 32, 2000), (8, 64, 1500), (16, 64, 1000)])

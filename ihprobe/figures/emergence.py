@@ -63,8 +63,9 @@ def trajectory_figure(
         fig.add_scatter(x=losses.tokens, y=losses.loss, name="training loss", mode="lines",
                         line={"color": "grey", "width": 1}, secondary_y=True)  # fmt: skip
         fig.update_yaxes(title_text="loss", secondary_y=True, **OWN_TICKS)
-    law_right = prediction is not None and point is not None and prediction.tokens > point.tokens
-    if point is not None and point.transition:
+    placed = point is not None and point.transition  # a point without a transition has no x
+    law_right = placed and prediction is not None and prediction.tokens > point.tokens
+    if placed:
         emergence_band(fig, point.tokens_low, point.tokens_high, "x")
         labelled_vline(fig, point.tokens, f"emergence ~{point.updates:,.0f} updates",
                        {"color": "darkorange"}, y=1.0, left=law_right)  # fmt: skip
@@ -72,7 +73,7 @@ def trajectory_figure(
         labelled_vline(fig, prediction.tokens,
                        f"law ({prediction.law.name}): {prediction.updates:,.0f} updates",
                        {"color": "black", "dash": "dash"}, y=0.08,
-                       left=point is not None and not law_right)  # fmt: skip
+                       left=placed and not law_right)  # fmt: skip
     fig.update_xaxes(type="log", title_text="training tokens")
     fig.update_yaxes(title_text="score", secondary_y=False)
     heading = title or (f"{point.model}" if point is not None and point.model else "trajectory")
