@@ -184,12 +184,21 @@ def compared_lines(frame: pd.DataFrame, size_at: tuple[int, int]) -> list[str]:
     return lines  # fmt: skip
 
 
-def slope_of(frame: pd.DataFrame, small: str, large: str, factor: float) -> Estimate:
-    """b between two cells whose B differs by ``factor``: -log10(U_large / U_small) / log10
-    factor, its interval from the ratio's."""
-    r = ratio_of(frame, large, small)
+def slope(ratio: Estimate, factor: float) -> Estimate:
+    """The exponent b of a log10 ratio U_large / U_small between two B a ``factor`` apart:
+    -log10(ratio) / log10 factor, its interval from the ratio's.
+
+    >>> slope(Estimate(-0.5, -0.6, -0.4, "m", 5, log10=True), 10).text(".2f")
+    '0.50 [0.40, 0.60] (m)'
+    """
     k = math.log10(factor)
-    return Estimate(-r.value / k, -r.high / k, -r.low / k, r.method, r.seeds, r.needs)
+    return Estimate(-ratio.value / k, -ratio.high / k, -ratio.low / k, ratio.method,
+                    ratio.seeds, ratio.needs)  # fmt: skip
+
+
+def slope_of(frame: pd.DataFrame, small: str, large: str, factor: float) -> Estimate:
+    """b between two cells of the grid whose B differs by ``factor``."""
+    return slope(ratio_of(frame, large, small), factor)
 
 
 def slope_line(frame: pd.DataFrame, label: str, small: str, large: str, factor: float) -> str:

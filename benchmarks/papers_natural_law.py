@@ -18,14 +18,13 @@ b = 0.37 +- 0.15 like the law grid, and pending until both cells have 5 seeds.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
-from verdicts import Estimate, censored_ratio, equal, judge
+from papers_law_report import CLAIMS, slope
+from verdicts import Estimate, censored_ratio, judge
 
 PAIR = ("d128-lr3e-3", "d128-B16")  # B = 4 and B = 16, otherwise the same recipe
-B_OF_A = equal(0.37, 0.15)  # [A]'s b with the law grid's margin, declared before the data
+B_OF_A = CLAIMS["b"]  # [A]'s b with the law grid's margin, declared before the data
 
 
 def emergence_runs(rows: pd.DataFrame, pair: tuple[str, str] = PAIR) -> pd.DataFrame:
@@ -48,9 +47,7 @@ def natural_b(rows: pd.DataFrame, pair: tuple[str, str] = PAIR) -> Estimate | No
     if runs.empty or runs.cell.nunique() < 2 or runs.censored.all():
         return None
     small, large = pair
-    r = censored_ratio(runs, large, small)
-    k = math.log10(4)
-    return Estimate(-r.value / k, -r.high / k, -r.low / k, r.method, r.seeds, r.needs)
+    return slope(censored_ratio(runs, large, small), 4)
 
 
 def natural_b_lines(rows: pd.DataFrame, pair: tuple[str, str] = PAIR) -> list[str]:
