@@ -17,6 +17,7 @@ against the prior's own interval. Computed in the halves pass (``validate_papers
 from __future__ import annotations
 
 import pandas as pd
+from papers_law_probe_length import flag
 from validate_forecast import AT, coverage_row, judged
 from validate_papers_common import markdown
 
@@ -45,11 +46,13 @@ def forecast_fields(table: pd.DataFrame, point: EmergencePoint, B: int, C: int, 
 
 def forecast_lines(frame: pd.DataFrame) -> list[str]:
     """Coverage (Clopper-Pearson over runs) and geometric mean width per fraction, forecast
-    and prior alone; nothing when no row has forecast columns."""
+    and prior alone, over the runs placed in full (a censored run or one without a transition
+    has no point to cover); nothing when no row has forecast columns."""
     key = column(AT[0], "covered")
     if key not in frame or frame[key].isna().all():
         return []
-    done = frame[frame[key].notna()]
+    replayed = frame[frame[key].notna()]
+    done = replayed[flag(replayed, "transition") & ~flag(replayed, "censored")]
     rows = []
     for fraction in AT:
         g = pd.DataFrame({
@@ -61,7 +64,9 @@ def forecast_lines(frame: pd.DataFrame) -> list[str]:
         rows.append(coverage_row(g, f"{fraction:.0%} of the run"))
     return ["The live forecast against the published law alone, replayed on each run's "
             "checkpoints as the grid probed them (method in `benchmarks/papers_law_forecast.py`"
-            f"; {len(done)} run(s) of {done.cell.nunique()} cell(s); coverage of the run's own "
+            f"; {len(done)} run(s) of {done.cell.nunique()} cell(s) placed in full, "
+            f"{len(replayed) - len(done)} censored or without a transition left out; coverage "
+            "of the run's own "
             "emergence point by the 80% interval, Clopper-Pearson 95% over runs; 'adds "
             "information' = at least 10% narrower than the prior and covering at least as "
             "often):", "", *markdown(pd.DataFrame(rows)), ""]  # fmt: skip

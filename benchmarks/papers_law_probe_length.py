@@ -1,8 +1,8 @@
 """Does the probe's length move a run's emergence point? The n = C/2 re-probe of
 :mod:`papers_law_halves` (issue 24): per run log10(U at n = C/2 / U at n = 16), a t-interval
-over the runs placed under both probes, judged against "within 1.5x either way". A run placed
-under one probe only is a bound on its ratio (:func:`probe_bounds`); one already outside the
-margin keeps the verdict from "agrees".
+over the runs placed under both probes, judged per grid against "within 1.5x either way". A
+run placed under one probe only is a bound on its ratio (:func:`probe_bounds`); one already
+outside the margin keeps the verdict from "agrees".
 
 >>> probe_verdict(Estimate(0.01, -0.02, 0.04, "t", 5, 5), [("c seed 0", "at least", 2.0)])
 'inconclusive at this scale'
@@ -86,23 +86,32 @@ def probe_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def probe_lines(frame: pd.DataFrame) -> list[str]:
-    """The n = C/2 re-probe: per run, then the ratio over runs and its verdict."""
+    """The n = C/2 re-probe: per run, then the ratio and its verdict for each grid (their
+    training repeats differ: the fixed-structure rows repeat with periods of 8-16 tokens)."""
     table = probe_table(frame)
     if table.empty:
         return ["Probe length n = C/2: no run with C >= 128 or of the fixed-structure grid "
                 "refitted yet.", ""]  # fmt: skip
-    ratio, left = probe_ratio(frame)
-    bounds = probe_bounds(frame)
+    probed = frame[frame.get("n_long", pd.Series(index=frame.index)).notna()]
+    grids = probed.get("grid", pd.Series("all", index=probed.index)).fillna("all")
+    lines = ["Probe length: the same runs probed with repeats of n = C/2 tokens instead of 16 "
+             "(50 rows) and refitted:", "", *markdown(table), ""]  # fmt: skip
+    for grid, rows in probed.groupby(grids, sort=False):
+        lines += grid_lines(str(grid), rows)
+    return [*lines, ""]
+
+
+def grid_lines(grid: str, rows: pd.DataFrame) -> list[str]:
+    """One grid's ratio over runs placed under both probes, its bounds and its verdict."""
+    ratio, left = probe_ratio(rows)
+    bounds = probe_bounds(rows)
     verdict = probe_verdict(ratio, bounds)
     says = {
         AGREES: "the probe's length does not move the emergence point",
         DISAGREES: "the probe's length moves the emergence point",
     }.get(verdict, verdict)
-    return ["Probe length: the same runs probed with repeats of n = C/2 tokens instead of 16 "
-            "(50 rows) and refitted:", "", *markdown(table), "",
-            f"- U(n = C/2) / U(n = 16), geometric mean over {len(table) - left} run(s) placed "
-            f"under both probes ({left} left out): {ratio.text('.2f')}; rule: "
+    return [f"- {grid}: U(n = C/2) / U(n = 16), geometric mean over {len(rows) - left} run(s) "
+            f"placed under both probes ({left} left out): {ratio.text('.2f')}; rule: "
             f"{SAME.says}, and no left-out run bounded outside it -> **{says}**.",
-            *[f"- left out, placed under one probe only: {run}, ratio {side} {bound:.2f}"
-              for run, side, bound in bounds],
-            ""]  # fmt: skip
+            *[f"  - left out, placed under one probe only: {run}, ratio {side} {bound:.2f}"
+              for run, side, bound in bounds]]  # fmt: skip

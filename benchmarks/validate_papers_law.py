@@ -30,6 +30,9 @@ their commands, run with ``--cell``):
   at each C is set so that the rows' realised repeat share in their second half equals that
   of C-token windows of the embedded corpus (300-id BPE; :func:`natural_repetition`), instead
   of 0.9 at every C.
+* ``iid-B16-C64``: the control of [A]'s "no induction heads on i.i.d. tokens": ``sn-B16-C64``'s
+  model, optimiser and budget on tokens drawn i.i.d. from a Zipf marginal over 300 ids, where
+  copying an earlier token never helps predict the next; judged by each run's highest max PS.
 
 Budgets: each cell trains for ``BUDGET_AT_REFERENCE`` updates scaled by
 (16 * 128 / (B C))^0.9 (4,400 updates at B = 16, C = 128; 28,600 at B = 8, C = 32), about 1.8
@@ -155,6 +158,8 @@ def experiments() -> dict[str, dict]:
         out[f"nr-B8-C{C}"] = {"grid": "natural-repetition", "producer": "semi-natural",
                               "options": {**SEMI_NATURAL, "repetition": "natural"}, "B": 8, "C": C,
                               "steps": budget(8, min(C, 128))}  # fmt: skip
+    out["iid-B16-C64"] = {"grid": "control", "producer": "iid", "B": 16, "C": 64,
+                          "options": {"vocab_size": 300, "marginal": "zipf"}}  # fmt: skip
     return out
 
 
@@ -207,7 +212,7 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
         "updates": point.updates if point.transition else None,
         "updates_low": point.updates_low if point.transition else None,
         "updates_high": point.updates_high if point.transition else None,
-        "threshold_step": point.threshold_step,
+        "threshold_step": point.threshold_step, "max_ps": float(point.curve.value.max()),
         # the steep segment reaches the last checkpoint: the point is at the budget's edge
         "censored": bool(point.transition and point.updates_high >= config.total_steps),
         "train_s": previous.get("train_s", 0.0) + seconds, "probe_s": time.perf_counter() - started,
@@ -267,7 +272,7 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     for flag in ("transition", "censored"):
         frame[flag] = frame.get(flag, pd.Series(False, index=frame.index)).fillna(False)
         frame[flag] = frame[flag].astype(bool)
-    for column in ("steps", "updates", "train_s", "probe_s", "first_run"):
+    for column in ("steps", "updates", "train_s", "probe_s", "first_run", "max_ps"):
         frame[column] = frame.get(column, pd.Series(None, index=frame.index, dtype=object))
     frame["budget_factor"] = frame.get("budget_factor", pd.Series(1, index=frame.index)).fillna(1)
     return frame

@@ -154,6 +154,19 @@ def test_a_run_placed_under_one_probe_only_bounds_the_ratio_and_can_block_agreem
     assert f"c0 seed 0, ratio at least {late:.2f}" in text
 
 
+def test_each_grid_gets_its_own_probe_length_verdict():
+    frame = halves_frame(0.01, 12).assign(n_long=64, long_transition=True, long_censored=False,
+                                          steps=4000)  # fmt: skip
+    frame["long_updates"] = frame.updates * 1.02
+    fixed = frame.index[6:]
+    frame.loc[fixed, "grid"] = "fixed-structure"
+    frame.loc[fixed, "long_updates"] = frame.loc[fixed, "updates"] * 3
+    lines = pl.probe_lines(frame)
+    said = {line.split(":")[0]: line for line in lines if line.startswith("- ")}
+    assert "does not move" in said["- semi-natural"] and "over 6 run(s)" in said["- semi-natural"]
+    assert "**the probe's length moves the emergence point**" in said["- fixed-structure"]
+
+
 def test_no_run_folders_says_so():
     text = "\n".join(h.section_lines(h.read(Path("/no/such.csv")), law_frame(0.1)))
     assert "No run folders yet" in text
@@ -230,7 +243,9 @@ def test_the_replayed_forecast_finds_a_point_the_law_prior_misses():
     fields = lf.forecast_fields(table, full, 16, 128, 8800)
     assert not fields["prior_covered"]  # 80% of the prior lies above 5,000 updates
     assert fields["f50_covered"] and fields["f50_width"] < fields["prior_width"] / 2
-    frame = pd.DataFrame([{**fields, "cell": "c"}] * 5)
+    placed = {**fields, "cell": "c", "transition": True, "censored": False}
+    frame = pd.DataFrame([placed] * 5 + [{**placed, "censored": True}])
     text = "\n".join(lf.forecast_lines(frame))
     assert "| 50% of the run | 5/5 1.00" in text and "adds information" in text
+    assert "5 run(s) of 1 cell(s) placed in full, 1 censored" in text
     assert lf.forecast_lines(frame.drop(columns="f10_covered")) == []

@@ -57,6 +57,10 @@ def test_the_issue_24_cells_train_what_they_say(monkeypatch):
     assert configs["nr-B8-C32"].producer_options["repetition"] == 0.4
     assert configs["nr-B8-C256"].producer_options["repetition"] == 0.8
     assert [configs[f"bs-B{B}-C64"].batch_size for B in (64, 128)] == [64, 128]
+    control, base = configs["iid-B16-C64"], law.config_of("sn-B16-C64", law.cells()["sn-B16-C64"],
+                                                          0, args)  # fmt: skip
+    assert control.producer == "iid" and control.producer_options["vocab_size"] == 300
+    assert (control.steps, control.lr, control.d_model) == (base.steps, base.lr, base.d_model)
     rerun = law.config_of("wu-B8-C32", law.EXPERIMENTS["wu-B8-C32"], 0, args, factor=2)
     assert rerun.warmup * rerun.steps == pytest.approx(configs["wu-B8-C32"].warmup * 28600)
 
@@ -125,6 +129,22 @@ def test_a_size_cell_that_never_transitions_is_a_bound_not_a_ratio():
     assert "**disagrees**" in line and "at least" in line and "every run of size-d128" in line
     frame.loc[wide, "steps"] = base.max() * 1.1  # a budget too short to say much
     assert "**inconclusive at this scale**" in report.compared_lines(frame, law.SIZE_AT)[0]
+
+
+@pytest.mark.parametrize(
+    "peaks, verdict",
+    [((0.02, 0.03, 0.025, 0.02, 0.03), "agrees"), ((0.6, 0.5, 0.7, 0.55, 0.65), "disagrees"),
+     ((0.02, 0.3, 0.03, 0.02, 0.25), "inconclusive at this scale"),
+     ((0.02, 0.03, 0.025), "pending: 3 of 5 seeds")],
+)  # fmt: skip
+def test_the_iid_control_is_judged_by_each_runs_highest_prefix_matching(peaks, verdict):
+    frame = law_frame(0.37, 0.62)
+    control = frame.index[(frame.cell == "iid-B16-C64") & (frame.seed < len(peaks))]
+    frame.loc[control, ["status", "transition", "steps"]] = ["done", False, 8200]
+    frame.loc[control, "max_ps"] = peaks
+    line = report.control_lines(frame)[0]
+    assert f"**{verdict}**" in line and "placed an emergence point in 5 of 5 seeds" in line
+    assert "a transition in 0 of" in line and f"{peaks[0]:.3f}" in line
 
 
 def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are_done(tmp_path):
