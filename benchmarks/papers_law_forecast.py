@@ -61,7 +61,7 @@ def forecast_lines(frame: pd.DataFrame) -> list[str]:
             "prior_covered": done.prior_covered.astype(bool),
             "prior_width": done.prior_width.astype(float),
         })  # fmt: skip
-        rows.append(coverage_row(g, f"{fraction:.0%} of the run"))
+        rows.append(coverage_row(g, f"{fraction:.0%} of the run", unit="run"))
     return ["The live forecast against the published law alone, replayed on each run's "
             "checkpoints as the grid probed them (method in `benchmarks/papers_law_forecast.py`"
             f"; {len(done)} run(s) of {done.cell.nunique()} cell(s) placed in full, "

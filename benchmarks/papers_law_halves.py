@@ -272,7 +272,7 @@ def halves_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
         return lines
     variance, df = between_seeds(law, refit.cell.unique())
     ratio = noise_ratio(refit.d, variance, df)
-    bias = t_mean(refit.d)
+    bias = t_mean(refit.d, unit="run")
     lines += [*markdown(cell_table(refit, law)), "",
               f"- mean log10(U_even / U_odd) over runs: {bias.text('+.3f')} (a bias of the "
               "interleaving; the odd half's checkpoints sit half a grid step later).",

@@ -34,7 +34,7 @@ def probe_ratio(frame: pd.DataFrame, needs: int = MIN_SEEDS) -> tuple[Estimate, 
     probed = frame[frame.get("n_long", pd.Series(index=frame.index)).notna()]
     rows = probed[_placed(probed, "") & _placed(probed, "long_")]
     ratio = rows.long_updates.astype(float) / rows.updates.astype(float)
-    return t_mean(ratio, log=True, needs=needs), int(len(probed) - len(rows))
+    return t_mean(ratio, log=True, needs=needs, unit="run"), int(len(probed) - len(rows))
 
 
 def _placed(frame: pd.DataFrame, prefix: str) -> pd.Series:

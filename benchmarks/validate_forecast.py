@@ -158,12 +158,12 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def coverage_row(g: pd.DataFrame, after: str) -> dict:
+def coverage_row(g: pd.DataFrame, after: str, unit: str = "seed") -> dict:
     """One table row for runs ``g`` judged at one point (``covered``, ``width``,
     ``prior_covered``, ``prior_width`` per run): coverage with Clopper-Pearson 95% over runs
-    and geometric mean width, of the forecast and of the prior alone."""
-    forecast = proportion(g.covered.sum(), len(g))
-    prior = proportion(g.prior_covered.sum(), len(g))
+    (counted as ``unit``) and geometric mean width, of the forecast and of the prior alone."""
+    forecast = proportion(g.covered.sum(), len(g), unit)
+    prior = proportion(g.prior_covered.sum(), len(g), unit)
     return {
         "after": after,
         "forecast covers": f"{int(g.covered.sum())}/{len(g)} {forecast.text('.2f')}",

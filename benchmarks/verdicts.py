@@ -74,17 +74,18 @@ class Estimate:
         return f"{show(self.value)} [{show(self.low)}, {show(self.high)}] ({self.method})"
 
 
-def _seeds(n: int) -> str:
-    return f"{n} seed" if n == 1 else f"{n} seeds"
+def _seeds(n: int, unit: str = "seed") -> str:
+    """``1 seed``, ``5 seeds``; ``unit="run"`` where the values are runs of several cells."""
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
 
 def _finite(values) -> np.ndarray:
     return np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
 
 
-def t_mean(values, *, log: bool = False, needs: int = MIN_SEEDS) -> Estimate:
+def t_mean(values, *, log: bool = False, needs: int = MIN_SEEDS, unit: str = "seed") -> Estimate:
     """Mean over seeds and its Student-t 95% interval (none below 2 seeds); ``log``: of the
-    log10 values (a geometric mean, printed as such).
+    log10 values (a geometric mean, printed as such); ``unit`` names what was counted.
 
     >>> t_mean([1.0, 2.0, 3.0]).text(".3f"), t_mean([100, 200, 400], log=True).text(".0f")
     ('2.000 [-0.484, 4.484] (t, 3 seeds)', '200 [36, 1119] (t on log10, 3 seeds)')
@@ -95,10 +96,10 @@ def t_mean(values, *, log: bool = False, needs: int = MIN_SEEDS) -> Estimate:
     n, how = len(x), "t on log10" if log else "t"
     if n < 2:
         value = float(x[0]) if n else np.nan
-        return Estimate(value, np.nan, np.nan, f"{how}, {_seeds(n)}", n, needs, log)
+        return Estimate(value, np.nan, np.nan, f"{how}, {_seeds(n, unit)}", n, needs, log)
     half = stats.t.ppf(0.5 + LEVEL / 2, n - 1) * x.std(ddof=1) / math.sqrt(n)
     mean = float(x.mean())
-    return Estimate(mean, mean - half, mean + half, f"{how}, {_seeds(n)}", n, needs, log)
+    return Estimate(mean, mean - half, mean + half, f"{how}, {_seeds(n, unit)}", n, needs, log)
 
 
 def welch(a, b, *, log: bool = False, needs: int = MIN_SEEDS) -> Estimate:
@@ -127,16 +128,17 @@ def welch(a, b, *, log: bool = False, needs: int = MIN_SEEDS) -> Estimate:
     return Estimate(diff, diff - half, diff + half, how, seeds, needs, log)
 
 
-def proportion(successes: int, n: int) -> Estimate:
-    """A share of ``n`` seeds with its Clopper-Pearson (exact binomial) 95% interval.
+def proportion(successes: int, n: int, unit: str = "seed") -> Estimate:
+    """A share of ``n`` seeds (or other ``unit``) with its Clopper-Pearson 95% interval.
 
-    >>> proportion(4, 5).text(".2f")
-    '0.80 [0.28, 0.99] (Clopper-Pearson, 5 seeds)'
+    >>> proportion(4, 5).text(".2f"), proportion(1, 30, unit="run").method
+    ('0.80 [0.28, 0.99] (Clopper-Pearson, 5 seeds)', 'Clopper-Pearson, 30 runs')
     """
+    method = f"Clopper-Pearson, {_seeds(n, unit)}"
     if n == 0:
-        return Estimate(np.nan, np.nan, np.nan, "Clopper-Pearson, 0 seeds", 0)
+        return Estimate(np.nan, np.nan, np.nan, method, 0)
     ci = stats.binomtest(int(successes), int(n)).proportion_ci(LEVEL, method="exact")
-    return Estimate(successes / n, ci.low, ci.high, f"Clopper-Pearson, {_seeds(n)}", n)
+    return Estimate(successes / n, ci.low, ci.high, method, n)
 
 
 def seed_target(successes: int, done: int, target: int = 4, of: int = MIN_SEEDS) -> tuple[str, str]:
