@@ -35,6 +35,9 @@ def test_scan_cli_sweeps_a_run_with_one_skeleton(tmp_path, capsys, monkeypatch):
     assert "prefix_matching" in html and "<script src=" not in html
     printed = capsys.readouterr().out
     assert "top prefix_matching: L" in printed and "ar_accuracy:" in printed
+    d_vocab = models.load(last.source).cfg.d_vocab  # a uniform guess is right 1 / V of the time
+    accuracy = next(line for line in printed.splitlines() if "ar_accuracy:" in line)
+    assert accuracy.endswith(f"(chance {1 / d_vocab:.3g})")
 
 
 def test_scan_cli_bad_metric_is_one_line(tmp_path, capsys):

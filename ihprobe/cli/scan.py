@@ -96,8 +96,20 @@ def _print_summary(scores, duplicate: str | None, top: int) -> None:
     metric = SUMMARY_METRIC if SUMMARY_METRIC in scores.head else next(iter(scores.head), None)
     if metric is not None:
         heads = ", ".join(f"L{layer}H{h} {v:.3f}" for layer, h, v in scores.top_heads(metric, top))
-        print(f"  top {metric}: {heads}")
+        print(f"  top {metric}: {heads}{_chance(scores, metric)}")
     for name, value in scores.model.items():
-        print(f"  {name}: {value:.4g}")
+        print(f"  {name}: {value:.4g}{_chance(scores, name)}")
     for note in scores.settings.get("notes", []):
         print(f"  note: {note}")
+
+
+def _chance(scores, metric: str) -> str:
+    """`` (chance 0.002)``: what a model without induction scores, where the metric has a
+    chance level and the scan recorded the vocabulary and probe length."""
+    from ihprobe.probes.engine import METRIC_TABLE  # torch is loaded by now
+
+    spec, settings = METRIC_TABLE.get(metric), scores.settings
+    length = settings.get("snippet_length" if spec and spec.family == "snippets" else "n")
+    if spec is None or spec.chance is None or "d_vocab" not in settings or length is None:
+        return ""
+    return f" (chance {spec.chance(settings['d_vocab'], length):.3g})"

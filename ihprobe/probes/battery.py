@@ -136,7 +136,8 @@ def scan(
                      snippet_length=snippet_length)  # fmt: skip
     requested = check_metrics(metrics)
     wanted = [m for m in requested if m != "icl_score" or text is not None]
-    settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": []}
+    settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": [],
+                      "d_vocab": model.cfg.d_vocab}  # fmt: skip
     if "icl_score" in requested and text is None:
         note = "icl_score skipped: pass natural text (text=..., or --text FILE) to compute it"
         settings["notes"].append(note)
