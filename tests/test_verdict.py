@@ -67,6 +67,16 @@ def test_repeated_sets_read_the_distinct_sets_p():
     assert "only 3 distinct random sets exist" in verdict.reason
 
 
+def test_sets_that_exist_and_sets_drawn_are_told_apart():
+    """Four sets exist, twenty draws hit three of them: the sentence gives both counts."""
+    draws = [[(1, h)] for h in (0, 1, 3) * 7][:20]
+    result = _result([0.9, 0.1, *[0.9 + e for e in NOISE]], draws, repeat=True)
+    result.settings["distinct_sets"] = 4
+    verdict = result.verdict()
+    assert "(only 4 distinct sets)" in str(verdict)
+    assert "only 4 distinct random sets exist (3 of them drawn)" in verdict.reason
+
+
 def test_no_head_above_the_threshold_means_nothing_to_test_whatever_the_numbers():
     """The same harmful numbers as the load-bearing case, but the top head's prefix matching is
     0.018 (a random-init model's best, below chance 0.021): there is no induction head."""

@@ -168,9 +168,12 @@ def _answer(result: AblationResult, row) -> tuple[str, str]:
     if p > SIGNIFICANCE and row.load_bearing_hi < LOAD_BEARING_INDEX:
         return ANSWERS[2], "removing them costs no more than removing random heads"
     if s.get("draws_repeat") and row.p_value <= SIGNIFICANCE:
+        drawn = int(row.distinct_sets)
+        exist = int(s.get("distinct_sets") or drawn)
+        of = "" if drawn == exist else f" ({drawn} of them drawn)"
         return ANSWERS[3], (
-            f"only {int(row.distinct_sets)} distinct random sets exist, too few for a "
-            "permutation test to tell these heads from random ones"
+            f"only {exist} distinct random sets exist{of}, too few for a permutation test to "
+            "tell these heads from random ones"
         )
     return ANSWERS[3], "the numbers meet neither rule at this number of draws and rows"
 
