@@ -95,6 +95,13 @@ def test_flags_are_never_abbreviated(tmp_path, capsys):
     assert "unrecognized arguments: --no-ca" in one_line(capsys)
 
 
+def test_a_flag_the_subcommand_does_not_take_points_to_its_own_help(capsys):
+    assert main(["emergence", "r", "--out", "o"]) == 2
+    line = one_line(capsys)
+    assert line.startswith("ihprobe emergence: error: unrecognized arguments: --out o")
+    assert line.endswith("(see ihprobe emergence --help)")
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as done:
         build_parser().parse_args(["--version"])
@@ -232,8 +239,8 @@ class _Fixed:
     def __init__(self, args):
         self.args = args
 
-    def parse_args(self, argv):
-        return self.args
+    def parse_known_args(self, argv):
+        return self.args, []
 
 
 # ----------------------------------------------------------------------------- on a run

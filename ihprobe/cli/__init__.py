@@ -49,12 +49,23 @@ def build_parser() -> argparse.ArgumentParser:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}").register(subparsers)
+    parser.commands = subparsers.choices  # name -> its parser, for errors that name it
     return parser
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The parsed arguments; a flag the subcommand does not take is refused by the
+    subcommand's own parser, so the line points to ``ihprobe COMMAND --help``."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = parse(argv)
     except SystemExit as done:  # --help (0) or a bad flag (2, one line already printed)
         return int(done.code or 0)
     level = logging.INFO if args.verbose else logging.WARNING
