@@ -30,6 +30,7 @@ from ihprobe.causal.results import (
 from ihprobe.figures.heads import (
     OWN_TICKS,
     color_range,
+    colorbar_of,
     fit_title,
     layer_head_heatmap,
     where,
@@ -157,7 +158,7 @@ def head_sets_figure(result) -> go.Figure:
             z=scores,
             text=text,
             texttemplate="%{text}",
-            colorbar={"title": result.by},
+            colorbar=colorbar_of(result.by),
             **color_range(result.by),
             hovertemplate="layer %{y} head %{x}<br>score %{z:.3g}<br>%{text}<extra></extra>",
         )
@@ -253,7 +254,7 @@ def head_effects_over_training(frame: pd.DataFrame, metric: str) -> go.Figure:
         go.Heatmap(
             z=table.values, x=[str(c) for c in table.columns], y=list(table.index),
             colorscale=colors, zmid=0, zmin=-bound, zmax=bound,
-            colorbar={"title": f"{metric} change"},
+            colorbar=colorbar_of(f"{metric} change"),
             hovertemplate="%{y} at %{x}: %{z:.3g}<extra></extra>",
         )
     )  # fmt: skip

@@ -13,7 +13,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from ihprobe.circuit.patching import PatchResult
-from ihprobe.figures.heads import fit_title
+from ihprobe.figures.heads import colorbar_of, fit_title
 from ihprobe.probes.composition import Composition
 
 SIZE = {"width": 620, "height": 440, "margin": {"l": 70, "r": 20, "t": 50, "b": 60}}
@@ -48,7 +48,7 @@ def composition_figure(scores: Composition) -> go.Figure:
             y=labels,
             colorscale="RdBu",
             **symmetric_range(z, NOISE_SDS),
-            colorbar={"title": "SDs"},
+            colorbar=colorbar_of("SDs"),
             hovertemplate="%{y} -> %{x}<br>%{z:.1f} baseline SDs<extra></extra>",
         )
     )
@@ -81,7 +81,7 @@ def patch_figure(result: PatchResult) -> go.Figure:
             x=x,
             y=y,
             colorscale="RdBu",
-            colorbar={"title": "restored"},
+            colorbar=colorbar_of("restored"),
             **symmetric_range(fractions, 1.0),
         )
     )

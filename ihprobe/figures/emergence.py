@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from ihprobe.dynamics.changepoint import EmergencePoint, curve
 from ihprobe.dynamics.law import get_law
-from ihprobe.figures.heads import OWN_TICKS, color_range
+from ihprobe.figures.heads import OWN_TICKS, color_range, colorbar_of
 
 # (metric, reduce, label) drawn by trajectory_figure when the table holds them
 TRAJECTORY_LINES = (
@@ -129,7 +129,7 @@ def head_strip_figure(table: pd.DataFrame, metric: str = "prefix_matching") -> g
             z=grid.to_numpy(),
             x=[f"{int(t):,}" for t in grid.columns],
             y=labels,
-            colorbar={"title": metric},
+            colorbar=colorbar_of(metric),
             **color_range(metric),
             hovertemplate="%{y} at %{x} tokens: %{z:.3f}<extra></extra>",
         )
@@ -201,7 +201,7 @@ def frontier_figure(
             "size": 18,
             "color": np.log10(formed[color].astype(float)),
             "colorscale": "Viridis_r",
-            "colorbar": {"title": f"log10 {color}"},
+            "colorbar": colorbar_of(f"log10 {color}"),
         },
     )
     fig.add_scatter(

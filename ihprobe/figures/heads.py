@@ -62,6 +62,15 @@ def color_range(metric: str, zmin: float | None = None, zmax: float | None = Non
     return found
 
 
+def colorbar_of(title: str) -> dict:
+    """A colour bar titled along its right side, clear of the top tick label.
+
+    >>> colorbar_of("prefix_matching")
+    {'title': {'text': 'prefix_matching', 'side': 'right'}}
+    """
+    return {"title": {"text": title, "side": "right"}}
+
+
 def wrap_title(title: str, width: int, margin: int = 80) -> str:
     """``title`` broken into lines (``<br>``) that fit a ``width``-pixel figure at plotly's
     title font (about ``TITLE_CHAR_PX`` per character), so that a PNG never cuts it off.
@@ -192,7 +201,7 @@ def _heatmap_trace(values, label: str, zmin, zmax) -> go.Heatmap:
         z=values.numpy(),
         x=list(range(n_heads)),
         y=list(range(n_layers)),
-        colorbar={"title": label},
+        colorbar=colorbar_of(label),
         hovertemplate="layer %{y}, head %{x}<br>" + label + " = %{z:.4f}<extra></extra>",
         **color_range(label, zmin, zmax),
     )
