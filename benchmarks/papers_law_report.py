@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 import pandas as pd
+from papers_law_control import control_lines
 from validate_papers_common import markdown
 from verdicts import (
     MIN_SEEDS,
     Estimate,
-    below,
     cell_means_fit,
     censored_fit,
     censored_ratio,
@@ -31,10 +31,9 @@ from verdicts import (
     welch,
 )
 
-# pre-declared before the data: [A]'s exponents +- 0.15, "no change" within 1.5x either way, and
-# "no induction head" as a highest max PS below 0.1 (a third of the 0.3 that counts as a head)
-CLAIMS = {"b": equal(0.37, 0.15), "c": equal(0.62, 0.15), "size": same_ratio(1.5),
-          "iid": below(0.1)}  # fmt: skip
+# pre-declared before the data: [A]'s exponents +- 0.15, "no change" within 1.5x either way
+# (the i.i.d. control's claim: papers_law_control.CLAIM)
+CLAIMS = {"b": equal(0.37, 0.15), "c": equal(0.62, 0.15), "size": same_ratio(1.5)}
 COMMAND = "nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --cell {}"
 
 
@@ -232,28 +231,6 @@ def experiment_lines(frame: pd.DataFrame) -> list[str]:
         "Repetition that grows with C as in natural text (B = 8; c with b fixed at 0):",
         *fit_lines(frame, "natural-repetition", natural, fixed={"b": 0.0}),
     ]  # fmt: skip
-
-
-def control_lines(frame: pd.DataFrame, cell: str = "iid-B16-C64", base: str = "sn-B16-C64"):
-    """[A]'s "no induction heads on i.i.d. tokens": each run's highest max PS over its
-    checkpoints, a t-interval over seeds, against :data:`CLAIMS` ``["iid"]``."""
-    done = done_of(frame, [cell])
-    claim = "[A]: no induction heads form on i.i.d. tokens"
-    if done.empty:
-        return [f"- {claim}: pending (`{COMMAND.format(cell)}`)."]
-    peak = t_mean(done.max_ps.astype(float))
-    verdict, why = judge(peak, CLAIMS["iid"])
-    rises = int(done.transition.sum())
-    base_done = done_of(frame, [base])
-    placed = int((base_done.transition & ~base_done.censored).sum())
-    return [
-        f"- {claim}: **{verdict}** (rule: the highest max PS of each run, {why}). `{cell}`: "
-        f"{int(done.steps.iloc[0]):,} updates per run, each run's highest max PS "
-        f"{', '.join(f'{v:.3f}' for v in done.max_ps.astype(float))} (seeds "
-        f"{', '.join(str(s) for s in done.seed)}); the grid's estimator finds a transition in "
-        f"{rises} of {len(done)}. The same model, optimiser and budget on semi-natural rows "
-        f"(`{base}`) placed an emergence point in {placed} of {len(base_done)} seeds."
-    ]
 
 
 def report_lines(frame: pd.DataFrame, extend: int, size_at: tuple[int, int]) -> list[str]:

@@ -32,7 +32,8 @@ their commands, run with ``--cell``):
   of 0.9 at every C.
 * ``iid-B16-C64``: the control of [A]'s "no induction heads on i.i.d. tokens": ``sn-B16-C64``'s
   model, optimiser and budget on tokens drawn i.i.d. from a Zipf marginal over 300 ids, where
-  copying an earlier token never helps predict the next; judged by each run's highest max PS.
+  copying an earlier token never helps predict the next; judged by each run's highest max PS,
+  with a check of each run's peak (``papers_law_control``).
 
 Budgets: each cell trains for ``BUDGET_AT_REFERENCE`` updates scaled by
 (16 * 128 / (B C))^0.9 (4,400 updates at B = 16, C = 128; 28,600 at B = 8, C = 32), about 1.8
@@ -75,6 +76,7 @@ from pathlib import Path
 
 import pandas as pd
 import papers_law_halves as halves
+from papers_law_control import peak_check
 from papers_law_regime import SEMI_NATURAL, natural_repetition, regime_lines
 from papers_law_report import report_lines
 from validate_papers_common import (
@@ -198,7 +200,8 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     config = config_of(name, cell, seed, args, factor)
     run, seconds, how = train_or_reuse(config)
     done = read_result(run)
-    if done is not None and how == "reused":
+    unchecked = cell["grid"] == "control" and done is not None and "peak_ar" not in done
+    if done is not None and how == "reused" and not unchecked:
         print(f"{name} seed {seed}: reused (finished earlier)", flush=True)
         return done
     started = time.perf_counter()
@@ -216,8 +219,10 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
         # the steep segment reaches the last checkpoint: the point is at the budget's edge
         "censored": bool(point.transition and point.updates_high >= config.total_steps),
         "train_s": previous.get("train_s", 0.0) + seconds, "probe_s": time.perf_counter() - started,
-        "how": how, "budget_factor": factor,
+        "how": previous.get("how", how) if how == "reused" else how, "budget_factor": factor,
     }  # fmt: skip
+    if cell["grid"] == "control":
+        result.update(peak_check(run, point.curve))
     write_result(run, result)
     print(f"{name} seed {seed}: {how}, {result}", flush=True)
     return result

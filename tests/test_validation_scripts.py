@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import contrast_claims  # noqa: E402
 import contrast_snippets  # noqa: E402
+import papers_law_control as control  # noqa: E402
 import papers_law_regime as regime  # noqa: E402
 import papers_law_report as report  # noqa: E402
 import papers_natural_law as natural_law  # noqa: E402
@@ -29,7 +30,7 @@ from ihprobe.training.config import check_config  # noqa: E402
 
 
 @pytest.mark.parametrize(
-    "module", [law, regime, report, natural_law, contrast_claims, contrast_snippets]
+    "module", [law, regime, report, control, natural_law, contrast_claims, contrast_snippets]
 )
 def test_the_scripts_examples_hold(module):
     failed, attempted = doctest.testmod(module)
@@ -138,13 +139,39 @@ def test_a_size_cell_that_never_transitions_is_a_bound_not_a_ratio():
      ((0.02, 0.03, 0.025), "pending: 3 of 5 seeds")],
 )  # fmt: skip
 def test_the_iid_control_is_judged_by_each_runs_highest_prefix_matching(peaks, verdict):
-    frame = law_frame(0.37, 0.62)
-    control = frame.index[(frame.cell == "iid-B16-C64") & (frame.seed < len(peaks))]
-    frame.loc[control, ["status", "transition", "steps"]] = ["done", False, 8200]
-    frame.loc[control, "max_ps"] = peaks
-    line = report.control_lines(frame)[0]
+    frame = control_frame(peaks)
+    line = control.control_lines(frame)[0]
     assert f"**{verdict}**" in line and "placed an emergence point in 5 of 5 seeds" in line
     assert "a transition in 0 of" in line and f"{peaks[0]:.3f}" in line
+    assert len(control.control_lines(frame)) == 1  # no peak checked: no check line
+
+
+@pytest.mark.parametrize(
+    "shifted, ar, reads",
+    [(0.05, 0.004, "a signature without induction"),
+     (0.25, 0.004, "not every peak is explained by a fixed offset"),
+     (0.05, 0.5, "not every peak is explained by a fixed offset")],
+)  # fmt: skip
+def test_the_check_at_each_peak_reads_a_fixed_offset_head_only_when_every_run_shows_one(
+    shifted, ar, reads
+):
+    frame = control_frame((0.3, 0.2, 0.25, 0.15, 0.27))
+    frame.loc[frame.cell == control.CELL, ["peak_ps_shifted", "peak_ar"]] = [shifted, ar]
+    lines = control.control_lines(frame)
+    assert "**disagrees**" in lines[0] and reads in lines[1]
+    quiet = control_frame((0.02, 0.03, 0.025, 0.02, 0.03))
+    quiet.loc[quiet.cell == control.CELL, ["peak_ps_shifted", "peak_ar"]] = [shifted, ar]
+    assert "nothing to explain" in control.control_lines(quiet)[1]
+
+
+def control_frame(peaks) -> pd.DataFrame:
+    """The law frame with the control's first ``len(peaks)`` seeds done at those peaks."""
+    frame = law_frame(0.37, 0.62)
+    frame["peak_ps_shifted"], frame["peak_ar"] = np.nan, np.nan
+    rows = frame.index[(frame.cell == control.CELL) & (frame.seed < len(peaks))]
+    frame.loc[rows, ["status", "transition", "steps"]] = ["done", False, 8200]
+    frame.loc[rows, "max_ps"] = peaks
+    return frame
 
 
 def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are_done(tmp_path):
@@ -359,3 +386,25 @@ def test_the_natural_b_flips_with_the_data_and_keeps_censored_seeds():
     assert "**pending: 3 of 5 seeds**" in natural_law.natural_b_lines(_natural_pilots(0.37, 3))[-1]
     one_cell = _natural_pilots(0.37, 5).query("B == 4")
     assert natural_law.natural_b_lines(one_cell)[-1].startswith("- b: pending")
+
+
+@pytest.mark.slow  # trains a tiny i.i.d. run: about 10 s
+def test_the_peak_check_probes_the_checkpoint_where_the_curve_peaks(tmp_path):
+    import ihprobe
+    from ihprobe.training.trainer import TrainConfig, train
+
+    config = TrainConfig(out=str(tmp_path / "iid"), producer="iid",
+                         producer_options={"vocab_size": 64, "marginal": "zipf"}, layers=2,
+                         heads=2, d_model=32, context=64, batch_size=8, steps=40,
+                         n_checkpoints=4, progress=False)  # fmt: skip
+    run = train(config)
+    steps = [c.step for c in ihprobe.checkpoints(run)]
+    peaked = [0.5 if i == 1 else 0.1 for i in range(len(steps))]
+    curve = pd.DataFrame({"step": steps, "value": peaked})
+    checked = control.peak_check(run, curve)
+    assert checked["peak_step"] == steps[1]
+    where = ihprobe.checkpoints(run)[1].source
+    shifted = [ihprobe.scan(where, ["prefix_matching"], n=control.N + s, batch=control.ROWS)
+               .head["prefix_matching"].max().item() for s in control.SHIFTS]  # fmt: skip
+    assert checked["peak_ps_shifted"] == pytest.approx(max(shifted))
+    assert 0.0 <= checked["peak_ar"] <= 1.0
