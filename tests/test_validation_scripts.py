@@ -147,27 +147,29 @@ def test_the_iid_control_is_judged_by_each_runs_highest_prefix_matching(peaks, v
 
 
 @pytest.mark.parametrize(
-    "shifted, ar, reads",
+    "varied, ar, reads",
     [(0.05, 0.004, "a signature without induction"),
-     (0.25, 0.004, "not every peak is explained by a fixed offset"),
-     (0.05, 0.5, "not every peak is explained by a fixed offset")],
+     (0.25, 0.004, "not every peak is explained by fixed offsets"),
+     (0.05, 0.5, "not every peak is explained by fixed offsets")],
 )  # fmt: skip
 def test_the_check_at_each_peak_reads_a_fixed_offset_head_only_when_every_run_shows_one(
-    shifted, ar, reads
+    varied, ar, reads
 ):
     frame = control_frame((0.3, 0.2, 0.25, 0.15, 0.27))
-    frame.loc[frame.cell == control.CELL, ["peak_ps_shifted", "peak_ar"]] = [shifted, ar]
+    checked = frame.cell == control.CELL
+    frame.loc[checked, ["peak_ps_varied", "peak_ar", "peak_ps_by_length"]] = [varied, ar, "0.1"]
     lines = control.control_lines(frame)
     assert "**disagrees**" in lines[0] and reads in lines[1]
     quiet = control_frame((0.02, 0.03, 0.025, 0.02, 0.03))
-    quiet.loc[quiet.cell == control.CELL, ["peak_ps_shifted", "peak_ar"]] = [shifted, ar]
+    checked = quiet.cell == control.CELL
+    quiet.loc[checked, ["peak_ps_varied", "peak_ar", "peak_ps_by_length"]] = [varied, ar, "0.1"]
     assert "nothing to explain" in control.control_lines(quiet)[1]
 
 
 def control_frame(peaks) -> pd.DataFrame:
     """The law frame with the control's first ``len(peaks)`` seeds done at those peaks."""
     frame = law_frame(0.37, 0.62)
-    frame["peak_ps_shifted"], frame["peak_ar"] = np.nan, np.nan
+    frame["peak_ps_varied"], frame["peak_ar"], frame["peak_ps_by_length"] = np.nan, np.nan, None
     rows = frame.index[(frame.cell == control.CELL) & (frame.seed < len(peaks))]
     frame.loc[rows, ["status", "transition", "steps"]] = ["done", False, 8200]
     frame.loc[rows, "max_ps"] = peaks
@@ -404,7 +406,8 @@ def test_the_peak_check_probes_the_checkpoint_where_the_curve_peaks(tmp_path):
     checked = control.peak_check(run, curve)
     assert checked["peak_step"] == steps[1]
     where = ihprobe.checkpoints(run)[1].source
-    shifted = [ihprobe.scan(where, ["prefix_matching"], n=control.N + s, batch=control.ROWS)
-               .head["prefix_matching"].max().item() for s in control.SHIFTS]  # fmt: skip
-    assert checked["peak_ps_shifted"] == pytest.approx(max(shifted))
+    by_length = [ihprobe.scan(where, ["prefix_matching"], n=control.N + s, batch=control.ROWS)
+                 .head["prefix_matching"].max().item() for s in control.SHIFTS]  # fmt: skip
+    assert checked["peak_ps_varied"] == pytest.approx(np.median(by_length))
+    assert checked["peak_ps_by_length"] == ";".join(f"{v:.3f}" for v in by_length)
     assert 0.0 <= checked["peak_ar"] <= 1.0
