@@ -75,8 +75,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import papers_law_control as control
 import papers_law_halves as halves
-from papers_law_control import peak_check
 from papers_law_regime import SEMI_NATURAL, natural_repetition, regime_lines
 from papers_law_report import report_lines
 from validate_papers_common import (
@@ -200,7 +200,7 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     config = config_of(name, cell, seed, args, factor)
     run, seconds, how = train_or_reuse(config)
     done = read_result(run)
-    unchecked = cell["grid"] == "control" and done is not None and "peak_ps_varied" not in done
+    unchecked = cell["grid"] == "control" and done is not None and "final_loss" not in done
     if done is not None and how == "reused" and not unchecked:
         print(f"{name} seed {seed}: reused (finished earlier)", flush=True)
         return done
@@ -222,7 +222,9 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
         "how": previous.get("how", how) if how == "reused" else how, "budget_factor": factor,
     }  # fmt: skip
     if cell["grid"] == "control":
-        result.update(peak_check(run, point.curve))
+        result.update(control.peak_check(run, point.curve))
+        result.update(control.base_check(run_dir(args.out, control.BASE, seed)))
+        result.update(control.loss_check(run, cell["options"]))
     write_result(run, result)
     print(f"{name} seed {seed}: {how}, {result}", flush=True)
     return result

@@ -96,6 +96,9 @@ ROW_VERDICTS = {
         ("depth", LAW, bold(r"\(3 layers\):")),
         ("width", LAW, bold(r"\(width 128\):")),
     ],
+    "no induction heads form on i.i.d. tokens": [
+        ("", LAW, bold(r"no induction heads form on i.i.d. tokens:"))
+    ],
     CENTRAL: [
         ("first contrast", CONTRAST, claim(CENTRAL)),
         ("natural recipe", DOCS, claim(CENTRAL)),

@@ -5,6 +5,7 @@ censored cell, and the tables rebuilt from a results CSV alone."""
 from __future__ import annotations
 
 import doctest
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -157,19 +158,31 @@ def test_the_check_at_each_peak_reads_a_fixed_offset_head_only_when_every_run_sh
 ):
     frame = control_frame((0.3, 0.2, 0.25, 0.15, 0.27))
     checked = frame.cell == control.CELL
-    frame.loc[checked, ["peak_ps_varied", "peak_ar", "peak_ps_by_length"]] = [varied, ar, "0.1"]
+    frame.loc[checked, ["peak_ps_min", "peak_ar", "peak_ps_by_length"]] = [varied, ar, "0.1"]
     lines = control.control_lines(frame)
     assert "**disagrees**" in lines[0] and reads in lines[1]
     quiet = control_frame((0.02, 0.03, 0.025, 0.02, 0.03))
     checked = quiet.cell == control.CELL
-    quiet.loc[checked, ["peak_ps_varied", "peak_ar", "peak_ps_by_length"]] = [varied, ar, "0.1"]
+    quiet.loc[checked, ["peak_ps_min", "peak_ar", "peak_ps_by_length"]] = [varied, ar, "0.1"]
     assert "nothing to explain" in control.control_lines(quiet)[1]
+    frame.loc[checked & (frame.seed == 3), ["base_ps_min", "base_ar"]] = [0.46, 0.13]
+    positive = control.control_lines(frame)[2]
+    assert "positive control; seeds 3, whose" in positive and "0.460" in positive
+
+
+def test_the_loss_check_reads_the_last_losses_and_the_marginals_entropy(tmp_path):
+    logged = [{"step": i, "loss": float(i)} for i in range(30)] + [{"step": 30, "probe": 1}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(map(json.dumps, logged)))
+    checked = control.loss_check(tmp_path, {"vocab_size": 64, "marginal": "uniform"})
+    assert checked["final_loss"] == pytest.approx(np.mean(range(10, 30)))  # the last 20
+    assert checked["marginal_entropy"] == pytest.approx(np.log(64), rel=1e-6)  # uniform: ln V
 
 
 def control_frame(peaks) -> pd.DataFrame:
     """The law frame with the control's first ``len(peaks)`` seeds done at those peaks."""
     frame = law_frame(0.37, 0.62)
-    frame["peak_ps_varied"], frame["peak_ar"], frame["peak_ps_by_length"] = np.nan, np.nan, None
+    frame["peak_ps_min"], frame["peak_ar"], frame["peak_ps_by_length"] = np.nan, np.nan, None
+    frame["base_ps_min"], frame["base_ar"] = np.nan, np.nan
     rows = frame.index[(frame.cell == control.CELL) & (frame.seed < len(peaks))]
     frame.loc[rows, ["status", "transition", "steps"]] = ["done", False, 8200]
     frame.loc[rows, "max_ps"] = peaks
@@ -408,6 +421,11 @@ def test_the_peak_check_probes_the_checkpoint_where_the_curve_peaks(tmp_path):
     where = ihprobe.checkpoints(run)[1].source
     by_length = [ihprobe.scan(where, ["prefix_matching"], n=control.N + s, batch=control.ROWS)
                  .head["prefix_matching"].max().item() for s in control.SHIFTS]  # fmt: skip
-    assert checked["peak_ps_varied"] == pytest.approx(np.median(by_length))
+    assert checked["peak_ps_min"] == pytest.approx(min(by_length))
     assert checked["peak_ps_by_length"] == ";".join(f"{v:.3f}" for v in by_length)
     assert 0.0 <= checked["peak_ar"] <= 1.0
+    base = control.base_check(Path(run))  # the last checkpoint, the same probes
+    last = ihprobe.checkpoints(run)[-1].source
+    assert base["base_ar"] == ihprobe.scan(last, ["ar_accuracy"], n=control.N,
+                                           batch=control.ROWS).model["ar_accuracy"]  # fmt: skip
+    assert control.base_check(tmp_path / "gone") == {"base_checked": True}
