@@ -6,8 +6,9 @@ t-interval over 5 seeds, "agrees" when it lies wholly below 0.1 and "disagrees" 
 above. A head that attends a fixed offset back scores on repeats of one length only, while an
 induction head scores at every length, so each run is also checked at the checkpoint where its
 max PS peaked (:func:`peak_check`, added after the first runs showed peaks): the best head's PS
-at each repeat length from 12 to 20 tokens, its least value over the lengths, and AR accuracy.
-That check is reported beside the rule, never in place of it.
+at each repeat length from 12 to 20 tokens and its least value over the lengths, its forward
+induction on snippets of varied length (the project's score that a fixed-offset head cannot
+pass), and AR accuracy. That check is reported beside the rule, never in place of it.
 
 >>> [N + s for s in SHIFTS]
 [12, 14, 16, 18, 20]
@@ -24,6 +25,7 @@ from verdicts import below, judge, t_mean
 
 import ihprobe
 from ihprobe.data.iid import IIDProducer
+from ihprobe.probes.engine import METRIC_TABLE
 
 CLAIM = below(0.1)  # declared before the data: a third of the 0.3 that counts as a head
 N, ROWS, SHIFTS = 16, 50, (-4, -2, 0, 2, 4)
@@ -32,13 +34,15 @@ CELL, BASE = "iid-B16-C64", "sn-B16-C64"
 
 def peak_check(run, curve: pd.DataFrame) -> dict:
     """At the checkpoint where ``curve`` (max PS per step) peaks: the best head's PS at each
-    repeat length ``N + SHIFTS``, its least value over the lengths (``peak_ps_min``), and AR
-    accuracy at ``N``."""
+    repeat length ``N + SHIFTS`` (``peak_ps_by_length``) and its least value (``peak_ps_min``),
+    the best head's forward induction on snippets of varied length (``peak_fiv``) and AR
+    accuracy at ``N`` (``peak_ar``)."""
     step = int(curve.step[curve.value.idxmax()])
     where = next(c for c in ihprobe.checkpoints(run) if c.step == step)
-    by_length, ar = _check_at(where.source)
+    found = _check_at(where.source)
+    by_length = found.pop("ps_by_length")
     return {"peak_step": step, "peak_ps_by_length": ";".join(f"{v:.3f}" for v in by_length),
-            "peak_ps_min": min(by_length), "peak_ar": ar}  # fmt: skip
+            **{f"peak_{k}": v for k, v in found.items()}}  # fmt: skip
 
 
 def base_check(run: Path) -> dict:
@@ -46,8 +50,9 @@ def base_check(run: Path) -> dict:
     a positive control (``base_checked`` only, when its folder is gone)."""
     if not (run / "checkpoints").is_dir():
         return {"base_checked": True}
-    by_length, ar = _check_at(ihprobe.checkpoints(run)[-1].source)
-    return {"base_checked": True, "base_ps_min": min(by_length), "base_ar": ar}
+    found = _check_at(ihprobe.checkpoints(run)[-1].source)
+    found.pop("ps_by_length")
+    return {"base_checked": True, **{f"base_{k}": v for k, v in found.items()}}
 
 
 def loss_check(run: Path, options: dict) -> dict:
@@ -60,10 +65,19 @@ def loss_check(run: Path, options: dict) -> dict:
             "marginal_entropy": float(-(probs * probs.log()).sum())}  # fmt: skip
 
 
-def _check_at(source: str) -> tuple[list[float], float]:
+def _check_at(source: str) -> dict:
+    """PS at each repeat length and its least value, forward induction on snippets of varied
+    length (the metric a fixed-offset head cannot pass), AR accuracy at ``N``."""
     by_length = [ihprobe.scan(source, ["prefix_matching"], n=N + s, batch=ROWS)
                  .head["prefix_matching"].max().item() for s in SHIFTS]  # fmt: skip
-    return by_length, ihprobe.scan(source, ["ar_accuracy"], n=N, batch=ROWS).model["ar_accuracy"]
+    varied = ihprobe.scan(source, ["forward_induction_varied"], batch=ROWS)
+    ar = ihprobe.scan(source, ["ar_accuracy"], n=N, batch=ROWS).model["ar_accuracy"]
+    return {
+        "ps_by_length": by_length,
+        "ps_min": min(by_length),
+        "fiv": varied.head["forward_induction_varied"].max().item(),
+        "ar": ar,
+    }
 
 
 def control_lines(frame: pd.DataFrame, vocab: int = 300) -> list[str]:
@@ -95,32 +109,38 @@ def control_lines(frame: pd.DataFrame, vocab: int = 300) -> list[str]:
     if not based.empty:
         lines.append(f"  - the same check on `{BASE}` at its last checkpoint (a positive control; "
                      f"seeds {', '.join(str(s) for s in based.seed)}, whose folders exist): least "
-                     f"over the lengths {_values(based.base_ps_min)}, AR accuracy "
+                     f"over the lengths {_values(based.base_ps_min)}, forward induction on "
+                     f"varied snippets {_values(based.base_fiv)}, AR accuracy "
                      f"{_values(based.base_ar)}.")  # fmt: skip
     return lines
 
 
 def _check_line(checked: pd.DataFrame, vocab: int) -> str:
-    """Each checked run's shifted PS and AR accuracy, and what they say about the peaks."""
+    """Each checked run's PS by length, forward induction on varied snippets and AR accuracy,
+    and what they say about the peaks."""
     least, ar = checked.peak_ps_min.astype(float), checked.peak_ar.astype(float)
-    chance = 1 / vocab
+    varied = checked.peak_fiv.astype(float)
+    chance, varied_chance = 1 / vocab, METRIC_TABLE["forward_induction_varied"].chance(vocab, 20)
     if (checked.max_ps.astype(float) < CLAIM.high).all():
         reading = "no run peaked above the rule's bound, so there is nothing to explain"
-    elif (least < CLAIM.high).all() and (ar < 5 * chance).all():
-        reading = ("at every peak some repeat length scores below the rule's bound, so the "
-                   "peaks come from heads that attend fixed offsets back (an induction head "
-                   "scores at every length), and AR accuracy stays within 5x chance "
-                   f"({chance:.4f}): a signature without induction")  # fmt: skip
+    elif (least < CLAIM.high).all() and (varied < CLAIM.high).all() and (ar < 5 * chance).all():
+        reading = ("at every peak some repeat length, and forward induction on snippets of "
+                   "varied length, score below the rule's bound, so the peaks come from heads "
+                   "that attend fixed offsets back (an induction head scores at every length), "
+                   f"and AR accuracy stays within 5x chance ({chance:.4f}): a signature without "
+                   "induction")  # fmt: skip
     else:
         reading = ("not every peak is explained by fixed offsets (a run at or above the bound "
-                   "at every length, or AR accuracy at or above 5x chance, "
-                   f"{chance:.4f})")  # fmt: skip
+                   "at every length or on varied snippets, or AR accuracy at or above 5x "
+                   f"chance, {chance:.4f})")  # fmt: skip
     lengths = f"{N + SHIFTS[0]}-{N + SHIFTS[-1]}"
     per_run = "; ".join(f"seed {r.seed}: {r.peak_ps_by_length.replace(';', ', ')}"
                         for r in checked.itertuples())  # fmt: skip
     return (f"  - the check at each run's peak (after the data, not part of the rule): the best "
             f"head's PS at repeat lengths {lengths} (step 2) {per_run}; least over the lengths "
-            f"{_values(least)}; AR accuracy {_values(ar)}: {reading}.")  # fmt: skip
+            f"{_values(least)}; best forward induction on snippets of varied length "
+            f"{_values(varied)} (chance {varied_chance:.3f}); AR accuracy {_values(ar)}: "
+            f"{reading}.")  # fmt: skip
 
 
 def _values(values) -> str:

@@ -200,7 +200,7 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     config = config_of(name, cell, seed, args, factor)
     run, seconds, how = train_or_reuse(config)
     done = read_result(run)
-    unchecked = cell["grid"] == "control" and done is not None and "final_loss" not in done
+    unchecked = cell["grid"] == "control" and done is not None and "peak_fiv" not in done
     if done is not None and how == "reused" and not unchecked:
         print(f"{name} seed {seed}: reused (finished earlier)", flush=True)
         return done

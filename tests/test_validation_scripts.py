@@ -158,14 +158,25 @@ def test_the_check_at_each_peak_reads_a_fixed_offset_head_only_when_every_run_sh
 ):
     frame = control_frame((0.3, 0.2, 0.25, 0.15, 0.27))
     checked = frame.cell == control.CELL
-    frame.loc[checked, ["peak_ps_min", "peak_ar", "peak_ps_by_length"]] = [varied, ar, "0.1"]
+    frame.loc[checked, ["peak_ps_min", "peak_ar", "peak_ps_by_length", "peak_fiv"]] = [
+        varied,
+        ar,
+        "0.1",
+        varied,
+    ]
     lines = control.control_lines(frame)
     assert "**disagrees**" in lines[0] and reads in lines[1]
     quiet = control_frame((0.02, 0.03, 0.025, 0.02, 0.03))
     checked = quiet.cell == control.CELL
-    quiet.loc[checked, ["peak_ps_min", "peak_ar", "peak_ps_by_length"]] = [varied, ar, "0.1"]
+    quiet.loc[checked, ["peak_ps_min", "peak_ar", "peak_ps_by_length", "peak_fiv"]] = [
+        varied,
+        ar,
+        "0.1",
+        varied,
+    ]
     assert "nothing to explain" in control.control_lines(quiet)[1]
-    frame.loc[checked & (frame.seed == 3), ["base_ps_min", "base_ar"]] = [0.46, 0.13]
+    base = checked & (frame.seed == 3)
+    frame.loc[base, ["base_ps_min", "base_ar", "base_fiv"]] = [0.46, 0.13, 0.5]
     positive = control.control_lines(frame)[2]
     assert "positive control; seeds 3, whose" in positive and "0.460" in positive
 
@@ -182,7 +193,7 @@ def control_frame(peaks) -> pd.DataFrame:
     """The law frame with the control's first ``len(peaks)`` seeds done at those peaks."""
     frame = law_frame(0.37, 0.62)
     frame["peak_ps_min"], frame["peak_ar"], frame["peak_ps_by_length"] = np.nan, np.nan, None
-    frame["base_ps_min"], frame["base_ar"] = np.nan, np.nan
+    frame["base_ps_min"], frame["base_ar"], frame["base_fiv"] = np.nan, np.nan, np.nan
     rows = frame.index[(frame.cell == control.CELL) & (frame.seed < len(peaks))]
     frame.loc[rows, ["status", "transition", "steps"]] = ["done", False, 8200]
     frame.loc[rows, "max_ps"] = peaks
@@ -422,6 +433,8 @@ def test_the_peak_check_probes_the_checkpoint_where_the_curve_peaks(tmp_path):
     by_length = [ihprobe.scan(where, ["prefix_matching"], n=control.N + s, batch=control.ROWS)
                  .head["prefix_matching"].max().item() for s in control.SHIFTS]  # fmt: skip
     assert checked["peak_ps_min"] == pytest.approx(min(by_length))
+    varied = ihprobe.scan(where, ["forward_induction_varied"], batch=control.ROWS)
+    assert checked["peak_fiv"] == pytest.approx(varied.head["forward_induction_varied"].max())
     assert checked["peak_ps_by_length"] == ";".join(f"{v:.3f}" for v in by_length)
     assert 0.0 <= checked["peak_ar"] <= 1.0
     base = control.base_check(Path(run))  # the last checkpoint, the same probes
