@@ -151,6 +151,20 @@ def test_a_fixed_offset_head_scores_on_fixed_lengths_only(tmp_path):
     assert (others - chance).abs().max() < 0.5 * chance
 
 
+def test_a_head_looking_n_minus_1_back_passes_prefix_matching_at_n_only(tmp_path):
+    """Prefix matching at one repeat length ``n`` pairs each query with the key ``n - 1`` back,
+    so a positional head at that offset scores high on it; at another ``n``, and on forward
+    induction over varied snippets, it scores about chance (docs/science.md, section 2)."""
+    n = 16
+    model = positional_head_model(tmp_path, offset=n - 1)
+    at_n = ihprobe.scan(model, ["prefix_matching"], n=n, batch=20).head["prefix_matching"]
+    other = ihprobe.scan(model, ["prefix_matching"], n=n + 4, batch=20).head["prefix_matching"]
+    varied = ihprobe.scan(model, ["forward_induction_varied"]).head["forward_induction_varied"]
+    ps_chance = METRIC_TABLE["prefix_matching"].chance(VOCAB, n + 4)
+    assert at_n[0, 0] > 0.95 and other[0, 0] < 2 * ps_chance
+    assert varied[0, 0] < 2 * METRIC_TABLE["forward_induction_varied"].chance(VOCAB, 20)
+
+
 def first_earlier(tokens: torch.Tensor, shift: int) -> torch.Tensor:
     """``[batch, q, k]``: attention to the first earlier occurrence of the token at ``q``,
     plus ``shift``; to ``q`` itself when there is none or that key is outside ``[0, q]``."""
