@@ -13,6 +13,7 @@ import torch
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
 import ihprobe
+from ihprobe.cli import main
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.probes import attention, inputs
 from ihprobe.probes.engine import METRIC_TABLE, SCAN_METRICS
@@ -163,6 +164,20 @@ def test_a_head_looking_n_minus_1_back_passes_prefix_matching_at_n_only(tmp_path
     ps_chance = METRIC_TABLE["prefix_matching"].chance(VOCAB, n + 4)
     assert at_n[0, 0] > 0.95 and other[0, 0] < 2 * ps_chance
     assert varied[0, 0] < 2 * METRIC_TABLE["forward_induction_varied"].chance(VOCAB, 20)
+
+
+def test_scan_names_a_head_that_passes_prefix_matching_by_a_fixed_offset(tmp_path, capsys):
+    positional_head_model(tmp_path / "model", offset=15)
+    metrics = "prefix_matching,forward_induction_varied"
+    argv = ["scan", str(tmp_path / "model"), "--metrics", metrics, "-n", "16", "--batch", "20",
+            "--out", str(tmp_path / "scan")]  # fmt: skip
+    assert main(argv) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "note: " in line]
+    assert len(notes) == 1 and notes[0].startswith("  note: L0H0 passes prefix_matching (")
+    assert "but not forward_induction_varied (0.0" in notes[0]
+    assert ", chance 0.033): it may look a fixed offset back" in notes[0]
+    assert main([*argv[:-1], str(tmp_path / "again"), "-n", "20"]) == 0  # not n - 1 back
+    assert "note: " not in capsys.readouterr().out
 
 
 def first_earlier(tokens: torch.Tensor, shift: int) -> torch.Tensor:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ihprobe.cli import _common as flags
 
-SUMMARY_METRIC = "prefix_matching"
+SUMMARY_METRIC, VARIED = "prefix_matching", "forward_induction_varied"
 
 
 class _MetricNames:
@@ -97,19 +97,25 @@ def _print_summary(scores, duplicate: str | None, top: int) -> None:
     if metric is not None:
         heads = ", ".join(f"L{layer}H{h} {v:.3f}" for layer, h, v in scores.top_heads(metric, top))
         print(f"  top {metric}: {heads}{_chance(scores, metric)}")
+    for layer, head, ps, varied in scores.fixed_offset_suspects():
+        chance = _chance(scores, VARIED, ", chance {:.3g}")
+        print(f"  note: L{layer}H{head} passes prefix_matching ({ps:.3f}) but not {VARIED} "
+              f"({varied:.3f}{chance}): it may look a fixed offset back rather than match "
+              "content")  # fmt: skip
     for name, value in scores.model.items():
         print(f"  {name}: {value:.4g}{_chance(scores, name)}")
     for note in scores.settings.get("notes", []):
         print(f"  note: {note}")
 
 
-def _chance(scores, metric: str) -> str:
-    """`` (chance 0.002)``: what a model without induction scores, where the metric has a
-    chance level and the scan recorded the vocabulary and probe length."""
+def _chance(scores, metric: str, form: str = " (chance {:.3g})") -> str:
+    """`` (chance 0.002)`` (``form`` filled with the level): what a model without induction
+    scores, where the metric has a chance level and the scan recorded the vocabulary and probe
+    length; empty otherwise."""
     from ihprobe.probes.engine import METRIC_TABLE  # torch is loaded by now
 
     spec, settings = METRIC_TABLE.get(metric), scores.settings
     length = settings.get("snippet_length" if spec and spec.family == "snippets" else "n")
     if spec is None or spec.chance is None or "d_vocab" not in settings or length is None:
         return ""
-    return f" (chance {spec.chance(settings['d_vocab'], length):.3g})"
+    return form.format(spec.chance(settings["d_vocab"], length))

@@ -27,6 +27,9 @@ from jaxtyping import Float
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.provenance import COLUMNS, CarriesProvenance, Provenance, with_provenance
+from ihprobe.probes.engine import METRIC_TABLE
+
+VARIED = "forward_induction_varied"  # the content match a fixed-offset head cannot pass
 
 
 @dataclass
@@ -168,3 +171,24 @@ class HeadScores(CarriesProvenance):
         flat = values.flatten().nan_to_num(nan=-float("inf"))
         order = flat.argsort(descending=True, stable=True)[:k]
         return [(int(i) // n_heads, int(i) % n_heads, float(values.flatten()[i])) for i in order]
+
+    def fixed_offset_suspects(self) -> list[tuple[int, int, float, float]]:
+        """Heads that pass prefix matching (at or above the level that counts as formed) but
+        score below twice chance on forward induction over snippets of varied length, as
+        ``(layer, head, PS, varied)``: the mark of a head that looks a fixed offset back
+        instead of matching content (docs/science.md, section 2). Empty without both scores.
+
+        Example:
+            >>> both = {"prefix_matching": torch.tensor([[0.875, 0.5]]),
+            ...         "forward_induction_varied": torch.tensor([[0.75, 0.03125]])}
+            >>> HeadScores(head=both, model={}, provenance=Provenance("m")).fixed_offset_suspects()
+            [(0, 1, 0.5, 0.03125)]
+        """
+        if "prefix_matching" not in self.head or VARIED not in self.head:
+            return []
+        formed = METRIC_TABLE["prefix_matching"].threshold
+        low = 2 * METRIC_TABLE[VARIED].chance(0, 0)  # varied lengths: no vocabulary or n
+        ps, varied = self.head["prefix_matching"], self.head[VARIED]
+        suspects = ((ps >= formed) & (varied < low)).nonzero().tolist()
+        return [(layer, head, float(ps[layer, head]), float(varied[layer, head]))
+                for layer, head in suspects]  # fmt: skip
