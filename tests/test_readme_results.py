@@ -90,7 +90,10 @@ CENTRAL = "natural-only models have a central, load-bearing"
 ROW_VERDICTS = {
     "emergence earlier with larger B": [("", LAW, r"\bb \*\*([^*]+)\*\*")],
     "emergence earlier with larger C": [("", LAW, r"\); c \*\*([^*]+)\*\*")],
-    "the slope at larger B": [("", LAW, bold(r"b from B = 32 to 64:"))],
+    "the slope at larger B": [
+        ("32 -> 64", LAW, bold(r"b from B = 32 to 64:")),
+        ("64 -> 128", LAW, bold(r"b from B = 64 to 128:")),
+    ],
     "with the repetition in a row fixed": [("", LAW, bold(r"Tobit interval inside"))],
     "the emergence point does not depend on model size": [
         ("depth", LAW, bold(r"\(3 layers\):")),
