@@ -22,6 +22,7 @@ import numbers
 import os
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from ihprobe.core.errors import IhprobeError
@@ -262,8 +263,11 @@ def finite_result(what: str, **values) -> None:
     ihprobe.core.errors.IhprobeError: patch: corrupted is NaN or inf: the model's activations are not finite (broken weights or inputs), so no result is reported.
     """  # noqa: E501
     for name, value in values.items():
-        tensor = torch.as_tensor(value, dtype=torch.float64)
-        if not bool(torch.isfinite(tensor).all()):
+        if isinstance(value, torch.Tensor):
+            finite = bool(torch.isfinite(value).all())
+        else:  # floats and arrays (a read-only array is read, never copied into a tensor)
+            finite = bool(np.isfinite(np.asarray(value, dtype=np.float64)).all())
+        if not finite:
             raise IhprobeError(
                 f"{what}: {name} is NaN or inf: the model's activations are not finite (broken "
                 "weights or inputs), so no result is reported."
