@@ -90,6 +90,10 @@ CENTRAL = "natural-only models have a central, load-bearing"
 ROW_VERDICTS = {
     "emergence earlier with larger B": [("", LAW, r"\bb \*\*([^*]+)\*\*")],
     "emergence earlier with larger C": [("", LAW, r"\); c \*\*([^*]+)\*\*")],
+    "b at a lower learning rate": [
+        ("lr 3e-3", LAW, bold(r"- lr 3e-3 \(the grid\):")),
+        ("lr 1e-3", LAW, bold(r"- lr 1e-3:")),
+    ],
     "the slope at larger B": [
         ("32 -> 64", LAW, bold(r"b from B = 32 to 64:")),
         ("64 -> 128", LAW, bold(r"b from B = 64 to 128:")),
