@@ -156,26 +156,13 @@ def test_the_iid_control_is_judged_by_each_runs_highest_prefix_matching(peaks, v
 def test_the_check_at_each_peak_reads_a_fixed_offset_head_only_when_every_run_shows_one(
     varied, ar, reads
 ):
-    frame = control_frame((0.3, 0.2, 0.25, 0.15, 0.27))
-    checked = frame.cell == control.CELL
-    frame.loc[checked, ["peak_ps_min", "peak_ar", "peak_ps_by_length", "peak_fiv"]] = [
-        varied,
-        ar,
-        "0.1",
-        varied,
-    ]
+    check = {"peak_ps_min": varied, "peak_ar": ar, "peak_ps_by_length": "0.1", "peak_fiv": varied}
+    frame = control_frame((0.3, 0.2, 0.25, 0.15, 0.27), check)
     lines = control.control_lines(frame)
     assert "**disagrees**" in lines[0] and reads in lines[1]
-    quiet = control_frame((0.02, 0.03, 0.025, 0.02, 0.03))
-    checked = quiet.cell == control.CELL
-    quiet.loc[checked, ["peak_ps_min", "peak_ar", "peak_ps_by_length", "peak_fiv"]] = [
-        varied,
-        ar,
-        "0.1",
-        varied,
-    ]
+    quiet = control_frame((0.02, 0.03, 0.025, 0.02, 0.03), check)
     assert "nothing to explain" in control.control_lines(quiet)[1]
-    base = checked & (frame.seed == 3)
+    base = (frame.cell == control.CELL) & (frame.seed == 3)
     frame.loc[base, ["base_ps_min", "base_ar", "base_fiv"]] = [0.46, 0.13, 0.5]
     positive = control.control_lines(frame)[2]
     assert "positive control; seeds 3, whose" in positive and "0.460" in positive
@@ -189,14 +176,17 @@ def test_the_loss_check_reads_the_last_losses_and_the_marginals_entropy(tmp_path
     assert checked["marginal_entropy"] == pytest.approx(np.log(64), rel=1e-6)  # uniform: ln V
 
 
-def control_frame(peaks) -> pd.DataFrame:
-    """The law frame with the control's first ``len(peaks)`` seeds done at those peaks."""
+def control_frame(peaks, check: dict | None = None) -> pd.DataFrame:
+    """The law frame with the control's first ``len(peaks)`` seeds done at those peaks, each
+    with the peak check's columns ``check``."""
     frame = law_frame(0.37, 0.62)
     frame["peak_ps_min"], frame["peak_ar"], frame["peak_ps_by_length"] = np.nan, np.nan, None
     frame["base_ps_min"], frame["base_ar"], frame["base_fiv"] = np.nan, np.nan, np.nan
     rows = frame.index[(frame.cell == control.CELL) & (frame.seed < len(peaks))]
     frame.loc[rows, ["status", "transition", "steps"]] = ["done", False, 8200]
     frame.loc[rows, "max_ps"] = peaks
+    for column, value in (check or {}).items():
+        frame.loc[frame.cell == control.CELL, column] = value
     return frame
 
 
