@@ -1,6 +1,6 @@
 """[A]'s "no induction heads on i.i.d. tokens", asked of the law grid's ``iid-B16-C64`` cell.
 
-The declared rule (``papers_law_report.CLAIMS["iid"]``, fixed before any run): each run's
+The declared rule (:data:`CLAIM`, fixed before any run): each run's
 highest max prefix matching over its checkpoints (n = 16, 50 rows, as the grid probes), a
 t-interval over 5 seeds, "agrees" when it lies wholly below 0.1 and "disagrees" when wholly
 above. A head that attends a fixed offset back scores on repeats of one length only, while an
@@ -67,11 +67,13 @@ def loss_check(run: Path, options: dict) -> dict:
 
 def _check_at(source: str) -> dict:
     """PS at each repeat length and its least value, forward induction on snippets of varied
-    length (the metric a fixed-offset head cannot pass), AR accuracy at ``N``."""
-    by_length = [ihprobe.scan(source, ["prefix_matching"], n=N + s, batch=ROWS)
+    length (the metric a fixed-offset head cannot pass), AR accuracy at ``N``; the checkpoint
+    is loaded once for every scan."""
+    model = ihprobe.load(source)
+    by_length = [ihprobe.scan(model, ["prefix_matching"], n=N + s, batch=ROWS)
                  .head["prefix_matching"].max().item() for s in SHIFTS]  # fmt: skip
-    varied = ihprobe.scan(source, ["forward_induction_varied"], batch=ROWS)
-    ar = ihprobe.scan(source, ["ar_accuracy"], n=N, batch=ROWS).model["ar_accuracy"]
+    varied = ihprobe.scan(model, ["forward_induction_varied"], batch=ROWS)
+    ar = ihprobe.scan(model, ["ar_accuracy"], n=N, batch=ROWS).model["ar_accuracy"]
     return {
         "ps_by_length": by_length,
         "ps_min": min(by_length),

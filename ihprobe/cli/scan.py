@@ -109,13 +109,6 @@ def _print_summary(scores, duplicate: str | None, top: int) -> None:
 
 
 def _chance(scores, metric: str, form: str = " (chance {:.3g})") -> str:
-    """`` (chance 0.002)`` (``form`` filled with the level): what a model without induction
-    scores, where the metric has a chance level and the scan recorded the vocabulary and probe
-    length; empty otherwise."""
-    from ihprobe.probes.engine import METRIC_TABLE  # torch is loaded by now
-
-    spec, settings = METRIC_TABLE.get(metric), scores.settings
-    length = settings.get("snippet_length" if spec and spec.family == "snippets" else "n")
-    if spec is None or spec.chance is None or "d_vocab" not in settings or length is None:
-        return ""
-    return form.format(spec.chance(settings["d_vocab"], length))
+    """``form`` filled with the metric's chance level in this scan; empty without one."""
+    level = scores.chance(metric)
+    return "" if level is None else form.format(level)

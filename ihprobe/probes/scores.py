@@ -172,6 +172,23 @@ class HeadScores(CarriesProvenance):
         order = flat.argsort(descending=True, stable=True)[:k]
         return [(int(i) // n_heads, int(i) % n_heads, float(values.flatten()[i])) for i in order]
 
+    def chance(self, metric: str) -> float | None:
+        """What a model without induction scores on ``metric`` in this scan: the metric table's
+        chance level at the model's vocabulary and the probe's length (the snippet length for
+        snippet scores); None where the metric has none or the scan did not record them.
+
+        Example:
+            >>> plain = HeadScores(head={}, model={}, provenance=Provenance("m"),
+            ...                    settings={"d_vocab": 64, "n": 32})
+            >>> round(plain.chance("ar_accuracy"), 4), plain.chance("prefix_matching_sd")
+            (0.0156, None)
+        """
+        spec, found = METRIC_TABLE.get(metric), self.settings
+        length = found.get("snippet_length" if spec and spec.family == "snippets" else "n")
+        if spec is None or spec.chance is None or "d_vocab" not in found or length is None:
+            return None
+        return spec.chance(found["d_vocab"], length)
+
     def fixed_offset_suspects(self) -> list[tuple[int, int, float, float]]:
         """Heads that pass prefix matching (at or above the level that counts as formed) but
         score below twice chance on forward induction over snippets of varied length, as
