@@ -92,6 +92,18 @@ def saved_results(csv: Path, key: tuple[str, ...] = ("cell", "seed")) -> dict[tu
     return {tuple(row[k] for k in key): row for row in frame.to_dict("records")}
 
 
+def results_pair(md: Path, csv: Path, out: str, default_out: Path) -> tuple[Path, Path]:
+    """The committed results files for the default run folder; for another ``--out`` (a smoke
+    run) the same names inside that folder, so a smoke run never overwrites the committed ones.
+
+    >>> results_pair(Path("R.md"), Path("R.csv"), "/tmp/smoke", "runs/x")
+    (PosixPath('/tmp/smoke/R.md'), PosixPath('/tmp/smoke/R.csv'))
+    """
+    if Path(out).resolve() == Path(default_out).resolve():
+        return md, csv
+    return Path(out) / md.name, Path(out) / csv.name
+
+
 @contextmanager
 def report_lock(csv: Path):
     """Hold an exclusive lock beside a results CSV while it is read and rewritten, so two

@@ -90,6 +90,7 @@ from validate_papers_common import (
     markdown,
     read_result,
     report_header,
+    results_pair,
     saved_results,
     status_row,
     train_or_reuse,
@@ -229,9 +230,15 @@ def suffix(args) -> str:
     return f"-{args.label}" if args.label else ""
 
 
+def default_out(args) -> Path:
+    """``runs/validate-papers/contrast[-LABEL]``."""
+    return ROOT / "runs" / "validate-papers" / f"contrast{suffix(args)}"
+
+
 def results_files(args) -> tuple[Path, Path]:
-    """``RESULTS_papers_contrast[-LABEL].md`` and ``.csv``."""
-    return (HERE / f"{OUT_MD.stem}{suffix(args)}.md", HERE / f"{OUT_CSV.stem}{suffix(args)}.csv")
+    """``RESULTS_papers_contrast[-LABEL].md`` and ``.csv`` of ``args.out`` (``results_pair``)."""
+    md, csv = HERE / f"{OUT_MD.stem}{suffix(args)}.md", HERE / f"{OUT_CSV.stem}{suffix(args)}.csv"
+    return results_pair(md, csv, args.out, default_out(args))
 
 
 def settings(args) -> str:
@@ -326,7 +333,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--text and --label go together: name the corpus you train on")
     for name, default in SHAPE.items():
         setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
-    args.out = args.out or str(ROOT / "runs" / "validate-papers" / f"contrast{suffix(args)}")
+    args.out = args.out or str(default_out(args))
     if args.from_csv and not args.report:
         parser.error("--from-csv only rebuilds the tables: pass it with --report")
     return args

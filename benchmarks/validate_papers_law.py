@@ -84,6 +84,7 @@ from validate_papers_common import (
     read_result,
     report_header,
     report_lock,
+    results_pair,
     saved_results,
     status_row,
     train_or_reuse,
@@ -230,6 +231,11 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     return result
 
 
+def results_files(out: str) -> tuple[Path, Path]:
+    """``RESULTS_papers_law.md`` and ``.csv`` of the run folder ``out`` (``results_pair``)."""
+    return results_pair(OUT_MD, OUT_CSV, out, DEFAULT_OUT)
+
+
 def saved_rows(out: str) -> dict[tuple, dict]:
     """The results CSV's done rows, which record the default run folder only (another --out
     starts from its own folders)."""
@@ -259,7 +265,7 @@ def collect(args) -> pd.DataFrame:
     """One row per cell and seed, status done / pending: a run folder's result, else the done
     row of ``RESULTS_papers_law.csv`` (``args.from_csv``: the CSV alone)."""
     from_csv = getattr(args, "from_csv", False)
-    saved = saved_results(OUT_CSV) if from_csv else saved_rows(args.out)
+    saved = saved_results(results_files(args.out)[1]) if from_csv else saved_rows(args.out)
     rows = []
     for name, cell in cells().items():
         factor = EXTEND if not from_csv and extended(args.out, name) else 1
@@ -296,13 +302,14 @@ TITLE = "[A]'s emergence law on semi-natural data, with seeds (issues 15 and 24)
 
 
 def report(args) -> None:
-    with report_lock(OUT_CSV):
+    out_md, out_csv = results_files(args.out)
+    with report_lock(out_csv):
         frame = collect(args)
-        frame.to_csv(OUT_CSV, index=False)
-        write_report(frame, args)
+        frame.to_csv(out_csv, index=False)
+        write_report(frame, args, out_md)
 
 
-def write_report(frame: pd.DataFrame, args) -> None:
+def write_report(frame: pd.DataFrame, args, out_md: Path) -> None:
     lines = [
         *report_header(TITLE, "validate_papers_law.py", "--cell CELL --seed SEED", frame),
         "Settings: GPT-NeoX, 4 heads, d_model 64 and 2 layers unless the cell says otherwise; "
@@ -315,8 +322,8 @@ def write_report(frame: pd.DataFrame, args) -> None:
         *regime_lines(CONTEXTS, LR), *report_lines(frame, EXTEND, SIZE_AT),
         *halves.section_lines(induction_rows(halves.read()), frame),
     ]  # fmt: skip
-    OUT_MD.write_text("\n".join(lines))
-    print(f"wrote {OUT_MD.name} and {OUT_CSV.name}")
+    out_md.write_text("\n".join(lines))
+    print(f"wrote {out_md} and {out_md.with_suffix('.csv').name}")
 
 
 def induction_rows(rows: pd.DataFrame) -> pd.DataFrame:

@@ -81,6 +81,13 @@ def test_the_recipe_refuses_other_shapes():
         contrast.options(["--recipe", "docs", "--layers", "4"])
     args = contrast.options(["--recipe", "docs"])
     assert args.label == "docs" and args.out.endswith("contrast-docs")
+    assert contrast.results_files(args)[1].parent == contrast.HERE  # the committed pair
+
+
+def test_a_smoke_run_elsewhere_writes_its_own_results_files(tmp_path):
+    args = contrast.options(["--recipe", "docs", "--out", str(tmp_path / "smoke")])
+    md, csv = contrast.results_files(args)
+    assert (md.parent, csv.name) == (tmp_path / "smoke", "RESULTS_papers_contrast-docs.csv")
 
 
 TINY = {"heads": 2, "d_model": 32, "context": 128, "batch_size": 2, "lr": 3e-3,
@@ -100,6 +107,7 @@ def tiny_pilot(tmp_path, monkeypatch):
     monkeypatch.setattr(natural, "RUNS", tmp_path / "natural")
     monkeypatch.setitem(natural.PILOTS, docs.PILOT, TINY)
     monkeypatch.setattr(contrast, "HERE", tmp_path)
+    monkeypatch.setattr(contrast, "default_out", lambda args: tmp_path / "contrast")
     return tmp_path
 
 

@@ -231,7 +231,8 @@ def test_the_law_scripts_halves_flag_refits_each_finished_folder_into_the_report
     monkeypatch.setattr(sys, "argv", ["validate_papers_law.py", "--halves", "--out", str(out)])
     law.main()
     assert set(computed) == done and len(h.read()) == 3
-    text = law.OUT_MD.read_text()
+    assert not law.OUT_MD.exists()  # another --out never overwrites the committed results
+    text = law.results_files(str(out))[0].read_text()
     assert "## Without training: interleaved halves" in text and "3 run(s) refitted" in text
     law.main()  # resumed: every folder has its row
     assert len(computed) == 3

@@ -226,8 +226,9 @@ def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are
 def test_the_law_tables_rebuild_from_the_csv_alone(tmp_path, monkeypatch):
     frame = law_frame(0.9, 0.1, seeds=(0, 1, 2))
     monkeypatch.setattr(law, "OUT_CSV", tmp_path / "law.csv")
+    monkeypatch.setattr(law, "DEFAULT_OUT", tmp_path / "absent")  # no run folder is read
     frame.to_csv(law.OUT_CSV, index=False)
-    again = law.collect(SimpleNamespace(out=str(tmp_path / "absent"), from_csv=True))
+    again = law.collect(SimpleNamespace(out=str(law.DEFAULT_OUT), from_csv=True))
     done = again[again.status == "done"].set_index(["cell", "seed"]).sort_index()
     expected = frame[frame.status == "done"].set_index(["cell", "seed"]).sort_index()
     assert np.allclose(done.updates, expected.updates) and len(again) == len(frame)
