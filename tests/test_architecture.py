@@ -141,10 +141,23 @@ def test_no_import_cycles():
             visit(m, [m])
 
 
+SCRIPTS_AND_TESTS = sorted(
+    str(p.relative_to(PACKAGE.parent))
+    for folder in ("benchmarks", "tests", "notebooks", "hooks")
+    for p in (PACKAGE.parent / folder).rglob("*.py")
+)
+
+
 @pytest.mark.parametrize("module", sorted(SOURCES))
 def test_modules_stay_short(module):
     lines = SOURCES[module].count("\n")
     assert lines <= MAX_LINES, f"{module} has {lines} lines (at most {MAX_LINES}): split it"
+
+
+def test_scripts_and_tests_stay_short_too():
+    long = {name: n for name in SCRIPTS_AND_TESTS
+            if (n := (PACKAGE.parent / name).read_text().count("\n")) > MAX_LINES}  # fmt: skip
+    assert len(SCRIPTS_AND_TESTS) > 50 and not long, f"split these (at most {MAX_LINES}): {long}"
 
 
 def long_functions(source: str) -> list[str]:

@@ -1,0 +1,73 @@
+"""[B]'s contrast (``validate_papers_contrast.py``): each claim's verdict flips with the arms'
+numbers, waits for five seeds, and says "inconclusive" where natural text formed no heads."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import contrast_claims  # noqa: E402
+import validate_papers_contrast as contrast  # noqa: E402
+
+
+def contrast_frame(natural_ps: float, backward_anti: float, seeds=contrast.SEEDS,
+                   natural_perplexity: float = 7.0) -> pd.DataFrame:  # fmt: skip
+    """Every arm done with a little spread; the natural arm's PS and perplexity and the
+    backward arm's anti-induction set by the test (every Bi-Induct arm's perplexity is 8)."""
+    rows = []
+    for arm in contrast.ARMS:
+        for seed in contrast.SEEDS:
+            jitter = 0.01 * seed
+            rows.append({
+                "arm": arm, "seed": seed, "status": "done" if seed in seeds else "pending",
+                "max_ps": (natural_ps if arm == "natural" else 0.5) + jitter,
+                "max_forward_induction": (0.9 if arm == "forward" else 0.1) + jitter,
+                "max_forward_induction_fixed": (0.9 if arm == "forward" else 0.1) + jitter,
+                "max_anti_induction": (backward_anti if arm == "backward" else 0.03) + jitter,
+                "global-layer-matched:load_bearing_index": (3.0 if arm == "natural" else 1.0)
+                + jitter,
+                "natural_perplexity": (natural_perplexity if arm == "natural" else 8.0) + jitter,
+            })  # fmt: skip
+            for column in (*contrast_claims.SHOWN.values(), "train_s"):  # the table's other columns
+                rows[-1].setdefault(column, 0.1 + jitter)
+    return pd.DataFrame(rows)
+
+
+def said(frame) -> dict[str, str]:
+    return {claim: verdict for claim, verdict, _ in contrast.verdicts(frame)}
+
+
+def test_contrast_verdicts_follow_whether_natural_text_formed_heads():
+    without, with_heads = said(contrast_frame(0.02, 0.03)), said(contrast_frame(0.6, 0.03))
+    natural = "natural-only models have a central, load-bearing induction circuit"
+    assert without[natural] == "inconclusive at this scale"
+    assert with_heads[natural] == "agrees"
+    redundant = [c for c in with_heads if "redundant" in c]
+    assert all(with_heads[c] == "agrees" for c in redundant)
+    assert all(without[c] == "inconclusive at this scale" for c in redundant)
+
+
+def test_contrast_anti_induction_verdict_flips_with_the_backward_arm():
+    claim = "anti-induction stays near zero when trained on backward snippets"
+    low, high = said(contrast_frame(0.6, 0.03)), said(contrast_frame(0.6, 0.7))
+    assert (low[claim], high[claim]) == ("agrees", "disagrees")
+
+
+def test_contrast_perplexity_verdicts_need_no_heads_and_flip_with_the_data():
+    claims = [f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"
+              for arm in ("forward", "backward", "balanced")]  # fmt: skip
+    for perplexity, expected in ((7.0, "agrees"), (9.0, "disagrees"),
+                                 (8.0, "inconclusive at this scale")):  # fmt: skip
+        found = said(contrast_frame(0.02, 0.03, natural_perplexity=perplexity))
+        assert [found[c] for c in claims] == [expected] * 3, perplexity
+
+
+def test_contrast_verdicts_wait_for_five_seeds():
+    found = said(contrast_frame(0.6, 0.03, seeds=(0, 1, 2)))
+    claim = "anti-induction stays near zero when trained on backward snippets"
+    assert found[claim] == "pending: 3 of 5 seeds"
+    table = contrast.arm_table(contrast_frame(0.6, 0.03, seeds=(0, 1, 2)))
+    assert table["max PS"].str.contains(r"\(t, 3 seeds\)").all()
