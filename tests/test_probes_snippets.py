@@ -4,10 +4,13 @@ model trained here on backward snippets, and the metric table, frame and docs.""
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
@@ -15,6 +18,8 @@ from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 import ihprobe
 from ihprobe.cli import main
 from ihprobe.core.standin import id_tokenizer
+from ihprobe.dynamics import changepoint
+from ihprobe.dynamics.changepoint import EmergencePoint
 from ihprobe.probes import attention, inputs
 from ihprobe.probes.engine import METRIC_TABLE, SCAN_METRICS
 from ihprobe.probes.snippets import BEHAVIOUR, COPIES, FIXED_SCORES
@@ -178,6 +183,39 @@ def test_scan_names_a_head_that_passes_prefix_matching_by_a_fixed_offset(tmp_pat
     assert ", chance 0.033): it may look a fixed offset back" in notes[0]
     assert main([*argv[:-1], str(tmp_path / "again"), "-n", "20"]) == 0  # not n - 1 back
     assert "note: " not in capsys.readouterr().out
+
+
+def test_emergence_says_when_the_heads_behind_a_rise_look_a_fixed_offset_back(
+    tmp_path, capsys, monkeypatch
+):
+    """The change point itself is faked (its estimator is tested in test_emergence*); what is
+    tested is the note on the heads of the checkpoint where the curve peaks: the positional
+    head at n - 1 of step 10, which the drifted step 20 (another offset) no longer has."""
+    run = tmp_path / "run"
+    positional_head_model(run / "checkpoints" / "step-000010", offset=15)
+    positional_head_model(run / "checkpoints" / "step-000020", offset=3)
+    peaked = pd.DataFrame({"step": [10, 20], "tokens": [640, 1280], "value": [0.9, 0.1]})
+    bracket = {"tokens": 600.0, "updates": 9.0, "step": 10, "tokens_low": 0.0, "tokens_high": 640.0}
+    point = EmergencePoint("prefix_matching", "max", True, **bracket, model="run", curve=peaked)
+    monkeypatch.setattr(changepoint, "run_emergence", lambda run_dir, **kw: point)
+    argv = ["emergence", str(run), "-n", "16", "--batch", "20"]
+    assert main(argv) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "note: " in line]
+    assert len(notes) == 1
+    assert notes[0].startswith("  note: at the peak (step 10) L0H0 passes prefix_matching")
+    assert main([*argv, "--json"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)
+    assert record["notes"] == [notes[0].removeprefix("  note: ")]
+    assert main([*argv[:2], "-n", "20", "--batch", "20", "--json"]) == 0  # not n - 1 back
+    assert json.loads(capsys.readouterr().out)[0]["notes"] == []
+    late = replace(point, curve=peaked.assign(value=[0.1, 0.9]))  # peak at step 20: offset 3
+    monkeypatch.setattr(changepoint, "run_emergence", lambda run_dir, **kw: late)
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["notes"] == []
+    flat = replace(point, transition=False, reason="flat")
+    monkeypatch.setattr(changepoint, "run_emergence", lambda run_dir, **kw: flat)
+    assert main([*argv, "--json"]) == 0  # nothing rose: nothing to explain
+    assert json.loads(capsys.readouterr().out)[0]["notes"] == []
 
 
 def first_earlier(tokens: torch.Tensor, shift: int) -> torch.Tensor:

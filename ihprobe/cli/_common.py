@@ -294,3 +294,20 @@ def read_text_option(path: str | None) -> str | None:
         raise IhprobeError(f"--text {path} is not UTF-8 text; pass a plain text file.") from None
     except OSError as err:
         raise IhprobeError(f"cannot read --text {path}: {err.strerror}.") from err
+
+
+def chance_text(scores, metric: str, form: str = " (chance {:.3g})") -> str:
+    """``form`` filled with the metric's chance level in this scan; empty without one."""
+    level = scores.chance(metric)
+    return "" if level is None else form.format(level)
+
+
+def fixed_offset_notes(scores) -> list[str]:
+    """One note per head that passes prefix matching but not forward induction on snippets of
+    varied length (``HeadScores.fixed_offset_suspects``), for ``scan`` and ``emergence``."""
+    return [
+        f"L{layer}H{head} passes prefix_matching ({ps:.3f}) but not forward_induction_varied "
+        f"({varied:.3f}{chance_text(scores, 'forward_induction_varied', ', chance {:.3g}')}): "
+        "it may look a fixed offset back rather than match content"
+        for layer, head, ps, varied in scores.fixed_offset_suspects()
+    ]

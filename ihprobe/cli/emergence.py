@@ -85,7 +85,8 @@ def run(args) -> int:
         point = run_emergence(run_dir, progress=flags.progress(args), **kwargs)
         shape = (point.batch_size, point.context)
         law = predict_emergence(*shape) if all(shape) else None
-        record = point.to_dict()
+        notes = _mechanism_notes(run_dir, point, kwargs)
+        record = {**point.to_dict(), "notes": notes}
         if law is not None:
             record["predicted_updates"] = law.updates
         results.append(record)
@@ -95,7 +96,7 @@ def run(args) -> int:
             line = describe(point, kwargs)
             if law is not None:
                 line += f"; the law predicts ~{law.updates:,.0f} updates"
-            print(line)
+            print("\n".join([line, *(f"  note: {note}" for note in notes)]))
     if args.json:
         print(json.dumps(results, indent=2))
     if args.html:
@@ -105,6 +106,24 @@ def run(args) -> int:
         if not args.json:
             print(f"figures: {path}")
     return 0
+
+
+def _mechanism_notes(run_dir, point, kwargs: dict) -> list[str]:
+    """For a prefix-matching rise: the heads of the checkpoint where the curve peaks that pass
+    prefix matching but not forward induction on snippets of varied length
+    (``flags.fixed_offset_notes``)."""
+    import pandas as pd
+
+    from ihprobe.dynamics.mechanism import mechanism_scores
+
+    if not point.transition or point.metric != "prefix_matching" or point.curve.empty:
+        return []
+    peak = point.curve.loc[point.curve["value"].idxmax()]
+    step = None if pd.isna(peak["step"]) else int(peak["step"])  # unknown steps: the last
+    scan = {k: v for k, v in kwargs.items() if k not in ("metric", "reduce", "threshold", "cache")}
+    scores = mechanism_scores(run_dir, step, **scan)
+    where = f"at the peak (step {step:,})" if step is not None else "at the last checkpoint"
+    return [f"{where} {note}" for note in flags.fixed_offset_notes(scores)]
 
 
 def _section(run_dir, point, law, kwargs: dict, bars: bool | None):

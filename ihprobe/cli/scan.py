@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ihprobe.cli import _common as flags
 
-SUMMARY_METRIC, VARIED = "prefix_matching", "forward_induction_varied"
+SUMMARY_METRIC = "prefix_matching"
 
 
 class _MetricNames:
@@ -96,19 +96,10 @@ def _print_summary(scores, duplicate: str | None, top: int) -> None:
     metric = SUMMARY_METRIC if SUMMARY_METRIC in scores.head else next(iter(scores.head), None)
     if metric is not None:
         heads = ", ".join(f"L{layer}H{h} {v:.3f}" for layer, h, v in scores.top_heads(metric, top))
-        print(f"  top {metric}: {heads}{_chance(scores, metric)}")
-    for layer, head, ps, varied in scores.fixed_offset_suspects():
-        chance = _chance(scores, VARIED, ", chance {:.3g}")
-        print(f"  note: L{layer}H{head} passes prefix_matching ({ps:.3f}) but not {VARIED} "
-              f"({varied:.3f}{chance}): it may look a fixed offset back rather than match "
-              "content")  # fmt: skip
+        print(f"  top {metric}: {heads}{flags.chance_text(scores, metric)}")
+    for note in flags.fixed_offset_notes(scores):
+        print(f"  note: {note}")
     for name, value in scores.model.items():
-        print(f"  {name}: {value:.4g}{_chance(scores, name)}")
+        print(f"  {name}: {value:.4g}{flags.chance_text(scores, name)}")
     for note in scores.settings.get("notes", []):
         print(f"  note: {note}")
-
-
-def _chance(scores, metric: str, form: str = " (chance {:.3g})") -> str:
-    """``form`` filled with the metric's chance level in this scan; empty without one."""
-    level = scores.chance(metric)
-    return "" if level is None else form.format(level)

@@ -241,6 +241,8 @@ def matrix(name: str, value, shape: tuple[int, ...] | None = None) -> torch.Tens
     >>> matrix("scores", [[0.1, 0.2]], (1, 2))
     tensor([[0.1000, 0.2000]])
     """
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        value = value.copy()  # torch warns on read-only arrays (a pandas column's, say)
     try:
         tensor = torch.as_tensor(value, dtype=torch.float32)
     except (TypeError, ValueError, RuntimeError) as err:
