@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from papers_law_report import CLAIMS, slope
+from scipy import stats
 from verdicts import Estimate, censored_ratio, judge
 
 PAIR = ("d128-lr3e-3", "d128-B16")  # B = 4 and B = 16, otherwise the same recipe
@@ -50,6 +51,45 @@ def natural_b(rows: pd.DataFrame, pair: tuple[str, str] = PAIR) -> Estimate | No
     return slope(censored_ratio(runs, large, small), 4)
 
 
+def seeds_needed(sd: float, ratio: float, half_width: float, most: int = 1000) -> int | None:
+    """Seeds per cell for a t-interval of b between two cells whose B differ ``ratio``-fold to
+    have at most ``half_width`` on each side, when one seed's log10 U has SD ``sd``: the least
+    n with t(0.975, 2n - 2) sd sqrt(2 / n) / log10(ratio) <= half_width (None beyond ``most``).
+
+    >>> seeds_needed(0.3, 4, 0.15), seeds_needed(0.3, 16, 0.15), seeds_needed(0.05, 4, 0.15)
+    (87, 23, 4)
+    """
+    for n in range(2, most + 1):
+        if stats.t.ppf(0.975, 2 * n - 2) * sd * np.sqrt(2 / n) / np.log10(ratio) <= half_width:
+            return n
+    return None
+
+
+def spread_lines(runs: pd.DataFrame) -> list[str]:
+    """The seeds a natural-text (B, C) grid would need: the pooled within-cell SD of log10 U
+    over the seeds with a change point (a censored seed would only widen it), and the seeds
+    per cell for b's interval to fit inside the margin (needed to agree) or to clear it at
+    b = 1 (needed to disagree with a b near the law grid's)."""
+    placed = runs[~runs.censored].assign(log_u=lambda r: np.log10(r.updates))
+    groups = [g.log_u.to_numpy() for _, g in placed.groupby("cell") if len(g) > 1]
+    dof = sum(len(g) - 1 for g in groups)
+    if dof < 2:
+        return []
+    sd = float(np.sqrt(sum(((g - g.mean()) ** 2).sum() for g in groups) / dof))
+    margin, clear = (B_OF_A.high - B_OF_A.low) / 2, 1 - B_OF_A.high
+    need = {
+        f"{ratio}x apart": [seeds_needed(sd, ratio, h) for h in (margin, clear)]
+        for ratio in (4, 16)
+    }
+    said = "; ".join(f"B {k}: {a or '> 1000'} to agree, {d or '> 1000'} to disagree at b = 1"
+                     for k, (a, d) in need.items())  # fmt: skip
+    return [
+        f"- Spread: one seed's log10 U has SD {sd:.2f} within a cell (pooled over {dof} df, the "
+        f"seeds with a change point: {10**sd:.1f}x). Seeds per cell for b's t-interval to be at "
+        f"most +-{margin:g} (inside the margin) or +-{clear:.2f} (clear of it at b = 1): {said}."
+    ]
+
+
 def natural_b_lines(rows: pd.DataFrame, pair: tuple[str, str] = PAIR) -> list[str]:
     """The results file's section: per-seed emergence updates, b, its verdict."""
     runs = emergence_runs(rows, pair)
@@ -69,4 +109,4 @@ def natural_b_lines(rows: pd.DataFrame, pair: tuple[str, str] = PAIR) -> list[st
     if b is None:
         return [*head, "- b: pending (a cell has no finished seed with a change point)."]
     verdict, why = judge(b, B_OF_A)
-    return [*head, f"- b = {b.text('.2f')}: **{verdict}** ({why})."]
+    return [*head, f"- b = {b.text('.2f')}: **{verdict}** ({why}).", *spread_lines(runs)]

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import papers_law_control as control  # noqa: E402
@@ -316,13 +317,16 @@ def test_the_natural_pilots_outcome_counts_formed_seeds_and_keeps_rows_whose_fol
     )
 
 
-def _natural_pilots(b: float, seeds: int, censor_last: bool = False) -> pd.DataFrame:
+def _natural_pilots(
+    b: float, seeds: int, censor_last: bool = False, noise: float = 0.02
+) -> pd.DataFrame:
     """Both pilots of the natural b with ``seeds`` each: B = 16 emerges 4^-b as many updates as
-    B = 4 (seed noise 0.02 decades); ``censor_last``: B = 4's last seed without a change point."""
+    B = 4 (seed s off by ``noise`` (s - 2) decades); ``censor_last``: B = 4's last seed without
+    a change point."""
     rows = []
     for pilot, B in zip(natural_law.PAIR, (4, 16), strict=True):
         for seed in range(seeds):
-            updates = 20_000 * (B / 4) ** -b * 10 ** (0.02 * (seed - 2))
+            updates = 20_000 * (B / 4) ** -b * 10 ** (noise * (seed - 2))
             onset = updates * B * 256 / 1e6
             if censor_last and B == 4 and seed == seeds - 1:
                 onset = None  # no change point by its last probe, 1.5x its true point
@@ -332,15 +336,39 @@ def _natural_pilots(b: float, seeds: int, censor_last: bool = False) -> pd.DataF
     return pd.DataFrame(rows)
 
 
+def b_line(rows: pd.DataFrame) -> str:
+    return next(line for line in natural_law.natural_b_lines(rows) if line.startswith("- b"))
+
+
 def test_the_natural_b_flips_with_the_data_and_keeps_censored_seeds():
-    said = {b: natural_law.natural_b_lines(_natural_pilots(b, 5))[-1] for b in (0.37, 1.0)}
+    said = {b: b_line(_natural_pilots(b, 5)) for b in (0.37, 1.0)}
     assert "**agrees**" in said[0.37] and "**disagrees**" in said[1.0]
     assert natural_law.natural_b(_natural_pilots(0.37, 5)).value == pytest.approx(0.37, abs=1e-6)
     censored = natural_law.natural_b(_natural_pilots(0.37, 5, censor_last=True))
     assert "1 censored" in censored.method  # kept as "at least", not dropped
-    assert "**pending: 3 of 5 seeds**" in natural_law.natural_b_lines(_natural_pilots(0.37, 3))[-1]
+    assert "**pending: 3 of 5 seeds**" in b_line(_natural_pilots(0.37, 3))
     one_cell = _natural_pilots(0.37, 5).query("B == 4")
-    assert natural_law.natural_b_lines(one_cell)[-1].startswith("- b: pending")
+    assert b_line(one_cell).startswith("- b: pending")
+
+
+@pytest.mark.parametrize("noise", [0.02, 0.2])
+def test_the_natural_spread_says_how_many_seeds_a_grid_would_need(noise):
+    runs = natural_law.emergence_runs(_natural_pilots(0.37, 5, noise=noise))
+    (line,) = natural_law.spread_lines(runs)
+    sd = noise * np.std(np.arange(5) - 2, ddof=1)  # the same in both cells
+
+    def half_width(n):  # b's t-interval half-width with n seeds per cell, B 4x apart
+        return stats.t.ppf(0.975, 2 * n - 2) * sd * np.sqrt(2 / n) / np.log10(4)
+
+    need = natural_law.seeds_needed(sd, 4, 0.15)
+    assert half_width(need) <= 0.15 < half_width(need - 1)  # the least such n
+    assert f"SD {sd:.2f} within a cell (pooled over 8 df" in line
+    assert f"B 4x apart: {need} to agree" in line
+
+
+def test_the_spread_waits_for_two_seeds_in_a_cell():
+    censored = natural_law.emergence_runs(_natural_pilots(0.37, 1))
+    assert natural_law.spread_lines(censored) == []  # one seed per cell: no within-cell SD
 
 
 @pytest.mark.slow  # trains a tiny i.i.d. run: about 10 s
