@@ -203,13 +203,18 @@ def slope_of(frame: pd.DataFrame, small: str, large: str, factor: float) -> Esti
     return slope(ratio_of(frame, large, small), factor)
 
 
-def slope_line(frame: pd.DataFrame, label: str, small: str, large: str, factor: float) -> str:
+def slope_line(
+    frame: pd.DataFrame, label: str, small: str, large: str, factor: float, exponent: str = "b"
+) -> str:
+    """The exponent (``b``, or ``c`` for two cells whose C differ ``factor``-fold) between two
+    cells, judged against [A]'s."""
     if done_of(frame, [small]).empty or done_of(frame, [large]).empty:
         todo = [c for c in (small, large) if done_of(frame, [c]).empty]
         return f"- {label}: pending (`{COMMAND.format(' --cell '.join(todo))}`)."
-    b = slope_of(frame, small, large, factor)
-    verdict, _ = judge(b, CLAIMS["b"])
-    return f"- {label}: b = {b.text('.2f')}; against [A]'s {CLAIMS['b'].says}: **{verdict}**."
+    value, claim = slope_of(frame, small, large, factor), CLAIMS[exponent]
+    verdict, _ = judge(value, claim)
+    shown = f"{exponent} = {value.text('.2f')}"
+    return f"- {label}: {shown}; against [A]'s {claim.says}: **{verdict}**."
 
 
 def experiment_lines(frame: pd.DataFrame) -> list[str]:
@@ -227,9 +232,15 @@ def experiment_lines(frame: pd.DataFrame) -> list[str]:
         "Warm-up fixed in tokens (1M tokens in every cell, as [A] fixes 10M) at the four corners, "
         "against the same corners with a 1% warm-up:",
         *fit_lines(frame, "corners, 1% warm-up", [f"sn-{c}" for c in corners]),
-        *fit_lines(frame, "corners, warm-up in tokens", [f"wu-{c}" for c in corners]), "",
-        "Repetition that grows with C as in natural text (B = 8; c with b fixed at 0):",
+        *fit_lines(frame, "corners, warm-up in tokens", [f"wu-{c}" for c in corners]),
+        *(slope_line(frame, f"b at C = {C}, {how}", f"{tag}-B8-C{C}", f"{tag}-B32-C{C}", 4)
+          for C in (32, 128) for tag, how in (("sn", "1% warm-up"), ("wu", "warm-up in tokens"))),
+        "", "Repetition that grows with C as in natural text (B = 8; c with b fixed at 0):",
         *fit_lines(frame, "natural-repetition", natural, fixed={"b": 0.0}),
+        *(slope_line(frame, f"c from C = {C} to {2 * C}, {how}", f"{tag}-B8-C{C}",
+                     f"{tag}-B8-C{2 * C}", 2, exponent="c")
+          for C in (32, 64) for tag, how in (("sn", "repetition 0.9"),
+                                              ("nr", "natural repetition"))),
     ]  # fmt: skip
 
 

@@ -96,6 +96,19 @@ def test_law_fit_verdicts_follow_the_exponents_the_data_hold():
     )
 
 
+def test_two_cell_exponents_flip_with_the_data_and_wait_for_their_cells():
+    def said(frame, start):
+        return next(line for line in report.experiment_lines(frame) if line.startswith(start))
+
+    c_line, b_line = "- c from C = 32 to 64, repetition 0.9", "- b at C = 32, 1% warm-up"
+    assert said(law_frame(0.37, 0.62), c_line).endswith("0.62 +- 0.15: **agrees**.")
+    assert said(law_frame(0.37, 0.1), c_line).endswith("0.62 +- 0.15: **disagrees**.")
+    assert said(law_frame(0.9, 0.62), b_line).endswith("0.37 +- 0.15: **disagrees**.")
+    assert "c = 0.62 [" in said(law_frame(0.37, 0.62), c_line)  # c, not b, from C 2x apart
+    pending = said(law_frame(0.37, 0.62), "- c from C = 32 to 64, natural repetition")
+    assert "pending (`" in pending and "--cell nr-B8-C32 --cell nr-B8-C64" in pending
+
+
 def test_a_censored_run_is_modelled_and_moves_the_verdict_to_the_tobit_fit():
     frame = law_frame(0.37, 0.62)
     plain = fit_text(frame)
