@@ -109,4 +109,5 @@ def natural_b_lines(rows: pd.DataFrame, pair: tuple[str, str] = PAIR) -> list[st
     if b is None:
         return [*head, "- b: pending (a cell has no finished seed with a change point)."]
     verdict, why = judge(b, B_OF_A)
-    return [*head, f"- b = {b.text('.2f')}: **{verdict}** ({why}).", *spread_lines(runs)]
+    why = "" if verdict.startswith("pending") else f" ({why})"  # pending: the estimate is shown
+    return [*head, f"- b = {b.text('.2f')}: **{verdict}**{why}.", *spread_lines(runs)]
