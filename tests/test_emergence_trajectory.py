@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 import ihprobe
-from tests.helpers import run_checkpoint
+from ihprobe.cli import main
+from ihprobe.core.standin import id_tokenizer
+from tests.helpers import run_checkpoint, save_checkpoint, tiny_hf_model
 
 SCAN = {"n": 8, "batch": 4, "seed": 3}
 METRICS = ["prefix_matching", "ar_accuracy"]
@@ -70,3 +72,19 @@ def test_cache_location_from_environment(run, tmp_path, monkeypatch, counted):
     shutil.copytree(run / "checkpoints" / "step-000010", run / "checkpoints" / "step-000020")
     ihprobe.trajectory(run, ["prefix_matching"], cache=False, **SCAN)
     assert sorted(counted) == [0, 10, 40]  # without a cache a duplicate is still scanned once
+
+
+def test_a_folder_of_hf_trainer_checkpoints_is_one_run(tmp_path, capsys):
+    """``checkpoint-N`` folders without ihprobe's metadata (as HF Trainer saves them) are one
+    series named by their folder, so ``ihprobe emergence`` fits them instead of refusing a
+    table that "mixes runs"."""
+    folder = tmp_path / "hf-run"
+    for step in range(0, 800, 100):
+        hf = tiny_hf_model("gpt-neox", vocab_size=64, d_model=32, context=64, seed=step)
+        save_checkpoint(hf, folder / f"checkpoint-{step}", id_tokenizer(64))
+    table = ihprobe.trajectory(folder, ["prefix_matching"], batch=4, cache=False, progress=False)
+    assert set(table.model) == {str(folder)} and table.step.tolist()[::8] == list(
+        range(0, 800, 100)
+    )
+    assert main(["emergence", str(folder), "--batch", "4", "--no-cache", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["model"] == str(folder)

@@ -203,9 +203,10 @@ def test_emergence_says_when_the_heads_behind_a_rise_look_a_fixed_offset_back(
     notes = [line for line in capsys.readouterr().out.splitlines() if "note: " in line]
     assert len(notes) == 1
     assert notes[0].startswith("  note: at the peak (step 10) L0H0 passes prefix_matching")
-    assert main([*argv, "--json"]) == 0
+    assert main([*argv, "--json", "--html", str(tmp_path / "em.html")]) == 0
     (record,) = json.loads(capsys.readouterr().out)
     assert record["notes"] == [notes[0].removeprefix("  note: ")]
+    assert notes[0].strip() in (tmp_path / "em.html").read_text()  # the page says it too
     assert main([*argv[:2], "-n", "20", "--batch", "20", "--json"]) == 0  # not n - 1 back
     assert json.loads(capsys.readouterr().out)[0]["notes"] == []
     late = replace(point, curve=peaked.assign(value=[0.1, 0.9]))  # peak at step 20: offset 3

@@ -91,7 +91,7 @@ def run(args) -> int:
             record["predicted_updates"] = law.updates
         results.append(record)
         if args.html:
-            sections.append(_section(run_dir, point, law, kwargs, flags.progress(args)))
+            sections.append(_section(run_dir, point, law, notes, kwargs, flags.progress(args)))
         if not args.json:
             line = describe(point, kwargs)
             if law is not None:
@@ -126,7 +126,7 @@ def _mechanism_notes(run_dir, point, kwargs: dict) -> list[str]:
     return [f"{where} {note}" for note in flags.fixed_offset_notes(scores)]
 
 
-def _section(run_dir, point, law, kwargs: dict, bars: bool | None):
+def _section(run_dir, point, law, notes: list[str], kwargs: dict, bars: bool | None):
     """The run's trajectory figure (the point's metric, and AR accuracy beside it)."""
     import pandas as pd
 
@@ -142,7 +142,8 @@ def _section(run_dir, point, law, kwargs: dict, bars: bool | None):
     table = pd.concat(
         [trajectory(run_dir, [m], progress=bars, **scan) for m in metrics], ignore_index=True
     )
-    blocks = [describe(point, kwargs), trajectory_figure(table, point, law, losses(run_dir))]
+    said = [describe(point, kwargs), *(f"note: {note}" for note in notes)]
+    blocks = [*said, trajectory_figure(table, point, law, losses(run_dir))]
     if table.loc[table["metric"] == point.metric, "layer"].notna().any():
         blocks.append(head_strip_figure(table, point.metric))
     forecasts = read_forecasts(run_dir)  # written by train --forecast

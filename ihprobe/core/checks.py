@@ -365,11 +365,12 @@ def keywords(caller: str, passed: dict, target, **values) -> None:
 
 
 def checkpoint_fields(ckpt) -> None:
-    """A :class:`~ihprobe.io.runs.Checkpoint`'s fields: a source, a string revision or None,
-    and step and tokens as counts from 0 or None."""
+    """A :class:`~ihprobe.io.runs.Checkpoint`'s fields: a source, a string revision and run or
+    None, and step and tokens as counts from 0 or None."""
     source(ckpt.source)
-    if ckpt.revision is not None:
-        text("revision", ckpt.revision)
+    for name in ("revision", "run"):
+        if getattr(ckpt, name) is not None:
+            text(name, getattr(ckpt, name))
     for name in ("step", "tokens"):
         optional_count(name, getattr(ckpt, name), low=0)
 

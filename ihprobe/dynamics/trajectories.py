@@ -257,7 +257,7 @@ def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_pe
     if tokens is None and tokens_per_step and step is not None:
         tokens = step * tokens_per_step
     frame = rows.copy()
-    frame.insert(0, "model", str(meta.get("run") or ckpt.source))
+    frame.insert(0, "model", str(meta.get("run") or ckpt.run or ckpt.source))
     frame.insert(1, "revision", ckpt.revision)
     frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
     frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))

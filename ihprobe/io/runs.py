@@ -54,6 +54,7 @@ class Checkpoint:
     revision: str | None = None  # hub revision (e.g. Pythia "step1000"); None for local dirs
     step: int | None = None  # optimiser updates done when it was saved, when known
     tokens: int | None = None  # training tokens seen when it was saved, when known
+    run: str | None = None  # the run directory it was listed from (its series' name)
 
     def __post_init__(self):  # Checkpoint(step="a") is one line, not a later TypeError
         checks.checkpoint_fields(self)
@@ -109,7 +110,7 @@ def checkpoints(source: str | os.PathLike, revisions: list[str] | None = None) -
         if (sub / "config.json").is_file():
             meta = checkpoint_meta(sub)
             step = meta.get("step", _digits(sub.name))
-            found.append(Checkpoint(str(sub), None, step, meta.get("tokens")))
+            found.append(Checkpoint(str(sub), None, step, meta.get("tokens"), run=str(path)))
     if not found:
         raise IhprobeError(
             f"{path} holds no checkpoints: looked for subdirectories with config.json in {path} "
