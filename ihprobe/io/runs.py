@@ -9,7 +9,8 @@ ihprobe's trainer writes a run directory; every other module reads it through he
     state/step-NNNNNN.pt     the latest training state (weights, optimiser, RNG) for --resume
     .lock                    held (flock) by the process writing the run; says its PID
 
-Any directory of HF checkpoint subdirectories (HF Trainer's ``checkpoint-500``) is a run too.
+Any directory of HF checkpoint subdirectories (HF Trainer's ``checkpoint-500``) is a run too,
+named by that directory (``Checkpoint.run``).
 
 >>> [c.step for c in checkpoints("runs/demo")][:3], is_finished("runs/demo")  # doctest: +SKIP
 ([0, 50, 100], True)
@@ -37,13 +38,9 @@ from ihprobe.io.validation.meta import check_meta
 
 log = logging.getLogger(__name__)
 
-RUN_META = "run.json"
+RUN_META, METRICS, PROBES, LOCK = "run.json", "metrics.jsonl", "probes.jsonl", ".lock"
 CHECKPOINT_META = "ihprobe.json"  # beside the weights of each trainer checkpoint
-METRICS = "metrics.jsonl"
-PROBES = "probes.jsonl"
-CHECKPOINTS_DIR = "checkpoints"
-STATE_DIR = "state"
-LOCK = ".lock"
+CHECKPOINTS_DIR, STATE_DIR = "checkpoints", "state"
 
 
 @dataclass(frozen=True)
