@@ -78,13 +78,14 @@ def test_cli_demo_prints_where_files_are(tmp_path):
     out = tmp_path / "d"
     result = subprocess.run(
         [sys.executable, "-m", "ihprobe", "demo", "--out", str(out), "--steps", "20",
-         "--random", "2", "--no-progress"],
+         "--random", "2"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert f"report: {out / 'report.html'}" in result.stdout
     assert "max prefix matching" in result.stdout and "(chance" in result.stdout
-    assert "demo: [main] 1/4 training" in result.stderr  # stage lines without progress bars
+    assert "demo: [main] 1/4 training" in result.stderr  # stage lines, and on a stderr that is
+    assert "%|" not in result.stderr  # not a terminal (a log file) no progress bars
     last = result.stdout.strip().splitlines()[-1]  # the heads found and the one verdict
     assert re.fullmatch(
         r"main: induction heads found: .+; verdict on its top head "

@@ -90,7 +90,7 @@ class DemoConfig:
     random: int = 20  # random draws of the ablation baseline
     seed: int = 0
     compare: bool = False  # also train a Bi-Induct variant (balanced directions) for [B]
-    progress: bool = True  # tqdm bars
+    progress: bool = True  # tqdm bars, on a terminal only (as the trainer's)
     # intra-op threads: a d_model-64 model gains nothing from more, and on shared cores the
     # extra threads spin-wait (measured: 60 updates took 10 s with 1 thread, 116 s with 2)
     threads: int = 1
@@ -169,9 +169,9 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study
     log.info("[%s] 1/4 training %d updates of %s", name, config.steps, producer)
     run = _train(config, Path(config.out) / name, producer, options)
     log.info("[%s] 2/4 scanning %d checkpoints", name, len(checkpoints(run)))
-    # scans are cached under IHPROBE_CACHE (ihprobe.core.cache), keyed by each checkpoint's
-    # weights: a rerun, or a retrained run with the same weights, scans nothing again
-    table = trajectory(run, list(TRAJECTORY_METRICS), progress=config.progress, seed=config.seed)
+    # scans are cached (ihprobe.core.cache) by each checkpoint's weights: a rerun scans nothing
+    bars = None if config.progress else False  # a bar only when stderr is a terminal
+    table = trajectory(run, list(TRAJECTORY_METRICS), progress=bars, seed=config.seed)
     log.info("[%s] 3/4 finding the emergence point", name)
     shape = {"batch_size": config.batch_size, "context": config.context}
     model = ihprobe.load(checkpoints(run)[-1].source)
