@@ -261,12 +261,20 @@ def load_bearing_index(
 
 
 def _index(top: float, harms: np.ndarray) -> np.ndarray:
-    """The index of each row of ``harms``: +-inf when the draws agree exactly (sd 0) and the
-    top set differs from them, NaN when it equals them too."""
+    """The index of each row of ``harms``: +-inf when the draws agree (sd 0, up to rounding:
+    three copies of 0.1 have a float sd of 1.7e-17) and the top set differs from them, NaN when
+    it equals them too.
+
+    >>> _index(0.0, np.array([[0.1, 0.1, 0.1], [0.0, 0.1, 0.2]])).round(6).tolist()
+    [-inf, -1.0]
+    """
     excess, sd = top - harms.mean(axis=1), harms.std(axis=1, ddof=1)
+    rounding = 1e-12 * np.maximum(np.abs(harms).max(axis=1), abs(top))
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(
-            sd > 0, excess / sd, np.sign(excess) * np.where(excess != 0, np.inf, np.nan)
+            sd > rounding,
+            excess / sd,
+            np.sign(excess) * np.where(np.abs(excess) > rounding, np.inf, np.nan),
         )
 
 
