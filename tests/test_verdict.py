@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -65,6 +66,18 @@ def test_repeated_sets_read_the_distinct_sets_p():
     assert verdict.answer == "inconclusive"
     assert "p = 0.048, over the distinct sets 0.25" in str(verdict)
     assert "only 3 distinct random sets exist" in verdict.reason
+
+
+def test_one_distinct_set_drawn_twenty_times_has_no_index():
+    """A top set of three of a layer's four heads leaves one layer-matched set: its twenty
+    draws are one measurement, whose spread is zero by construction, so the index is undefined
+    (NaN), not infinite, and the verdict is inconclusive."""
+    draws = [[(1, 0)]] * 20
+    result = _result([0.9, 0.1, *[0.85] * 20], draws, repeat=True)
+    row = result.summary().set_index("metric").loc["ar_accuracy"]
+    assert row.distinct_sets == 1 and np.isnan(row.load_bearing_index)
+    assert row.p_value == pytest.approx(1 / 21) and row.p_distinct == 0.5
+    assert result.verdict().answer == "inconclusive"
 
 
 def test_sets_that_exist_and_sets_drawn_are_told_apart():

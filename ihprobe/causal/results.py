@@ -7,9 +7,10 @@ signed numbers:
 * ``p_value = (1 + #draws at least as harmful as the top set) / (R + 1)`` -- a permutation
   p-value, never below ``1 / (R + 1)``; ``p_distinct`` is the same over the distinct sets
   drawn (they differ when the baseline has fewer distinct sets than draws).
-* load-bearing ``index = (top harm - mean random harm) / sd(random harm)``, with a percentile
-  bootstrap 95% interval over the random draws (columns ``load_bearing_index``,
-  ``load_bearing_lo``, ``load_bearing_hi``).
+* load-bearing ``index = (top harm - mean random harm) / sd(random harm)`` over the distinct
+  random sets (a set drawn twice counts once; fewer than two: NaN), with a percentile
+  bootstrap 95% interval over them (columns ``load_bearing_index``, ``load_bearing_lo``,
+  ``load_bearing_hi``).
 * changes on the absolute scale (``change = ablated - clean``) and, for metrics whose clean
   value keeps its sign, the relative one (``relative_change = change / clean``); the ICL
   score, which can be near zero or change sign, is absolute only.
@@ -46,7 +47,8 @@ VERDICT_RULE = (
     f"load-bearing when p <= {SIGNIFICANCE} and the load-bearing index > {LOAD_BEARING_INDEX:g}; "
     f"a signature only when p > {SIGNIFICANCE} and the index's 95% interval lies below "
     f"{LOAD_BEARING_INDEX:g}; inconclusive otherwise. p is over the distinct random sets when the "
-    "draws repeat sets (a small model has few), over all draws otherwise."
+    "draws repeat sets (a small model has few), over all draws otherwise; the index is always "
+    "over the distinct sets."
 )
 
 
@@ -210,7 +212,8 @@ def statistics(
     draws = draws or [[(r, r)] for r in range(len(random))]  # unknown sets: all distinct
     distinct = {tuple(d): h for d, h in zip(draws, random, strict=True)}
     unique = np.array(list(distinct.values()))
-    index, lo, hi = load_bearing_index(top, random, seed=seed, bootstrap=bootstrap)
+    # each distinct set once: draws that repeat a set add no spread (one set alone: no index)
+    index, lo, hi = load_bearing_index(top, unique, seed=seed, bootstrap=bootstrap)
     v = values.double().cpu().numpy()
     return {
         "metric": metric,
