@@ -51,8 +51,8 @@ def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
         for label, column in SHOWN.items():
             value = t_mean(done[column]).text() if len(done) else "pending"
             undefined = int((~np.isfinite(done[column].astype(float))).sum()) if len(done) else 0
-            if undefined:  # an index is +-inf when every random draw harms exactly alike
-                value += f"; {undefined} seed(s) undefined (random harms all equal), left out"
+            if undefined:  # NaN: one distinct random set (old rows: inf, draws harming alike)
+                value += f"; {undefined} seed(s) undefined (one distinct random set), left out"
             row[label] = value
         row["[B] reports"] = B_DIRECTION[arm]
         row["train s/seed"] = f"{done.train_s.mean():.0f}" if len(done) else "-"
@@ -62,6 +62,7 @@ def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 FORMED = METRIC_TABLE["prefix_matching"].threshold  # an attention score that counts as a head
 NEEDS_HEADS = ("natural-only models", "redundant", "more central")  # claims on natural's heads
+INDEX = "global-layer-matched:load_bearing_index"  # what the centrality claims read
 
 
 def of(frame: pd.DataFrame, arm: str, column: str) -> np.ndarray:
@@ -73,7 +74,7 @@ def claims_of(frame: pd.DataFrame, recipe: str | None = None) -> dict:
     """Each claim of [B] -> (arms it needs, what is estimated, its estimate, the claim's region),
     the regions declared here before the data (a difference above 0; anti-induction below a
     formed head's score); ``recipe`` "docs" adds :func:`contrast_docs.claims`."""
-    index = "global-layer-matched:load_bearing_index"
+    index = INDEX
     claims = {  # claim -> (arms it needs, what is estimated, its estimate, the claim's region)
         "natural-only models have a central, load-bearing induction circuit": (
             ["natural"],
@@ -138,7 +139,12 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
         else:
             verdict, why = judge(estimate(), region)
         why = f"{what}: {why}"
-        if no_heads and any(word in claim for word in NEEDS_HEADS):
+        on_index = any(word in claim for word in NEEDS_HEADS)  # these claims read an index
+        undefined = sum(int((~np.isfinite(of(frame, arm, INDEX))).sum()) for arm in needs)
+        if on_index and undefined:
+            why += (f"; {undefined} seed(s) without a defined index (the top set leaves one "
+                    "distinct random set), left out")  # fmt: skip
+        if no_heads and on_index:
             if not verdict.startswith("pending"):
                 verdict = "inconclusive at this scale"
             why = (

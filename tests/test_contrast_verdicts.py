@@ -71,3 +71,17 @@ def test_contrast_verdicts_wait_for_five_seeds():
     assert found[claim] == "pending: 3 of 5 seeds"
     table = contrast.arm_table(contrast_frame(0.6, 0.03, seeds=(0, 1, 2)))
     assert table["max PS"].str.contains(r"\(t, 3 seeds\)").all()
+
+
+def test_a_seed_without_a_defined_index_is_named_not_hidden():
+    """A top set that leaves one distinct random set has no index (NaN): the seed is left out
+    of the mean, and the table and the claim both say so."""
+    frame = contrast_frame(0.6, 0.03)
+    first = (frame.arm == "natural") & (frame.seed == 0)
+    frame.loc[first, "global-layer-matched:load_bearing_index"] = float("nan")
+    claim = "natural-only models have a central, load-bearing induction circuit"
+    verdict, why = next((v, w) for c, v, w in contrast.verdicts(frame) if c == claim)
+    assert verdict == "pending: 4 of 5 seeds"
+    assert "1 seed(s) without a defined index (the top set leaves one distinct" in why
+    shown = contrast.arm_table(frame).set_index("arm").loc["natural", "index global, layer-matched"]
+    assert "1 seed(s) undefined (one distinct random set), left out" in shown
