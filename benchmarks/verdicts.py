@@ -357,6 +357,10 @@ def censored_ratio(runs: pd.DataFrame, cell: str, base: str, *, needs: int = MIN
     ``runs``: columns cell, updates, censored.
     """
     rows = runs[runs.cell.isin([cell, base])]
+    if rows.censored.all():  # no run of either cell placed: nothing to compare
+        n_cell, n_base = (int((rows.cell == c).sum()) for c in (cell, base))
+        how = f"every run of {cell} and {base} censored, {n_cell} and {n_base} seeds"
+        return Estimate(math.nan, math.nan, math.nan, how, min(n_cell, n_base), needs, True)
     if rows[rows.cell == cell].censored.all():  # no finite maximum: a bound only
         return _censored_bound(rows, cell, base, needs)
     X = np.column_stack([np.ones(len(rows)), (rows.cell == cell).to_numpy(float)])

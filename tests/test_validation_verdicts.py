@@ -167,6 +167,10 @@ def test_a_censored_ratio_models_the_censored_seeds_and_bounds_a_fully_censored_
     assert v.judge(bound, v.same_ratio())[0] == "inconclusive at this scale"  # 1.3x: may be 1
     far = pd.DataFrame(base + cell([30000] * 5, [True] * 5))
     assert v.judge(v.censored_ratio(far, "wide", "base"), v.same_ratio())[0] == "disagrees"
+    neither = far.assign(censored=True)  # no run of either cell placed: nothing to compare
+    unknown = v.censored_ratio(neither, "wide", "base")
+    assert np.isnan(unknown.value) and "every run of wide and base censored" in unknown.method
+    assert v.judge(unknown, v.same_ratio())[0] == "inconclusive at this scale"
 
 
 def test_a_seed_count_target_is_met_missed_or_pending_by_the_counts():
