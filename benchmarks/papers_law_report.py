@@ -186,6 +186,22 @@ def compared_lines(frame: pd.DataFrame, size_at: tuple[int, int]) -> list[str]:
     return lines  # fmt: skip
 
 
+def repetition_lines(frame: pd.DataFrame) -> list[str]:
+    """Natural text's repetition against 0.9 at the same B and C: the ratio of emergence points
+    (a comparison added after the natural-repetition runs, judged by the grid's 1.5x rule)."""
+    lines = []
+    for C in (32, 64, 128):
+        cell, base = f"nr-B8-C{C}", f"sn-B8-C{C}"
+        if done_of(frame, [cell]).empty or done_of(frame, [base]).empty:
+            continue
+        ratio = ratio_of(frame, cell, base)
+        verdict, _ = judge(ratio, CLAIMS["size"])
+        lines.append(f"- emergence with natural text's repetition over repetition 0.9 at C = {C} "
+                     f"(added after the runs; rule: {CLAIMS['size'].says} = no change): "
+                     f"`{cell}` / `{base}` = {ratio.text('.2f')}: **{verdict}**.")  # fmt: skip
+    return lines
+
+
 def slope(ratio: Estimate, factor: float) -> Estimate:
     """The exponent b of a log10 ratio U_large / U_small between two B a ``factor`` apart:
     -log10(ratio) / log10 factor, its interval from the ratio's.
@@ -241,6 +257,7 @@ def experiment_lines(frame: pd.DataFrame) -> list[str]:
                      f"{tag}-B8-C{2 * C}", 2, exponent="c")
           for C in (32, 64) for tag, how in (("sn", "repetition 0.9"),
                                               ("nr", "natural repetition"))),
+        *repetition_lines(frame),
     ]  # fmt: skip
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import papers_law_control as control  # noqa: E402
@@ -107,6 +109,24 @@ def test_two_cell_exponents_flip_with_the_data_and_wait_for_their_cells():
     assert "c = 0.62 [" in said(law_frame(0.37, 0.62), c_line)  # c, not b, from C 2x apart
     pending = said(law_frame(0.37, 0.62), "- c from C = 32 to 64, natural repetition")
     assert "pending (`" in pending and "--cell nr-B8-C32 --cell nr-B8-C64" in pending
+
+
+def test_natural_repetition_is_compared_with_repetition_0_9_at_the_same_cell():
+    frame = law_frame(0.37, 0.62)
+    nr, sn = frame.cell == "nr-B8-C32", frame.cell == "sn-B8-C32"
+    frame.loc[nr, "status"] = "done"
+    frame.loc[nr, "updates"] = frame.loc[sn, "updates"].to_numpy()  # as early: no change
+    (same,) = report.repetition_lines(frame)
+    assert same.endswith("**agrees**.") and "`nr-B8-C32` / `sn-B8-C32` = 1.00" in same
+    frame.loc[nr, "updates"] = 3 * frame.loc[sn, "updates"].max()
+    frame.loc[nr, "censored"] = True  # none placed by 3x the latest seed's point
+    (late,) = report.repetition_lines(frame)
+    bound = float(re.search(r"= at least ([0-9.]+) \(every run of nr-B8-C32 censored", late)[1])
+    logs = np.log10(frame.loc[sn, "updates"].to_numpy())  # the least bound over the t upper end
+    upper = logs.mean() + stats.t.ppf(0.975, 4) * logs.std(ddof=1) / np.sqrt(5)
+    assert late.endswith("**disagrees**.") and bound == pytest.approx(
+        3 * 10 ** (logs.max() - upper), abs=0.006
+    )
 
 
 def test_a_censored_run_is_modelled_and_moves_the_verdict_to_the_tobit_fit():
