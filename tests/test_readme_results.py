@@ -99,6 +99,11 @@ ROW_VERDICTS = {
         ("64 -> 128", LAW, bold(r"b from B = 64 to 128:")),
     ],
     "with the repetition in a row fixed": [("", LAW, bold(r"Tobit interval inside"))],
+    "emergence with natural text's repetition": [
+        ("C = 32", LAW, bold(r"over repetition 0.9 at C = 32 \(added")),
+        ("C = 64", LAW, bold(r"over repetition 0.9 at C = 64 \(added")),
+        ("c with natural repetition", LAW, bold(r"- c from C = 32 to 64, natural repetition:")),
+    ],
     "the emergence point does not depend on model size": [
         ("depth", LAW, bold(r"\(3 layers\):")),
         ("width", LAW, bold(r"\(width 128\):")),
