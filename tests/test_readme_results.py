@@ -99,6 +99,10 @@ ROW_VERDICTS = {
         ("64 -> 128", LAW, bold(r"b from B = 64 to 128:")),
     ],
     "with the repetition in a row fixed": [("", LAW, bold(r"Tobit interval inside"))],
+    "b with the warm-up fixed in tokens": [
+        ("1% warm-up", LAW, bold(r"- b at C = 32, 1% warm-up:")),
+        ("warm-up in tokens", LAW, bold(r"- b at C = 32, warm-up in tokens:")),
+    ],
     "emergence with natural text's repetition": [
         ("C = 32", LAW, bold(r"over repetition 0.9 at C = 32 \(added")),
         ("C = 64", LAW, bold(r"over repetition 0.9 at C = 64 \(added")),
