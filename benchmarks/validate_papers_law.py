@@ -25,7 +25,9 @@ their commands, run with ``--cell``):
 * ``lr1e-3-B{8,32}-C64``, ``lr3e-4-B{8,32}-C64``: the learning rate, the base cell's budget
   times 3e-3 / lr: does b (from B = 8 vs 32) depend on it? ([A]: lr 2.5e-4.)
 * ``wu-B{8,32}-C{32,128}``: the four corner cells with the warm-up fixed in tokens
-  (``WARMUP_TOKENS`` in every cell, as [A] fixes it at 10M tokens) instead of 1% of the updates.
+  (``WARMUP_TOKENS`` in every cell, as [A] fixes it at 10M tokens) instead of 1% of the updates;
+  each at the budget its ``sn`` cell's reported runs had (the C = 128 ones twice the budget:
+  both ``sn`` cells there were rerun with ``--extend-censored``).
 * ``nr-B8-C{32,64,128,256}``: semi-natural rows whose repetition follows natural text's: p_a
   at each C is set so that the rows' realised repeat share in their second half equals that
   of C-token windows of the embedded corpus (300-id BPE; :func:`natural_repetition`), instead
@@ -154,7 +156,7 @@ def experiments() -> dict[str, dict]:
                                         "steps": round(budget(B, 64) * LR / lr)}  # fmt: skip
     for B in (8, 32):
         for C in (32, 128):
-            steps = budget(B, C)
+            steps = budget(B, C) * (EXTEND if C == 128 else 1)  # where the sn reruns ended
             out[f"wu-B{B}-C{C}"] = {**sn, "grid": "warm-up", "B": B, "C": C, "steps": steps,
                                     "warmup": WARMUP_TOKENS / (B * C * steps)}  # fmt: skip
     for C in (32, 64, 128, 256):
@@ -245,10 +247,10 @@ def saved_rows(out: str) -> dict[tuple, dict]:
 def extended(out: str, name: str) -> bool:
     """A cell is shown from its reruns once every seed with a first run has one (in its run
     folders, or in the results CSV where the folders are gone)."""
-    saved = [r for (cell, _), r in saved_rows(out).items() if cell == name]
-    if any(r.get("budget_factor", 1) == EXTEND for r in saved):
+    saved = {seed: r for (cell, seed), r in saved_rows(out).items() if cell == name}
+    if any(r.get("budget_factor", 1) == EXTEND for r in saved.values()):
         return True
-    first = [s for s in SEEDS if read_result(run_dir(out, name, s))]
+    first = [s for s in SEEDS if read_result(run_dir(out, name, s)) or s in saved]
     return bool(first) and all(read_result(run_dir(out, name, s, EXTEND)) for s in first)
 
 
@@ -259,6 +261,15 @@ def first_run(result: dict | None) -> str | None:
     if not result.get("transition"):
         return f"none by {int(result.get('steps', 0)):,}"
     return f"{'>= ' if result.get('censored') else ''}{result['updates']:,.0f}"
+
+
+def first_run_note(out: str, name: str, seed: int, saved: dict[tuple, dict]) -> str | None:
+    """The rerun note of a seed's first run: from its folder, else from its results-CSV row
+    (which, once the cell shows its reruns, carries the note itself)."""
+    folder, row = read_result(run_dir(out, name, seed)), saved.get((name, seed)) or {}
+    if folder or row.get("budget_factor", 1) == 1:
+        return first_run(folder or row)
+    return row.get("first_run")
 
 
 def collect(args) -> pd.DataFrame:
@@ -274,7 +285,7 @@ def collect(args) -> pd.DataFrame:
                      "C": cell["C"]}  # fmt: skip
             result = None if from_csv else read_result(run_dir(args.out, name, seed, factor))
             if result and factor > 1:
-                result["first_run"] = first_run(read_result(run_dir(args.out, name, seed)))
+                result["first_run"] = first_run_note(args.out, name, seed, saved)
             result = result or saved.get((name, seed))
             rows.append(status_row(shape, result))
     return tidy(pd.DataFrame(rows))
@@ -292,9 +303,12 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def censored_cells(args) -> list[str]:
-    """Cells with a censored seed at their own budget: ``--extend-censored`` reruns them."""
+    """Cells with a censored seed at their own budget (its steep segment reaches the budget, or
+    it has none within it; the control's seeds are meant to have none): ``--extend-censored``
+    reruns them."""
     frame = collect(args)
-    first = frame[(frame.budget_factor == 1) & frame.censored]
+    open_ended = frame.censored | ((frame.status == "done") & ~frame.transition)
+    first = frame[(frame.budget_factor == 1) & open_ended & (frame.grid != "control")]
     return sorted(set(first.cell))
 
 

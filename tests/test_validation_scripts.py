@@ -53,6 +53,7 @@ def test_the_issue_24_cells_train_what_they_say(monkeypatch):
     for name in ("wu-B8-C32", "wu-B32-C128"):  # the warm-up is the same number of tokens
         c = configs[name]
         assert c.warmup * c.steps * c.batch_size * c.context == pytest.approx(law.WARMUP_TOKENS)
+    assert configs["wu-B8-C128"].steps == law.EXTEND * law.budget(8, 128)  # as sn's reruns
     assert configs["lr3e-4-B8-C64"].lr == 3e-4
     assert configs["lr3e-4-B8-C64"].steps == 10 * law.budget(8, 64)
     assert configs["nr-B8-C32"].producer_options["repetition"] == 0.4
@@ -251,6 +252,42 @@ def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are
     assert f"`{cell}`: seed 0 6,000 -> 7,000; seed 1 >= 12,867 -> 7,001; seed 2 6,002" in said
     assert "warm-up" in said and "checkpoint" in said  # what else a rerun changes
     assert law.censored_cells(args) == []  # nothing left to extend
+
+
+def test_a_cell_whose_first_runs_live_only_in_the_csv_is_extended_seed_by_seed(
+    tmp_path, monkeypatch
+):
+    """The folders of earlier sessions are gone: a seed without a transition (or the control's)
+    still counts, and the cell shows its reruns only once every CSV seed has one."""
+    monkeypatch.setattr(law, "OUT_CSV", tmp_path / "law.csv")
+    monkeypatch.setattr(law, "DEFAULT_OUT", tmp_path / "runs")
+    args = SimpleNamespace(out=str(law.DEFAULT_OUT), from_csv=False)
+    cell, budget = "nr-B8-C128", 16400
+    frame = law_frame(0.9, 0.1)
+    first = (frame.cell == cell) & (frame.seed < 2)  # seed 0 placed, seed 1 none by the budget
+    frame.loc[first, ["status", "steps"]] = ["done", budget]
+    frame.loc[first & (frame.seed == 1), ["transition", "updates"]] = [False, np.nan]
+    frame.loc[frame.cell == control.CELL, ["status", "transition"]] = ["done", False]
+    frame.to_csv(law.OUT_CSV, index=False)
+    assert law.censored_cells(args) == [cell]  # the control's seeds are meant to have none
+    for seed, updates in ((0, 7000.0), (1, 20000.0)):
+        assert not law.extended(args.out, cell)  # seed 0's rerun alone does not replace
+        rerun = law.run_dir(args.out, cell, seed, law.EXTEND)
+        rerun.mkdir(parents=True)
+        common.write_result(
+            rerun,
+            {
+                "transition": True,
+                "censored": False,
+                "updates": updates,
+                "steps": budget * law.EXTEND,
+                "budget_factor": law.EXTEND,
+            },
+        )
+    rows = law.collect(args).set_index(["cell", "seed"])
+    assert law.extended(args.out, cell) and rows.loc[(cell, 1), "updates"] == 20000.0
+    assert rows.loc[(cell, 1), "first_run"] == f"none by {budget:,}"
+    assert rows.loc[(cell, 0), "first_run"] == f"{frame[first].updates.iloc[0]:,.0f}"
 
 
 def test_the_law_tables_rebuild_from_the_csv_alone(tmp_path, monkeypatch):
