@@ -22,8 +22,10 @@ from verdicts import (
     MIN_SEEDS,
     Estimate,
     cell_means_fit,
+    censored_contrast,
     censored_fit,
     censored_ratio,
+    contrast,
     equal,
     judge,
     same_ratio,
@@ -33,7 +35,8 @@ from verdicts import (
 
 # pre-declared before the data: [A]'s exponents +- 0.15, "no change" within 1.5x either way
 # (the i.i.d. control's claim: papers_law_control.CLAIM)
-CLAIMS = {"b": equal(0.37, 0.15), "c": equal(0.62, 0.15), "size": same_ratio(1.5)}
+CLAIMS = {"b": equal(0.37, 0.15), "c": equal(0.62, 0.15), "size": same_ratio(1.5),
+          "same b": equal(0.0, 0.15)}  # fmt: skip
 COMMAND = "nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --cell {}"
 
 
@@ -233,6 +236,27 @@ def slope_line(
     return f"- {label}: {shown}; against [A]'s {claim.says}: **{verdict}**."
 
 
+def b_change_line(frame: pd.DataFrame, lr: str) -> str:
+    """How far b at C = 64 moves from lr 3e-3 to ``lr`` (a comparison added after the lr 1e-3
+    runs): the difference of the two b's from the four cells' mean log10 U (Welch-Satterthwaite
+    t, or Tobit with cell terms when a run is censored), judged by the exponents' margin."""
+    names = [f"lr{lr}-B32-C64", f"lr{lr}-B8-C64", "sn-B32-C64", "sn-B8-C64"]
+    claim = CLAIMS["same b"]
+    label = f"b at lr {lr} minus b at lr 3e-3 (added after the runs; rule: {claim.says} = same b)"
+    todo = [n for n in names if done_of(frame, [n]).empty]
+    if todo:
+        return f"- {label}: pending (`{COMMAND.format(' --cell '.join(todo))}`)."
+    runs, weights = runs_of(done_of(frame, names)), [1, -1, -1, 1]
+    if any(runs[runs.cell == n].censored.all() for n in names):
+        return f"- {label}: not estimable (a cell has no placed run)."
+    if runs.censored.any():
+        log_change = censored_contrast(runs, names, weights)
+    else:
+        log_change = contrast([runs[runs.cell == n].updates for n in names], weights, log=True)
+    change = slope(log_change, 4)
+    return f"- {label}: {change.text('.2f')}: **{judge(change, claim)[0]}**."
+
+
 def experiment_lines(frame: pd.DataFrame) -> list[str]:
     """The issue-24 cells: where the exponents come from."""
     corners = [f"B{B}-C{C}" for B in (8, 32) for C in (32, 128)]
@@ -244,7 +268,8 @@ def experiment_lines(frame: pd.DataFrame) -> list[str]:
         "Learning rate (b from B = 8 to 32 at C = 64, per learning rate; [A] used 2.5e-4):",
         slope_line(frame, "lr 3e-3 (the grid)", "sn-B8-C64", "sn-B32-C64", 4),
         *(slope_line(frame, f"lr {lr}", f"lr{lr}-B8-C64", f"lr{lr}-B32-C64", 4)
-          for lr in ("1e-3", "3e-4")), "",
+          for lr in ("1e-3", "3e-4")),
+        *(b_change_line(frame, lr) for lr in ("1e-3", "3e-4")), "",
         "Warm-up fixed in tokens (1M tokens in every cell, as [A] fixes 10M) at the four corners, "
         "against the same corners with a 1% warm-up:",
         *fit_lines(frame, "corners, 1% warm-up", [f"sn-{c}" for c in corners]),

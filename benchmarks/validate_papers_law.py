@@ -25,9 +25,8 @@ their commands, run with ``--cell``):
 * ``lr1e-3-B{8,32}-C64``, ``lr3e-4-B{8,32}-C64``: the learning rate, the base cell's budget
   times 3e-3 / lr: does b (from B = 8 vs 32) depend on it? ([A]: lr 2.5e-4.)
 * ``wu-B{8,32}-C{32,128}``: the four corner cells with the warm-up fixed in tokens
-  (``WARMUP_TOKENS`` in every cell, as [A] fixes it at 10M tokens) instead of 1% of the updates;
-  each at the budget its ``sn`` cell's reported runs had (the C = 128 ones twice the budget:
-  both ``sn`` cells there were rerun with ``--extend-censored``).
+  (``WARMUP_TOKENS`` in every cell, as [A] fixes 10M tokens) instead of 1% of the updates, at
+  the budget of the ``sn`` cell's reported runs (at C = 128 its ``--extend-censored`` reruns').
 * ``nr-B8-C{32,64,128,256}``: semi-natural rows whose repetition follows natural text's: p_a
   at each C is set so that the rows' realised repeat share in their second half equals that
   of C-token windows of the embedded corpus (300-id BPE; :func:`natural_repetition`), instead
@@ -96,16 +95,14 @@ from validate_papers_common import (
 from ihprobe.dynamics.changepoint import run_emergence
 from ihprobe.training.trainer import TrainConfig
 
-BATCHES, CONTEXTS, SEEDS = (8, 16, 32), (32, 64, 128), (0, 1, 2, 3, 4)
+BATCHES, CONTEXTS, SEEDS, SIZE_AT = (8, 16, 32), (32, 64, 128), (0, 1, 2, 3, 4), (8, 64)
 FIXED_B, FIXED_CONTEXTS, FIXED_BUDGET = 8, (64, 128, 256), 12000
-SIZE_AT = (8, 64)
 EXTEND = 2  # --extend-censored reruns a cell with a censored seed at this many times its budget
 BUDGET_AT_REFERENCE = (16, 128, 4400)  # (B, C, updates); other cells scale by (B C)^-0.9
-LR = 3e-3
+LR, HERE = 3e-3, Path(__file__).resolve().parent
 # [A] warms up over 10M tokens, under 1/6 of its earliest emergence (64M tokens); 1M tokens is
 # 1/10-1/3 of this grid's emergence points (2.5-10M tokens)
 WARMUP_TOKENS = 1_000_000
-HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_CSV = HERE / "RESULTS_papers_law.md", HERE / "RESULTS_papers_law.csv"
 DEFAULT_OUT = ROOT / "runs" / "validate-papers" / "law"
 
@@ -264,8 +261,8 @@ def first_run(result: dict | None) -> str | None:
 
 
 def first_run_note(out: str, name: str, seed: int, saved: dict[tuple, dict]) -> str | None:
-    """The rerun note of a seed's first run: from its folder, else from its results-CSV row
-    (which, once the cell shows its reruns, carries the note itself)."""
+    """A seed's first run as its rerun note shows it: from its folder, else its CSV row (which
+    carries the note itself once the cell shows its reruns)."""
     folder, row = read_result(run_dir(out, name, seed)), saved.get((name, seed)) or {}
     if folder or row.get("budget_factor", 1) == 1:
         return first_run(folder or row)
@@ -303,9 +300,8 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def censored_cells(args) -> list[str]:
-    """Cells with a censored seed at their own budget (its steep segment reaches the budget, or
-    it has none within it; the control's seeds are meant to have none): ``--extend-censored``
-    reruns them."""
+    """Cells with a seed censored at its own budget (its steep segment reaches the budget, or it
+    has none; not the control, meant to have none): ``--extend-censored`` reruns them."""
     frame = collect(args)
     open_ended = frame.censored | ((frame.status == "done") & ~frame.transition)
     first = frame[(frame.budget_factor == 1) & open_ended & (frame.grid != "control")]

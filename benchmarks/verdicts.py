@@ -2,22 +2,18 @@
 
 Every ``benchmarks/validate_*.py`` script estimates and judges through this module:
 
-* **a quantity measured per seed**: the mean over seeds with a Student-t 95% interval
-  (df = seeds - 1), never a percentile bootstrap of a handful of seeds (with 3 seeds that is
-  just [min, max] and covers about 74% of the time);
-* **a ratio of two cells**: Welch's t-interval on the difference of their mean log10 values
-  (the ratio of geometric means);
-* **an exponent** of ``U = T / (B^b C^c)``: least squares on the cell means of log10 U, with a
-  t-interval on df = cells - parameters, so the cell-to-cell lack of fit and the seed noise
-  both widen it (one seed per cell works too; df 1 gives an honest, very wide interval);
+* **a quantity measured per seed**: the mean with a Student-t 95% interval (df = seeds - 1),
+  never a percentile bootstrap of a handful of seeds (with 3 seeds: [min, max], 74% coverage);
+* **a ratio of two cells**, or a contrast of several (the difference of two b's): Welch(-
+  Satterthwaite) t on their mean log10 values (a ratio of geometric means);
+* **an exponent** of ``U = T / (B^b C^c)``: least squares on the cells' mean log10 U, t on
+  df = cells - parameters, so lack of fit and seed noise both widen it;
 * **censored runs** (no transition within the budget, or one still rising at its end) are
-  modelled, not dropped: a Tobit fit (right-censored normal maximum likelihood of log10 U), each
-  censored run counted as "at least" its bound; intervals from a sandwich covariance clustered by
-  cell (df = cells - parameters) or, for a comparison of cells, the model's own (df = runs -
-  parameters);
-* a cell mean or a ratio is a finding only with ``MIN_SEEDS`` seeds per cell: fewer, and its
-  verdict is ``"pending: n of 5 seeds"`` (a fit on cell means needs no such floor: its df
-  count cells);
+  modelled, not dropped: Tobit (right-censored normal likelihood of log10 U), each counted as
+  "at least" its bound; a sandwich clustered by cell (df = cells - parameters), or for cells
+  compared the model's own (df = runs - cells); a cell without a placed run gives a bound;
+* a cell mean or a ratio is a finding only with ``MIN_SEEDS`` seeds per cell, else its verdict
+  is ``"pending: n of 5 seeds"`` (a fit on cell means needs no such floor: its df count cells);
 * every claim has a pre-declared region (a value +- an equivalence margin, or a one-sided
   bound); ``"agrees"`` only when the whole interval lies inside it, ``"disagrees"`` only when it
   lies wholly outside, otherwise ``"inconclusive at this scale"``;
@@ -69,8 +65,9 @@ class Estimate:
             return f"none ({self.method})"
         if np.isnan(self.low) or np.isnan(self.high):
             return f"{show(self.value)} ({self.method}; no interval)"
-        if self.high == math.inf:
-            return f"at least {show(self.low)} ({self.method})"
+        if self.high == math.inf or self.low == -math.inf:
+            edge, which = (self.low, "least") if self.high == math.inf else (self.high, "most")
+            return f"at {which} {show(edge)} ({self.method})"
         return f"{show(self.value)} [{show(self.low)}, {show(self.high)}] ({self.method})"
 
 
@@ -109,23 +106,32 @@ def welch(a, b, *, log: bool = False, needs: int = MIN_SEEDS) -> Estimate:
     >>> welch([4.0, 4.2, 3.8], [2.0, 2.1, 1.9], log=True).text(".2f")
     '2.00 [1.79, 2.24] (Welch t on log10, 3 and 3 seeds)'
     """
-    x, y = _finite(a), _finite(b)
+    return contrast([a, b], [1, -1], log=log, needs=needs)
+
+
+def contrast(groups, weights, *, log: bool = False, needs: int = MIN_SEEDS) -> Estimate:
+    """sum_i w_i mean(group_i) with a Welch-Satterthwaite t 95% interval (``log``: of log10
+    values); weights (1, -1, -1, 1) give a difference of two differences, e.g. of two b's.
+
+    >>> contrast([[3.0, 3.1], [2.0, 2.2], [3.0, 3.2], [1.5, 1.5]], [1, -1, -1, 1]).text(".2f")
+    '-0.65 [-1.19, -0.11] (Welch t, 2, 2, 2 and 2 seeds)'
+    """
+    xs = [_finite(g) for g in groups]
     if log:
-        x, y = np.log10(x[x > 0]), np.log10(y[y > 0])
-    how = f"Welch t{' on log10' if log else ''}, {len(x)} and {len(y)} seeds"
-    seeds = min(len(x), len(y))
-    if seeds == 0:
-        return Estimate(np.nan, np.nan, np.nan, how, 0, needs, log)
-    diff = float(x.mean() - y.mean())
+        xs = [np.log10(x[x > 0]) for x in xs]
+    ns = [len(x) for x in xs]
+    counts = ", ".join(map(str, ns[:-1])) + " and " * (len(ns) > 1) + str(ns[-1])
+    how, seeds = f"Welch t{' on log10' if log else ''}, {counts} seeds", min(ns)
+    value = float(sum(w * x.mean() for w, x in zip(weights, xs, strict=True))) if seeds else np.nan
     if seeds < 2:
-        return Estimate(diff, np.nan, np.nan, how, seeds, needs, log)
-    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
-    se = math.sqrt(va + vb)
+        return Estimate(value, np.nan, np.nan, how, seeds, needs, log)
+    parts = [w**2 * x.var(ddof=1) / len(x) for w, x in zip(weights, xs, strict=True)]
+    se = math.sqrt(sum(parts))
     if se == 0:
-        return Estimate(diff, diff, diff, how, seeds, needs, log)
-    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
+        return Estimate(value, value, value, how, seeds, needs, log)
+    df = sum(parts) ** 2 / sum(v**2 / (n - 1) for v, n in zip(parts, ns, strict=True))
     half = stats.t.ppf(0.5 + LEVEL / 2, df) * se
-    return Estimate(diff, diff - half, diff + half, how, seeds, needs, log)
+    return Estimate(value, value - half, value + half, how, seeds, needs, log)
 
 
 def proportion(successes: int, n: int, unit: str = "seed") -> Estimate:
@@ -270,10 +276,8 @@ def cell_means_fit(runs: pd.DataFrame, *, fixed: dict[str, float] | None = None)
     seeds, how = int(means.n.min()), f"OLS on {len(means)} cell means, t df {df}"
     how += f", {_seeds(seeds)} per cell" if means.n.nunique() == 1 else f", {seeds}+ seeds per cell"
     out = {"df": df, "rms": float(np.sqrt(np.mean(residuals**2))), "cells": len(means)}
-    if df < 1:
-        cov = np.full((len(names),) * 2, np.nan)
-    else:
-        cov = np.sum(residuals**2) / df * np.linalg.inv(X.T @ X)
+    inverse = np.linalg.pinv(X.T @ X)
+    cov = np.sum(residuals**2) / df * inverse if df >= 1 else np.full_like(inverse, np.nan)
     half = stats.t.ppf(0.5 + LEVEL / 2, max(df, 1)) * np.sqrt(np.diag(cov))
     for i, name in enumerate(names):
         out[name] = Estimate(float(beta[i]), beta[i] - half[i], beta[i] + half[i], how, seeds)
@@ -361,26 +365,36 @@ def censored_ratio(runs: pd.DataFrame, cell: str, base: str, *, needs: int = MIN
         n_cell, n_base = (int((rows.cell == c).sum()) for c in (cell, base))
         how = f"every run of {cell} and {base} censored, {n_cell} and {n_base} seeds"
         return Estimate(math.nan, math.nan, math.nan, how, min(n_cell, n_base), needs, True)
-    if rows[rows.cell == cell].censored.all():  # no finite maximum: a bound only
-        return _censored_bound(rows, cell, base, needs)
-    X = np.column_stack([np.ones(len(rows)), (rows.cell == cell).to_numpy(float)])
-    y = np.log10(rows.updates.to_numpy(float))
-    beta, cov, df, how = tobit(y, X, rows.censored.to_numpy(bool))
-    counts = rows.groupby("cell").size()
-    seeds = int(counts.reindex([cell, base]).fillna(0).min())
-    n_cens = int(rows.censored.sum())
-    how = f"{how} with a cell term, {counts.get(cell, 0)} and {counts.get(base, 0)} seeds, "
-    how += f"{n_cens} censored, t df {df}"
-    half = stats.t.ppf(0.5 + LEVEL / 2, df) * math.sqrt(cov[1, 1]) if df >= 1 else np.nan
-    return Estimate(float(beta[1]), beta[1] - half, beta[1] + half, how, seeds, needs, log10=True)
+    if any(rows[rows.cell == c].censored.all() for c in (cell, base)):
+        return _censored_bound(rows, cell, base, needs)  # no finite estimate: a bound only
+    return censored_contrast(rows, [cell, base], [1, -1], needs=needs)
+
+
+def censored_contrast(runs: pd.DataFrame, cells, weights, *, needs: int = MIN_SEEDS) -> Estimate:
+    """sum_i w_i (mean log10 updates of ``cells[i]``): Tobit with a term per cell, censored runs
+    at their bound, model-based interval, df = runs - cells. ``runs``: cell, updates, censored."""
+    rows = runs[runs.cell.isin(cells)]
+    X = np.column_stack([(rows.cell == c).to_numpy(float) for c in cells])
+    beta, cov, df, how = tobit(np.log10(rows.updates.to_numpy(float)), X, rows.censored)
+    counts = rows.groupby("cell").size().reindex(cells).fillna(0).astype(int).tolist()
+    listed = ", ".join(map(str, counts[:-1])) + " and " * (len(counts) > 1) + str(counts[-1])
+    how += f" with cell terms, {listed} seeds, {int(rows.censored.sum())} censored, t df {df}"
+    w = np.asarray(weights, float)
+    value, se = float(w @ beta), math.sqrt(w @ cov @ w)
+    half = stats.t.ppf(0.5 + LEVEL / 2, df) * se if df >= 1 else np.nan
+    return Estimate(value, value - half, value + half, how, min(counts), needs, log10=True)
 
 
 def _censored_bound(rows: pd.DataFrame, cell: str, base: str, needs: int) -> Estimate:
-    """Every run of ``cell`` censored: log10 of its least bound over the upper end of
-    ``base``'s t-interval of mean log10 updates, as the low end of an open interval."""
-    bound = np.log10(rows[rows.cell == cell].updates.min())
-    top = t_mean(np.log10(rows[(rows.cell == base) & ~rows.censored].updates)).high
+    """One cell all censored: log10 of its least bound over the other's upper end of mean log10
+    updates (t, or Tobit with censored runs): the ratio is at least (at most, ``base``) that."""
+    late = cell if rows[rows.cell == cell].censored.all() else base
+    early = rows[rows.cell == (base if late == cell else cell)]
+    name, censored = early.cell.iloc[0], early.censored.any()
+    mean = censored_contrast(early, [name], [1]) if censored else t_mean(np.log10(early.updates))
+    edge = float(np.log10(rows[rows.cell == late].updates.min()) - mean.high)
     n_cell, n_base = (int((rows.cell == c).sum()) for c in (cell, base))
-    how = (f"every run of {cell} censored: its least bound over the t upper end of {base}, "
-           f"{n_cell} and {n_base} seeds")  # fmt: skip
-    return Estimate(bound - top, bound - top, math.inf, how, min(n_cell, n_base), needs, True)
+    how = (f"every run of {late} censored: its least bound over the upper end of {name} "
+           f"({mean.method}), {n_cell} and {n_base} seeds")  # fmt: skip
+    sign, seeds = (1 if late == cell else -1), min(n_cell, n_base)
+    return Estimate(sign * edge, *sorted([sign * edge, sign * math.inf]), how, seeds, needs, True)

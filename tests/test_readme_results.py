@@ -93,6 +93,7 @@ ROW_VERDICTS = {
     "b at a lower learning rate": [
         ("lr 3e-3", LAW, bold(r"- lr 3e-3 \(the grid\):")),
         ("lr 1e-3", LAW, bold(r"- lr 1e-3:")),
+        ("the change in b", LAW, bold(r"- b at lr 1e-3 minus b at lr 3e-3")),
     ],
     "the slope at larger B": [
         ("32 -> 64", LAW, bold(r"b from B = 32 to 64:")),

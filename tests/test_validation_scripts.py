@@ -112,6 +112,19 @@ def test_two_cell_exponents_flip_with_the_data_and_wait_for_their_cells():
     assert "pending (`" in pending and "--cell nr-B8-C32 --cell nr-B8-C64" in pending
 
 
+def test_the_change_of_b_with_the_learning_rate_flips_with_the_data():
+    frame = law_frame(0.9, 0.1)
+    lr = frame.cell.isin(["lr1e-3-B8-C64", "lr1e-3-B32-C64"])
+    frame.loc[lr, "status"] = "done"  # the same b as the grid's lr
+    (same,) = [line for line in report.experiment_lines(frame) if "b at lr 1e-3 minus" in line]
+    assert same.endswith("**agrees**.") and "5, 5, 5 and 5 seeds" in same
+    frame.loc[frame.cell == "lr1e-3-B32-C64", "updates"] /= 4**0.4  # b larger by 0.4
+    (moved,) = [line for line in report.experiment_lines(frame) if "b at lr 1e-3 minus" in line]
+    low, high = map(float, re.search(r"\[([-0-9.]+), ([-0-9.]+)\]", moved).groups())
+    assert moved.endswith("**disagrees**.") and low < 0.4 < high
+    assert "pending (`" in report.b_change_line(frame, "3e-4")
+
+
 def test_natural_repetition_is_compared_with_repetition_0_9_at_the_same_cell():
     frame = law_frame(0.37, 0.62)
     nr, sn = frame.cell == "nr-B8-C32", frame.cell == "sn-B8-C32"

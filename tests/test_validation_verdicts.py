@@ -171,6 +171,40 @@ def test_a_censored_ratio_models_the_censored_seeds_and_bounds_a_fully_censored_
     unknown = v.censored_ratio(neither, "wide", "base")
     assert np.isnan(unknown.value) and "every run of wide and base censored" in unknown.method
     assert v.judge(unknown, v.same_ratio())[0] == "inconclusive at this scale"
+    flipped = v.censored_ratio(far, "base", "wide")  # the censored cell below: at most
+    assert flipped.low == -np.inf and flipped.high == pytest.approx(-bound_of(far))
+    assert flipped.text(".2f").startswith("at most 0.0") and "at most" not in bound.text()
+    assert v.judge(flipped, v.same_ratio())[0] == "disagrees"
+    partly = pd.DataFrame(
+        cell([1000, 2000, 2100, 2200, 2300], [False] + [True] * 4)
+        + [{"cell": "base", "updates": 900, "censored": True}] * 5
+    )
+    # the placed cell has censored runs too: its upper end is modelled (Tobit), not dropped
+    assert "Tobit" in v.censored_ratio(partly, "wide", "base").method
+
+
+def bound_of(frame: pd.DataFrame) -> float:
+    """log10 of the censored cell's least bound over the t upper end of base's mean."""
+    base = np.log10(frame[frame.cell == "base"].updates)
+    top = base.mean() + stats.t.ppf(0.975, len(base) - 1) * stats.sem(base)
+    return float(np.log10(frame[frame.cell == "wide"].updates.min()) - top)
+
+
+def test_a_censored_contrast_is_the_plain_one_without_censoring_and_keeps_censored_runs():
+    rng = np.random.default_rng(3)
+    names, means, weights = ["a", "b", "c", "d"], [3.9, 3.3, 3.9, 3.4], [1, -1, -1, 1]
+    rows = [{"cell": n, "updates": 10 ** rng.normal(m, 0.05), "censored": False}
+            for n, m in zip(names, means, strict=True) for _ in range(5)]  # fmt: skip
+    runs = pd.DataFrame(rows)
+    plain = v.contrast([runs[runs.cell == n].updates for n in names], weights, log=True)
+    tobit = v.censored_contrast(runs, names, weights)
+    assert tobit.value == pytest.approx(plain.value, abs=1e-6) and "Tobit" in tobit.method
+    cut = runs.assign(censored=(runs.cell == "a") & (runs.updates > 10**3.9))
+    cut["updates"] = np.where(cut.censored, 10**3.9, cut.updates)  # stopped at the budget
+    dropped = v.contrast([cut[(cut.cell == n) & ~cut.censored].updates for n in names], weights,
+                         log=True)  # fmt: skip
+    kept = v.censored_contrast(cut, names, weights)
+    assert abs(kept.value - plain.value) < abs(dropped.value - plain.value)
 
 
 def test_a_seed_count_target_is_met_missed_or_pending_by_the_counts():
@@ -180,3 +214,22 @@ def test_a_seed_count_target_is_met_missed_or_pending_by_the_counts():
     assert v.seed_target(1, 3)[0] == "misses the target"  # 1 + 2 to run < 4
     assert v.seed_target(2, 3)[0] == "pending: 3 of 5 seeds"
     assert "Clopper-Pearson, 3 seeds" in v.seed_target(2, 3)[1]
+
+
+def test_a_contrast_of_four_cells_covers_its_true_value_at_its_level():
+    """The difference of two b's: four cells of 5 seeds with unequal spreads; the Welch-
+    Satterthwaite interval covers the true contrast about 95% of the time, and two groups give
+    Welch's interval exactly."""
+    rng = np.random.default_rng(0)
+    means, sds, weights = np.array([3.9, 3.3, 3.9, 3.4]), [0.05, 0.2, 0.1, 0.05], [1, -1, -1, 1]
+    truth, covered = float(np.dot(weights, means)), 0
+    for _ in range(2000):
+        groups = [rng.normal(m, s, 5) for m, s in zip(means, sds, strict=True)]
+        e = v.contrast(groups, weights)
+        covered += e.low <= truth <= e.high
+    assert 0.93 <= covered / 2000 <= 0.97
+    a, b = rng.normal(0, 1, 5), rng.normal(1, 2, 7)
+    pair, welch = v.contrast([a, b], [1, -1]), v.welch(a, b)
+    assert (pair.value, pair.low, pair.high) == (welch.value, welch.low, welch.high)
+    interval = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert (pair.low, pair.high) == pytest.approx((interval.low, interval.high))
