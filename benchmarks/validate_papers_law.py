@@ -22,8 +22,8 @@ their commands, run with ``--cell``):
 
 * ``bs-B64-C64``, ``bs-B128-C64``: larger batches at C = 64 (4,400 updates each, the B = 32
   cell's budget): does log U bend from slope -1 toward [A]'s -0.37?
-* ``lr1e-3-B{8,32}-C64``, ``lr3e-4-B{8,32}-C64``: the learning rate, the base cell's budget
-  times 3e-3 / lr: does b (from B = 8 vs 32) depend on it? ([A]: lr 2.5e-4.)
+* ``lr{1e-3,3e-4}-B{8,32}-C64``: the learning rate, at 3x the base cell's budget (lr 1e-3 came
+  out near lr 3e-3's updates): does b (from B = 8 vs 32) depend on it? ([A]: lr 2.5e-4.)
 * ``wu-B{8,32}-C{32,128}``: the four corner cells with the warm-up fixed in tokens
   (``WARMUP_TOKENS`` in every cell, as [A] fixes 10M tokens) instead of 1% of the updates, at
   the budget of the ``sn`` cell's reported runs (at C = 128 its ``--extend-censored`` reruns').
@@ -150,7 +150,7 @@ def experiments() -> dict[str, dict]:
     for lr, tag in ((1e-3, "1e-3"), (3e-4, "3e-4")):
         for B in (8, 32):
             out[f"lr{tag}-B{B}-C64"] = {**sn, "grid": "learning-rate", "B": B, "C": 64, "lr": lr,
-                                        "steps": round(budget(B, 64) * LR / lr)}  # fmt: skip
+                                        "steps": 3 * budget(B, 64)}  # fmt: skip
     for B in (8, 32):
         for C in (32, 128):
             steps = budget(B, C) * (EXTEND if C == 128 else 1)  # where the sn reruns ended

@@ -55,7 +55,7 @@ def test_the_issue_24_cells_train_what_they_say(monkeypatch):
         assert c.warmup * c.steps * c.batch_size * c.context == pytest.approx(law.WARMUP_TOKENS)
     assert configs["wu-B8-C128"].steps == law.EXTEND * law.budget(8, 128)  # as sn's reruns
     assert configs["lr3e-4-B8-C64"].lr == 3e-4
-    assert configs["lr3e-4-B8-C64"].steps == 10 * law.budget(8, 64)
+    assert configs["lr3e-4-B8-C64"].steps == 3 * law.budget(8, 64) == configs["lr1e-3-B8-C64"].steps
     assert configs["nr-B8-C32"].producer_options["repetition"] == 0.4
     assert configs["nr-B8-C256"].producer_options["repetition"] == 0.8
     assert [configs[f"bs-B{B}-C64"].batch_size for B in (64, 128)] == [64, 128]
