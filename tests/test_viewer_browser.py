@@ -5,12 +5,14 @@ object ``attention_viewer`` returns renders in Jupyter and is the HTML string.""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
 
 import ihprobe
 from ihprobe.core.standin import id_tokenizer
+from ihprobe.figures import viewer as viewer_module
 from ihprobe.figures.viewer import AttentionViewer, attention_viewer
 from ihprobe.probes.inputs import repeated_tokens
 from tests.browser import render, screenshot
@@ -96,3 +98,17 @@ def test_the_viewer_renders_in_jupyter_and_is_its_html_string(model):
     assert viewer._repr_html_() == viewer.html == str(viewer)
     assert viewer.html.startswith("<style>") and 'class="ihp-viewer"' in viewer.html
     assert repr(viewer).startswith("<AttentionViewer: ") and len(repr(viewer)) < 80
+
+
+def test_viewer_ids_differ_on_a_page_and_repeat_when_the_notebook_reruns(model, monkeypatch):
+    tokens = repeated_tokens(model, n=8, batch=1, seed=1)[0]
+
+    def ids_of_two_equal_viewers():
+        html = attention_viewer(model, tokens) + attention_viewer(model, tokens)
+        return re.findall(r'id="(ihp-view-[^"]+)"', html)
+
+    monkeypatch.setattr(viewer_module, "_RENDERED", itertools.count())
+    first, second = ids_of_two_equal_viewers()
+    assert first != second  # the same data twice on one page: each script finds its own
+    monkeypatch.setattr(viewer_module, "_RENDERED", itertools.count())  # a fresh kernel
+    assert ids_of_two_equal_viewers() == [first, second]

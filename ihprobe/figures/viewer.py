@@ -21,9 +21,10 @@ True
 
 from __future__ import annotations
 
+import hashlib
 import html
+import itertools
 import json
-import uuid
 from collections.abc import Sequence
 
 import torch
@@ -149,8 +150,8 @@ def attention_viewer(
         "start": start_index,
         "patterns": patterns.round(decimals=3).tolist(),
     }
-    element = f"ihp-view-{uuid.uuid4().hex[:10]}"
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    element = _element_id(payload + title)
     heading = f"<p><b>{html.escape(title)}</b></p>" if title else ""
     return AttentionViewer(
         f"<style>{_STYLE}</style>"
@@ -161,3 +162,17 @@ def attention_viewer(
         f'<script type="application/json">{payload}</script></div>'
         f"<script>{_SCRIPT % {'id': json.dumps(element)}}</script>"
     )
+
+
+_RENDERED = itertools.count()  # viewers made in this process, so equal data get distinct ids
+
+
+def _element_id(content: str) -> str:
+    """A page-unique id that a re-run reproduces: a hash of the content and the viewer's number
+    in this process (a notebook re-executed top to bottom gets the same ids).
+
+    >>> _element_id("x") == _element_id("x")
+    False
+    """
+    digest = hashlib.sha256(content.encode()).hexdigest()[:8]
+    return f"ihp-view-{digest}-{next(_RENDERED)}"
