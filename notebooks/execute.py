@@ -27,6 +27,8 @@ def execute(path: Path, cwd: Path) -> tuple[nbformat.NotebookNode, float]:
     start = time.perf_counter()
     NotebookClient(book, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                    resources={"metadata": {"path": str(cwd)}}).execute()  # fmt: skip
+    for cell in book.cells:  # when each cell ran: noise in every diff of a re-executed notebook
+        cell.metadata.pop("execution", None)
     return book, time.perf_counter() - start
 
 

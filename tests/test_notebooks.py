@@ -41,6 +41,7 @@ def test_committed_executed_with_static_figures(path):
     book = nbformat.read(path, as_version=4)
     code = [c for c in book.cells if c.cell_type == "code"]
     assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), "run in order"
+    assert not [c for c in code if "execution" in c.metadata], "run by notebooks/execute.py"
     assert not [o for o in outputs(book) if o.output_type == "error"]
     figures = [o for o in outputs(book) if PLOTLY in o.get("data", {})]
     assert figures, f"{path.name} shows no figure"

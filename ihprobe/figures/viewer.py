@@ -148,7 +148,7 @@ def attention_viewer(
         "layers": layers,
         "heads": list(range(patterns.shape[1])),
         "start": start_index,
-        "patterns": patterns.round(decimals=3).tolist(),
+        "patterns": patterns.double().round(decimals=3).tolist(),  # 0.039, not 0.0390000008
     }
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     element = _element_id(payload + title)
