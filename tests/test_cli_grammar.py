@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import time
 from pathlib import Path
 
@@ -67,6 +68,7 @@ def test_every_option_has_help_and_shows_its_default(command):
         assert shown.strip(), (command, action.option_strings, "no help")
         says_default = "default" in shown.lower()
         assert says_default or action.nargs == 0 or action.required, (command, shown)
+        assert not re.search(r"\(default: (True|False)\)", shown), (command, shown)  # a flag
 
 
 @pytest.mark.parametrize("command", sorted(commands()))

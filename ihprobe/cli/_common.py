@@ -36,11 +36,12 @@ DTYPES = ("float32", "bfloat16", "float16")  # ihprobe.io.models.DTYPES, kept li
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
-    """Adds ``(default: X)`` to every option that has a real default and does not say it."""
+    """Adds ``(default: X)`` to every option that takes a value, has a real default and does
+    not say it (a flag's help says what it switches: ``--no-cache`` is not "default: True")."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        shown = action.default is not None and action.default is not False
+        shown = action.default is not None and action.default is not False and action.nargs != 0
         if "default" in text or not shown or action.default in (argparse.SUPPRESS, []):
             return text
         if not action.option_strings:
