@@ -216,7 +216,7 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
         "updates_low": point.updates_low if point.transition else None,
         "updates_high": point.updates_high if point.transition else None,
         "threshold_step": point.threshold_step, "max_ps": float(point.curve.value.max()),
-        # the steep segment reaches the last checkpoint: the point is at the budget's edge
+        # the steep segment starts in the last checkpoint interval: at the budget's edge
         "censored": bool(point.transition and point.updates_high >= config.total_steps),
         "train_s": previous.get("train_s", 0.0) + seconds, "probe_s": time.perf_counter() - started,
         "how": previous.get("how", how) if how == "reused" else how, "budget_factor": factor,

@@ -201,3 +201,24 @@ def test_sweep_cli_trains_through_ihprobe_train_and_skips_it_the_second_time(tmp
     assert main(args) == 0  # finished: not trained again, nothing appended to its log
     assert log.stat().st_size == size
     assert (out / "sweep.html").is_file()
+
+
+def _curve_table(steps, values) -> pd.DataFrame:
+    return pd.DataFrame({"model": "run", "revision": None, "step": steps,
+                         "tokens": [s * 1024 for s in steps], "layer": 1, "head": 0,
+                         "metric": "prefix_matching", "value": values})  # fmt: skip
+
+
+def test_a_rise_cut_off_by_the_end_of_training_is_reported_as_a_lower_bound():
+    from ihprobe.cli.emergence import describe
+
+    steps = [int(1.3**k) for k in range(8, 40)]
+    rise = [0.02 + 0.8 / (1 + np.exp(-4 * (np.log10(s) - 3.3))) for s in steps]
+    kwargs = {"batch": 100, "seed": 0}
+    whole = emergence(_curve_table(steps, rise), batch_size=8, context=128)
+    assert whole.transition and not whole.at_edge and "~" in describe(whole, kwargs)
+    flat = 0.05 + 0.003 * np.random.default_rng(0).standard_normal(len(steps) - 1)
+    cut = emergence(_curve_table(steps, [*flat, 0.6]), batch_size=8, context=128)  # at the end
+    said = describe(cut, kwargs)
+    assert cut.transition and cut.at_edge and "a lower bound" in said and ">=" in said
+    assert cut.updates_high == steps[-1]

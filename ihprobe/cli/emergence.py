@@ -63,10 +63,15 @@ def describe(point, kwargs: dict) -> str:
     if not point.transition:
         return f"{name}: no transition ({point.reason})"
     text = (
-        f"{name}: {point.metric} emerges at ~{point.updates:,.0f} updates / "
-        f"{point.tokens:,.0f} tokens (between checkpoints at {point.tokens_low:,.0f} and "
-        f"{point.tokens_high:,.0f} tokens)"
+        f"{name}: {point.metric} emerges at {'>=' if point.at_edge else '~'}"
+        f"{point.updates:,.0f} updates / {point.tokens:,.0f} tokens (between checkpoints at "
+        f"{point.tokens_low:,.0f} and {point.tokens_high:,.0f} tokens)"
     )
+    if point.at_edge:
+        text += (
+            "; a lower bound: the rise starts in the last checkpoint interval, so the run ended "
+            "inside it (resume it with a larger --tokens to place it)"
+        )
     if point.threshold_tokens is not None:
         text += f"; first >= {point.threshold:.3g} at {point.threshold_tokens:,.0f} tokens"
     return text + f" (probe: {kwargs['batch']} rows, seed {kwargs['seed']})"
@@ -86,7 +91,7 @@ def run(args) -> int:
         shape = (point.batch_size, point.context)
         law = predict_emergence(*shape) if all(shape) else None
         notes = _mechanism_notes(run_dir, point, kwargs)
-        record = {**point.to_dict(), "notes": notes}
+        record = {**point.to_dict(), "at_edge": point.at_edge, "notes": notes}
         if law is not None:
             record["predicted_updates"] = law.updates
         results.append(record)

@@ -82,6 +82,19 @@ class EmergencePoint:
     curve: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False, compare=False)
 
     @property
+    def at_edge(self) -> bool:
+        """The steep segment starts in the last checkpoint interval: the run ended inside its rise,
+        so the point is a lower bound (train on to place it).
+
+        >>> EmergencePoint("prefix_matching", "max", True, updates=90, updates_high=100,
+        ...                curve=pd.DataFrame({"step": [0, 50, 100]})).at_edge
+        True
+        """
+        if not self.transition or self.curve.empty or self.updates_high is None:
+            return False
+        return bool(self.updates_high >= self.curve["step"].max())
+
+    @property
     def provenance(self) -> Provenance:
         """The run the point was found in (a run, so no revision, step or tokens of its own)."""
         return Provenance(str(self.model))
