@@ -183,6 +183,13 @@ def test_fit_law_cli_refits_from_run_points(tmp_path, monkeypatch, capsys):
     assert main(["fit-law", "b", "d", "--c", "0.62"]) == 0  # two runs, two free parameters
     said = capsys.readouterr().out
     assert "an exact fit" in said and "r = " not in said  # an r of 1 that says nothing
+    shapes["e"] = (4, 64)  # a run that stopped before its heads formed: a lower bound
+    never = EmergencePoint("prefix_matching", "max", False, batch_size=4, context=64, model="e",
+                           curve=pd.DataFrame({"step": [0, 100, 50_000]}))  # fmt: skip
+    monkeypatch.setattr(changepoint, "run_emergence",
+                        lambda r, **k: never if r == "e" else planted(r))  # fmt: skip
+    assert main(["fit-law", *shapes]) == 0
+    assert "(5 runs, 1 censored (no placed point" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import ihprobe
@@ -87,6 +88,7 @@ def test_fit_recovers_known_exponents_under_noise(seed):
         "batch_size",
         "context",
         "updates",
+        "censored",
         "predicted",
         "residual_log10",
     ]
@@ -117,6 +119,48 @@ def test_fit_accepts_emergence_points_and_skips_runs_without_transition():
     fit = fit_law([*points, none])
     assert len(fit.points) == 4
     assert (fit.b, fit.c) == (pytest.approx(0.37), pytest.approx(0.62))
+
+
+def test_runs_cut_off_before_their_point_are_kept_as_lower_bounds_not_dropped():
+    """Over 20 grids, each with its slowest runs (small B and C) stopped at a budget: the
+    censored fit stays within 0.05 of both exponents; dropping the stopped runs flattens c."""
+    truth, budget, kept, dropped = Law(T=2e5, b=0.25, c=0.8), 6000.0, [], []
+    for seed in range(20):
+        points = _grid_points(truth, noise=0.3, seed=seed)
+        cut = [(B, C, min(U, budget), U > budget) for B, C, U in points]  # training stopped
+        kept.append(fit_law(cut))
+        dropped.append(fit_law([(B, C, U) for B, C, U, censored in cut if not censored]))
+    assert 0.15 < np.mean([f.censored for f in kept]) / 30 < 0.5
+    bias = {(way, k): np.mean([getattr(f, k) for f in fits]) - getattr(truth, k)
+            for way, fits in (("kept", kept), ("dropped", dropped)) for k in "bc"}  # fmt: skip
+    assert abs(bias["kept", "b"]) < 0.05 and abs(bias["kept", "c"]) < 0.05
+    assert bias["dropped", "c"] < -0.1
+    assert kept[0].to_dict()["censored"] == kept[0].censored and kept[0].to_frame().censored.any()
+    with pytest.raises(IhprobeError, match="none of the 3 run"):
+        fit_law([(4, 64, 1000, True), (8, 32, 1000, True), (8, 64, 900, True)])
+
+
+def test_emergence_points_without_a_placed_point_are_censored_at_their_bound():
+    law, steps = LAWS["fitted"], pd.DataFrame({"step": [0, 10, 100, 40_000]})
+    placed = [EmergencePoint("prefix_matching", "max", True, updates=law.updates(B, C),
+                             batch_size=B, context=C, updates_low=1, updates_high=2, curve=steps)
+              for B, C in ((4, 32), (8, 64), (16, 32), (4, 128))]  # fmt: skip
+    none = EmergencePoint("prefix_matching", "max", False, batch_size=2, context=16, curve=steps)
+    edge = EmergencePoint(
+        "prefix_matching",
+        "max",
+        True,
+        updates=30_000.0,
+        updates_low=30_000,
+        updates_high=40_000,
+        batch_size=64,
+        context=64,
+        curve=steps,
+    )
+    fit = fit_law([*placed, none, edge])
+    rows = fit.points.iloc[-2:]
+    assert rows.censored.all() and rows.updates.tolist() == [40_000.0, 30_000.0]
+    assert fit.censored == 2 and not fit.points.censored.iloc[:4].any()
 
 
 def test_fit_rejects_points_without_values():

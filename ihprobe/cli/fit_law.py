@@ -58,9 +58,14 @@ def run(args) -> int:
         if fit.residual_dof > 0
         else "an exact fit (as many runs as free parameters): no error estimate, add runs"
     )
+    censored = (
+        f", {fit.censored} censored (no placed point: each kept as a lower bound, Tobit fit)"
+        if fit.censored
+        else ""
+    )
     print(
         f"U = {fit.T:,.0f} / (B^{fit.b:.3f} C^{fit.c:.3f})   {quality}   "
-        f"({len(fit.points)} runs; [A]: T=750,000, b=0.37, c=0.62)"
+        f"({len(fit.points)} runs{censored}; [A]: T=750,000, b=0.37, c=0.62)"
     )
     print(fit.to_frame().to_string(index=False))
     return 0

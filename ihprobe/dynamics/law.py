@@ -8,7 +8,9 @@ depends on the batch size ``B`` (sequences per update) and the context ``C`` as 
 ``law="fitted"`` is [A]'s fit (T = 750,000, b = 0.37, c = 0.62). ``law="sqrt"`` is the other
 published form ``N = 10**5.7 * sqrt(B * C)`` tokens, which is the same power law with
 T = 10**5.7 and b = c = 0.5. Both were fitted to [A]'s optimiser settings, so :func:`fit_law`
-refits T and the exponents from a user's own runs by log-linear least squares.
+refits T and the exponents from a user's own runs by log-linear least squares, or, when some
+runs did not place their emergence point (no transition, or a rise cut off by the end of
+training), by a censored (Tobit) fit that keeps each of them as "at least" its bound.
 
 >>> round(predict_emergence(16, 64).updates, -2)
 20400.0
@@ -30,6 +32,7 @@ import pandas as pd
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.dynamics.censored import tobit
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +132,8 @@ class LawFit:
     ``r`` is the Pearson correlation of predicted and measured log updates; ``residuals`` are
     ``log10(measured / predicted)`` per point; ``stderr`` holds standard errors of ``log10 T``,
     ``b`` and ``c`` (NaN for fixed parameters and for exact fits, which leave no residual).
+    ``censored`` counts the points known only as a lower bound (``points.censored``; their
+    residual is the bound's): with any, the fit is Tobit maximum likelihood.
     """
 
     T: float
@@ -139,6 +144,7 @@ class LawFit:
     points: pd.DataFrame
     stderr: dict[str, float] = field(default_factory=dict)
     fixed: tuple[str, ...] = ()
+    censored: int = 0
 
     @property
     def law(self) -> Law:
@@ -170,6 +176,7 @@ class LawFit:
         return {
             **{key: getattr(self, key) for key in ("T", "b", "c", "r")},
             "n": len(self.points),
+            "censored": self.censored,
             "stderr": self.stderr,
             "fixed": list(self.fixed),
             "residuals_log10": [float(x) for x in self.residuals],
@@ -177,35 +184,48 @@ class LawFit:
 
 
 def _as_points(points) -> pd.DataFrame:
-    """Normalise tuples, dicts, EmergencePoints or a frame into batch_size, context, updates."""
+    """Normalise tuples ``(B, C, U[, censored])``, dicts, EmergencePoints or a frame into
+    batch_size, context, updates, censored (``updates`` a lower bound where censored)."""
+    columns = ["batch_size", "context", "updates"]
     if isinstance(points, pd.DataFrame):
-        missing = {"batch_size", "context", "updates"} - set(points.columns)
+        missing = set(columns) - set(points.columns)
         if missing:
             raise IhprobeError(f"the points table lacks columns {sorted(missing)}.")
-        rows = points[["batch_size", "context", "updates"]].to_dict("records")
+        rows = points[[*columns, "censored"] if "censored" in points else columns]
+        rows = rows.to_dict("records")
     else:
-        rows = []
-        for p in points if isinstance(points, Iterable) else [points]:
-            if isinstance(p, dict):
-                rows.append({k: p.get(k) for k in ("batch_size", "context", "updates")})
-            elif hasattr(p, "updates"):  # an EmergencePoint
-                if not getattr(p, "transition", True):
-                    log.warning("skipping a run without a transition: %s", getattr(p, "model", p))
-                    continue
-                rows.append(
-                    {"batch_size": p.batch_size, "context": p.context, "updates": p.updates}
-                )
-            else:
-                batch_size, context, updates = p
-                rows.append({"batch_size": batch_size, "context": context, "updates": updates})
-    frame = pd.DataFrame(rows, columns=["batch_size", "context", "updates"])
-    bad = frame.isna().any(axis=1) | (frame[["batch_size", "context", "updates"]] <= 0).any(axis=1)
+        rows = [_point_row(p) for p in (points if isinstance(points, Iterable) else [points])]
+        rows = [row for row in rows if row is not None]
+    frame = pd.DataFrame(rows, columns=[*columns, "censored"])
+    frame["censored"] = frame["censored"].fillna(False).astype(bool)
+    bad = frame[columns].isna().any(axis=1) | (frame[columns] <= 0).any(axis=1)
     if bad.any():
         raise IhprobeError(
             f"{int(bad.sum())} point(s) lack a positive batch size, context or updates value: "
             f"{frame[bad].to_dict('records')[:3]}."
         )
-    return frame.astype(float).reset_index(drop=True)
+    return frame.astype({c: float for c in columns}).reset_index(drop=True)
+
+
+def _point_row(p) -> dict | None:
+    """One point as a row; an EmergencePoint without a transition is censored at its last
+    checkpoint, one whose rise starts in its last checkpoint interval at its point."""
+    if isinstance(p, dict):
+        keys = ("batch_size", "context", "updates", "censored")
+        return {k: p.get(k) for k in keys}
+    if not hasattr(p, "updates"):  # a tuple
+        batch_size, context, updates, *censored = p
+        return {"batch_size": batch_size, "context": context, "updates": updates,
+                "censored": bool(censored and censored[0])}  # fmt: skip
+    row = {"batch_size": p.batch_size, "context": p.context, "updates": p.updates}
+    if getattr(p, "transition", True):
+        return {**row, "censored": bool(getattr(p, "at_edge", False))}
+    curve = getattr(p, "curve", pd.DataFrame())
+    last = curve["step"].max() if "step" in curve else math.nan
+    if not np.isfinite(last) or last <= 0:
+        log.warning("skipping a run without a transition or known steps: %s", p.model)
+        return None
+    return {**row, "updates": float(last), "censored": True}
 
 
 def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit:
@@ -213,9 +233,11 @@ def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit
     this docstring and the one-line messages for each kind of bad input.)
 
     Args:
-        points: ``(batch_size, context, updates)`` tuples, dicts with those keys,
-            :class:`~ihprobe.dynamics.changepoint.EmergencePoint` objects (runs without a
-            transition are skipped with a warning), or a DataFrame with those columns.
+        points: ``(batch_size, context, updates)`` tuples (a fourth item True: censored,
+            ``updates`` only a lower bound), dicts or a DataFrame with those keys (and an
+            optional ``censored``), or :class:`~ihprobe.dynamics.changepoint.EmergencePoint`
+            objects (a run without a transition is censored at its last checkpoint, one whose
+            rise starts in its last interval at its point). Any censored point: a Tobit fit.
         b, c: fix an exponent instead of fitting it (needed when all runs share one B or C).
 
     Example:
@@ -235,7 +257,7 @@ def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit
             "points must be (batch_size, context, updates) tuples, dicts with those keys, "
             f"EmergencePoints or a DataFrame (got {type(points).__name__})."
         ) from err
-    checks.matrix("points", frame.to_numpy())  # no inf
+    checks.matrix("points", frame[["batch_size", "context", "updates"]].to_numpy())  # no inf
     logs = {
         "B": np.log10(frame.batch_size.to_numpy()),
         "C": np.log10(frame.context.to_numpy()),
@@ -263,15 +285,27 @@ def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit
             f"{len(frame)} point(s) cannot determine {X.shape[1]} parameters; "
             f"measure at least {X.shape[1]} runs or fix an exponent."
         )
-    coef, *_ = np.linalg.lstsq(X, target, rcond=None)
+    censored = frame["censored"].to_numpy(bool)
+    if censored.all():
+        raise IhprobeError(
+            f"none of the {len(frame)} run(s) placed its emergence point (each is censored: no "
+            "transition, or a rise cut off at the last checkpoint); train them further."
+        )
+    if censored.any():
+        coef, cov, *_ = tobit(target, X, censored)
+    else:
+        coef, *_ = np.linalg.lstsq(X, target, rcond=None)
     values = dict(zip(names, coef, strict=True))
     fitted_b = float(values.get("b", fixed["b"] if fixed["b"] is not None else np.nan))
     fitted_c = float(values.get("c", fixed["c"] if fixed["c"] is not None else np.nan))
     predicted = values["log10_T"] - fitted_b * logs["B"] - fitted_c * logs["C"]
     residuals = logs["U"] - predicted
     dof = len(frame) - X.shape[1]
-    sigma2 = float(residuals @ residuals) / dof if dof > 0 else math.nan  # exact fit: no error
-    cov = sigma2 * np.linalg.pinv(X.T @ X)
+    if not censored.any():
+        sigma2 = float(residuals @ residuals) / dof if dof > 0 else math.nan  # exact: no error
+        cov = sigma2 * np.linalg.pinv(X.T @ X)
+    elif dof <= 0:
+        cov = np.full_like(cov, math.nan)
     stderr = {"log10_T": math.nan, "b": math.nan, "c": math.nan}
     stderr.update({n: float(math.sqrt(max(cov[i, i], 0.0))) for i, n in enumerate(names)})
     r = float(np.corrcoef(predicted, logs["U"])[0, 1]) if np.ptp(predicted) > 0 else math.nan
@@ -284,4 +318,5 @@ def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit
         points=frame,
         stderr=stderr,
         fixed=tuple(k for k, v in fixed.items() if v is not None),
+        censored=int(censored.sum()),
     )
