@@ -77,10 +77,16 @@ def test_sweep_report_fits_the_law_and_maps_the_frontier(tmp_path):
     written = sweep.report(_sweep_table(), tmp_path)
     law = json.loads(written["law"].read_text())
     assert law["b"] == pytest.approx(0.37) and law["c"] == pytest.approx(0.62)
-    assert law["n"] == 5  # the run without a transition is left out
+    assert law["n"] == 5  # a table from before law_updates: the run without one is left out
     page = written["report"].read_text()
     assert "Frontier" in page and "The law" in page
     assert pd.read_csv(written["table"]).shape[0] == 6
+    table = _sweep_table()  # as summarize writes it now: the stopped run kept as a bound
+    table["law_updates"], table["censored"] = table["updates"], False
+    table.loc[0, ["law_updates", "censored"]] = [LAWS["fitted"].updates(4, 32) / 2, True]
+    law = json.loads(sweep.report(table, tmp_path / "now")["law"].read_text())
+    assert (law["n"], law["censored"]) == (6, 1) and law["b"] == pytest.approx(0.37, abs=0.02)
+    assert "1 of them censored" in (tmp_path / "now" / "sweep.html").read_text()
 
 
 def test_figures_mark_the_point_and_the_prediction():

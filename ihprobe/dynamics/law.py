@@ -194,7 +194,7 @@ def _as_points(points) -> pd.DataFrame:
         rows = points[[*columns, "censored"] if "censored" in points else columns]
         rows = rows.to_dict("records")
     else:
-        rows = [_point_row(p) for p in (points if isinstance(points, Iterable) else [points])]
+        rows = [law_point(p) for p in (points if isinstance(points, Iterable) else [points])]
         rows = [row for row in rows if row is not None]
     frame = pd.DataFrame(rows, columns=[*columns, "censored"])
     frame["censored"] = frame["censored"].fillna(False).astype(bool)
@@ -207,9 +207,14 @@ def _as_points(points) -> pd.DataFrame:
     return frame.astype({c: float for c in columns}).reset_index(drop=True)
 
 
-def _point_row(p) -> dict | None:
-    """One point as a row; an EmergencePoint without a transition is censored at its last
-    checkpoint, one whose rise starts in its last checkpoint interval at its point."""
+def law_point(p) -> dict | None:
+    """One point as :func:`fit_law` reads it (batch_size, context, updates, censored): an
+    EmergencePoint without a transition is censored at its last checkpoint, one whose rise
+    starts in its last checkpoint interval at its point; None when nothing bounds it.
+
+    >>> law_point((8, 64, 2000))
+    {'batch_size': 8, 'context': 64, 'updates': 2000, 'censored': False}
+    """
     if isinstance(p, dict):
         keys = ("batch_size", "context", "updates", "censored")
         return {k: p.get(k) for k in keys}

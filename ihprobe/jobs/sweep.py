@@ -28,7 +28,7 @@ import pandas as pd
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import atomic_write, check_writable_dir
 from ihprobe.dynamics.changepoint import run_emergence
-from ihprobe.dynamics.law import fit_law
+from ihprobe.dynamics.law import fit_law, law_point
 from ihprobe.figures.emergence import frontier_figure, law_figure
 from ihprobe.figures.report import Section, write_report
 from ihprobe.io.runs import data_means, is_finished
@@ -165,12 +165,16 @@ def summarize(runs: list[Run], **point_kwargs) -> pd.DataFrame:
             log.warning("%s is not finished; left out of the summary", run.name)
             continue
         point = run_emergence(run.out, **point_kwargs)
+        bound = law_point(point) or {"updates": None, "censored": None}
         rows.append(
             {
                 "run": run.name,
                 **dict(run.settings),
                 **{f"realised_{k}": v for k, v in data_means(run.out, REALISED).items()},
                 **{k: v for k, v in point.to_dict().items() if k not in dict(run.settings)},
+                "at_edge": point.at_edge,
+                "law_updates": bound["updates"],  # the point, or the bound of a censored run
+                "censored": bound["censored"],
             }
         )
     return pd.DataFrame(rows)
@@ -184,9 +188,10 @@ def report(table: pd.DataFrame, out: str | os.PathLike) -> dict[str, Path]:
     written = {"table": out / "sweep.csv"}
     atomic_write(written["table"], lambda tmp: table.to_csv(tmp, index=False))
     sections = [Section("Runs", [table.drop(columns=["curve"], errors="ignore")])]
-    formed = table[table["transition"].astype(bool)] if len(table) else table
-    if len(formed) and formed["batch_size"].nunique() > 1 and formed["context"].nunique() > 1:
-        fit = fit_law(formed[["batch_size", "context", "updates"]])
+    formed = _law_points(table)
+    placed = len(formed) and not formed["censored"].all()
+    if placed and formed["batch_size"].nunique() > 1 and formed["context"].nunique() > 1:
+        fit = fit_law(formed)
         written["law"] = out / "law.json"
         atomic_write(written["law"], json.dumps(fit.to_dict(), indent=2))
         sections.append(
@@ -194,7 +199,8 @@ def report(table: pd.DataFrame, out: str | os.PathLike) -> dict[str, Path]:
                 "The law",
                 [
                     f"U = {fit.T:,.0f} / (B^{fit.b:.3f} C^{fit.c:.3f}), r = {fit.r:.3f} "
-                    f"over {len(formed)} runs ([A]: T = 750,000, b = 0.37, c = 0.62).",
+                    f"over {len(formed)} runs, {fit.censored} of them censored (kept as "
+                    "lower bounds by a Tobit fit) ([A]: T = 750,000, b = 0.37, c = 0.62).",
                     law_figure(fit, reference="fitted"),
                 ],
             )
@@ -205,6 +211,25 @@ def report(table: pd.DataFrame, out: str | os.PathLike) -> dict[str, Path]:
         sections.append(Section("Frontier", [frontier_figure(table, x=x, y=y)]))
     written["report"] = write_report(out / "sweep.html", "ihprobe sweep", sections)
     return written
+
+
+def _law_points(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows ``fit_law`` reads: every run with a point or a bound (a censored run kept as a
+    lower bound); a table from before ``law_updates`` existed: the runs with a transition."""
+    if not len(table):
+        return pd.DataFrame(columns=["batch_size", "context", "updates", "censored"])
+    if "law_updates" not in table:
+        formed = table[table["transition"].astype(bool)]
+        return formed[["batch_size", "context", "updates"]].assign(censored=False)
+    rows = table.dropna(subset=["law_updates"])
+    return pd.DataFrame(
+        {
+            "batch_size": rows.batch_size,
+            "context": rows.context,
+            "updates": rows.law_updates,
+            "censored": rows.censored.astype(bool),
+        }
+    )
 
 
 def run_sweep(
