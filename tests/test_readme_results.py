@@ -107,6 +107,7 @@ ROW_VERDICTS = {
     "emergence with natural text's repetition": [
         ("C = 32", LAW, bold(r"over repetition 0.9 at C = 32 \(added")),
         ("C = 64", LAW, bold(r"over repetition 0.9 at C = 64 \(added")),
+        ("C = 128", LAW, bold(r"over repetition 0.9 at C = 128 \(added")),
         ("c with natural repetition", LAW, bold(r"- c from C = 32 to 64, natural repetition:")),
     ],
     "the emergence point does not depend on model size": [
