@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ihprobe.core.errors import IhprobeError
@@ -122,6 +123,14 @@ def test_law_from_residuals_set_the_spread():
     residual = logs - (intercept + slope * x)
     assert prior.spread == pytest.approx(max(0.1, math.sqrt((residual**2).sum() / 1)))
     assert prior.updates == pytest.approx(10 ** (intercept + slope * math.log10(32)))
+
+
+def test_law_from_keeps_a_run_that_stopped_before_its_point_as_a_bound():
+    stopped = EmergencePoint("prefix_matching", "max", False, batch_size=32, context=64,
+                             curve=pd.DataFrame({"step": [0, 100, 2000]}))  # fmt: skip
+    prior = law_prior(32, 64, law_from=[point(16, 900), point(64, 400), stopped])
+    assert prior.runs == 3 and prior.law.endswith("1 censored")
+    assert prior.updates > math.sqrt(900 * 400)  # at least 2,000 at B = 32 pulls it later
 
 
 def test_law_from_runs_without_transition_is_an_error():

@@ -42,7 +42,7 @@ from scipy.stats import norm
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.changepoint import THRESHOLDS, EmergencePoint, emergence, run_emergence
-from ihprobe.dynamics.law import Law, fit_law, get_law, predict_emergence
+from ihprobe.dynamics.law import Law, fit_law, get_law, law_point, predict_emergence
 from ihprobe.dynamics.piecewise import noise_sd
 from ihprobe.io.runs import PROBES, RUN_META, RunDir, run_meta
 
@@ -159,34 +159,35 @@ def law_prior(
         updates = predict_emergence(batch_size, context, base).updates
         return Prior(updates, spread or DEFAULT_SPREAD, base.name, batch_size, context)
     points = [_point(run) for run in law_from]
-    formed = [p for p in points if p.transition]
-    if not formed:
+    rows = [row for row in map(law_point, points) if row is not None]  # censored ones as bounds
+    if all(row["censored"] for row in rows):
         raise IhprobeError(
-            f"none of the {len(points)} --law-from run(s) shows a transition; pass runs that "
-            "went past their emergence point, or leave --law-from out."
+            f"none of the {len(points)} --law-from run(s) places its emergence point; pass runs "
+            "that went past it, or leave --law-from out."
         )
-    fit = fit_law(formed, **_fixed_exponents(formed, base))
-    dof = len(formed) - (3 - len(fit.fixed))
-    measured = math.sqrt(float(fit.residuals @ fit.residuals) / dof) if dof > 0 else None
+    fit = fit_law(rows, **_fixed_exponents(rows, base))
+    placed = fit.residuals[~fit.points["censored"].to_numpy(bool)]  # a bound's is not a residual
+    dof = len(placed) - (3 - len(fit.fixed))
+    measured = math.sqrt(float(placed @ placed) / dof) if dof > 0 else None
     if spread is None:
         spread = max(measured, MIN_SPREAD) if measured is not None else DEFAULT_SPREAD
     updates = fit.predict(batch_size, context).updates
-    return Prior(
-        updates, spread, f"refit on {len(formed)} run(s)", batch_size, context, len(formed)
-    )
+    how = f"refit on {len(rows)} run(s)" + (f", {fit.censored} censored" if fit.censored else "")
+    return Prior(updates, spread, how, batch_size, context, len(rows))
 
 
 def _point(run) -> EmergencePoint:
     return run if isinstance(run, EmergencePoint) else run_emergence(run)
 
 
-def _fixed_exponents(points: list[EmergencePoint], base: Law) -> dict[str, float]:
-    """Keep the base law's exponent for a B or C the runs do not vary, and fix exponents until
-    the runs can determine what is left (batch size first, it is measured more often)."""
+def _fixed_exponents(points: list[dict], base: Law) -> dict[str, float]:
+    """Keep the base law's exponent for a B or C the runs (``law_point`` rows) do not vary,
+    and fix exponents until they can determine what is left (batch size first, it is measured
+    more often)."""
     fixed = {}
-    if len({p.context for p in points}) < 2:
+    if len({p["context"] for p in points}) < 2:
         fixed["c"] = base.c
-    if len({p.batch_size for p in points}) < 2:
+    if len({p["batch_size"] for p in points}) < 2:
         fixed["b"] = base.b
     for name in ("c", "b"):
         if len(points) < 3 - len(fixed):
