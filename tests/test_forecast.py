@@ -131,6 +131,8 @@ def test_law_from_keeps_a_run_that_stopped_before_its_point_as_a_bound():
     prior = law_prior(32, 64, law_from=[point(16, 900), point(64, 400), stopped])
     assert prior.runs == 3 and prior.law.endswith("1 censored")
     assert prior.updates > math.sqrt(900 * 400)  # at least 2,000 at B = 32 pulls it later
+    one_b = law_prior(32, 64, law_from=[point(16, 900), stopped])  # b stays [A]'s
+    assert one_b.runs == 2 and one_b.updates >= 900 / 2**0.37
 
 
 def test_law_from_runs_without_transition_is_an_error():

@@ -136,6 +136,9 @@ def test_runs_cut_off_before_their_point_are_kept_as_lower_bounds_not_dropped():
     assert abs(bias["kept", "b"]) < 0.05 and abs(bias["kept", "c"]) < 0.05
     assert bias["dropped", "c"] < -0.1
     assert kept[0].to_dict()["censored"] == kept[0].censored and kept[0].to_frame().censored.any()
+    only_bounded = [(8, 128, 12_000, True), (32, 128, 2900), (32, 128, 1800)]  # b: no upper end
+    with pytest.raises(IhprobeError, match="every point that places its emergence point has"):
+        fit_law(only_bounded, c=0.62)
     with pytest.raises(IhprobeError, match="none of the 3 run"):
         fit_law([(4, 64, 1000, True), (8, 32, 1000, True), (8, 64, 900, True)])
 

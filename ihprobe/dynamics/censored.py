@@ -60,7 +60,8 @@ def _tobit_scores(theta, y, X, cens) -> tuple[np.ndarray, np.ndarray]:
     sigma = math.exp(theta[-1])
     z = (y - X @ theta[:-1]) / sigma
     logl = np.where(cens, stats.norm.logsf(z), stats.norm.logpdf(z) - theta[-1])
-    mills = np.exp(stats.norm.logpdf(z) - stats.norm.logsf(z))  # hazard of the censored rows
+    # hazard of the censored rows; capped where the optimiser's trial steps leave floats behind
+    mills = np.exp(np.minimum(stats.norm.logpdf(z) - stats.norm.logsf(z), 100.0))
     d_mu = np.where(cens, mills, z) / sigma  # d logl / d (X beta)
     d_log_sigma = np.where(cens, mills * z, z**2 - 1)
     return logl, np.column_stack([X * d_mu[:, None], d_log_sigma])

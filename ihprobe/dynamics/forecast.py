@@ -184,13 +184,13 @@ def _fixed_exponents(points: list[dict], base: Law) -> dict[str, float]:
     """Keep the base law's exponent for a B or C the runs (``law_point`` rows) do not vary,
     and fix exponents until they can determine what is left (batch size first, it is measured
     more often)."""
-    fixed = {}
-    if len({p["context"] for p in points}) < 2:
+    fixed, placed = {}, [p for p in points if not p["censored"]]  # a bound cannot vary B or C
+    if len({p["context"] for p in placed}) < 2:
         fixed["c"] = base.c
-    if len({p["batch_size"] for p in points}) < 2:
+    if len({p["batch_size"] for p in placed}) < 2:
         fixed["b"] = base.b
     for name in ("c", "b"):
-        if len(points) < 3 - len(fixed):
+        if len(placed) < 3 - len(fixed):
             fixed.setdefault(name, getattr(base, name))
     return fixed
 

@@ -268,6 +268,12 @@ def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit
         "C": np.log10(frame.context.to_numpy()),
         "U": np.log10(frame.updates.to_numpy()),
     }
+    censored = frame["censored"].to_numpy(bool)
+    if censored.all():
+        raise IhprobeError(
+            f"none of the {len(frame)} run(s) placed its emergence point (each is censored: no "
+            "transition, or a rise cut off at the last checkpoint); train them further."
+        )
     fixed = {"b": b, "c": c}
     target = logs["U"].copy()
     columns, names = [np.ones(len(frame))], ["log10_T"]
@@ -275,26 +281,21 @@ def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit
         if fixed[name] is not None:
             target += fixed[name] * logs[key]
         else:
-            if len(np.unique(logs[key])) < 2:
+            if len(np.unique(logs[key][~censored])) < 2:  # a censored run only bounds it
                 size = "batch size" if key == "B" else "context"
+                which = "that places its emergence point " if censored.any() else ""
                 raise IhprobeError(
-                    f"every point has the same {size}, so its exponent cannot be fitted; "
+                    f"every point {which}has the same {size}, so its exponent cannot be fitted; "
                     f"add runs with other values or fix it, e.g. fit_law(points, {name}="
                     f"{getattr(LAWS['fitted'], name)}) (the published value)."
                 )
             columns.append(-logs[key])
             names.append(name)
     X = np.stack(columns, axis=1)
-    if len(frame) < X.shape[1]:
+    if (~censored).sum() < X.shape[1]:  # censored runs bound the fit but cannot place it
         raise IhprobeError(
-            f"{len(frame)} point(s) cannot determine {X.shape[1]} parameters; "
-            f"measure at least {X.shape[1]} runs or fix an exponent."
-        )
-    censored = frame["censored"].to_numpy(bool)
-    if censored.all():
-        raise IhprobeError(
-            f"none of the {len(frame)} run(s) placed its emergence point (each is censored: no "
-            "transition, or a rise cut off at the last checkpoint); train them further."
+            f"{(~censored).sum()} placed point(s) cannot determine {X.shape[1]} parameters; "
+            f"measure at least {X.shape[1]} runs that place their point, or fix an exponent."
         )
     if censored.any():
         coef, cov, *_ = tobit(target, X, censored)
