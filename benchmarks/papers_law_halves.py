@@ -327,3 +327,13 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def induction_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The halves rows of cells that form induction heads: the i.i.d. control's "emergence
+    points" are fixed-offset drift (``papers_law_control``), not a seed's emergence.
+
+    >>> induction_rows(pd.DataFrame({"grid": ["control", "semi-natural"]})).grid.tolist()
+    ['semi-natural']
+    """
+    return rows[rows.grid != "control"] if "grid" in rows else rows

@@ -4,15 +4,11 @@ Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validat
 
 * ``sn-B{B}-C{C}``: semi-natural rows (bigrams of the embedded corpus, 300-id BPE) with
   repetition = reliability = 0.9 ([A] experiment 2), B in 8/16/32, C in 32/64/128.
-* ``fx-B8-C{C}``: a context grid where the context does not change the repetition structure:
-  ``repeats`` over natural text, period 8..16 tokens and a repeated tail that starts 32..48
-  tokens before the end of the row, both in absolute tokens, B = 8, C in 64/128/256. Every row
-  then holds the same kind and amount of repetition (27 copied tokens per row on average at
-  both C = 64 and C = 256, 2-6 periods) whatever C is; a longer context only adds
-  non-repeating text in front. (Fixing the start instead would let a longer row add more
-  copies, the confound of ``validate_law.py``.) One B, so only c is fitted here (b = 0: T
-  absorbs B^b). Every fx cell trains for ``FIXED_BUDGET`` updates: if C does not matter here,
-  all three emerge at about the same update, and a budget shrinking with C would censor C = 256.
+* ``fx-B8-C{C}``: a context grid where C does not change the repetition: ``repeats`` over
+  natural text, period 8..16 tokens, the repeated tail starting 32..48 tokens before the row's
+  end (27 copied tokens per row at every C; a longer row only adds text in front, where fixing
+  the start would add copies, ``validate_law.py``'s confound). B = 8, C in 64/128/256, so only
+  c is fitted (b = 0); every fx cell trains ``FIXED_BUDGET`` updates (equal if C does not matter).
 * ``size-d128``, ``size-L3``: width 128 and depth 3 at (B, C) = (8, 64); with ``sn-B8-C64``
   (width 64, depth 2) they test [A]'s model-size independence.
 * ``sched-cosine``: ``sn-B8-C64`` with a cosine schedule instead of the constant one.
@@ -36,18 +32,16 @@ their commands, run with ``--cell``):
   copying an earlier token never helps predict the next; judged by each run's highest max PS,
   with a check of each run's peak (``papers_law_control``).
 
-Budgets: each cell trains for ``BUDGET_AT_REFERENCE`` updates scaled by
-(16 * 128 / (B C))^0.9 (4,400 updates at B = 16, C = 128; 28,600 at B = 8, C = 32), about 1.8
-times the emergence point of pilots: near 2,400 updates at B = 16, C = 128, and 18,000-28,000
-at B = 4 (C = 64 and 32), where budgets scaled by (B C)^-0.5 or ^-0.65 censored it or saw no
-transition; those B = 4 pilots are why the grid starts at B = 8. C = 128 cells get twice
-that (at B = 8 the first seed saw no transition in 8,200 updates). The budget is the same for
-every seed of a cell; a run whose steep segment reaches its last checkpoint is censored.
+Budgets: ``BUDGET_AT_REFERENCE`` updates scaled by (16 * 128 / (B C))^0.9 (4,400 at B = 16,
+C = 128; 28,600 at B = 8, C = 32), about 1.8x the pilots' emergence points (B = 4 pilots, whose
+budgets scaled by (B C)^-0.5 censored them, are why the grid starts at B = 8); C = 128 cells get
+twice that. A run whose steep segment starts in its last checkpoint interval is censored.
 ``--extend-censored`` reruns every seed of a cell with a censored seed at twice the budget (into
-``seedS-x2``); once all are done the reruns replace the cell's runs (its seeds not yet run train
-at that budget). The whole cell, because a rerun is a fresh run (its warm-up and checkpoints
-change with the budget) and redrawing only late seeds would bias the cell early. ``--steps N``
-gives every cell N updates instead (smoke runs).
+``seedS-x2``); once all are done they replace the cell's runs. The whole cell, because a rerun
+is a fresh run (warm-up and checkpoints change with the budget) and redrawing only late seeds
+would bias the cell early. ``--steps N``: every cell N updates (smoke runs). A finished run
+whose folder is gone (``runs/`` is not committed) is read from ``RESULTS_papers_law.csv``, a
+rerun of a cell not yet shown from its reruns from ``RESULTS_papers_law_reruns.csv``.
 
 Every run: GPT-NeoX, 4 heads, AdamW lr 3e-3, 1% warm-up then constant (unless the cell says
 otherwise), grad clip 1, log-spaced checkpoints; seeds 0-4. Emergence: the start of the steep
@@ -100,10 +94,9 @@ FIXED_B, FIXED_CONTEXTS, FIXED_BUDGET = 8, (64, 128, 256), 12000
 EXTEND = 2  # --extend-censored reruns a cell with a censored seed at this many times its budget
 BUDGET_AT_REFERENCE = (16, 128, 4400)  # (B, C, updates); other cells scale by (B C)^-0.9
 LR, HERE = 3e-3, Path(__file__).resolve().parent
-# [A] warms up over 10M tokens, under 1/6 of its earliest emergence (64M tokens); 1M tokens is
-# 1/10-1/3 of this grid's emergence points (2.5-10M tokens)
-WARMUP_TOKENS = 1_000_000
+WARMUP_TOKENS = 1_000_000  # [A]: 10M, under 1/6 of its earliest point; here 1/10-1/3 of them
 OUT_MD, OUT_CSV = HERE / "RESULTS_papers_law.md", HERE / "RESULTS_papers_law.csv"
+RERUNS_CSV = HERE / "RESULTS_papers_law_reruns.csv"  # reruns of cells not yet shown from them
 DEFAULT_OUT = ROOT / "runs" / "validate-papers" / "law"
 
 
@@ -198,6 +191,9 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     """Train (or resume, or reuse) one cell's seed and find its emergence point; ``factor``
     times the cell's budget for a rerun (``--extend-censored``)."""
     config = config_of(name, cell, seed, args, factor)
+    if not read_result(Path(config.out)) and (row := recorded(args.out, name, seed, factor)):
+        print(f"{name} seed {seed}: reused (in the results CSV; its folder is gone)", flush=True)
+        return row
     run, seconds, how = train_or_reuse(config)
     done = read_result(run)
     unchecked = cell["grid"] == "control" and done is not None and "peak_fiv" not in done
@@ -236,9 +232,23 @@ def results_files(out: str) -> tuple[Path, Path]:
 
 
 def saved_rows(out: str) -> dict[tuple, dict]:
-    """The results CSV's done rows, which record the default run folder only (another --out
-    starts from its own folders)."""
+    """The results CSV's done rows (of the default run folder; another --out starts empty)."""
     return saved_results(OUT_CSV) if Path(out) == DEFAULT_OUT else {}
+
+
+def recorded(out: str, name: str, seed: int, factor: int = 1) -> dict | None:
+    """A finished run whose folder is gone, as the results CSVs of the default run folder keep
+    it: a first run or shown rerun in ``RESULTS_papers_law.csv``, other reruns in ``RERUNS_CSV``."""
+    row = saved_rows(out).get((name, seed))
+    if row is not None and row.get("budget_factor", 1) == factor:
+        return row
+    reruns = saved_results(RERUNS_CSV) if factor > 1 and Path(out) == DEFAULT_OUT else {}
+    return reruns.get((name, seed))
+
+
+def result_of(out: str, name: str, seed: int, factor: int = 1) -> dict | None:
+    """A finished run's result: its folder's, else its record (:func:`recorded`)."""
+    return read_result(run_dir(out, name, seed, factor)) or recorded(out, name, seed, factor)
 
 
 def extended(out: str, name: str) -> bool:
@@ -248,7 +258,7 @@ def extended(out: str, name: str) -> bool:
     if any(r.get("budget_factor", 1) == EXTEND for r in saved.values()):
         return True
     first = [s for s in SEEDS if read_result(run_dir(out, name, s)) or s in saved]
-    return bool(first) and all(read_result(run_dir(out, name, s, EXTEND)) for s in first)
+    return bool(first) and all(result_of(out, name, s, EXTEND) for s in first)
 
 
 def first_run(result: dict | None) -> str | None:
@@ -278,9 +288,8 @@ def collect(args) -> pd.DataFrame:
     for name, cell in cells().items():
         factor = EXTEND if not from_csv and extended(args.out, name) else 1
         for seed in SEEDS:
-            shape = {"cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"],
-                     "C": cell["C"]}  # fmt: skip
-            result = None if from_csv else read_result(run_dir(args.out, name, seed, factor))
+            shape = {"cell": name, "seed": seed, **{k: cell[k] for k in ("grid", "B", "C")}}
+            result = None if from_csv else result_of(args.out, name, seed, factor)
             if result and factor > 1:
                 result["first_run"] = first_run_note(args.out, name, seed, saved)
             result = result or saved.get((name, seed))
@@ -316,6 +325,11 @@ def report(args) -> None:
     with report_lock(out_csv):
         frame = collect(args)
         frame.to_csv(out_csv, index=False)
+        open_cells = [n for n in cells() if not extended(args.out, n)]
+        reruns = [{**r, "cell": n, "seed": s, "status": "done"} for n in open_cells for s in SEEDS
+                  if (r := result_of(args.out, n, s, EXTEND))]  # fmt: skip
+        if reruns and not getattr(args, "from_csv", False):  # every finished one: a kill keeps it
+            pd.DataFrame(reruns).to_csv(out_csv.with_name(RERUNS_CSV.name), index=False)
         write_report(frame, args, out_md)
 
 
@@ -330,20 +344,10 @@ def write_report(frame: pd.DataFrame, args, out_md: Path) -> None:
         "`benchmarks/validate_papers_law.py`. Emergence = start of the steep segment of a "
         "3-segment fit of max prefix matching vs log tokens (probe n = 16, 50 rows).", "",
         *regime_lines(CONTEXTS, LR), *report_lines(frame, EXTEND, SIZE_AT),
-        *halves.section_lines(induction_rows(halves.read()), frame),
+        *halves.section_lines(halves.induction_rows(halves.read()), frame),
     ]  # fmt: skip
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md} and {out_md.with_suffix('.csv').name}")
-
-
-def induction_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The halves rows of cells that form induction heads: the i.i.d. control's "emergence
-    points" are fixed-offset drift (``papers_law_control``), not a seed's emergence.
-
-    >>> induction_rows(pd.DataFrame({"grid": ["control", "semi-natural"]})).grid.tolist()
-    ['semi-natural']
-    """
-    return rows[rows.grid != "control"] if "grid" in rows else rows
 
 
 def main() -> None:
@@ -352,15 +356,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, action="append", help="run only this seed")
     parser.add_argument("--list", action="store_true", help="list the cells and their status")
     parser.add_argument("--report", action="store_true", help="only rewrite the results files")
-    parser.add_argument(
-        "--from-csv", action="store_true", help="with --report: rebuild from the results CSV"
-    )
-    parser.add_argument(
-        "--extend-censored",
-        action="store_true",
-        help=f"rerun every seed of each cell with a censored seed with {EXTEND}x its budget; "
-        "once all are done they replace the cell's runs",
-    )
+    parser.add_argument("--from-csv", action="store_true",
+                        help="with --report: rebuild from the results CSV")  # fmt: skip
+    parser.add_argument("--extend-censored", action="store_true", help=f"rerun every seed of each "
+                        f"cell with a censored seed with {EXTEND}x its budget; once all are done "
+                        "they replace the cell's runs")  # fmt: skip
     parser.add_argument("--halves", action="store_true", help="refit finished run folders on "
                         "interleaved halves and with n = C/2 probes, then the report")  # fmt: skip
     parser.add_argument("--steps", type=int, help="updates per run (default: the cell's budget)")
