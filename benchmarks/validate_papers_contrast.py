@@ -168,9 +168,14 @@ def arm_run(arm: str, seed: int, args) -> tuple[Path, float, str]:
 
 def run_arm(arm: str, seed: int, args) -> dict:
     """Train (or resume, or reuse) one arm's seed and measure it; the result goes to
-    ``OUT/ARM/seedS/result.json`` (the run's own folder, except for a reused pilot run)."""
-    run, seconds, how = arm_run(arm, seed, args)
+    ``OUT/ARM/seedS/result.json`` (the run's own folder, except for a reused pilot run); a
+    seed whose folder is gone is read from the results CSV, not retrained."""
     home = Path(args.out) / arm / f"seed{seed}"
+    saved = saved_results(results_files(args)[1], key=("arm", "seed")).get((arm, seed))
+    if read_result(home) is None and saved is not None:
+        print(f"{arm} seed {seed}: reused (in the results CSV; its folder is gone)", flush=True)
+        return saved
+    run, seconds, how = arm_run(arm, seed, args)
     done = read_result(home)
     if done is not None and how == "reused":
         print(f"{arm} seed {seed}: reused (finished earlier)", flush=True)

@@ -172,8 +172,13 @@ def summary(pilot: str, seed: int) -> dict:
 
 
 def run_pilot(pilot: str, seed: int) -> None:
-    """Train, resume or reuse one seed at its pilot's budget (a seed extended past it is read)."""
+    """Train, resume or reuse one seed at its pilot's budget (a seed extended past it is read;
+    one whose folder is gone is read from the results CSV, not retrained)."""
     config = config_of(pilot, seed)
+    saved = saved_results(OUT_CSV, key=("pilot", "seed")).get((pilot, seed))
+    if not Path(config.out).is_dir() and saved is not None:
+        print(json.dumps(saved, default=str))
+        return
     meta = run_meta(Path(config.out)) if Path(config.out).is_dir() else None
     if not (meta and meta.get("extensions")):
         train_or_reuse(config)
@@ -193,6 +198,10 @@ def extend_pilot(pilot: str, seed: int) -> None:
     config, tokens = config_of(pilot, seed), extended_tokens(pilot)
     run = Path(config.out)
     meta = run_meta(run) if run.is_dir() else None
+    saved = saved_results(OUT_CSV, key=("pilot", "seed")).get((pilot, seed)) or {}
+    if not run.is_dir() and saved.get("extended_to_M", 0) * 1e6 >= tokens * 0.999:
+        print(json.dumps(saved, default=str))  # extended in an earlier session: its record
+        return
     if not (meta and meta.get("extensions")):
         run_pilot(pilot, seed)
     if is_finished(run) and run_meta(run)["tokens"] >= tokens:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -107,3 +108,31 @@ def test_the_natural_spread_says_how_many_seeds_a_grid_would_need(noise):
 def test_the_spread_waits_for_two_seeds_in_a_cell():
     censored = natural_law.emergence_runs(_natural_pilots(0.37, 1))
     assert natural_law.spread_lines(censored) == []  # one seed per cell: no within-cell SD
+
+
+def test_seeds_whose_folders_are_gone_are_read_from_the_csv_not_retrained(
+    tmp_path, monkeypatch, capsys
+):
+    import validate_papers_contrast as contrast
+
+    monkeypatch.setattr(natural, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(natural, "OUT_CSV", tmp_path / "natural.csv")
+    monkeypatch.setattr(natural, "train_or_reuse", lambda config: pytest.fail("retrained"))
+    monkeypatch.setattr(natural, "train", lambda config: pytest.fail("retrained"))
+    pilot = next(iter(natural.PILOTS))
+    more = natural.extended_tokens(pilot) / 1e6
+    row = {**natural.summary(pilot, 0), "status": "done", "max_PS": 0.34, "extended_to_M": more}
+    pd.DataFrame([row]).to_csv(natural.OUT_CSV, index=False)
+    natural.run_pilot(pilot, 0)
+    natural.extend_pilot(pilot, 0)  # extended in an earlier session: its record, no training
+    assert capsys.readouterr().out.count('"max_PS": 0.34') == 2
+    args = SimpleNamespace(out=str(tmp_path / "contrast"), label=None, recipe="embedded")
+    monkeypatch.setattr(contrast, "results_files",
+                        lambda args: (tmp_path / "c.md", tmp_path / "c.csv"))  # fmt: skip
+    monkeypatch.setattr(contrast, "arm_run", lambda *a: pytest.fail("retrained"))
+    pd.DataFrame([{"arm": "natural", "seed": 3, "status": "done", "max_ps": 0.4}]).to_csv(
+        tmp_path / "c.csv", index=False
+    )
+    assert contrast.run_arm("natural", 3, args)["max_ps"] == 0.4
+    with pytest.raises(pytest.fail.Exception):  # not recorded: it trains
+        contrast.run_arm("natural", 4, args)
