@@ -20,6 +20,12 @@ import validate_papers_law as law  # noqa: E402
 from tests.test_validation_scripts import fit_text, law_frame  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _own_reruns_csv(tmp_path, monkeypatch):
+    """Never the committed reruns CSV: each test starts without recorded reruns."""
+    monkeypatch.setattr(law, "RERUNS_CSV", tmp_path / "no-reruns.csv")
+
+
 def test_a_cell_whose_first_runs_live_only_in_the_csv_is_extended_seed_by_seed(
     tmp_path, monkeypatch
 ):
