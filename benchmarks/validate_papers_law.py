@@ -212,8 +212,7 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
         "updates_low": point.updates_low if point.transition else None,
         "updates_high": point.updates_high if point.transition else None,
         "threshold_step": point.threshold_step, "max_ps": float(point.curve.value.max()),
-        # the steep segment starts in the last checkpoint interval: at the budget's edge
-        "censored": bool(point.transition and point.updates_high >= config.total_steps),
+        "censored": point.at_edge,  # the rise starts in the last checkpoint interval
         "train_s": previous.get("train_s", 0.0) + seconds, "probe_s": time.perf_counter() - started,
         "how": previous.get("how", how) if how == "reused" else how, "budget_factor": factor,
     }  # fmt: skip
@@ -328,8 +327,9 @@ def report(args) -> None:
         open_cells = [n for n in cells() if not extended(args.out, n)]
         reruns = [{**r, "cell": n, "seed": s, "status": "done"} for n in open_cells for s in SEEDS
                   if (r := result_of(args.out, n, s, EXTEND))]  # fmt: skip
-        if reruns and not getattr(args, "from_csv", False):  # every finished one: a kill keeps it
-            pd.DataFrame(reruns).to_csv(out_csv.with_name(RERUNS_CSV.name), index=False)
+        if not getattr(args, "from_csv", False):  # every finished one: a kill keeps it
+            kept = out_csv.with_name(RERUNS_CSV.name)
+            pd.DataFrame(reruns).to_csv(kept, index=False) if reruns else kept.unlink(True)
         write_report(frame, args, out_md)
 
 
