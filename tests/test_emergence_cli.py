@@ -235,3 +235,6 @@ def test_a_rise_cut_off_by_the_end_of_training_is_reported_as_a_lower_bound():
     said = describe(cut, kwargs)
     assert cut.transition and cut.at_edge and "a lower bound" in said and ">=" in said
     assert cut.updates_high == steps[-1]
+    figure_labels = [a.text for a in trajectory_figure(_curve_table(steps, [*flat, 0.6]), cut,
+                                                       None).layout.annotations]  # fmt: skip
+    assert any(t.startswith("emergence >=") for t in figure_labels)  # the page says it too

@@ -67,7 +67,8 @@ def trajectory_figure(
     law_right = placed and prediction is not None and prediction.tokens > point.tokens
     if placed:
         emergence_band(fig, point.tokens_low, point.tokens_high, "x")
-        labelled_vline(fig, point.tokens, f"emergence ~{point.updates:,.0f} updates",
+        at = f"{'>=' if point.at_edge else '~'}{point.updates:,.0f}"  # >=: a lower bound
+        labelled_vline(fig, point.tokens, f"emergence {at} updates",
                        {"color": "darkorange"}, y=1.0, left=law_right)  # fmt: skip
     if prediction is not None:
         labelled_vline(fig, prediction.tokens,
