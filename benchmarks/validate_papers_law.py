@@ -212,7 +212,7 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
         "updates_low": point.updates_low if point.transition else None,
         "updates_high": point.updates_high if point.transition else None,
         "threshold_step": point.threshold_step, "max_ps": float(point.curve.value.max()),
-        "censored": point.at_edge,  # the rise starts in the last checkpoint interval
+        "censored": point.at_edge,  # the run ended inside its rise (EmergencePoint.at_edge)
         "train_s": previous.get("train_s", 0.0) + seconds, "probe_s": time.perf_counter() - started,
         "how": previous.get("how", how) if how == "reused" else how, "budget_factor": factor,
     }  # fmt: skip

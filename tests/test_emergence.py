@@ -163,3 +163,20 @@ def test_steps_stand_in_for_unknown_tokens():
     assert p.tokens is None and p.tokens_low is None
     with_shape = emergence(t, batch_size=4, context=25)
     assert with_shape.tokens == pytest.approx(with_shape.updates * 100)
+
+
+def test_a_rise_seen_only_at_the_last_checkpoint_is_a_lower_bound_even_when_placed_early():
+    steps = [0] + [int(100 * 1.3**k) for k in range(20)]
+    flat = [0.02, 0.021, 0.018, 0.022, 0.02, 0.019, 0.021, 0.02, 0.018, 0.022, 0.02, 0.021, 0.019]
+    flat += [0.02, 0.022, 0.018, 0.02, 0.019, 0.02]
+
+    def point(tail):
+        tokens = [s * 64 for s in steps]
+        values = {"metric": "prefix_matching", "value": flat + tail}
+        return emergence(pd.DataFrame({"step": steps, "tokens": tokens, **values}))
+
+    only_last = point([0.028, 0.358])  # the fit starts this rise one interval before the last
+    assert only_last.transition and only_last.updates_high < steps[-1]
+    assert only_last.rise_at_last and only_last.at_edge
+    seen_twice = point([0.30, 0.36])  # risen at the last two checkpoints: placed
+    assert seen_twice.transition and not seen_twice.rise_at_last and not seen_twice.at_edge

@@ -69,8 +69,9 @@ def describe(point, kwargs: dict) -> str:
     )
     if point.at_edge:
         text += (
-            "; a lower bound: the rise starts in the last checkpoint interval, so the run ended "
-            "inside it (resume it with a larger --tokens to place it)"
+            "; a lower bound: the run ended inside the rise (it starts in the last checkpoint "
+            "interval or shows only at the last checkpoint); resume it with a larger --tokens "
+            "to place it"
         )
     if point.threshold_tokens is not None:
         text += f"; first >= {point.threshold:.3g} at {point.threshold_tokens:,.0f} tokens"

@@ -4,8 +4,8 @@ A metric's trajectory over checkpoints (by default the max over heads of the pre
 score) is fitted against log10(tokens) with a 3-segment continuous piecewise-linear curve
 (``pwlf``); the emergence point is the start of the steepest rising segment. The first checkpoint
 whose value crosses a threshold (0.3 for prefix matching) is reported beside it, and both come with
-the checkpoints that bracket them, which is all the resolution a run's checkpoints allow. A curve
-whose steep segment does not rise clearly above its noise gives an explicit no-transition result.
+the checkpoints that bracket them (all the resolution checkpoints allow); a steep segment that does
+not rise clearly above its noise gives an explicit no-transition result.
 
 >>> table = trajectory("runs/demo")                                 # doctest: +SKIP
 >>> point = emergence(table)                                         # doctest: +SKIP
@@ -53,9 +53,8 @@ class EmergencePoint:
 
     ``tokens`` is the start of the steep segment (interpolated between checkpoints), ``updates``
     the optimiser updates there, and ``step`` the first checkpoint at or after it (one you can
-    load). ``tokens_low``/``tokens_high`` (and ``updates_low``/``updates_high``) are the
-    checkpoints that bracket it: the uncertainty that checkpoint spacing leaves. When
-    ``transition`` is False, ``reason`` says why and the point fields are None.
+    load). ``tokens_low``/``tokens_high`` (``updates_low``/``updates_high``): the checkpoints that
+    bracket it. When ``transition`` is False, ``reason`` says why and the point fields are None.
     """
 
     metric: str
@@ -76,6 +75,7 @@ class EmergencePoint:
     breaks: tuple[float, ...] = ()  # of the fit, in tokens (in steps when tokens are unknown)
     slopes: tuple[float, ...] = ()
     reason: str = ""
+    rise_at_last: bool = False  # only the last checkpoint is past the steep segment's half-rise
     model: str | None = None
     batch_size: int | None = None
     context: int | None = None
@@ -83,8 +83,9 @@ class EmergencePoint:
 
     @property
     def at_edge(self) -> bool:
-        """The steep segment starts in the last checkpoint interval: the run ended inside its rise,
-        so the point is a lower bound (train on to place it).
+        """The run ended inside its rise, so the point is a lower bound (train on to place it): its
+        steep segment starts in the last checkpoint interval, or only the last checkpoint is past
+        the segment's half-rise (the fit can put such a rise's start an interval early).
 
         >>> EmergencePoint("prefix_matching", "max", True, updates=90, updates_high=100,
         ...                curve=pd.DataFrame({"step": [0, 50, 100]})).at_edge
@@ -92,7 +93,7 @@ class EmergencePoint:
         """
         if not self.transition or self.curve.empty or self.updates_high is None:
             return False
-        return bool(self.updates_high >= self.curve["step"].max())
+        return self.rise_at_last or bool(self.updates_high >= self.curve["step"].max())
 
     @property
     def provenance(self) -> Provenance:
@@ -272,10 +273,9 @@ def emergence(
     base.update(rise=fit.rise, noise=fit.noise, breaks=tuple(float(10**b) for b in fit.breaks),
                 slopes=tuple(float(s) for s in fit.slopes))  # fmt: skip
     reason = _no_transition(metric, sign, fit, x, y, floor)
+    half = float(fit.levels[fit.steep] + fit.levels[fit.steep + 1]) / 2  # of the steep segment
     if threshold is None:
-        threshold = THRESHOLDS.get(metric)
-        if threshold is None and not reason:
-            threshold = sign * float(fit.levels[fit.steep] + fit.levels[fit.steep + 1]) / 2
+        threshold = THRESHOLDS.get(metric, None if reason else sign * half)
     crossing = _first_crossing(data, threshold, sign) if threshold is not None else None
     base.update(
         threshold=threshold,
@@ -285,9 +285,9 @@ def emergence(
     if reason:
         return EmergencePoint(transition=False, reason=reason, **base)
     start = float(10 ** fit.breaks[fit.steep])
-    return EmergencePoint(
-        transition=True, **base, **_locate(data, axis, start, batch_size, context)
-    )
+    last = bool(np.argmax(y >= half) == len(y) - 1)  # only the last checkpoint is past half
+    located = _locate(data, axis, start, batch_size, context)
+    return EmergencePoint(transition=True, rise_at_last=last, **base, **located)
 
 
 def _measured(table, metric: str, reduce, include_duplicates: bool, segments: int):

@@ -209,8 +209,8 @@ def _as_points(points) -> pd.DataFrame:
 
 def law_point(p) -> dict | None:
     """One point as :func:`fit_law` reads it (batch_size, context, updates, censored): an
-    EmergencePoint without a transition is censored at its last checkpoint, one whose rise
-    starts in its last checkpoint interval at its point; None when nothing bounds it.
+    EmergencePoint without a transition is censored at its last checkpoint, one that ended
+    inside its rise (``EmergencePoint.at_edge``) at its point; None when nothing bounds it.
 
     >>> law_point((8, 64, 2000))
     {'batch_size': 8, 'context': 64, 'updates': 2000, 'censored': False}
