@@ -68,11 +68,10 @@ def describe(point, kwargs: dict) -> str:
         f"{point.tokens_low:,.0f} and {point.tokens_high:,.0f} tokens)"
     )
     if point.at_edge:
-        text += (
-            "; a lower bound: the run ended inside the rise (it starts in the last checkpoint "
-            "interval or shows only at the last checkpoint); resume it with a larger --tokens "
-            "to place it"
-        )
+        last_only = "only the last checkpoint is past its midpoint"
+        seen = last_only if point.rise_at_last else "it starts in the last checkpoint interval"
+        text += f"; a lower bound: the run ended inside the rise ({seen}); resume it with a "
+        text += "larger --tokens to place it"
     if point.threshold_tokens is not None:
         text += f"; first >= {point.threshold:.3g} at {point.threshold_tokens:,.0f} tokens"
     return text + f" (probe: {kwargs['batch']} rows, seed {kwargs['seed']})"
