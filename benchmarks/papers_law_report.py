@@ -238,11 +238,13 @@ def slope_line(
 
 def b_change_line(frame: pd.DataFrame, lr: str) -> str:
     """How far b at C = 64 moves from lr 3e-3 to ``lr`` (a comparison added after the lr 1e-3
-    runs): the difference of the two b's from the four cells' mean log10 U (Welch-Satterthwaite
-    t, or Tobit with cell terms when a run is censored), judged by the exponents' margin."""
+    runs, before the lr 3e-4 runs): the difference of the two b's from the four cells' mean
+    log10 U (Welch-Satterthwaite t, or Tobit with cell terms when a run is censored), judged by
+    the exponents' margin."""
     names = [f"lr{lr}-B32-C64", f"lr{lr}-B8-C64", "sn-B32-C64", "sn-B8-C64"]
     claim = CLAIMS["same b"]
-    label = f"b at lr {lr} minus b at lr 3e-3 (added after the runs; rule: {claim.says} = same b)"
+    when = "added after the runs" if lr == "1e-3" else "declared before the runs"
+    label = f"b at lr {lr} minus b at lr 3e-3 ({when}; rule: {claim.says} = same b)"
     todo = [n for n in names if done_of(frame, [n]).empty]
     if todo:
         return f"- {label}: pending (`{COMMAND.format(' --cell '.join(todo))}`)."

@@ -123,6 +123,9 @@ def test_the_change_of_b_with_the_learning_rate_flips_with_the_data():
     low, high = map(float, re.search(r"\[([-0-9.]+), ([-0-9.]+)\]", moved).groups())
     assert moved.endswith("**disagrees**.") and low < 0.4 < high
     assert "pending (`" in report.b_change_line(frame, "3e-4")
+    assert "added after the runs" in same and "declared before the runs" in report.b_change_line(
+        frame, "3e-4"
+    )  # lr 1e-3's comparison came after its runs, lr 3e-4's before
 
 
 def test_natural_repetition_is_compared_with_repetition_0_9_at_the_same_cell():
