@@ -93,7 +93,9 @@ ROW_VERDICTS = {
     "b at a lower learning rate": [
         ("lr 3e-3", LAW, bold(r"- lr 3e-3 \(the grid\):")),
         ("lr 1e-3", LAW, bold(r"- lr 1e-3:")),
-        ("the change in b", LAW, bold(r"- b at lr 1e-3 minus b at lr 3e-3")),
+        ("lr 3e-4", LAW, bold(r"- lr 3e-4:")),
+        ("the change in b from lr 1e-3", LAW, bold(r"- b at lr 1e-3 minus b at lr 3e-3")),
+        ("from lr 3e-4", LAW, bold(r"- b at lr 3e-4 minus b at lr 3e-3")),
     ],
     "the slope at larger B": [
         ("32 -> 64", LAW, bold(r"b from B = 32 to 64:")),
