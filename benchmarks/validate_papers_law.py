@@ -23,25 +23,22 @@ their commands, run with ``--cell``):
 * ``wu-B{8,32}-C{32,128}``: the four corner cells with the warm-up fixed in tokens
   (``WARMUP_TOKENS`` in every cell, as [A] fixes 10M tokens) instead of 1% of the updates, at
   the budget of the ``sn`` cell's reported runs (at C = 128 its ``--extend-censored`` reruns').
-* ``nr-B8-C{32,64,128,256}``: semi-natural rows whose repetition follows natural text's: p_a
-  at each C is set so that the rows' realised repeat share in their second half equals that
-  of C-token windows of the embedded corpus (300-id BPE; :func:`natural_repetition`), instead
-  of 0.9 at every C.
+* ``nr-B8-C{32,64,128,256}``: semi-natural rows whose p_a at each C makes the realised repeat
+  share of their second half equal that of C-token windows of the embedded corpus (300-id BPE;
+  :func:`natural_repetition`), instead of 0.9 at every C.
 * ``iid-B16-C64``: the control of [A]'s "no induction heads on i.i.d. tokens": ``sn-B16-C64``'s
-  model, optimiser and budget on tokens drawn i.i.d. from a Zipf marginal over 300 ids, where
-  copying an earlier token never helps predict the next; judged by each run's highest max PS,
-  with a check of each run's peak (``papers_law_control``).
+  model, optimiser and budget on i.i.d. Zipf tokens over 300 ids, where copying never helps;
+  judged by each run's highest max PS, with a check of its peak (``papers_law_control``).
 
-Budgets: ``BUDGET_AT_REFERENCE`` updates scaled by (16 * 128 / (B C))^0.9 (4,400 at B = 16,
-C = 128; 28,600 at B = 8, C = 32), about 1.8x the pilots' emergence points (B = 4 pilots, whose
-budgets scaled by (B C)^-0.5 censored them, are why the grid starts at B = 8); C = 128 cells get
-twice that. A run whose steep segment starts in its last checkpoint interval is censored.
-``--extend-censored`` reruns every seed of a cell with a censored seed at twice the budget (into
-``seedS-x2``); once all are done they replace the cell's runs. The whole cell, because a rerun
-is a fresh run (warm-up and checkpoints change with the budget) and redrawing only late seeds
-would bias the cell early. ``--steps N``: every cell N updates (smoke runs). A finished run
-whose folder is gone (``runs/`` is not committed) is read from ``RESULTS_papers_law.csv``, a
-rerun of a cell not yet shown from its reruns from ``RESULTS_papers_law_reruns.csv``.
+Budgets: ``BUDGET_AT_REFERENCE`` updates scaled by (16 * 128 / (B C))^0.9 (4,400 at B = 16, C = 128;
+28,600 at B = 8, C = 32), about 1.8x the pilots' emergence points (B = 4 pilots, whose budgets
+scaled by (B C)^-0.5 censored them, are why the grid starts at B = 8); C = 128 cells get twice that.
+A run that ended inside its rise (``EmergencePoint.at_edge``) is censored. ``--extend-censored``
+reruns every seed of a cell with a censored seed at twice the budget (into ``seedS-x2``); once all
+are done they replace the cell's runs. The whole cell: a rerun is a fresh run (warm-up and
+checkpoints change with the budget), and redrawing only late seeds biases it. ``--steps N``: every
+cell N updates. A finished run whose folder is gone (``runs/`` is not committed) is read from
+``RESULTS_papers_law.csv`` (a rerun of a cell still being rerun: ``RESULTS_papers_law_reruns.csv``).
 
 Every run: GPT-NeoX, 4 heads, AdamW lr 3e-3, 1% warm-up then constant (unless the cell says
 otherwise), grad clip 1, log-spaced checkpoints; seeds 0-4. Emergence: the start of the steep
@@ -329,7 +326,10 @@ def report(args) -> None:
                   if (r := result_of(args.out, n, s, EXTEND))]  # fmt: skip
         if not getattr(args, "from_csv", False):  # every finished one: a kill keeps it
             kept = out_csv.with_name(RERUNS_CSV.name)
-            pd.DataFrame(reruns).to_csv(kept, index=False) if reruns else kept.unlink(True)
+            if reruns:
+                pd.DataFrame(reruns).to_csv(kept, index=False)
+            else:
+                kept.unlink(missing_ok=True)
         write_report(frame, args, out_md)
 
 
