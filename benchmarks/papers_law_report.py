@@ -236,15 +236,16 @@ def slope_line(
     return f"- {label}: {shown}; against [A]'s {claim.says}: **{verdict}**."
 
 
-def b_change_line(frame: pd.DataFrame, lr: str) -> str:
-    """How far b at C = 64 moves from lr 3e-3 to ``lr`` (a comparison added after the lr 1e-3
-    runs, before the lr 3e-4 runs): the difference of the two b's from the four cells' mean
-    log10 U (Welch-Satterthwaite t, or Tobit with cell terms when a run is censored), judged by
-    the exponents' margin."""
-    names = [f"lr{lr}-B32-C64", f"lr{lr}-B8-C64", "sn-B32-C64", "sn-B8-C64"]
+def b_change_line(
+    frame: pd.DataFrame, label: str, new: tuple[str, str], base: tuple[str, str]
+) -> str:
+    """How far b (B = 8 vs 32) moves from the ``base`` cells to the ``new`` ones, each a
+    (B = 8, B = 32) pair: the difference of the two b's from the four cells' mean log10 U
+    (Welch-Satterthwaite t, or Tobit with cell terms when a run is censored), judged by the
+    exponents' margin (0 +- 0.15 = the same b)."""
+    names = [new[1], new[0], base[1], base[0]]
     claim = CLAIMS["same b"]
-    when = "added after the runs" if lr == "1e-3" else "declared before the runs"
-    label = f"b at lr {lr} minus b at lr 3e-3 ({when}; rule: {claim.says} = same b)"
+    label = f"{label}; rule: {claim.says} = same b)"
     todo = [n for n in names if done_of(frame, [n]).empty]
     if todo:
         return f"- {label}: pending (`{COMMAND.format(' --cell '.join(todo))}`)."
@@ -259,6 +260,23 @@ def b_change_line(frame: pd.DataFrame, lr: str) -> str:
     return f"- {label}: {change.text('.2f')}: **{judge(change, claim)[0]}**."
 
 
+def lr_change_line(frame: pd.DataFrame, lr: str) -> str:
+    """b at C = 64 from lr 3e-3 to ``lr`` (added after the lr 1e-3 runs, before lr 3e-4's)."""
+    when = "added after the runs" if lr == "1e-3" else "declared before the runs"
+    new = (f"lr{lr}-B8-C64", f"lr{lr}-B32-C64")
+    return b_change_line(frame, f"b at lr {lr} minus b at lr 3e-3 ({when}", new,
+                         ("sn-B8-C64", "sn-B32-C64"))  # fmt: skip
+
+
+def warmup_change_line(frame: pd.DataFrame, C: int) -> str:
+    """b at ``C`` from a 1% warm-up to one fixed in tokens (added after the C = 32 runs, with 4
+    of the 10 at C = 128 done)."""
+    when = "added after the runs" if C == 32 else "added with 4 of the 10 runs done"
+    return b_change_line(frame, f"b with the warm-up in tokens minus b with a 1% warm-up at "
+                         f"C = {C} ({when}", (f"wu-B8-C{C}", f"wu-B32-C{C}"),
+                         (f"sn-B8-C{C}", f"sn-B32-C{C}"))  # fmt: skip
+
+
 def experiment_lines(frame: pd.DataFrame) -> list[str]:
     """The issue-24 cells: where the exponents come from."""
     corners = [f"B{B}-C{C}" for B in (8, 32) for C in (32, 128)]
@@ -271,13 +289,14 @@ def experiment_lines(frame: pd.DataFrame) -> list[str]:
         slope_line(frame, "lr 3e-3 (the grid)", "sn-B8-C64", "sn-B32-C64", 4),
         *(slope_line(frame, f"lr {lr}", f"lr{lr}-B8-C64", f"lr{lr}-B32-C64", 4)
           for lr in ("1e-3", "3e-4")),
-        *(b_change_line(frame, lr) for lr in ("1e-3", "3e-4")), "",
+        *(lr_change_line(frame, lr) for lr in ("1e-3", "3e-4")), "",
         "Warm-up fixed in tokens (1M tokens in every cell, as [A] fixes 10M) at the four corners, "
         "against the same corners with a 1% warm-up:",
         *fit_lines(frame, "corners, 1% warm-up", [f"sn-{c}" for c in corners]),
         *fit_lines(frame, "corners, warm-up in tokens", [f"wu-{c}" for c in corners]),
         *(slope_line(frame, f"b at C = {C}, {how}", f"{tag}-B8-C{C}", f"{tag}-B32-C{C}", 4)
           for C in (32, 128) for tag, how in (("sn", "1% warm-up"), ("wu", "warm-up in tokens"))),
+        *(warmup_change_line(frame, C) for C in (32, 128)),
         "", "Repetition that grows with C as in natural text (B = 8; c with b fixed at 0):",
         *fit_lines(frame, "natural-repetition", natural, fixed={"b": 0.0}),
         *(slope_line(frame, f"c from C = {C} to {2 * C}, {how}", f"{tag}-B8-C{C}",

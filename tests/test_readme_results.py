@@ -105,6 +105,7 @@ ROW_VERDICTS = {
     "b with the warm-up fixed in tokens": [
         ("1% warm-up", LAW, bold(r"- b at C = 32, 1% warm-up:")),
         ("warm-up in tokens", LAW, bold(r"- b at C = 32, warm-up in tokens:")),
+        ("the change in b at C = 32", LAW, bold(r"minus b with a 1% warm-up at C = 32 ")),
     ],
     "emergence with natural text's repetition": [
         ("C = 32", LAW, bold(r"over repetition 0.9 at C = 32 \(added")),

@@ -122,10 +122,24 @@ def test_the_change_of_b_with_the_learning_rate_flips_with_the_data():
     (moved,) = [line for line in report.experiment_lines(frame) if "b at lr 1e-3 minus" in line]
     low, high = map(float, re.search(r"\[([-0-9.]+), ([-0-9.]+)\]", moved).groups())
     assert moved.endswith("**disagrees**.") and low < 0.4 < high
-    assert "pending (`" in report.b_change_line(frame, "3e-4")
-    assert "added after the runs" in same and "declared before the runs" in report.b_change_line(
+    assert "pending (`" in report.lr_change_line(frame, "3e-4")
+    assert "added after the runs" in same and "declared before the runs" in report.lr_change_line(
         frame, "3e-4"
     )  # lr 1e-3's comparison came after its runs, lr 3e-4's before
+
+
+def test_the_change_of_b_with_the_warm_up_flips_with_the_data_and_waits_for_its_cells():
+    frame = law_frame(0.9, 0.1)
+    assert "pending (`" in report.warmup_change_line(frame, 32)
+    warm = frame.cell.isin(["wu-B8-C32", "wu-B32-C32"])
+    frame.loc[warm, "status"] = "done"  # the same b as the 1% warm-up's
+    same = report.warmup_change_line(frame, 32)
+    assert same.endswith("**agrees**.") and "= same b)" in same
+    frame.loc[frame.cell == "wu-B32-C32", "updates"] /= 4**0.4  # b larger by 0.4
+    moved = report.warmup_change_line(frame, 32)
+    value = float(re.search(r": ([-0-9.]+) \[", moved).group(1))
+    assert moved.endswith("**disagrees**.") and abs(value - 0.4) < 0.05  # 3% seed noise
+    assert "pending (`" in report.warmup_change_line(frame, 128)  # its cells not done
 
 
 def test_natural_repetition_is_compared_with_repetition_0_9_at_the_same_cell():
