@@ -103,9 +103,12 @@ ROW_VERDICTS = {
     ],
     "with the repetition in a row fixed": [("", LAW, bold(r"Tobit interval inside"))],
     "b with the warm-up fixed in tokens": [
-        ("1% warm-up", LAW, bold(r"- b at C = 32, 1% warm-up:")),
+        ("C = 32, 1% warm-up", LAW, bold(r"- b at C = 32, 1% warm-up:")),
+        ("C = 128, 1% warm-up", LAW, bold(r"- b at C = 128, 1% warm-up:")),
         ("warm-up in tokens", LAW, bold(r"- b at C = 32, warm-up in tokens:")),
+        ("warm-up in tokens", LAW, bold(r"- b at C = 128, warm-up in tokens:")),
         ("the change in b at C = 32", LAW, bold(r"minus b with a 1% warm-up at C = 32 ")),
+        ("at C = 128", LAW, bold(r"minus b with a 1% warm-up at C = 128 ")),
     ],
     "emergence with natural text's repetition": [
         ("C = 32", LAW, bold(r"over repetition 0.9 at C = 32 \(added")),
@@ -129,6 +132,7 @@ ROW_VERDICTS = {
         ("attention-only", NATURAL, bold(r"`ao-d128` within 3.0x")),
         ("B = 16", NATURAL, bold(r"`d128-B16` within")),
         ("wider", NATURAL, bold(r"`d256-lr1e-3` within")),
+        ("lr 1e-3", NATURAL, bold(r"`d128-lr1e-3` within")),
         ("2,048-id BPE", NATURAL, bold(r"`d128-bpe2048` within")),
         ("natural-text b against [A]'s 0.37 +- 0.15", NATURAL, bold(r"^- b = ")),
     ],
