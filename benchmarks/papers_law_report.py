@@ -237,19 +237,20 @@ def slope_line(
 
 
 def b_change_line(
-    frame: pd.DataFrame, label: str, new: tuple[str, str], base: tuple[str, str]
+    frame: pd.DataFrame, label: str, when: str, new: tuple[str, str], base: tuple[str, str]
 ) -> str:
     """How far b (B = 8 vs 32) moves from the ``base`` cells to the ``new`` ones, each a
     (B = 8, B = 32) pair: the difference of the two b's from the four cells' mean log10 U
     (Welch-Satterthwaite t, or Tobit with cell terms when a run is censored), judged by the
-    exponents' margin (0 +- 0.15 = the same b)."""
-    names = [new[1], new[0], base[1], base[0]]
+    exponents' margin (0 +- 0.15 = the same b). ``when``: when the comparison was declared."""
+    (new8, new32), (base8, base32) = new, base
+    names, weights = [new32, new8, base32, base8], [1, -1, -1, 1]
     claim = CLAIMS["same b"]
-    label = f"{label}; rule: {claim.says} = same b)"
+    label = f"{label} ({when}; rule: {claim.says} = same b)"
     todo = [n for n in names if done_of(frame, [n]).empty]
     if todo:
         return f"- {label}: pending (`{COMMAND.format(' --cell '.join(todo))}`)."
-    runs, weights = runs_of(done_of(frame, names)), [1, -1, -1, 1]
+    runs = runs_of(done_of(frame, names))
     if any(runs[runs.cell == n].censored.all() for n in names):
         return f"- {label}: not estimable (a cell has no placed run)."
     if runs.censored.any():
@@ -263,18 +264,17 @@ def b_change_line(
 def lr_change_line(frame: pd.DataFrame, lr: str) -> str:
     """b at C = 64 from lr 3e-3 to ``lr`` (added after the lr 1e-3 runs, before lr 3e-4's)."""
     when = "added after the runs" if lr == "1e-3" else "declared before the runs"
-    new = (f"lr{lr}-B8-C64", f"lr{lr}-B32-C64")
-    return b_change_line(frame, f"b at lr {lr} minus b at lr 3e-3 ({when}", new,
-                         ("sn-B8-C64", "sn-B32-C64"))  # fmt: skip
+    new, base = (f"lr{lr}-B8-C64", f"lr{lr}-B32-C64"), ("sn-B8-C64", "sn-B32-C64")
+    return b_change_line(frame, f"b at lr {lr} minus b at lr 3e-3", when, new, base)
 
 
 def warmup_change_line(frame: pd.DataFrame, C: int) -> str:
     """b at ``C`` from a 1% warm-up to one fixed in tokens (added after the C = 32 runs, with 4
     of the 10 at C = 128 done)."""
     when = "added after the runs" if C == 32 else "added with 4 of the 10 runs done"
-    return b_change_line(frame, f"b with the warm-up in tokens minus b with a 1% warm-up at "
-                         f"C = {C} ({when}", (f"wu-B8-C{C}", f"wu-B32-C{C}"),
-                         (f"sn-B8-C{C}", f"sn-B32-C{C}"))  # fmt: skip
+    new, base = (f"wu-B8-C{C}", f"wu-B32-C{C}"), (f"sn-B8-C{C}", f"sn-B32-C{C}")
+    label = f"b with the warm-up in tokens minus b with a 1% warm-up at C = {C}"
+    return b_change_line(frame, label, when, new, base)
 
 
 def experiment_lines(frame: pd.DataFrame) -> list[str]:

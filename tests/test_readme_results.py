@@ -105,8 +105,8 @@ ROW_VERDICTS = {
     "b with the warm-up fixed in tokens": [
         ("C = 32, 1% warm-up", LAW, bold(r"- b at C = 32, 1% warm-up:")),
         ("C = 128, 1% warm-up", LAW, bold(r"- b at C = 128, 1% warm-up:")),
-        ("warm-up in tokens", LAW, bold(r"- b at C = 32, warm-up in tokens:")),
-        ("warm-up in tokens", LAW, bold(r"- b at C = 128, warm-up in tokens:")),
+        ("C = 32, warm-up in tokens", LAW, bold(r"- b at C = 32, warm-up in tokens:")),
+        ("C = 128, warm-up in tokens", LAW, bold(r"- b at C = 128, warm-up in tokens:")),
         ("the change in b at C = 32", LAW, bold(r"minus b with a 1% warm-up at C = 32 ")),
         ("at C = 128", LAW, bold(r"minus b with a 1% warm-up at C = 128 ")),
     ],
