@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 # when missing (needs root and apt), then copied, split and tokenized by `ihprobe corpus build`.
 DOC_PACKAGES := vim-runtime python3.11-doc perl-doc git-doc
 corpus: $(STAMP)
-	dpkg-query -W $(DOC_PACKAGES) >/dev/null 2>&1 || \
+	dpkg -s $(DOC_PACKAGES) >/dev/null 2>&1 || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DOC_PACKAGES))
 	$(BIN)/ihprobe corpus build
 
