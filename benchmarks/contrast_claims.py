@@ -5,7 +5,8 @@ interval over seeds beside what [B] reports for the arm (:data:`B_DIRECTION`). E
 :func:`claims_of` is an estimate (the interval of a difference between arms, Welch's t, or of
 one arm's mean, t) and a region declared here before the data; :func:`verdicts` judges it by
 the rules every validation script shares (``verdicts.py``), "pending: n of 5 seeds" while an
-arm it needs has fewer than 5, and "inconclusive at this scale" for a claim about natural
+arm it needs has fewer than 5 seeds run ("inconclusive at this scale" once all have run but
+fewer than 5 give a defined value), and "inconclusive at this scale" for a claim about natural
 text's heads when natural text formed none (max PS below :data:`FORMED`). The issue-25 claims on
 the snippet scores (:func:`snippet_claims`) wait for rescored seeds (:func:`scored`).
 
@@ -21,7 +22,7 @@ import contrast_docs as docs
 import numpy as np
 import pandas as pd
 from contrast_docs import values as scored  # finite done values; none where never rescored
-from verdicts import MIN_SEEDS, above, below, judge, judge_all, t_mean, welch
+from verdicts import INCONCLUSIVE, MIN_SEEDS, above, below, judge, judge_all, t_mean, welch
 
 from ihprobe.probes.engine import METRIC_TABLE
 
@@ -62,6 +63,7 @@ def arm_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 FORMED = METRIC_TABLE["prefix_matching"].threshold  # an attention score that counts as a head
 NEEDS_HEADS = ("natural-only models", "redundant", "more central")  # claims on natural's heads
+READS_INDEX = ("natural-only models", "redundant")  # claims that read INDEX itself
 INDEX = "global-layer-matched:load_bearing_index"  # what the centrality claims read
 
 
@@ -141,9 +143,14 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
         why = f"{what}: {why}"
         on_index = any(word in claim for word in NEEDS_HEADS)  # these claims read an index
         undefined = sum(int((~np.isfinite(of(frame, arm, INDEX))).sum()) for arm in needs)
-        if on_index and undefined:
+        if any(word in claim for word in READS_INDEX) and undefined:
             why += (f"; {undefined} seed(s) without a defined index (the top set leaves one "
                     "distinct random set), left out")  # fmt: skip
+        ran = all(len(of(frame, arm, "max_ps")) >= MIN_SEEDS for arm in needs)
+        if ran and verdict.startswith("pending"):  # no seed left to run: the gap stays
+            verdict = INCONCLUSIVE
+            short = f" has fewer than {MIN_SEEDS} defined values"
+            why = why.replace(" needs more seeds", short) + f"; every arm ran {MIN_SEEDS} seeds"
         if no_heads and on_index:
             if not verdict.startswith("pending"):
                 verdict = "inconclusive at this scale"

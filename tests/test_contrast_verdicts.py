@@ -75,13 +75,19 @@ def test_contrast_verdicts_wait_for_five_seeds():
 
 def test_a_seed_without_a_defined_index_is_named_not_hidden():
     """A top set that leaves one distinct random set has no index (NaN): the seed is left out
-    of the mean, and the table and the claim both say so."""
+    of the mean, the table and the claim both say so, and the claim waits only while a seed is
+    still to run."""
     frame = contrast_frame(0.6, 0.03)
     first = (frame.arm == "natural") & (frame.seed == 0)
     frame.loc[first, "global-layer-matched:load_bearing_index"] = float("nan")
     claim = "natural-only models have a central, load-bearing induction circuit"
     verdict, why = next((v, w) for c, v, w in contrast.verdicts(frame) if c == claim)
-    assert verdict == "pending: 4 of 5 seeds"
+    assert verdict == "inconclusive at this scale"  # every seed has run: none left to fill it
     assert "1 seed(s) without a defined index (the top set leaves one distinct" in why
+    assert "(t, 4 seeds) has fewer than 5 defined values" in why and "every arm ran 5 seeds" in why
+    frame.loc[(frame.arm == "natural") & (frame.seed == 4), "status"] = "pending"
+    verdict, why = next((v, w) for c, v, w in contrast.verdicts(frame) if c == claim)
+    assert verdict == "pending: 3 of 5 seeds"  # seed 4 still to run: the claim waits for it
+    assert "every arm" not in why
     shown = contrast.arm_table(frame).set_index("arm").loc["natural", "index global, layer-matched"]
     assert "1 seed(s) undefined (one distinct random set), left out" in shown
