@@ -95,7 +95,8 @@ def claims_of(frame: pd.DataFrame, recipe: str | None = None) -> dict:
         ),
         "anti-induction stays near zero when trained on backward snippets": (
             ["backward"],
-            "backward's max anti-induction ([B]'s score, which cannot rise in a causal model)",
+            "backward's max anti-induction ([B]'s score, which no content match raises in a "
+            "causal model)",
             lambda: t_mean(of(frame, "backward", "max_anti_induction")),
             below(FORMED),
         ),

@@ -84,6 +84,7 @@ def bold(after: str) -> str:
 
 
 PERPLEXITY = "natural-only reaches a lower natural-text perplexity than Bi-Induct"
+BI_INDUCT, REDUNDANT = ("forward", "backward", "balanced"), ("forward", "balanced")
 CENTRAL = "natural-only models have a central, load-bearing"
 # README validation row (its first cell's start) -> the verdicts its verdict cell must quote:
 # (label the README puts before it or "", results file, pattern whose group is the verdict)
@@ -139,16 +140,43 @@ ROW_VERDICTS = {
     "Bi-Induct forward raises forward induction above natural-only": [
         ("L = 20", CONTRAST, claim("Bi-Induct forward raises forward induction")),
         ("varied L", CONTRAST, claim("(issue 25) Bi-Induct forward's forward induction")),
+        ("natural recipe, L = 20", DOCS, claim("Bi-Induct forward raises forward induction")),
+        ("natural recipe, varied L", DOCS, claim("(issue 25) Bi-Induct forward's forward")),
     ],
     "anti-induction stays near zero even when trained on backward snippets": [
         ("anti-induction", CONTRAST, claim("anti-induction stays near zero")),
         ("copies backward", CONTRAST, claim("(issue 25) trained on backward snippets")),
+        ("natural recipe, anti-induction", DOCS, claim("anti-induction stays near zero")),
+        ("natural recipe, copies backward", DOCS, claim("(issue 25) trained on backward")),
     ],
     "natural-only models reach a lower natural-text perplexity than Bi-Induct ones": [
-        (arm, CONTRAST, claim(f"{PERPLEXITY} {arm}")) for arm in ("forward", "backward", "balanced")
+        *((arm, CONTRAST, claim(f"{PERPLEXITY} {arm}")) for arm in BI_INDUCT),
+        *((f"natural recipe, {arm}", DOCS, claim(f"{PERPLEXITY} {arm}")) for arm in BI_INDUCT),
     ],
     "Bi-Induct circuits are more distributed and redundant than natural-only ones": [
-        (arm, CONTRAST, claim(f"Bi-Induct {arm}: a distributed")) for arm in ("forward", "balanced")
+        *((arm, CONTRAST, claim(f"Bi-Induct {arm}: a distributed")) for arm in REDUNDANT),
+        *(
+            (f"natural recipe, {arm}", DOCS, claim(f"Bi-Induct {arm}: a distributed"))
+            for arm in REDUNDANT
+        ),
+    ],
+    "natural-only circuits are more central and load-bearing than Bi-Induct ones": [
+        (
+            arm,
+            DOCS,
+            claim(f"natural-only circuits are more central and load-bearing than Bi-Induct {arm}"),
+        )
+        for arm in BI_INDUCT
+    ],
+    "natural-only models reach a higher function-style ICL accuracy than Bi-Induct ones": [
+        (
+            arm,
+            DOCS,
+            claim(
+                f"natural-only reaches a higher function-style ICL accuracy than Bi-Induct {arm}"
+            ),
+        )
+        for arm in BI_INDUCT
     ],
 }
 

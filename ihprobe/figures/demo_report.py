@@ -306,9 +306,9 @@ def _comparison_section(studies: dict) -> Section:
     text = (
         "Sabry & Belz compare natural-only training with Bi-Induct (forward and backward copy "
         "snippets written over the same text, annealed, at matched tokens per update). They "
-        "report forward induction learned, backward anti-induction (dotted; it cannot rise in a "
-        "causal model, docs/science.md) near zero, and smaller ablation drops in Bi-Induct "
-        "models (redundant rather than load-bearing heads)."
+        "report forward induction learned, backward anti-induction (dotted; no content match "
+        "can raise it in a causal model, docs/science.md) near zero, and smaller ablation drops "
+        "in Bi-Induct models (redundant rather than load-bearing heads)."
     )
     note = compare_note(pd.DataFrame([study.summary for study in studies.values()]))
     blocks = [text] + ([f"<p><b>At this budget.</b> {html.escape(note)}</p>"] if note else [])
