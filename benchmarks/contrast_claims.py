@@ -5,9 +5,10 @@ interval over seeds beside what [B] reports for the arm (:data:`B_DIRECTION`). E
 :func:`claims_of` is an estimate (the interval of a difference between arms, Welch's t, or of
 one arm's mean, t) and a region declared here before the data; :func:`verdicts` judges it by
 the rules every validation script shares (``verdicts.py``), "pending: n of 5 seeds" while an
-arm it needs has fewer than 5 seeds run ("inconclusive at this scale" once all have run but
-fewer than 5 give a defined value), and "inconclusive at this scale" for a claim about natural
-text's heads when natural text formed none (max PS below :data:`FORMED`). The issue-25 claims on
+arm it needs has fewer than 5 seeds run (a claim on heads: "inconclusive at this scale" once
+all have run but fewer than 5 give a defined index or share), and "inconclusive at this scale"
+for a claim about natural text's heads when natural text formed none (max PS below
+:data:`FORMED`). The issue-25 claims on
 the snippet scores (:func:`snippet_claims`) wait for rescored seeds (:func:`scored`).
 
 >>> frame = pd.DataFrame({"arm": ["natural", "natural", "forward"],
@@ -148,7 +149,7 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
             why += (f"; {undefined} seed(s) without a defined index (the top set leaves one "
                     "distinct random set), left out")  # fmt: skip
         ran = all(len(of(frame, arm, "max_ps")) >= MIN_SEEDS for arm in needs)
-        if ran and verdict.startswith("pending"):  # no seed left to run: the gap stays
+        if on_index and ran and verdict.startswith("pending"):  # undefined, and none to come
             verdict = INCONCLUSIVE
             short = f" has fewer than {MIN_SEEDS} defined values"
             why = why.replace(" needs more seeds", short) + f"; every arm ran {MIN_SEEDS} seeds"
