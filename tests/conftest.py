@@ -90,7 +90,8 @@ def tiny_checkpoint(request, tmp_path_factory, tokenizer) -> tuple[str, Path]:
 @pytest.fixture(scope="session")
 def two_layer_checkpoint(tmp_path_factory) -> Path:
     """A 2-layer GPT-NeoX trained on periodic rows past its induction phase change (about a
-    minute): one induction head in layer 1 fed by a previous-token head in layer 0. Tests that
+    minute): induction heads in layer 1 fed by a previous-token head in layer 0 (one or all four:
+    how many varies with the CPU that trains it, as float sums do). Tests that
     use it carry ``@pytest.mark.xdist_group("two-layer-trained")``, so that ``make test`` runs
     them on one worker and trains the model once."""
     directory = tmp_path_factory.mktemp("two-layer-trained")

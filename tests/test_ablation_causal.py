@@ -189,8 +189,11 @@ def test_trained_induction_head_is_load_bearing_and_ranked_first(trained):
     )  # fmt: skip
     assert result.top_heads == [ps[:2]]
     stats = result.summary().set_index("metric").loc["ar_accuracy"]
-    assert stats.p_value <= 0.05 and stats.load_bearing_index > 2
-    assert stats.p_value >= 1 / 21  # never below 1 / (R + 1)
+    # more harmful than every one of the 20 draws: p = 1 / (R + 1), never below it
+    assert stats.p_value == pytest.approx(1 / 21)
+    # the index is a z-score over only 3 distinct sets, so its size varies with the CPU that
+    # trained the model (1.8 to above 2 seen); its bootstrap interval lies above 0 on each
+    assert stats.load_bearing_lo > 0
     # 2 x 4 heads: the 20 layer-matched draws repeat 3 distinct sets, so the one verdict rule reads
     # p over those sets (>= 1/4) and cannot say load-bearing; it says why instead
     verdict = result.verdict()
@@ -199,7 +202,9 @@ def test_trained_induction_head_is_load_bearing_and_ranked_first(trained):
     ranked = [
         (lay, h) for lay, h, _ in head_effects(trained, ["ar_accuracy"]).ranking("ar_accuracy")
     ]
-    assert ps[:2] in ranked[:2]
+    # alone, it costs the most of its layer's heads (the layer-0 previous-token head they all
+    # read from can cost more, and does where training left several induction heads)
+    assert [head for head in ranked if head[0] == ps[0]][0] == ps[:2]
 
 
 @pytest.mark.slow
