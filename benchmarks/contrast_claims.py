@@ -8,8 +8,8 @@ the rules every validation script shares (``verdicts.py``), "pending: n of 5 see
 arm it needs has fewer than 5 seeds run (a claim on heads: "inconclusive at this scale" once
 all have run but fewer than 5 give a defined index or share), and "inconclusive at this scale"
 for a claim about natural text's heads when natural text formed none (max PS below
-:data:`FORMED`). The issue-25 claims on
-the snippet scores (:func:`snippet_claims`) wait for rescored seeds (:func:`scored`).
+:data:`FORMED`). The issue-25 claims on the snippet scores (:func:`snippet_claims`) wait for
+rescored seeds (:func:`scored`).
 
 >>> frame = pd.DataFrame({"arm": ["natural", "natural", "forward"],
 ...                       "status": ["done", "pending", "done"], "max_ps": [0.4, 0.5, 0.1]})
@@ -138,24 +138,24 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
             why = f"arm(s) {', '.join(waiting)}: no seed done"
             out.append((claim, f"pending: 0 of {MIN_SEEDS} seeds", why))
             continue
-        if isinstance(region, list):
-            verdict, why = judge_all([judge(*p) for p in zip(estimate(), region, strict=True)])
-        else:
-            verdict, why = judge(estimate(), region)
-        why = f"{what}: {why}"
         on_index = any(word in claim for word in NEEDS_HEADS)  # these claims read an index
+        # a claim on heads with every seed run: an index or share still missing is undefined
+        final = on_index and all(len(of(frame, arm, "max_ps")) >= MIN_SEEDS for arm in needs)
+        if isinstance(region, list):
+            parts = zip(estimate(), region, strict=True)
+            verdict, why = judge_all([judge(e, r, final=final) for e, r in parts])
+        else:
+            verdict, why = judge(estimate(), region, final=final)
+        why = f"{what}: {why}"
         undefined = sum(int((~np.isfinite(of(frame, arm, INDEX))).sum()) for arm in needs)
         if any(word in claim for word in READS_INDEX) and undefined:
             why += (f"; {undefined} seed(s) without a defined index (the top set leaves one "
                     "distinct random set), left out")  # fmt: skip
-        ran = all(len(of(frame, arm, "max_ps")) >= MIN_SEEDS for arm in needs)
-        if on_index and ran and verdict.startswith("pending"):  # undefined, and none to come
-            verdict = INCONCLUSIVE
-            short = f" has fewer than {MIN_SEEDS} defined values"
-            why = why.replace(" needs more seeds", short) + f"; every arm ran {MIN_SEEDS} seeds"
+        if final and "defined values" in why:
+            why += f"; every arm ran {MIN_SEEDS} seeds"
         if no_heads and on_index:
             if not verdict.startswith("pending"):
-                verdict = "inconclusive at this scale"
+                verdict = INCONCLUSIVE
             why = (
                 f"no induction head formed from natural text (max PS {natural_ps.text('.2g')}, "
                 f"below {FORMED}): nothing to compare"

@@ -198,17 +198,24 @@ def below(bound: float) -> Claim:
     return Claim(-math.inf, bound, f"below {bound:g}")
 
 
-def judge(estimate: Estimate, claim: Claim) -> tuple[str, str]:
+def judge(estimate: Estimate, claim: Claim, *, final: bool = False) -> tuple[str, str]:
     """(verdict, why): ``"agrees"`` when the whole interval lies inside the claim's region,
     ``"disagrees"`` when it lies wholly outside, ``"inconclusive at this scale"`` otherwise or
-    without an interval, ``"pending: n of 5 seeds"`` below the seeds the estimate needs.
+    without an interval, ``"pending: n of 5 seeds"`` below the seeds the estimate needs, unless
+    ``final`` (every seed has run, so the values missing are undefined, not to come):
+    inconclusive.
 
     >>> claim = equal(0.37, 0.15)
     >>> far, wide = Estimate(0.9, 0.8, 1.0, "m", 9), Estimate(0.4, 0.1, 0.7, "m", 9)
     >>> judge(far, claim)[0], judge(wide, claim)[0]
     ('disagrees', 'inconclusive at this scale')
+    >>> short = Estimate(0.9, 0.8, 1.0, "m", 4, needs=5)
+    >>> judge(short, claim)[0], judge(short, claim, final=True)[0]
+    ('pending: 4 of 5 seeds', 'inconclusive at this scale')
     """
     shown = estimate.text(".3g" if not estimate.log10 else ".2f")
+    if estimate.seeds < estimate.needs and final:
+        return INCONCLUSIVE, f"{shown} has fewer than {estimate.needs} defined values"
     if estimate.seeds < estimate.needs:
         return f"pending: {estimate.seeds} of {estimate.needs} seeds", f"{shown} needs more seeds"
     lo, hi = estimate.low, estimate.high

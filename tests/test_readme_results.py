@@ -84,6 +84,8 @@ def bold(after: str) -> str:
 
 
 PERPLEXITY = "natural-only reaches a lower natural-text perplexity than Bi-Induct"
+MORE_CENTRAL = "natural-only circuits are more central and load-bearing than Bi-Induct"
+HIGHER_ICL = "natural-only reaches a higher function-style ICL accuracy than Bi-Induct"
 BI_INDUCT, REDUNDANT = ("forward", "backward", "balanced"), ("forward", "balanced")
 CENTRAL = "natural-only models have a central, load-bearing"
 # README validation row (its first cell's start) -> the verdicts its verdict cell must quote:
@@ -161,22 +163,10 @@ ROW_VERDICTS = {
         ),
     ],
     "natural-only circuits are more central and load-bearing than Bi-Induct ones": [
-        (
-            arm,
-            DOCS,
-            claim(f"natural-only circuits are more central and load-bearing than Bi-Induct {arm}"),
-        )
-        for arm in BI_INDUCT
+        (arm, DOCS, claim(f"{MORE_CENTRAL} {arm}")) for arm in BI_INDUCT
     ],
     "natural-only models reach a higher function-style ICL accuracy than Bi-Induct ones": [
-        (
-            arm,
-            DOCS,
-            claim(
-                f"natural-only reaches a higher function-style ICL accuracy than Bi-Induct {arm}"
-            ),
-        )
-        for arm in BI_INDUCT
+        (arm, DOCS, claim(f"{HIGHER_ICL} {arm}")) for arm in BI_INDUCT
     ],
 }
 
