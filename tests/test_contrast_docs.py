@@ -5,24 +5,20 @@ writing into it, trains a Bi-Induct arm on the pilot's exact config, and reports
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import contrast_claims  # noqa: E402
-import contrast_docs as docs  # noqa: E402
-import validate_papers_common as common  # noqa: E402
-import validate_papers_contrast as contrast  # noqa: E402
-import validate_papers_natural as natural  # noqa: E402
-
-from ihprobe.data.corpus import default_documents  # noqa: E402
-from ihprobe.io.runs import run_meta  # noqa: E402
-from ihprobe.training.trainer import train  # noqa: E402
+from ihprobe.data.corpus import default_documents
+from ihprobe.io.runs import run_meta
+from ihprobe.jobs import grid as common
+from ihprobe.training.trainer import train
+from studies.contrast import claims as contrast_claims
+from studies.contrast import docs
+from studies.contrast import run as contrast
+from studies.natural import run as natural
 
 CENTRAL = "natural-only circuits are more central and load-bearing than Bi-Induct {} ones"
 ICL = "natural-only reaches a higher function-style ICL accuracy than Bi-Induct {}"

@@ -3,14 +3,10 @@ flip with the data, wait for their seeds, and survive seeds that were never resc
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import validate_papers_contrast as contrast  # noqa: E402
+from studies.contrast import run as contrast
 
 VARIED = "(issue 25) Bi-Induct forward's forward induction is a content match: above "
 VARIED += "natural-only on varied snippet lengths"

@@ -3,14 +3,10 @@ numbers, waits for five seeds, and says "inconclusive" where natural text formed
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import contrast_claims  # noqa: E402
-import validate_papers_contrast as contrast  # noqa: E402
+from studies.contrast import claims as contrast_claims
+from studies.contrast import run as contrast
 
 
 def contrast_frame(natural_ps: float, backward_anti: float, seeds=contrast.SEEDS,

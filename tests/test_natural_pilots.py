@@ -4,8 +4,6 @@ natural-text grid would need (``papers_natural_law.py``)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,9 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import papers_natural_law as natural_law  # noqa: E402
-import validate_papers_natural as natural  # noqa: E402
+from studies.natural import law as natural_law
+from studies.natural import run as natural
 
 
 def test_the_natural_pilots_outcome_counts_formed_seeds_and_keeps_rows_whose_folders_are_gone(
@@ -113,7 +110,7 @@ def test_the_spread_waits_for_two_seeds_in_a_cell():
 def test_seeds_whose_folders_are_gone_are_read_from_the_csv_not_retrained(
     tmp_path, monkeypatch, capsys
 ):
-    import validate_papers_contrast as contrast
+    from studies.contrast import run as contrast
 
     monkeypatch.setattr(natural, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(natural, "OUT_CSV", tmp_path / "natural.csv")

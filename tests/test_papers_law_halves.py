@@ -15,11 +15,9 @@ import pytest
 
 from ihprobe.dynamics.changepoint import emergence, run_emergence
 from ihprobe.training.schedule import checkpoint_steps
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import papers_law_forecast as lf  # noqa: E402
-import papers_law_halves as h  # noqa: E402
-import papers_law_probe_length as pl  # noqa: E402
+from studies.law import forecast as lf
+from studies.law import halves as h
+from studies.law import probe_length as pl
 
 
 def sigmoid_table(midpoint: float, *, noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
@@ -208,7 +206,7 @@ def test_a_trained_run_goes_through_the_pass_and_resumes(tmp_path, cache_dir, co
 def test_the_law_scripts_halves_flag_refits_each_finished_folder_into_the_report(
     tmp_path, monkeypatch
 ):
-    import validate_papers_law as law
+    from studies.law import run as law
 
     out = tmp_path / "law"
     done = {("sn-B8-C128", 3, 1), ("sn-B8-C128", 4, 2), ("fx-B8-C64", 3, 1)}

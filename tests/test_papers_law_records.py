@@ -4,20 +4,16 @@ their own CSV until every seed has one."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import papers_law_control as control  # noqa: E402
-import validate_papers_common as common  # noqa: E402
-import validate_papers_law as law  # noqa: E402
-
-from tests.test_validation_scripts import fit_text, law_frame  # noqa: E402
+from ihprobe.jobs import grid as common
+from studies.law import control
+from studies.law import run as law
+from tests.test_validation_scripts import fit_text, law_frame
 
 
 @pytest.fixture(autouse=True)

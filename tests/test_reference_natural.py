@@ -6,7 +6,6 @@ a smaller version of its recipe trains end to end on text written here (slow).""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +18,10 @@ from ihprobe.data.corpus import default_documents
 from ihprobe.data.text import load_corpus
 from ihprobe.io.runs import METRICS, PROBES, RUN_META, RunDir
 from ihprobe.probes.inputs import repeated_tokens
+from studies.natural import reference as natural_reference
 from tests.helpers import hf_prefix_matching
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import natural_reference  # noqa: E402
 
 REFERENCE = ROOT / "reference" / "natural-docs"
 FORMED = 0.3  # max prefix matching at which the project counts a head as formed

@@ -4,7 +4,6 @@ fraction of the run, and coverage that follows where the measured point lies."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +12,7 @@ import pytest
 
 from ihprobe.dynamics.changepoint import EmergencePoint
 from ihprobe.dynamics.forecast import law_prior
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import validate_forecast as vf  # noqa: E402
+from studies.forecast import run as vf
 
 STEPS = 20000
 

@@ -8,7 +8,6 @@ import doctest
 import importlib
 import json
 import re
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,18 +16,20 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import papers_law_control as control  # noqa: E402
-import papers_law_report as report  # noqa: E402
-import validate_forecast as forecast  # noqa: E402
-import validate_law as toy_law  # noqa: E402
-import validate_papers_common as common  # noqa: E402
-import validate_papers_law as law  # noqa: E402
+from ihprobe.jobs import grid as common
+from ihprobe.training.config import check_config
+from studies.forecast import run as forecast
+from studies.law import claims as report
+from studies.law import control
+from studies.law import run as law
+from studies.toy_law import run as toy_law
 
-from ihprobe.training.config import check_config  # noqa: E402
-
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-WITH_EXAMPLES = sorted(p.stem for p in BENCHMARKS.glob("*.py") if ">>>" in p.read_text())
+ROOT = Path(__file__).resolve().parents[1]
+WITH_EXAMPLES = sorted(
+    ".".join(p.relative_to(ROOT).with_suffix("").parts)
+    for p in (ROOT / "studies").rglob("*.py")
+    if ">>>" in p.read_text()
+)
 
 
 @pytest.mark.parametrize("name", WITH_EXAMPLES)

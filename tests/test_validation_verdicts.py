@@ -5,16 +5,14 @@ by the equivalence margin, by the seed count and by a censored cell."""
 from __future__ import annotations
 
 import doctest
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import verdicts as v  # noqa: E402
+from ihprobe.dynamics import law as fits
+from ihprobe.dynamics import verdicts as v
 
 CELLS = [(B, C) for B in (8, 16, 32) for C in (32, 64, 128)]
 
@@ -97,11 +95,11 @@ def law_runs(b, c, *, seeds=3, seed_sd=0.05, cell_sd=0.0, rng=None) -> pd.DataFr
 
 
 def test_the_cell_means_fit_recovers_the_exponents_and_its_df_counts_cells():
-    fit = v.cell_means_fit(law_runs(0.37, 0.62, seed_sd=0.0))
+    fit = fits.cell_means_fit(law_runs(0.37, 0.62, seed_sd=0.0))
     assert fit["b"].value == pytest.approx(0.37) and fit["c"].value == pytest.approx(0.62)
     assert fit["df"] == 6 and "t df 6" in fit["b"].method and "3 seeds per cell" in fit["b"].method
     runs = law_runs(0.37, 0.62)
-    corners = v.cell_means_fit(runs[runs.B.isin([8, 32]) & runs.C.isin([32, 128])])
+    corners = fits.cell_means_fit(runs[runs.B.isin([8, 32]) & runs.C.isin([32, 128])])
     assert (
         corners["df"] == 1 and corners["b"].high - corners["b"].low > fit["b"].high - fit["b"].low
     )
@@ -114,7 +112,7 @@ def test_the_cell_means_interval_covers_despite_lack_of_fit():
     rng = np.random.default_rng(1)
     hits = [
         (lambda f: f["b"].low <= 0.37 <= f["b"].high)(
-            v.cell_means_fit(law_runs(0.37, 0.62, seed_sd=0.05, cell_sd=0.08, rng=rng))
+            fits.cell_means_fit(law_runs(0.37, 0.62, seed_sd=0.05, cell_sd=0.08, rng=rng))
         )
         for _ in range(200)
     ]
@@ -123,13 +121,13 @@ def test_the_cell_means_interval_covers_despite_lack_of_fit():
 
 def test_tobit_is_least_squares_without_censoring_and_corrects_the_bias_of_dropping():
     runs = law_runs(1.0, 0.1, seeds=5, seed_sd=0.1, rng=np.random.default_rng(3))
-    plain = v.censored_fit(runs)
-    means = v.cell_means_fit(runs)
+    plain = fits.censored_fit(runs)
+    means = fits.cell_means_fit(runs)
     assert plain["b"].value == pytest.approx(means["b"].value, abs=1e-4)  # balanced: the same
     budget = np.quantile(runs.updates, 0.8)  # the slowest runs stop at a budget
     censored = runs.assign(censored=runs.updates > budget, updates=runs.updates.clip(upper=budget))
-    modelled = v.censored_fit(censored)["b"]
-    dropped = v.cell_means_fit(censored[~censored.censored])["b"]
+    modelled = fits.censored_fit(censored)["b"]
+    dropped = fits.cell_means_fit(censored[~censored.censored])["b"]
     assert abs(modelled.value - 1.0) < abs(dropped.value - 1.0)
     assert modelled.low <= 1.0 <= modelled.high
     assert "runs censored" in modelled.method and "clustered" in modelled.method
@@ -144,8 +142,8 @@ def test_a_censored_cell_flips_the_context_verdict():
     censored.loc[late, "updates"] = runs.loc[runs.C == 32, "updates"].to_numpy() * 10
     censored.loc[late, "censored"] = True
     claim = v.equal(0.62, 0.15)
-    assert v.judge(v.cell_means_fit(runs)["c"], claim)[0] == "agrees"
-    assert v.judge(v.censored_fit(censored)["c"], claim)[0] == "disagrees"
+    assert v.judge(fits.cell_means_fit(runs)["c"], claim)[0] == "agrees"
+    assert v.judge(fits.censored_fit(censored)["c"], claim)[0] == "disagrees"
 
 
 def test_a_censored_ratio_models_the_censored_seeds_and_bounds_a_fully_censored_cell():
@@ -158,20 +156,20 @@ def test_a_censored_ratio_models_the_censored_seeds_and_bounds_a_fully_censored_
         ]
 
     same = pd.DataFrame(base + cell([950, 1000, 1050, 1000, 1000], [False] * 5))
-    assert v.judge(v.censored_ratio(same, "wide", "base"), v.same_ratio())[0] == "agrees"
+    assert v.judge(fits.censored_ratio(same, "wide", "base"), v.same_ratio())[0] == "agrees"
     stopped = pd.DataFrame(base + cell([3000, 3100, 3000, 3000, 3000], [False] + [True] * 4))
-    assert v.judge(v.censored_ratio(stopped, "wide", "base"), v.same_ratio())[0] == "disagrees"
+    assert v.judge(fits.censored_ratio(stopped, "wide", "base"), v.same_ratio())[0] == "disagrees"
     never = pd.DataFrame(base + cell([1300] * 5, [True] * 5))
-    bound = v.censored_ratio(never, "wide", "base")
+    bound = fits.censored_ratio(never, "wide", "base")
     assert bound.high == np.inf and "every run of wide censored" in bound.method
     assert v.judge(bound, v.same_ratio())[0] == "inconclusive at this scale"  # 1.3x: may be 1
     far = pd.DataFrame(base + cell([30000] * 5, [True] * 5))
-    assert v.judge(v.censored_ratio(far, "wide", "base"), v.same_ratio())[0] == "disagrees"
+    assert v.judge(fits.censored_ratio(far, "wide", "base"), v.same_ratio())[0] == "disagrees"
     neither = far.assign(censored=True)  # no run of either cell placed: nothing to compare
-    unknown = v.censored_ratio(neither, "wide", "base")
+    unknown = fits.censored_ratio(neither, "wide", "base")
     assert np.isnan(unknown.value) and "every run of wide and base censored" in unknown.method
     assert v.judge(unknown, v.same_ratio())[0] == "inconclusive at this scale"
-    flipped = v.censored_ratio(far, "base", "wide")  # the censored cell below: at most
+    flipped = fits.censored_ratio(far, "base", "wide")  # the censored cell below: at most
     assert flipped.low == -np.inf and flipped.high == pytest.approx(-bound_of(far))
     assert flipped.text(".2f").startswith("at most 0.0") and "at most" not in bound.text()
     assert v.judge(flipped, v.same_ratio())[0] == "disagrees"
@@ -180,7 +178,7 @@ def test_a_censored_ratio_models_the_censored_seeds_and_bounds_a_fully_censored_
         + [{"cell": "base", "updates": 900, "censored": True}] * 5
     )
     # the placed cell has censored runs too: its upper end is modelled (Tobit), not dropped
-    assert "Tobit" in v.censored_ratio(partly, "wide", "base").method
+    assert "Tobit" in fits.censored_ratio(partly, "wide", "base").method
 
 
 def bound_of(frame: pd.DataFrame) -> float:
@@ -197,13 +195,13 @@ def test_a_censored_contrast_is_the_plain_one_without_censoring_and_keeps_censor
             for n, m in zip(names, means, strict=True) for _ in range(5)]  # fmt: skip
     runs = pd.DataFrame(rows)
     plain = v.contrast([runs[runs.cell == n].updates for n in names], weights, log=True)
-    tobit = v.censored_contrast(runs, names, weights)
+    tobit = fits.censored_contrast(runs, names, weights)
     assert tobit.value == pytest.approx(plain.value, abs=1e-6) and "Tobit" in tobit.method
     cut = runs.assign(censored=(runs.cell == "a") & (runs.updates > 10**3.9))
     cut["updates"] = np.where(cut.censored, 10**3.9, cut.updates)  # stopped at the budget
     dropped = v.contrast([cut[(cut.cell == n) & ~cut.censored].updates for n in names], weights,
                          log=True)  # fmt: skip
-    kept = v.censored_contrast(cut, names, weights)
+    kept = fits.censored_contrast(cut, names, weights)
     assert abs(kept.value - plain.value) < abs(dropped.value - plain.value)
 
 

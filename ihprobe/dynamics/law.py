@@ -1,16 +1,17 @@
-"""The law of Aoyama et al. that predicts when induction heads emerge, and its refit.
+"""The one fit of [A]'s emergence law ``U = T / (B^b C^c)`` (:mod:`ihprobe.dynamics.published`).
 
-The number of optimiser updates ``U`` at the emergence point does not depend on model size; it
-depends on the batch size ``B`` (sequences per update) and the context ``C`` as a power law::
+Three views of one regression of log10 U on 1, -log10 B and -log10 C:
 
-    U = T / (B**b * C**c)            tokens N = U * B * C
+* :func:`fit_law` on measured points (one per run): least squares, or, when some runs did not
+  place their emergence point (no transition, or a rise cut off by the end of training), a
+  censored (Tobit) fit that keeps each of them as "at least" its bound;
+* :func:`cell_means_fit` on the cells' mean log10 U over seeds, with t-intervals on
+  df = cells - parameters, and :func:`censored_fit`, Tobit over every run clustered by cell;
+* :func:`censored_ratio` and :func:`censored_contrast`: cells compared by a Tobit fit with a
+  term per cell (censored runs at their bound).
 
-``law="fitted"`` is [A]'s fit (T = 750,000, b = 0.37, c = 0.62). ``law="sqrt"`` is the other
-published form ``N = 10**5.7 * sqrt(B * C)`` tokens, which is the same power law with
-T = 10**5.7 and b = c = 0.5. Both were fitted to [A]'s optimiser settings, so :func:`fit_law`
-refits T and the exponents from a user's own runs by log-linear least squares, or, when some
-runs did not place their emergence point (no transition, or a rise cut off by the end of
-training), by a censored (Tobit) fit that keeps each of them as "at least" its bound.
+The last three return :class:`~ihprobe.dynamics.verdicts.Estimate` values that the claim
+grammar (:mod:`ihprobe.dynamics.verdicts`) judges.
 
 >>> round(predict_emergence(16, 64).updates, -2)
 20400.0
@@ -23,106 +24,35 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.censored import tobit
+from ihprobe.dynamics.published import LAWS, Law, Prediction, get_law, predict_emergence
+from ihprobe.dynamics.verdicts import LEVEL, MIN_SEEDS, Estimate, seeds_text, t_mean
+
+__all__ = [
+    "LAWS",
+    "Law",
+    "LawFit",
+    "Prediction",
+    "censored_contrast",
+    "censored_fit",
+    "censored_ratio",
+    "cell_means_fit",
+    "fit_law",
+    "get_law",
+    "law_point",
+    "predict_emergence",
+]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Law:
-    """``U = T / (B**b * C**c)`` updates at the emergence point."""
-
-    T: float
-    b: float
-    c: float
-    name: str = "custom"
-
-    def updates(self, batch_size: float, context: float) -> float:
-        return self.T / (batch_size**self.b * context**self.c)
-
-
-LAWS: dict[str, Law] = {
-    "fitted": Law(T=750_000.0, b=0.37, c=0.62, name="fitted"),  # [A]: U = 750k / (B^.37 C^.62)
-    "sqrt": Law(T=10**5.7, b=0.5, c=0.5, name="sqrt"),  # [A]: N = 10^5.7 sqrt(B C) tokens
-}
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """When the law expects induction heads: optimiser updates and training tokens."""
-
-    updates: float
-    tokens: float
-    law: Law
-    batch_size: int
-    context: int
-
-    def to_dict(self) -> dict:
-        shape = {key: getattr(self, key) for key in ("batch_size", "context", "updates", "tokens")}
-        return {**shape, "law": self.law.name, "T": self.law.T, "b": self.law.b, "c": self.law.c}
-
-
-def get_law(law: str | Law, *, T: float | None = None, b=None, c=None) -> Law:
-    """A law by name (``"fitted"``, ``"sqrt"``) or as given, with constants overridden."""
-    if isinstance(law, str):
-        if law not in LAWS:
-            raise IhprobeError(f"unknown law {law!r}; choose one of {sorted(LAWS)}.")
-        law = LAWS[law]
-    if not isinstance(law, Law):
-        law = law.law  # a LawFit
-    overrides = {k: float(v) for k, v in {"T": T, "b": b, "c": c}.items() if v is not None}
-    bad = {k: v for k, v in overrides.items() if not math.isfinite(v) or (k == "T" and v <= 0)}
-    if bad:
-        raise IhprobeError(f"law constants must be finite and T positive (got {bad}).")
-    if overrides:
-        name = f"{law.name} (" + ", ".join(f"{k}={v:g}" for k, v in overrides.items()) + ")"
-        law = Law(**{"T": law.T, "b": law.b, "c": law.c, **overrides, "name": name})
-    return law
-
-
-def predict_emergence(
-    batch_size: int,
-    context: int,
-    law: str | Law = "fitted",
-    *,
-    T: float | None = None,
-    b: float | None = None,
-    c: float | None = None,
-) -> Prediction:
-    """Predict the updates and tokens at which induction heads emerge.
-
-    Args:
-        batch_size: sequences per optimiser update, B.
-        context: tokens per sequence, C.
-        law: ``"fitted"`` (``U = 750000 / (B^0.37 C^0.62)``), ``"sqrt"``
-            (``N = 10^5.7 sqrt(B C)`` tokens), a :class:`Law`, or a :class:`LawFit`.
-        T, b, c: override the law's constant and exponents.
-
-    Example:
-        >>> p = predict_emergence(4, 64)                 # [A]'s synthetic setting
-        >>> round(p.updates, -3), round(p.tokens / 1e6, 1)
-        (34000.0, 8.7)
-    """
-    shape_ok = all(
-        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (batch_size, context)
-    )
-    if not shape_ok or batch_size < 1 or context < 1:
-        raise IhprobeError(
-            f"batch size and context must be positive integers (got B={batch_size!r}, "
-            f"C={context!r})."
-        )
-    chosen = get_law(law, T=T, b=b, c=c)
-    updates = chosen.updates(batch_size, context)
-    return Prediction(updates, updates * batch_size * context, chosen, batch_size, context)
 
 
 @dataclass(frozen=True)
@@ -220,8 +150,12 @@ def law_point(p) -> dict | None:
         return {k: p.get(k) for k in keys}
     if not hasattr(p, "updates"):  # a tuple
         batch_size, context, updates, *censored = p
-        return {"batch_size": batch_size, "context": context, "updates": updates,
-                "censored": bool(censored and censored[0])}  # fmt: skip
+        return {
+            "batch_size": batch_size,
+            "context": context,
+            "updates": updates,
+            "censored": bool(censored and censored[0]),
+        }
     row = {"batch_size": p.batch_size, "context": p.context, "updates": p.updates}
     if getattr(p, "transition", True):
         return {**row, "censored": bool(getattr(p, "at_edge", False))}
@@ -326,3 +260,124 @@ def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit
         fixed=tuple(k for k, v in fixed.items() if v is not None),
         censored=int(censored.sum()),
     )
+
+
+# the law over seeds and cells
+
+
+def _design(frame: pd.DataFrame, fixed: dict[str, float]) -> tuple[np.ndarray, list, np.ndarray]:
+    """Columns of the law's regression on log10 U: 1, -log10 B, -log10 C, less the fixed
+    exponents (whose terms move into the offset)."""
+    columns = {
+        "log10T": np.ones(len(frame)),
+        "b": -np.log10(frame.B.to_numpy(float)),
+        "c": -np.log10(frame.C.to_numpy(float)),
+    }
+    offset = sum(columns[k] * v for k, v in fixed.items())
+    names = [k for k in columns if k not in fixed]
+    return np.column_stack([columns[k] for k in names]), names, np.asarray(offset, float)
+
+
+def cell_means_fit(runs: pd.DataFrame, *, fixed: dict[str, float] | None = None) -> dict:
+    """Least squares of the cells' mean log10 ``updates`` on the law's terms.
+
+    ``runs``: columns cell, B, C, updates (placed runs only). Returns the Estimate of each free
+    parameter (log10T, b, c) with a t-interval on df = cells - parameters, the residual RMS and
+    the df.
+
+    >>> cells = [(B, C) for B in (8, 16, 32) for C in (32, 64, 128)]
+    >>> runs = pd.DataFrame([{"cell": f"{B}-{C}", "B": B, "C": C, "updates": 1e5 / B / C**0.5}
+    ...                      for B, C in cells for _ in range(2)])
+    >>> fit = cell_means_fit(runs)
+    >>> round(fit["b"].value, 6), round(fit["c"].value, 6), fit["df"]
+    (1.0, 0.5, 6)
+    """
+    fixed = fixed or {}
+    logs = runs.assign(y=np.log10(runs.updates.astype(float)))
+    means = logs.groupby("cell", sort=False).agg(
+        B=("B", "first"), C=("C", "first"), y=("y", "mean"), n=("y", "size")
+    )
+    X, names, offset = _design(means, fixed)
+    y = means.y.to_numpy() - offset
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    residuals = y - X @ beta
+    df = len(means) - len(names)
+    seeds, how = int(means.n.min()), f"OLS on {len(means)} cell means, t df {df}"
+    per_cell = seeds_text(seeds) if means.n.nunique() == 1 else f"{seeds}+ seeds"
+    how += f", {per_cell} per cell"
+    out = {"df": df, "rms": float(np.sqrt(np.mean(residuals**2))), "cells": len(means)}
+    inverse = np.linalg.pinv(X.T @ X)
+    cov = np.sum(residuals**2) / df * inverse if df >= 1 else np.full_like(inverse, np.nan)
+    half = stats.t.ppf(0.5 + LEVEL / 2, max(df, 1)) * np.sqrt(np.diag(cov))
+    for i, name in enumerate(names):
+        out[name] = Estimate(float(beta[i]), beta[i] - half[i], beta[i] + half[i], how, seeds)
+    return out
+
+
+def censored_fit(runs: pd.DataFrame, *, fixed: dict[str, float] | None = None) -> dict:
+    """The law fitted by Tobit over every run, censored ones included at their bound.
+
+    ``runs``: columns cell, B, C, updates (the emergence point, or the bound a censored run
+    exceeds), censored (bool). Clustered by cell. Same keys as :func:`cell_means_fit` plus
+    ``censored`` (how many runs were censored).
+    """
+    fixed = fixed or {}
+    X, names, offset = _design(runs, fixed)
+    y = np.log10(runs.updates.to_numpy(float)) - offset
+    cens = runs.censored.to_numpy(bool)
+    beta, cov, df, how = tobit(y, X, cens, clusters=runs.cell.to_numpy())
+    seeds = int(runs.groupby("cell").size().min())
+    how += f", {runs.cell.nunique()} cells, {cens.sum()} of {len(runs)} runs censored, t df {df}"
+    half = stats.t.ppf(0.5 + LEVEL / 2, df) * np.sqrt(np.diag(cov)) if df >= 1 else [np.nan] * 3
+    out = {"df": df, "cells": runs.cell.nunique(), "censored": int(cens.sum())}
+    for i, name in enumerate(names):
+        out[name] = Estimate(float(beta[i]), beta[i] - half[i], beta[i] + half[i], how, seeds)
+    return out
+
+
+def censored_ratio(runs: pd.DataFrame, cell: str, base: str, *, needs: int = MIN_SEEDS) -> Estimate:
+    """log10 of ``cell``'s emergence over ``base``'s (geometric means) by a Tobit fit with a
+    cell indicator, censored runs at their bound; model-based interval, df = runs - 2.
+
+    ``runs``: columns cell, updates, censored.
+    """
+    rows = runs[runs.cell.isin([cell, base])]
+    if rows.censored.all():  # no run of either cell placed: nothing to compare
+        n_cell, n_base = (int((rows.cell == c).sum()) for c in (cell, base))
+        how = f"every run of {cell} and {base} censored, {n_cell} and {n_base} seeds"
+        return Estimate(math.nan, math.nan, math.nan, how, min(n_cell, n_base), needs, True)
+    if any(rows[rows.cell == c].censored.all() for c in (cell, base)):
+        return _censored_bound(rows, cell, base, needs)  # no finite estimate: a bound only
+    return censored_contrast(rows, [cell, base], [1, -1], needs=needs)
+
+
+def censored_contrast(runs: pd.DataFrame, cells, weights, *, needs: int = MIN_SEEDS) -> Estimate:
+    """sum_i w_i (mean log10 updates of ``cells[i]``): Tobit with a term per cell, censored runs
+    at their bound, model-based interval, df = runs - cells. ``runs``: cell, updates, censored."""
+    rows = runs[runs.cell.isin(cells)]
+    X = np.column_stack([(rows.cell == c).to_numpy(float) for c in cells])
+    beta, cov, df, how = tobit(np.log10(rows.updates.to_numpy(float)), X, rows.censored)
+    counts = rows.groupby("cell").size().reindex(cells).fillna(0).astype(int).tolist()
+    listed = ", ".join(map(str, counts[:-1])) + " and " * (len(counts) > 1) + str(counts[-1])
+    how += f" with cell terms, {listed} seeds, {int(rows.censored.sum())} censored, t df {df}"
+    w = np.asarray(weights, float)
+    value, se = float(w @ beta), math.sqrt(w @ cov @ w)
+    half = stats.t.ppf(0.5 + LEVEL / 2, df) * se if df >= 1 else np.nan
+    return Estimate(value, value - half, value + half, how, min(counts), needs, log10=True)
+
+
+def _censored_bound(rows: pd.DataFrame, cell: str, base: str, needs: int) -> Estimate:
+    """One cell all censored: log10 of its least bound over the other's upper end of mean log10
+    updates (t, or Tobit with censored runs): the ratio is at least (at most, ``base``) that."""
+    late = cell if rows[rows.cell == cell].censored.all() else base
+    early = rows[rows.cell == (base if late == cell else cell)]
+    name, censored = early.cell.iloc[0], early.censored.any()
+    mean = censored_contrast(early, [name], [1]) if censored else t_mean(np.log10(early.updates))
+    edge = float(np.log10(rows[rows.cell == late].updates.min()) - mean.high)
+    n_cell, n_base = (int((rows.cell == c).sum()) for c in (cell, base))
+    how = (
+        f"every run of {late} censored: its least bound over the upper end of {name} "
+        f"({mean.method}), {n_cell} and {n_base} seeds"
+    )
+    sign, seeds = (1 if late == cell else -1), min(n_cell, n_base)
+    return Estimate(sign * edge, *sorted([sign * edge, sign * math.inf]), how, seeds, needs, True)

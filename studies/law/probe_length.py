@@ -11,8 +11,18 @@ outside the margin keeps the verdict from "agrees".
 from __future__ import annotations
 
 import pandas as pd
-from validate_papers_common import markdown
-from verdicts import AGREES, DISAGREES, INCONCLUSIVE, MIN_SEEDS, Estimate, judge, same_ratio, t_mean
+
+from ihprobe.dynamics.verdicts import (
+    AGREES,
+    DISAGREES,
+    INCONCLUSIVE,
+    MIN_SEEDS,
+    Estimate,
+    judge,
+    same_ratio,
+    t_mean,
+)
+from ihprobe.jobs.grid import markdown
 
 SAME_FACTOR = 1.5  # the probe's length "does not move" the point: within 1.5x either way
 SAME = same_ratio(SAME_FACTOR)

@@ -19,13 +19,22 @@ array([0.4])
 
 from __future__ import annotations
 
-import contrast_docs as docs
 import numpy as np
 import pandas as pd
-from contrast_docs import values as scored  # finite done values; none where never rescored
-from verdicts import INCONCLUSIVE, MIN_SEEDS, above, below, judge, judge_all, t_mean, welch
 
+from ihprobe.dynamics.verdicts import (
+    INCONCLUSIVE,
+    MIN_SEEDS,
+    above,
+    below,
+    judge,
+    judge_all,
+    t_mean,
+    welch,
+)
 from ihprobe.probes.engine import METRIC_TABLE
+from studies.contrast import docs
+from studies.contrast.docs import values as scored  # finite done values; none where never rescored
 
 B_DIRECTION = {  # what [B] reports for each arm
     "natural": "central, load-bearing circuit (largest index); anti-induction ~0",

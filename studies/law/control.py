@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from verdicts import below, judge, t_mean
 
 import ihprobe
 from ihprobe.data.iid import IIDProducer
+from ihprobe.dynamics.verdicts import below, judge, t_mean
 from ihprobe.probes.engine import METRIC_TABLE
 
 CLAIM = below(0.1)  # declared before the data: a third of the 0.3 that counts as a head

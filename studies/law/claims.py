@@ -16,15 +16,11 @@ import math
 
 import numpy as np
 import pandas as pd
-from papers_law_control import control_lines
-from validate_papers_common import markdown
-from verdicts import (
+
+from ihprobe.dynamics.law import cell_means_fit, censored_contrast, censored_fit, censored_ratio
+from ihprobe.dynamics.verdicts import (
     MIN_SEEDS,
     Estimate,
-    cell_means_fit,
-    censored_contrast,
-    censored_fit,
-    censored_ratio,
     contrast,
     equal,
     judge,
@@ -32,6 +28,8 @@ from verdicts import (
     t_mean,
     welch,
 )
+from ihprobe.jobs.grid import markdown
+from studies.law.control import control_lines
 
 # pre-declared before the data: [A]'s exponents +- 0.15, "no change" within 1.5x either way
 # (the i.i.d. control's claim: papers_law_control.CLAIM)

@@ -74,10 +74,23 @@ import math
 import time
 from pathlib import Path
 
-import contrast_docs as docs
 import pandas as pd
-from contrast_claims import FORMED, arm_table, verdicts
-from contrast_snippets import (
+
+import ihprobe
+from ihprobe.dynamics.verdicts import MIN_SEEDS
+from ihprobe.jobs.grid import (
+    markdown,
+    read_result,
+    results_pair,
+    saved_results,
+    status_row,
+    train_or_reuse,
+    write_result,
+)
+from ihprobe.training.trainer import TrainConfig
+from studies.contrast import docs
+from studies.contrast.claims import FORMED, arm_table, verdicts
+from studies.contrast.snippets import (
     SNIPPET_METRICS,
     other_lengths,
     rescore,
@@ -85,21 +98,7 @@ from contrast_snippets import (
     snippet_note,
     snippet_table,
 )
-from validate_papers_common import (
-    ROOT,
-    markdown,
-    read_result,
-    report_header,
-    results_pair,
-    saved_results,
-    status_row,
-    train_or_reuse,
-    write_result,
-)
-from verdicts import MIN_SEEDS
-
-import ihprobe
-from ihprobe.training.trainer import TrainConfig
+from studies.study import ROOT, header
 
 SEEDS = (0, 1, 2, 3, 4)
 TEXT = {"vocab_size": 300}
@@ -268,8 +267,8 @@ def report(args) -> None:
         unit = "--recipe docs --cell ARM --seed SEED"
     frame.to_csv(out_csv, index=False)
     lines = [
-        *report_header(TITLE + (", on the natural-text recipe (issue 23)" if recipe else ""),
-                       "validate_papers_contrast.py", unit, frame),
+        *header("contrast", TITLE + (", on the natural-text recipe (issue 23)" if recipe else ""),
+                unit, frame, out_md, args.report),
         docs.settings_line(args.random) if recipe else settings(args), "",
         "Each cell: mean over seeds [Student-t 95% interval over seeds] (`benchmarks/verdicts.py`)",
         f"with its seed count; a claim on an arm with fewer than {MIN_SEEDS} seeds is pending.",

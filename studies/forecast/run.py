@@ -39,20 +39,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from validate_papers_common import markdown
-from verdicts import proportion
 
 import ihprobe
 from ihprobe.dynamics.changepoint import run_emergence
 from ihprobe.dynamics.forecast import Prior, forecast_records, law_prior
 from ihprobe.dynamics.law import predict_emergence
+from ihprobe.dynamics.verdicts import proportion
 from ihprobe.figures.forecast import forecast_figure
 from ihprobe.io.runs import is_finished, run_meta, run_shape
 from ihprobe.jobs.demo import DemoConfig, _train_config, variants
+from ihprobe.jobs.grid import markdown
 from ihprobe.training.config import TrainConfig
 from ihprobe.training.trainer import train
+from studies.study import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DEMO = DemoConfig(progress=False)
 LAW_FROM = {"B16": DEMO.batch_size // 2, "B64": DEMO.batch_size * 2}  # earlier runs' B
 AT = (0.1, 0.3, 0.5)  # the forecasts judged: those made after these fractions of the run
@@ -302,13 +302,13 @@ def _measured(updates) -> str:
     return "no transition" if pd.isna(updates) else f"measured {int(updates):,} updates"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--out", default=str(ROOT / "runs" / "validate-forecast-demo"))
     parser.add_argument("--train-only", action="store_true")
     parser.add_argument("--natural", action="store_true", help="only judge the natural pilots")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.natural:
         return natural(NATURAL)
     begin = time.perf_counter()
@@ -322,9 +322,7 @@ def main() -> None:
         f"refit ({', '.join(LAW_FROM)})": law_prior(b, c, law_from=[runs[n] for n in LAW_FROM]),
     }
     rows = [row for seed in args.seeds for row in check_seed(seed, runs[f"seed{seed}"], priors)]
-    command = "nice -n 15 .venv/bin/python benchmarks/validate_forecast.py " + shlex.join(
-        sys.argv[1:]
-    )
+    command = "nice -n 15 .venv/bin/python -m studies forecast " + shlex.join(sys.argv[1:])
     wall = time.perf_counter() - begin
     write_results(pd.DataFrame(rows), command.strip(), priors, runs, wall)
 

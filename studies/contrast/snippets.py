@@ -25,12 +25,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from contrast_claims import scored
-from verdicts import t_mean
 
 import ihprobe
+from ihprobe.dynamics.verdicts import t_mean
 from ihprobe.io.runs import checkpoints
 from ihprobe.probes.engine import METRIC_TABLE
+from studies.contrast.claims import scored
 
 # the snippet scores of each seed (max over heads for a head score): [B]'s fixed-length
 # protocol (forward induction, anti-induction) and the varied-length ones that tell a content

@@ -1,17 +1,14 @@
-"""The validation scripts' statistics and verdict rules, in one place (issue 24).
+"""The claim grammar: estimates with named intervals, pre-declared regions, verdicts.
 
-Every ``benchmarks/validate_*.py`` script estimates and judges through this module:
+Every study (``studies/``) estimates and judges through this module and the law's fits over
+seeds and cells (:mod:`ihprobe.dynamics.law`):
 
 * **a quantity measured per seed**: the mean with a Student-t 95% interval (df = seeds - 1),
   never a percentile bootstrap of a handful of seeds (with 3 seeds: [min, max], 74% coverage);
 * **a ratio of two cells**, or a contrast of several (the difference of two b's): Welch(-
   Satterthwaite) t on their mean log10 values (a ratio of geometric means);
-* **an exponent** of ``U = T / (B^b C^c)``: least squares on the cells' mean log10 U, t on
-  df = cells - parameters, so lack of fit and seed noise both widen it;
-* **censored runs** (no transition within the budget, or one still rising at its end) are
-  modelled, not dropped: Tobit (right-censored normal likelihood of log10 U), each counted as
-  "at least" its bound; a sandwich clustered by cell (df = cells - parameters), or for cells
-  compared the model's own (df = runs - cells); a cell without a placed run gives a bound;
+* **an exponent** of ``U = T / (B^b C^c)`` and **censored runs**: the law's fits
+  (:func:`ihprobe.dynamics.law.cell_means_fit`, ``censored_fit``, ``censored_ratio``);
 * a cell mean or a ratio is a finding only with ``MIN_SEEDS`` seeds per cell, else its verdict
   is ``"pending: n of 5 seeds"`` (a fit on cell means needs no such floor: its df count cells);
 * every claim has a pre-declared region (a value +- an equivalence margin, or a one-sided
@@ -34,10 +31,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from scipy import stats
-
-from ihprobe.dynamics.censored import tobit
 
 MIN_SEEDS = 5  # seeds per cell behind a cell mean or a ratio that is reported as a finding
 LEVEL = 0.95
@@ -73,7 +67,7 @@ class Estimate:
         return f"{show(self.value)} [{show(self.low)}, {show(self.high)}] ({self.method})"
 
 
-def _seeds(n: int, unit: str = "seed") -> str:
+def seeds_text(n: int, unit: str = "seed") -> str:
     """``1 seed``, ``5 seeds``; ``unit="run"`` where the values are runs of several cells."""
     return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
@@ -95,10 +89,10 @@ def t_mean(values, *, log: bool = False, needs: int = MIN_SEEDS, unit: str = "se
     n, how = len(x), "t on log10" if log else "t"
     if n < 2:
         value = float(x[0]) if n else np.nan
-        return Estimate(value, np.nan, np.nan, f"{how}, {_seeds(n, unit)}", n, needs, log)
+        return Estimate(value, np.nan, np.nan, f"{how}, {seeds_text(n, unit)}", n, needs, log)
     half = stats.t.ppf(0.5 + LEVEL / 2, n - 1) * x.std(ddof=1) / math.sqrt(n)
     mean = float(x.mean())
-    return Estimate(mean, mean - half, mean + half, f"{how}, {_seeds(n, unit)}", n, needs, log)
+    return Estimate(mean, mean - half, mean + half, f"{how}, {seeds_text(n, unit)}", n, needs, log)
 
 
 def welch(a, b, *, log: bool = False, needs: int = MIN_SEEDS) -> Estimate:
@@ -142,7 +136,7 @@ def proportion(successes: int, n: int, unit: str = "seed") -> Estimate:
     >>> proportion(4, 5).text(".2f"), proportion(1, 30, unit="run").method
     ('0.80 [0.28, 0.99] (Clopper-Pearson, 5 seeds)', 'Clopper-Pearson, 30 runs')
     """
-    method = f"Clopper-Pearson, {_seeds(n, unit)}"
+    method = f"Clopper-Pearson, {seeds_text(n, unit)}"
     if n == 0:
         return Estimate(np.nan, np.nan, np.nan, method, 0)
     ci = stats.binomtest(int(successes), int(n)).proportion_ci(LEVEL, method="exact")
@@ -245,116 +239,3 @@ def judge_all(parts: list[tuple[str, str]]) -> tuple[str, str]:
     if all(v == AGREES for v in verdicts):
         return AGREES, why
     return (DISAGREES if DISAGREES in verdicts else INCONCLUSIVE), why
-
-
-# ----------------------------------------------------------------------------- fits
-
-
-def _design(frame: pd.DataFrame, fixed: dict[str, float]) -> tuple[np.ndarray, list, np.ndarray]:
-    """Columns of the law's regression on log10 U: 1, -log10 B, -log10 C, less the fixed
-    exponents (whose terms move into the offset)."""
-    columns = {"log10T": np.ones(len(frame)), "b": -np.log10(frame.B.to_numpy(float)),
-               "c": -np.log10(frame.C.to_numpy(float))}  # fmt: skip
-    offset = sum(columns[k] * v for k, v in fixed.items())
-    names = [k for k in columns if k not in fixed]
-    return np.column_stack([columns[k] for k in names]), names, np.asarray(offset, float)
-
-
-def cell_means_fit(runs: pd.DataFrame, *, fixed: dict[str, float] | None = None) -> dict:
-    """Least squares of the cells' mean log10 ``updates`` on the law's terms.
-
-    ``runs``: columns cell, B, C, updates (placed runs only). Returns the Estimate of each free
-    parameter (log10T, b, c) with a t-interval on df = cells - parameters, the residual RMS and
-    the df.
-
-    >>> cells = [(B, C) for B in (8, 16, 32) for C in (32, 64, 128)]
-    >>> runs = pd.DataFrame([{"cell": f"{B}-{C}", "B": B, "C": C, "updates": 1e5 / B / C**0.5}
-    ...                      for B, C in cells for _ in range(2)])
-    >>> fit = cell_means_fit(runs)
-    >>> round(fit["b"].value, 6), round(fit["c"].value, 6), fit["df"]
-    (1.0, 0.5, 6)
-    """
-    fixed = fixed or {}
-    means = runs.assign(y=np.log10(runs.updates.astype(float))).groupby("cell", sort=False).agg(
-        B=("B", "first"), C=("C", "first"), y=("y", "mean"), n=("y", "size"))  # fmt: skip
-    X, names, offset = _design(means, fixed)
-    y = means.y.to_numpy() - offset
-    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
-    residuals = y - X @ beta
-    df = len(means) - len(names)
-    seeds, how = int(means.n.min()), f"OLS on {len(means)} cell means, t df {df}"
-    how += f", {_seeds(seeds)} per cell" if means.n.nunique() == 1 else f", {seeds}+ seeds per cell"
-    out = {"df": df, "rms": float(np.sqrt(np.mean(residuals**2))), "cells": len(means)}
-    inverse = np.linalg.pinv(X.T @ X)
-    cov = np.sum(residuals**2) / df * inverse if df >= 1 else np.full_like(inverse, np.nan)
-    half = stats.t.ppf(0.5 + LEVEL / 2, max(df, 1)) * np.sqrt(np.diag(cov))
-    for i, name in enumerate(names):
-        out[name] = Estimate(float(beta[i]), beta[i] - half[i], beta[i] + half[i], how, seeds)
-    return out
-
-
-def censored_fit(runs: pd.DataFrame, *, fixed: dict[str, float] | None = None) -> dict:
-    """The law fitted by Tobit over every run, censored ones included at their bound.
-
-    ``runs``: columns cell, B, C, updates (the emergence point, or the bound a censored run
-    exceeds), censored (bool). Clustered by cell. Same keys as :func:`cell_means_fit` plus
-    ``censored`` (how many runs were censored).
-    """
-    fixed = fixed or {}
-    X, names, offset = _design(runs, fixed)
-    y = np.log10(runs.updates.to_numpy(float)) - offset
-    cens = runs.censored.to_numpy(bool)
-    beta, cov, df, how = tobit(y, X, cens, clusters=runs.cell.to_numpy())
-    seeds = int(runs.groupby("cell").size().min())
-    how += f", {runs.cell.nunique()} cells, {cens.sum()} of {len(runs)} runs censored, t df {df}"
-    half = stats.t.ppf(0.5 + LEVEL / 2, df) * np.sqrt(np.diag(cov)) if df >= 1 else [np.nan] * 3
-    out = {"df": df, "cells": runs.cell.nunique(), "censored": int(cens.sum())}
-    for i, name in enumerate(names):
-        out[name] = Estimate(float(beta[i]), beta[i] - half[i], beta[i] + half[i], how, seeds)
-    return out
-
-
-def censored_ratio(runs: pd.DataFrame, cell: str, base: str, *, needs: int = MIN_SEEDS) -> Estimate:
-    """log10 of ``cell``'s emergence over ``base``'s (geometric means) by a Tobit fit with a
-    cell indicator, censored runs at their bound; model-based interval, df = runs - 2.
-
-    ``runs``: columns cell, updates, censored.
-    """
-    rows = runs[runs.cell.isin([cell, base])]
-    if rows.censored.all():  # no run of either cell placed: nothing to compare
-        n_cell, n_base = (int((rows.cell == c).sum()) for c in (cell, base))
-        how = f"every run of {cell} and {base} censored, {n_cell} and {n_base} seeds"
-        return Estimate(math.nan, math.nan, math.nan, how, min(n_cell, n_base), needs, True)
-    if any(rows[rows.cell == c].censored.all() for c in (cell, base)):
-        return _censored_bound(rows, cell, base, needs)  # no finite estimate: a bound only
-    return censored_contrast(rows, [cell, base], [1, -1], needs=needs)
-
-
-def censored_contrast(runs: pd.DataFrame, cells, weights, *, needs: int = MIN_SEEDS) -> Estimate:
-    """sum_i w_i (mean log10 updates of ``cells[i]``): Tobit with a term per cell, censored runs
-    at their bound, model-based interval, df = runs - cells. ``runs``: cell, updates, censored."""
-    rows = runs[runs.cell.isin(cells)]
-    X = np.column_stack([(rows.cell == c).to_numpy(float) for c in cells])
-    beta, cov, df, how = tobit(np.log10(rows.updates.to_numpy(float)), X, rows.censored)
-    counts = rows.groupby("cell").size().reindex(cells).fillna(0).astype(int).tolist()
-    listed = ", ".join(map(str, counts[:-1])) + " and " * (len(counts) > 1) + str(counts[-1])
-    how += f" with cell terms, {listed} seeds, {int(rows.censored.sum())} censored, t df {df}"
-    w = np.asarray(weights, float)
-    value, se = float(w @ beta), math.sqrt(w @ cov @ w)
-    half = stats.t.ppf(0.5 + LEVEL / 2, df) * se if df >= 1 else np.nan
-    return Estimate(value, value - half, value + half, how, min(counts), needs, log10=True)
-
-
-def _censored_bound(rows: pd.DataFrame, cell: str, base: str, needs: int) -> Estimate:
-    """One cell all censored: log10 of its least bound over the other's upper end of mean log10
-    updates (t, or Tobit with censored runs): the ratio is at least (at most, ``base``) that."""
-    late = cell if rows[rows.cell == cell].censored.all() else base
-    early = rows[rows.cell == (base if late == cell else cell)]
-    name, censored = early.cell.iloc[0], early.censored.any()
-    mean = censored_contrast(early, [name], [1]) if censored else t_mean(np.log10(early.updates))
-    edge = float(np.log10(rows[rows.cell == late].updates.min()) - mean.high)
-    n_cell, n_base = (int((rows.cell == c).sum()) for c in (cell, base))
-    how = (f"every run of {late} censored: its least bound over the upper end of {name} "
-           f"({mean.method}), {n_cell} and {n_base} seeds")  # fmt: skip
-    sign, seeds = (1 if late == cell else -1), min(n_cell, n_base)
-    return Estimate(sign * edge, *sorted([sign * edge, sign * math.inf]), how, seeds, needs, True)

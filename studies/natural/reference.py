@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors import safe_open
-from validate_papers_common import ROOT
 
 from ihprobe.core import cache
 from ihprobe.core.files import atomic_directory
@@ -31,6 +30,7 @@ from ihprobe.data.text import load_corpus
 from ihprobe.io.architectures import causal_lm_loss
 from ihprobe.io.models import load_hf
 from ihprobe.io.runs import CHECKPOINT_META, PROBES, RunDir, checkpoints, is_finished, run_meta
+from studies.study import ROOT
 
 RECIPE = "recipe.json"
 CARD = "README.md"

@@ -67,14 +67,10 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import papers_law_control as control
-import papers_law_halves as halves
-from papers_law_regime import SEMI_NATURAL, natural_repetition, regime_lines
-from papers_law_report import report_lines
-from validate_papers_common import (
-    ROOT,
+
+from ihprobe.dynamics.changepoint import run_emergence
+from ihprobe.jobs.grid import (
     read_result,
-    report_header,
     report_lock,
     results_pair,
     saved_results,
@@ -82,9 +78,11 @@ from validate_papers_common import (
     train_or_reuse,
     write_result,
 )
-
-from ihprobe.dynamics.changepoint import run_emergence
 from ihprobe.training.trainer import TrainConfig
+from studies.law import control, halves
+from studies.law.claims import report_lines
+from studies.law.regime import SEMI_NATURAL, natural_repetition, regime_lines
+from studies.study import ROOT, header
 
 BATCHES, CONTEXTS, SEEDS, SIZE_AT = (8, 16, 32), (32, 64, 128), (0, 1, 2, 3, 4), (8, 64)
 FIXED_B, FIXED_CONTEXTS, FIXED_BUDGET = 8, (64, 128, 256), 12000
@@ -334,8 +332,9 @@ def report(args) -> None:
 
 
 def write_report(frame: pd.DataFrame, args, out_md: Path) -> None:
+    rerender = getattr(args, "report", False)  # --report: the recorded provenance stays
     lines = [
-        *report_header(TITLE, "validate_papers_law.py", "--cell CELL --seed SEED", frame),
+        *header("law", TITLE, "--cell CELL --seed SEED", frame, out_md, rerender),
         "Settings: GPT-NeoX, 4 heads, d_model 64 and 2 layers unless the cell says otherwise; "
         f"AdamW lr {LR:g}, 1% warm-up then constant (sched-cosine: cosine to 0; the issue-24 "
         "cells say their own), grad clip 1; updates per run as in the table (the cell's budget, "
@@ -350,7 +349,7 @@ def write_report(frame: pd.DataFrame, args, out_md: Path) -> None:
     print(f"wrote {out_md} and {out_md.with_suffix('.csv').name}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cell", action="append", help="run only this cell (repeatable)")
     parser.add_argument("--seed", type=int, action="append", help="run only this seed")
@@ -369,7 +368,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--state-every", type=int, default=100, help="updates between states")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     table = cells()
     unknown = sorted(set(args.cell or ()) - set(table))
     if unknown:

@@ -13,25 +13,23 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 from ihprobe.jobs.demo import DemoConfig
+from studies.study import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "--run", default=str(ROOT / "runs" / "validate-forecast-demo" / "B32-seed0")
     )
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--draws", type=int, default=100)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from ihprobe.dynamics.changepoint import run_emergence
     from ihprobe.dynamics.llc import SGLDSettings, llc_stages, llc_trajectory, stage_sentence
@@ -51,7 +49,7 @@ def main() -> None:
     llc_figure(traj, table, stage, ps_point).write_html(run / "llc.html", include_plotlyjs="cdn")
     frame = traj.frame.drop(columns="llc_chains").merge(traj.checks, on="step")
     frame = frame.round({"llc_mean": 1, "llc_std": 1, "init_loss": 3})
-    command = "python benchmarks/validate_llc.py " + shlex.join(sys.argv[1:])
+    command = "python -m studies llc " + shlex.join(argv or [])
     frame.assign(command=command.strip()).to_csv(Path(__file__).with_name("RESULTS_llc.csv"),
                                                  index=False)  # fmt: skip
     finite = bool(frame.finite.all())

@@ -17,12 +17,12 @@ against the prior's own interval. Computed in the halves pass (``validate_papers
 from __future__ import annotations
 
 import pandas as pd
-from papers_law_probe_length import flag
-from validate_forecast import AT, coverage_row, judged
-from validate_papers_common import markdown
 
 from ihprobe.dynamics.changepoint import EmergencePoint, curve
 from ihprobe.dynamics.forecast import law_prior
+from ihprobe.jobs.grid import markdown
+from studies.forecast.run import AT, coverage_row, judged
+from studies.law.probe_length import flag
 
 PRIOR = "[A] law"
 

@@ -40,25 +40,19 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from natural_reference import export
-from papers_natural_law import natural_b_lines
-from validate_papers_common import (
-    ROOT,
-    markdown,
-    report_header,
-    report_lock,
-    saved_results,
-    train_or_reuse,
-)
-from verdicts import MIN_SEEDS, seed_target
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.data.installed_docs import default_directory
 from ihprobe.dynamics.changepoint import emergence
 from ihprobe.dynamics.law import predict_emergence
+from ihprobe.dynamics.verdicts import MIN_SEEDS, seed_target
 from ihprobe.io.architectures import model_sizes
 from ihprobe.io.runs import is_finished, run_meta
+from ihprobe.jobs.grid import markdown, report_lock, saved_results, train_or_reuse
 from ihprobe.training.trainer import TrainConfig, train
+from studies.natural.law import natural_b_lines
+from studies.natural.reference import export
+from studies.study import ROOT, header
 
 HERE = Path(__file__).resolve().parent
 RUNS = ROOT / "runs" / "validate-papers" / "natural"
@@ -268,13 +262,13 @@ def outcome(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
-def report() -> None:
+def report(rerender: bool = False) -> None:
     with report_lock(OUT_CSV):
         frame = rows()
         frame.to_csv(OUT_CSV, index=False)
     table = frame.drop(columns=["curve"])
-    lines = report_header("Induction heads from natural text: the pilots (issue 23)",
-                          "validate_papers_natural.py", "--pilot NAME --seed S", frame)  # fmt: skip
+    title = "Induction heads from natural text: the pilots (issue 23)"
+    lines = header("natural", title, "--pilot NAME --seed S", frame, OUT_MD, rerender)
     lines += [
         f"Corpus: `make corpus` (train split, {corpus_tokens()}). Every pilot: GPT-NeoX 2 layers "
         "with MLPs (4 d_model wide; `ao-` pilots: attention-only, d_mlp 0), AdamW, constant "
@@ -337,7 +331,7 @@ def seeds_of(pilot: str) -> list[int]:
     return found or [0]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--list", action="store_true", help="list the pilots")
     parser.add_argument("--pilot", choices=sorted(PILOTS))
@@ -349,7 +343,7 @@ def main() -> None:
     parser.add_argument("--export", type=Path, metavar="DIR",
                         help="after --pilot: copy its finished seed's final checkpoint, probes "
                              "and recipe into DIR, with a model card")  # fmt: skip
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.export and not args.pilot:
         sys.exit("--export needs --pilot NAME (and --seed S): the run to export.")
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -364,7 +358,7 @@ def main() -> None:
         export(RUNS / args.pilot / f"seed{args.seed}", args.export, pilot=args.pilot,
                summary=summary(args.pilot, args.seed))  # fmt: skip
     if args.report:
-        report()
+        report(rerender=not args.pilot)
 
 
 if __name__ == "__main__":

@@ -40,11 +40,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from papers_law_forecast import forecast_fields, forecast_lines
-from papers_law_probe_length import flag, probe_lines, updates_text
 from scipy import stats
-from validate_papers_common import markdown
-from verdicts import (
+
+from ihprobe.dynamics.changepoint import EmergencePoint, emergence
+from ihprobe.dynamics.trajectories import trajectory
+from ihprobe.dynamics.verdicts import (
     AGREES,
     DISAGREES,
     INCONCLUSIVE,
@@ -55,10 +55,10 @@ from verdicts import (
     judge,
     t_mean,
 )
-
-from ihprobe.dynamics.changepoint import EmergencePoint, emergence
-from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.io.runs import is_finished, run_meta, run_shape
+from ihprobe.jobs.grid import markdown
+from studies.law.forecast import forecast_fields, forecast_lines
+from studies.law.probe_length import flag, probe_lines, updates_text
 
 CSV = Path(__file__).resolve().parent / "RESULTS_papers_law_halves.csv"
 SCAN = {"n": 16, "batch": 50}  # the grid's probe (validate_papers_law.run_cell)

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from papers_law_report import CLAIMS, slope
 from scipy import stats
-from verdicts import Estimate, censored_ratio, judge
+
+from ihprobe.dynamics.law import censored_ratio
+from ihprobe.dynamics.verdicts import Estimate, judge
+from studies.law.claims import CLAIMS, slope
 
 PAIR = ("d128-lr3e-3", "d128-B16")  # B = 4 and B = 16, otherwise the same recipe
 B_OF_A = CLAIMS["b"]  # [A]'s b with the law grid's margin, declared before the data

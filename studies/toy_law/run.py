@@ -17,16 +17,18 @@ writes ``benchmarks/RESULTS_law.md`` from it. Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import sys
+import re
 import time
 from pathlib import Path
 
 import pandas as pd
-from validate_papers_common import markdown
-from verdicts import cell_means_fit, equal, judge
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # for tests.test_emergence_e2e.Periodic
+from ihprobe.dynamics.law import cell_means_fit
+from ihprobe.dynamics.verdicts import equal, judge
+from ihprobe.jobs.grid import markdown
+from studies.study import ROOT
+from studies.toy_law.periodic import Periodic
+
 OUT_MD, OUT_CSV = (
     Path(__file__).with_name("RESULTS_law.md"),
     Path(__file__).with_name("RESULTS_law.csv"),
@@ -48,7 +50,6 @@ def train_grid(tokens: float, checkpoints: int, out: str) -> pd.DataFrame:
     from ihprobe.dynamics.changepoint import run_emergence
     from ihprobe.dynamics.law import predict_emergence
     from ihprobe.training.trainer import TrainConfig, train
-    from tests.test_emergence_e2e import Periodic
 
     data.PRODUCERS["periodic"] = Periodic
     rows = []
@@ -91,8 +92,14 @@ def fit_lines(table: pd.DataFrame) -> list[str]:
     ]
 
 
-def report(command: str) -> None:
-    table = pd.read_csv(OUT_CSV)
+def recorded_command(md: Path = OUT_MD) -> str | None:
+    """The last command a results file records (``--report`` re-renders and runs nothing)."""
+    found = re.search(r"^Last command: `([^`]*)`", md.read_text(), re.M) if md.is_file() else None
+    return found.group(1) if found else None
+
+
+def render(table: pd.DataFrame, command: str) -> str:
+    """The results file from the CSV of record."""
     lines = ["# Emergence law at toy scale (CPU)", "",
              f"Last command: `{command}`; rows of every run so far: `RESULTS_law.csv`.", "",
              "2-layer GPT-NeoX, 4 heads, vocab 128, rows of 32 random tokens repeating with a "
@@ -106,18 +113,25 @@ def report(command: str) -> None:
     for checkpoints, block in table.groupby("checkpoints", sort=False):
         shown = markdown(block.drop(columns="checkpoints"))
         lines += [f"## {checkpoints} checkpoints per run", "", *shown, "", *fit_lines(block), ""]
-    OUT_MD.write_text("\n".join(lines))
-    print("\n".join(lines))
+    return "\n".join(lines)
 
 
-def main() -> None:
+def report(command: str) -> None:
+    text = render(pd.read_csv(OUT_CSV), command)
+    OUT_MD.write_text(text)
+    print(text)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=float, default=1.5e6, help="training tokens per run")
     parser.add_argument("--checkpoints", type=int, default=16, help="log-spaced, per run")
     parser.add_argument("--out", default=str(ROOT / "runs" / "validate-law"))
     parser.add_argument("--report", action="store_true", help="only rewrite the markdown")
-    args = parser.parse_args()
-    command = ".venv/bin/python benchmarks/validate_law.py " + " ".join(sys.argv[1:])
+    args = parser.parse_args(argv)
+    command = (recorded_command() if args.report else None) or (
+        ".venv/bin/python -m studies toy_law " + " ".join(argv or [])
+    )
     if not args.report:
         new = train_grid(args.tokens, args.checkpoints, args.out)
         old = pd.read_csv(OUT_CSV) if OUT_CSV.is_file() else pd.DataFrame()

@@ -1,0 +1,37 @@
+"""[A]'s emergence law on [A]'s kind of data (semi-natural rows), with seeds: cells over B and C,
+the i.i.d. control, width, learning rate, warm-up, the interleaved halves and the probe's
+length.
+
+Modules: ``run`` (the cells, training, the report), ``claims`` (tables and verdicts),
+``control`` (the i.i.d. cell), ``halves``, ``probe_length`` and ``forecast`` (checks that need
+no training), ``regime`` (the repeat share the grid matches).
+``python -m studies law --help`` lists its options.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from studies.study import STUDIES, Study
+
+
+def main(argv: list[str] | None = None) -> None:
+    from studies.law.run import main as run
+
+    run(argv)
+
+
+STUDY = Study(
+    name="law",
+    question=STUDIES["law"][1],
+    folder=Path(__file__).resolve().parent,
+    results=(
+        "RESULTS_papers_law.md",
+        "RESULTS_papers_law.csv",
+        "RESULTS_papers_law_halves.csv",
+        "RESULTS_papers_law_halves_other.md",
+        "RESULTS_papers_law_halves_demo.csv",
+        "RESULTS_papers_law_halves_natural.csv",
+    ),
+    main=main,
+)

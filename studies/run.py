@@ -1,0 +1,78 @@
+"""The shared command line of a study declared as data (a grid, a measure, a report):
+``--list``, ``--cell C --seed S`` (train or reuse, measure, record, report) and ``--report``.
+
+>>> parser("demo").parse_args(["--cell", "B4", "--seed", "2"]).seed
+[2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from ihprobe.jobs.grid import (
+    Provenance,
+    read_result,
+    recorded_provenance,
+    report_lock,
+    saved_results,
+    status_row,
+    write_result,
+)
+from studies.study import Study, provenance
+
+
+def parser(name: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m studies {name}")
+    p.add_argument("--list", action="store_true", help="print the cells and exit")
+    p.add_argument("--cell", action="append", help="a cell to run (repeatable)")
+    p.add_argument("--seed", type=int, action="append", help="a seed to run (repeatable)")
+    p.add_argument("--report", action="store_true", help="only re-render the results file")
+    return p
+
+
+def record(study: Study) -> pd.DataFrame:
+    """The CSV of record: one row per cell and seed of the grid, a finished run's result from its
+    folder, else the row the CSV already holds (its folder gone), else pending."""
+    saved = saved_results(study.csv)
+    rows = []
+    for cell, seed in study.grid.pairs():
+        result = read_result(study.grid.folder(cell, seed))
+        row = status_row({"cell": cell, "seed": seed}, result)
+        rows.append(saved.get((cell, seed), row) if result is None else row)
+    return pd.DataFrame(rows)
+
+
+def write(study: Study, frame: pd.DataFrame, lines: Provenance | list[str]) -> None:
+    frame.to_csv(study.csv, index=False)
+    study.md.write_text(study.report(frame, lines))
+
+
+def run_one(study: Study, cell: str, seed: int) -> dict:
+    """Train or reuse one cell and seed, measure it once (``result.json``) and return the row."""
+    folder, seconds, how = study.grid.run(cell, seed)
+    result = read_result(folder)
+    if result is None:
+        result = {"train_s": seconds, **study.measure(folder, cell, seed)}
+        write_result(folder, result)
+    print(f"{study.name} {cell} seed {seed}: {how}", file=sys.stderr)
+    return result
+
+
+def main(study: Study, argv: list[str]) -> None:
+    """Run the shared command line of ``study``."""
+    args = parser(study.name).parse_args(argv)
+    if args.list:
+        for cell, fields in study.grid.cells.items():
+            print(cell, " ".join(f"{k}={v}" for k, v in fields.items()))
+        return
+    if not args.report:
+        for cell in args.cell or list(study.grid.cells):
+            for seed in args.seed or list(study.grid.seeds):
+                run_one(study, cell, seed)
+    with report_lock(study.csv):
+        frame = record(study)
+        kept = recorded_provenance(study.md) if args.report else None
+        write(study, frame, kept or provenance(study.name, "--cell CELL --seed SEED"))

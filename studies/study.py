@@ -1,0 +1,86 @@
+"""The :class:`Study` type and the table of studies.
+
+>>> sorted(STUDIES)[:2]
+['contrast', 'forecast']
+"""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ihprobe.jobs.grid import Grid, Provenance, hardware, recorded_provenance, report_header
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository root: runs/ and results paths
+
+# name -> (module that defines ``STUDY``, the question it asks); modules import on demand
+STUDIES: dict[str, tuple[str, str]] = {
+    "law": ("studies.law", "[A]'s emergence law on semi-natural data, with seeds"),
+    "contrast": ("studies.contrast", "[B]'s contrast of natural text and Bi-Induct, with seeds"),
+    "natural": ("studies.natural", "induction heads from natural text: the pilots"),
+    "forecast": ("studies.forecast", "the live emergence forecast against its prior"),
+    "toy_law": ("studies.toy_law", "the emergence law at toy scale on CPU"),
+    "llc": ("studies.llc", "the LLC over the demo run's checkpoints"),
+}
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study: what it asks, its cells and seeds, what it measures, how it reports.
+
+    ``grid``: its cells x seeds as data (None for a study of runs it does not train itself).
+    ``measure(run_folder, cell, seed) -> dict``: the numbers of one finished run (its row).
+    ``report(frame, provenance) -> str``: the results file from the CSV of record, claims
+    judged inside (``provenance``: a :class:`~ihprobe.jobs.grid.Provenance` or the lines a
+    results file recorded). ``main(argv)``: the study's own command line, when it needs more
+    than the shared one (``studies/run.py``). ``results``: its results files (markdown and CSV),
+    relative to its folder, the markdown first.
+    """
+
+    name: str
+    question: str
+    folder: Path
+    results: Sequence[str] = ()
+    grid: Grid | None = None
+    measure: Callable[[Path, str, int], dict] | None = None
+    report: Callable[[pd.DataFrame, Provenance | list[str]], str] | None = None
+    main: Callable[[list[str] | None], object] | None = None
+
+    @property
+    def md(self) -> Path:
+        return self.folder / self.results[0]
+
+    @property
+    def csv(self) -> Path:
+        return self.folder / self.results[1]
+
+
+def load(name: str) -> Study:
+    """The study called ``name`` (its module imported now)."""
+    if name not in STUDIES:
+        raise KeyError(f"unknown study {name!r}; choose one of {', '.join(STUDIES)}.")
+    return importlib.import_module(STUDIES[name][0]).STUDY
+
+
+PYTHON = "nice -n 19 .venv/bin/python -m studies"  # how the results files say a study was run
+
+
+def provenance(name: str, unit: str) -> Provenance:
+    """This process: how one run of study ``name`` is launched (``unit``: its options) and the
+    command that runs now."""
+    command = f"{PYTHON} {shlex.join(sys.argv[1:])}" if sys.argv[1:] else f"{PYTHON} {name}"
+    return Provenance(runs=f"{PYTHON} {name} {unit}", command=command, hardware=hardware())
+
+
+def header(name: str, title: str, unit: str, frame: pd.DataFrame, md: Path, rerender: bool):
+    """The first lines of a study's results file. ``rerender`` (``--report``): the tables are
+    drawn again from the CSV of record and no run changed, so the provenance lines the file
+    records stay; otherwise this process's (:func:`provenance`)."""
+    kept = recorded_provenance(md) if rerender else None
+    return report_header(title, kept or provenance(name, unit), frame)
