@@ -92,8 +92,9 @@ def fit_lines(table: pd.DataFrame) -> list[str]:
     ]
 
 
-def recorded_command(md: Path = OUT_MD) -> str | None:
+def recorded_command(md: Path | None = None) -> str | None:
     """The last command a results file records (``--report`` re-renders and runs nothing)."""
+    md = md or OUT_MD
     found = re.search(r"^Last command: `([^`]*)`", md.read_text(), re.M) if md.is_file() else None
     return found.group(1) if found else None
 
