@@ -30,7 +30,7 @@ corpus: $(STAMP)
 # final checkpoint, live probes and recipe exported into the committed folder.
 REFERENCE ?= reference/natural-docs
 reference: corpus
-	nice -n 10 $(BIN)/python benchmarks/validate_papers_natural.py --pilot d128-lr3e-3 --seed 0 \
+	nice -n 10 $(BIN)/python -m studies natural --pilot d128-lr3e-3 --seed 0 \
 	  --export $(REFERENCE)
 
 demo: $(STAMP)
@@ -48,8 +48,8 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 lint: $(STAMP)
-	$(BIN)/ruff check ihprobe tests benchmarks
-	$(BIN)/ruff format --check ihprobe tests benchmarks
+	$(BIN)/ruff check ihprobe tests benchmarks studies
+	$(BIN)/ruff format --check ihprobe tests benchmarks studies
 
 hooks:
 	git config core.hooksPath hooks

@@ -1,4 +1,4 @@
-"""The law grid's refits without training (benchmarks/papers_law_halves.py): the interleaved
+"""The law grid's refits without training (studies/law/halves.py): the interleaved
 halves recover the point of a clean trajectory, the F interval covers at its level, every
 verdict flips with the data, and a run trained here goes through the whole pass (resumably)."""
 

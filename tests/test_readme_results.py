@@ -63,12 +63,16 @@ def test_the_check_finds_quoted_intervals_the_results_do_not_hold(readme, verdic
 
 def test_every_interval_in_the_readme_validation_section_is_in_a_results_file():
     section = validation_section((ROOT / "README.md").read_text())
-    results = "\n".join(p.read_text() for p in sorted((ROOT / "benchmarks").glob("RESULTS_*.md")))
+    results = "\n".join(p.read_text() for p in RESULTS_FILES)
     assert len(INTERVAL.findall(section)) > 20  # the section still quotes its intervals
     assert unsupported(section, results) == []
     assert unsupported((ROOT / "docs" / "science.md").read_text(), results) == []
 
 
+# the results files: the studies' and the speed benchmarks'
+RESULTS_FILES = sorted(
+    [*(ROOT / "studies").rglob("RESULTS_*.md"), *(ROOT / "benchmarks").glob("RESULTS_*.md")]
+)
 LAW, CONTRAST = "RESULTS_papers_law.md", "RESULTS_papers_contrast.md"
 NATURAL, DOCS = "RESULTS_papers_natural.md", "RESULTS_papers_contrast-docs.md"
 
@@ -173,7 +177,8 @@ ROW_VERDICTS = {
 
 def results_files() -> dict[str, str]:
     return {
-        name: (ROOT / "benchmarks" / name).read_text() for name in (LAW, CONTRAST, NATURAL, DOCS)
+        name: next(p for p in RESULTS_FILES if p.name == name).read_text()
+        for name in (LAW, CONTRAST, NATURAL, DOCS)
     }
 
 

@@ -1,4 +1,4 @@
-"""The papers' validation scripts (benchmarks/validate_papers_*.py, validate_forecast.py) choose
+"""The papers' validation scripts (studies/, validate_forecast.py) choose
 their verdicts by the shared rules: each claim flipped by the data, the seed count and a
 censored cell, and the tables rebuilt from a results CSV alone."""
 

@@ -1,4 +1,4 @@
-"""The verdict rules every validation script shares (benchmarks/verdicts.py): each statistic
+"""The verdict rules every validation script shares (ihprobe/dynamics/verdicts.py): each statistic
 against a reference implementation or a known answer, and each verdict flipped by the data,
 by the equivalence margin, by the seed count and by a censored cell."""
 

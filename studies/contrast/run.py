@@ -56,11 +56,11 @@ resting on an arm with fewer than 5 seeds is "pending: n of 5 seeds".
 
 Run from the repository root (a killed run resumes; finished arms are reused)::
 
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py --list
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py --cell natural --seed 0
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py            # everything
-    nice -n 15 .venv/bin/python benchmarks/validate_papers_contrast.py --rescore --seed 0
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_contrast.py --recipe docs \
+    nice -n 19 .venv/bin/python -m studies contrast --list
+    nice -n 19 .venv/bin/python -m studies contrast --cell natural --seed 0
+    nice -n 19 .venv/bin/python -m studies contrast            # everything
+    nice -n 15 .venv/bin/python -m studies contrast --rescore --seed 0
+    nice -n 19 .venv/bin/python -m studies contrast --recipe docs \
         --cell forward --seed 0
 
 ``--rescore`` adds the snippet scores to finished seeds' CSV rows, retraining (same config and

@@ -15,13 +15,13 @@ max-PS trajectory, ``run_emergence``), and how wide is it (high / low), against 
 seeds (``verdicts.proportion``).
 
 ``--natural`` judges the same way, only reading them, every finished natural-text pilot run
-with live probes (``benchmarks/validate_papers_natural.py``, ``runs/validate-papers/natural``)
+with live probes (``studies/natural/run.py``, ``runs/validate-papers/natural``)
 against the published law alone at its B and C: rows in ``RESULTS_forecast_natural.csv``, a
 section of ``RESULTS_forecast.md`` (rewritten in place; the demo's part stays).
 
 Every run is resumable: rerunning the script reuses finished runs and continues unfinished
-ones. Writes ``benchmarks/RESULTS_forecast.md`` and ``benchmarks/RESULTS_forecast.csv``. From
-the repository root: ``nice -n 15 .venv/bin/python benchmarks/validate_forecast.py
+ones. Writes ``studies/forecast/RESULTS_forecast.md`` and ``studies/forecast/RESULTS_forecast.csv``. From
+the repository root: ``nice -n 15 .venv/bin/python -m studies forecast
 [--seeds 0 1 2 3 4]``.
 """
 

@@ -24,7 +24,7 @@ rows of run folders that are gone stay):
 Run folders outside the grid, refitted as one cell (their own full fits give the
 between-seed spread; the section on stdout)::
 
-    nice -n 19 .venv/bin/python benchmarks/papers_law_halves.py --cell NAME --csv ROWS RUN...
+    nice -n 19 .venv/bin/python -m studies.law.halves --cell NAME --csv ROWS RUN...
 
 >>> verdict_of(Estimate(0.2, 0.1, 0.4, "F", 6, 5))
 'estimator noise is small next to seed noise'

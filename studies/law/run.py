@@ -50,13 +50,13 @@ fit judges a grid with a censored run. ``--report --from-csv``: the tables from 
 
 Run from the repository root (a killed run resumes; finished cells are reused)::
 
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --list
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --cell sn-B16-C128 --seed 0
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py            # everything
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --extend-censored
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --report   # tables only
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --report --from-csv
-    nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --halves  # papers_law_halves
+    nice -n 19 .venv/bin/python -m studies law --list
+    nice -n 19 .venv/bin/python -m studies law --cell sn-B16-C128 --seed 0
+    nice -n 19 .venv/bin/python -m studies law            # everything
+    nice -n 19 .venv/bin/python -m studies law --extend-censored
+    nice -n 19 .venv/bin/python -m studies law --report   # tables only
+    nice -n 19 .venv/bin/python -m studies law --report --from-csv
+    nice -n 19 .venv/bin/python -m studies law --halves  # papers_law_halves
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The LLC over the checkpoints of the demo run, beside its prefix-matching emergence.
 
 Runs :func:`ihprobe.llc_trajectory` (devinterp's SGLD; needs ``pip install 'ihprobe[llc]'``) on
-one demo-configuration run (default: seed 0 of ``benchmarks/validate_forecast.py``, the demo's
+one demo-configuration run (default: seed 0 of ``studies/forecast/run.py``, the demo's
 ``DemoConfig`` training settings with live probes; one torch thread, as the demo), finds the
-LLC's change point with the PS change-point fit, and writes ``benchmarks/RESULTS_llc.md`` and
-``benchmarks/RESULTS_llc.csv`` (one row per checkpoint with the diagnostics) and the figure
+LLC's change point with the PS change-point fit, and writes ``studies/llc/RESULTS_llc.md`` and
+``studies/llc/RESULTS_llc.csv`` (one row per checkpoint with the diagnostics) and the figure
 ``llc.html`` into the run. Cached per checkpoint: a rerun only samples new checkpoints.
-``.venv/bin/python benchmarks/validate_llc.py [--run DIR] [--chains 2] [--draws 100]``.
+``.venv/bin/python -m studies llc [--run DIR] [--chains 2] [--draws 100]``.
 """
 
 from __future__ import annotations

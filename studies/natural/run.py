@@ -14,9 +14,9 @@ and the budget in multiples of it. A head counts as formed at max prefix matchin
 Run from the repository root::
 
     make corpus                                                     # once
-    nice -n 10 .venv/bin/python benchmarks/validate_papers_natural.py --list
-    nice -n 10 .venv/bin/python benchmarks/validate_papers_natural.py --pilot d128-lr3e-3 --seed 0
-    .venv/bin/python benchmarks/validate_papers_natural.py --report
+    nice -n 10 .venv/bin/python -m studies natural --list
+    nice -n 10 .venv/bin/python -m studies natural --pilot d128-lr3e-3 --seed 0
+    .venv/bin/python -m studies natural --report
 
 The issue's next step when too few seeds form a head is the law's budget x3: ``--extend`` (with
 ``--pilot`` and ``--seed``) continues a finished seed to 3x the law's updates under the same
