@@ -111,7 +111,8 @@ def effects_text(effects, scores, metric: str = "ar_accuracy") -> str:
     )
 
 
-# what the project's seeded runs measured on the natural corpus (studies/contrast/RESULTS_papers_contrast)
+# what the project's seeded runs measured on the natural corpus
+# (studies/contrast/RESULTS_papers_contrast)
 NATURAL_MEASURED = (
     "the project's seeded runs formed none from this corpus even in 8,000 updates of B=8, C=128 "
     "(8.2M tokens, 3 seeds per arm), so at this model size natural text may need a larger corpus "

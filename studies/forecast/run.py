@@ -20,8 +20,8 @@ against the published law alone at its B and C: rows in ``RESULTS_forecast_natur
 section of ``RESULTS_forecast.md`` (rewritten in place; the demo's part stays).
 
 Every run is resumable: rerunning the script reuses finished runs and continues unfinished
-ones. Writes ``studies/forecast/RESULTS_forecast.md`` and ``studies/forecast/RESULTS_forecast.csv``. From
-the repository root: ``nice -n 15 .venv/bin/python -m studies forecast
+ones. Writes ``RESULTS_forecast.md`` and ``RESULTS_forecast.csv`` beside it. From the repository
+root: ``nice -n 15 .venv/bin/python -m studies forecast
 [--seeds 0 1 2 3 4]``.
 """
 

@@ -8,8 +8,8 @@ squares on the cells (one seed each) with a t-interval on df = cells - parameter
 = 1), judged against [A]'s exponents +- 0.15. The learning rate is constant (3e-3), so the
 emergence step does not depend on a run's budget; each run gets ``TOKENS`` training tokens.
 
-Appends its rows to ``studies/toy_law/RESULTS_law.csv`` (one block per ``--checkpoints`` setting) and
-writes ``studies/toy_law/RESULTS_law.md`` from it. Run from the repository root:
+Appends its rows to ``RESULTS_law.csv`` beside it (one block per ``--checkpoints`` setting) and
+writes ``RESULTS_law.md`` from it. Run from the repository root:
 ``.venv/bin/python -m studies toy_law [--tokens 1.5e6] [--checkpoints 16]``;
 ``--report`` only rewrites the markdown from the CSV.
 """
