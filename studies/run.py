@@ -45,7 +45,9 @@ def record(study: Study) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write(study: Study, frame: pd.DataFrame, lines: Provenance | list[str]) -> None:
+def write(study: Study, frame: pd.DataFrame, provenance: Provenance | list[str]) -> None:
+    """Write the CSV of record and the results file (``provenance``: whose lines it starts with)."""
+    lines = provenance.lines() if isinstance(provenance, Provenance) else list(provenance)
     frame.to_csv(study.csv, index=False)
     study.md.write_text(study.report(frame, lines))
 

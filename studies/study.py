@@ -37,8 +37,9 @@ class Study:
     ``grid``: its cells x seeds as data (None for a study of runs it does not train itself).
     ``measure(run_folder, cell, seed) -> dict``: the numbers of one finished run (its row).
     ``report(frame, provenance) -> str``: the results file from the CSV of record, claims
-    judged inside (``provenance``: a :class:`~ihprobe.jobs.grid.Provenance` or the lines a
-    results file recorded). ``main(argv)``: the study's own command line, when it needs more
+    judged inside (``provenance``: the lines that say who ran the runs, this process's or
+    those the results file recorded; :func:`ihprobe.jobs.grid.report_header` takes them).
+    ``main(argv)``: the study's own command line, when it needs more
     than the shared one (``studies/run.py``). ``results``: its results files (markdown and CSV),
     relative to its folder, the markdown first.
     """
@@ -49,7 +50,7 @@ class Study:
     results: Sequence[str] = ()
     grid: Grid | None = None
     measure: Callable[[Path, str, int], dict] | None = None
-    report: Callable[[pd.DataFrame, Provenance | list[str]], str] | None = None
+    report: Callable[[pd.DataFrame, list[str]], str] | None = None
     main: Callable[[list[str] | None], object] | None = None
 
     @property
