@@ -236,9 +236,10 @@ def emergence(
         threshold: the crossing level; default the metric table's (0.3 for prefix matching and
             the snippet attention scores), else the level halfway up the fitted steep segment.
         segments: pieces of the piecewise-linear fit against log10(tokens).
-        min_rise: least rise of the steep segment that counts as a transition (default per
-            metric: 0.1 for PS, AR accuracy, LA, forward induction, backward-copy accuracy; 0
-            otherwise). The change must also persist: the median of the checkpoints after the
+        min_rise: least rise, from the start of the steep segment to the highest fitted level
+            after it, that counts as a transition (default per metric: 0.1 for PS, AR
+            accuracy, LA, forward induction, backward-copy accuracy; 0 otherwise); a rise that
+            goes on, slower, past the steep segment counts whole. The change must also persist: the median of the checkpoints after the
             steep segment must exceed the median before it by 4 noise sds (noise from
             checkpoint-to-checkpoint differences and from the fit's residuals, whichever is
             larger).
@@ -318,7 +319,8 @@ class _Fit(NamedTuple):
     levels: np.ndarray
     slopes: np.ndarray
     steep: int  # index of the steepest of the segments that rise at least half the most
-    rise: float
+    rise: float  # of the steep segment alone
+    climb: float  # from the steep segment's start to the highest fitted level after it
     noise: float  # from successive differences or the residuals, whichever is larger
 
 
@@ -331,15 +333,19 @@ def _steepest(x: np.ndarray, y: np.ndarray, segments: int) -> _Fit:
     residual = y - np.interp(x, breaks, levels)
     dof = max(len(y) - 2 * segments, 1)
     noise = max(noise_sd(y), float(np.sqrt(np.sum(residual**2) / dof)))
-    return _Fit(breaks, levels, slopes, steep, float(rises[steep]), noise)
+    climb = float(levels[steep + 1 :].max() - levels[steep])
+    return _Fit(breaks, levels, slopes, steep, float(rises[steep]), climb, noise)
 
 
 def _no_transition(metric: str, sign: float, fit: _Fit, x, y, floor: float) -> str:
     """Why the fit shows no transition (never rises, rises too little, does not stay), or ""."""
     if fit.rise <= 1e-9 * max(1.0, float(np.abs(y).max())):  # float noise of a flat fit
         return f"{metric} never rises" if sign > 0 else f"{metric} never falls"
-    if fit.rise < floor:
-        return f"the steepest segment changes {metric} by {fit.rise:.3g} < min_rise={floor:g}"
+    if fit.climb < floor:  # a rise that goes on past the steep segment counts whole
+        return (
+            f"{metric} changes by {fit.climb:.3g} from the start of its steepest segment "
+            f"< min_rise={floor:g}"
+        )
     start, end = fit.breaks[fit.steep], fit.breaks[fit.steep + 1]
     if sustained(x, y, start, end) < NOISE_FACTOR * fit.noise:
         return (
