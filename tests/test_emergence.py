@@ -227,7 +227,9 @@ RECORDED = {
 }
 
 
-@pytest.mark.parametrize("shape, low, high", [((4, 256), 25_000, 28_000), ((16, 256), 4_900, 5_600)])
+@pytest.mark.parametrize(
+    "shape, low, high", [((4, 256), 25_000, 28_000), ((16, 256), 4_900, 5_600)]
+)
 def test_recorded_natural_rises_are_placed(shape, low, high):
     pairs = [item.split(": ") for item in RECORDED[shape].split(", ")]
     tokens = np.array([round(float(t) * 1e6) for t, _ in pairs])

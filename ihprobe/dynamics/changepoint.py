@@ -239,10 +239,10 @@ def emergence(
         min_rise: least rise, from the start of the steep segment to the highest fitted level
             after it, that counts as a transition (default per metric: 0.1 for PS, AR
             accuracy, LA, forward induction, backward-copy accuracy; 0 otherwise); a rise that
-            goes on, slower, past the steep segment counts whole. The change must also persist: the median of the checkpoints after the
-            steep segment must exceed the median before it by 4 noise sds (noise from
-            checkpoint-to-checkpoint differences and from the fit's residuals, whichever is
-            larger).
+            goes on, slower, past the steep segment counts whole. The change must also
+            persist: the median of the checkpoints after the steep segment must exceed the
+            median before it by 4 noise sds (noise from checkpoint-to-checkpoint differences
+            and from the fit's residuals, whichever is larger).
         batch_size, context: the run's B and C, for :func:`fit_law`; they also turn tokens into
             updates when the table has no steps.
         include_duplicates: fit checkpoints whose weights repeat an earlier checkpoint's too
