@@ -22,14 +22,13 @@ import dataclasses
 import logging
 import math
 from dataclasses import asdict, dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
-from ihprobe.dynamics.piecewise import noise_sd, piecewise_fit, sustained
+from ihprobe.dynamics.piecewise import SteepFit, steepest, sustained
 from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import run_shape
@@ -269,7 +268,7 @@ def emergence(
     base.update(batch_size=batch_size, context=context, curve=full)
     fit_rows = data[data[axis] > 0]
     x, y = np.log10(_floats(fit_rows[axis])), sign * _floats(fit_rows["value"])
-    fit = _steepest(x, y, segments)
+    fit = steepest(x, y, segments)
     floor = MIN_RISE.get(metric, 0.0) if min_rise is None else min_rise
     base.update(rise=fit.rise, noise=fit.noise, breaks=tuple(float(10**b) for b in fit.breaks),
                 slopes=tuple(float(s) for s in fit.slopes))  # fmt: skip
@@ -312,32 +311,7 @@ def _measured(table, metric: str, reduce, include_duplicates: bool, segments: in
     return full, data, axis
 
 
-class _Fit(NamedTuple):
-    """The piecewise fit of a curve and its steepest rising segment."""
-
-    breaks: np.ndarray
-    levels: np.ndarray
-    slopes: np.ndarray
-    steep: int  # index of the steepest of the segments that rise at least half the most
-    rise: float  # of the steep segment alone
-    climb: float  # from the steep segment's start to the highest fitted level after it
-    noise: float  # from successive differences or the residuals, whichever is larger
-
-
-def _steepest(x: np.ndarray, y: np.ndarray, segments: int) -> _Fit:
-    breaks, levels = piecewise_fit(x, y, segments)
-    widths = np.diff(breaks)
-    slopes = np.where(widths > 1e-12, np.diff(levels) / np.maximum(widths, 1e-12), 0.0)
-    rises = np.diff(levels)
-    steep = int(np.argmax(np.where(rises >= rises.max() / 2, slopes, -np.inf)))
-    residual = y - np.interp(x, breaks, levels)
-    dof = max(len(y) - 2 * segments, 1)
-    noise = max(noise_sd(y), float(np.sqrt(np.sum(residual**2) / dof)))
-    climb = float(levels[steep + 1 :].max() - levels[steep])
-    return _Fit(breaks, levels, slopes, steep, float(rises[steep]), climb, noise)
-
-
-def _no_transition(metric: str, sign: float, fit: _Fit, x, y, floor: float) -> str:
+def _no_transition(metric: str, sign: float, fit: SteepFit, x, y, floor: float) -> str:
     """Why the fit shows no transition (never rises, rises too little, does not stay), or ""."""
     if fit.rise <= 1e-9 * max(1.0, float(np.abs(y).max())):  # float noise of a flat fit
         return f"{metric} never rises" if sign > 0 else f"{metric} never falls"
