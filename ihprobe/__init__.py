@@ -61,6 +61,8 @@ _EXPORTS: dict[str, str] = {
     "attention_viewer": "ihprobe.figures.viewer",
     "head_effects": "ihprobe.causal.ablation",
     "HeadEffects": "ihprobe.causal.ablation",
+    "head_check": "ihprobe.causal.head_check",
+    "HeadCheck": "ihprobe.causal.head_check",
     "ablation_trajectory": "ihprobe.dynamics.ablation_series",
     # errors
     "IhprobeError": "ihprobe.core.errors",

@@ -180,3 +180,62 @@ def test_a_rise_seen_only_at_the_last_checkpoint_is_a_lower_bound_even_when_plac
     assert only_last.rise_at_last and only_last.at_edge
     seen_twice = point([0.30, 0.36])  # risen at the last two checkpoints: placed
     assert seen_twice.transition and not seen_twice.rise_at_last and not seen_twice.at_edge
+
+
+# Linear checkpoints, as the natural-text runs save them (25 of them over 48M tokens, B*C = 100).
+LINEAR = np.arange(25) * 2_000_000
+
+
+@pytest.mark.parametrize("start", [8, 11, 14])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_rise_that_goes_on_slower_is_placed_at_its_start(start, seed):
+    """A steep segment of +0.09 followed by a slower +0.1 is one rise of 0.19 (the shape of the
+    natural-text runs): placed at its start, not censored for its steep part alone."""
+    k = np.arange(len(LINEAR))
+    steep = np.clip((k - start) / 3, 0, 1) * 0.09
+    slow = np.clip((k - start - 3) / (len(k) - start - 4), 0, 1) * 0.1
+    noise = 0.002 * np.random.default_rng(seed).standard_normal(len(k))
+    p = emergence(table(0.01 + steep + slow + noise, tokens=LINEAR))
+    assert p.transition, p.reason
+    assert LINEAR[start - 1] <= p.tokens <= LINEAR[start + 1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_late_small_uptick_is_still_censored(seed):
+    """The same curve cut to its last three checkpoints' uptick of 0.02: below the floor."""
+    k = np.arange(len(LINEAR))
+    values = 0.007 + np.where(k >= 22, (k - 21) * 0.007, 0.0)
+    values = values + 0.001 * np.random.default_rng(seed).standard_normal(len(k))
+    p = emergence(table(values, tokens=LINEAR))
+    assert not p.transition and "min_rise" in p.reason
+
+
+# Two recorded natural-text seeds (max prefix matching of the live probes, by millions of tokens)
+# whose rises a rule on the steep segment alone censored: d128-lr3e-3 seed 1 (B = 4, C = 256,
+# extended to 3x the law) and d128-B16 seed 2 (B = 16, C = 256).
+RECORDED = {
+    (4, 256): "0.0: 0.014, 1.3: 0.013, 2.5: 0.011, 3.7: 0.009, 5.0: 0.008, 6.3: 0.008, 7.5: 0.007, "
+    "8.8: 0.008, 10.0: 0.007, 11.2: 0.007, 12.5: 0.008, 13.8: 0.008, 15.0: 0.007, 16.2: 0.007, "
+    "17.5: 0.008, 18.8: 0.008, 20.0: 0.008, 21.3: 0.007, 22.5: 0.007, 23.7: 0.007, 25.0: 0.008, "
+    "26.3: 0.009, 27.5: 0.018, 28.7: 0.033, 30.0: 0.056, 31.3: 0.079, 32.5: 0.099, 33.8: 0.111, "
+    "35.0: 0.124, 36.3: 0.136, 37.5: 0.134, 38.8: 0.157, 40.0: 0.174, 41.2: 0.166, 42.5: 0.183, "
+    "43.8: 0.185, 44.3: 0.194",
+    (16, 256): "0.0: 0.014, 2.0: 0.013, 4.0: 0.013, 6.0: 0.012, 8.0: 0.011, 10.0: 0.010, "
+    "12.0: 0.010, 14.0: 0.010, 16.0: 0.010, 18.0: 0.010, 20.0: 0.010, 22.0: 0.021, 24.0: 0.060, "
+    "26.0: 0.084, 28.0: 0.111, 30.0: 0.128, 32.0: 0.132, 34.0: 0.131, 36.0: 0.163, 38.0: 0.169, "
+    "40.0: 0.175, 42.0: 0.179, 44.0: 0.185, 46.0: 0.209, 48.0: 0.206",
+}
+
+
+@pytest.mark.parametrize(
+    "shape, low, high", [((4, 256), 25_000, 28_000), ((16, 256), 4_900, 5_600)]
+)
+def test_recorded_natural_rises_are_placed(shape, low, high):
+    pairs = [item.split(": ") for item in RECORDED[shape].split(", ")]
+    tokens = np.array([round(float(t) * 1e6) for t, _ in pairs])
+    values = [float(v) for _, v in pairs]
+    batch, context = shape
+    t = table(values, tokens=tokens).assign(step=np.round(tokens / (batch * context)))
+    p = emergence(t, batch_size=batch, context=context)
+    assert p.transition, p.reason
+    assert low <= p.updates <= high

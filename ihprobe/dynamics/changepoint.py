@@ -22,14 +22,13 @@ import dataclasses
 import logging
 import math
 from dataclasses import asdict, dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
-from ihprobe.dynamics.piecewise import noise_sd, piecewise_fit, sustained
+from ihprobe.dynamics.piecewise import SteepFit, steepest, sustained
 from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import run_shape
@@ -236,12 +235,13 @@ def emergence(
         threshold: the crossing level; default the metric table's (0.3 for prefix matching and
             the snippet attention scores), else the level halfway up the fitted steep segment.
         segments: pieces of the piecewise-linear fit against log10(tokens).
-        min_rise: least rise of the steep segment that counts as a transition (default per
-            metric: 0.1 for PS, AR accuracy, LA, forward induction, backward-copy accuracy; 0
-            otherwise). The change must also persist: the median of the checkpoints after the
-            steep segment must exceed the median before it by 4 noise sds (noise from
-            checkpoint-to-checkpoint differences and from the fit's residuals, whichever is
-            larger).
+        min_rise: least rise, from the start of the steep segment to the highest fitted level
+            after it, that counts as a transition (default per metric: 0.1 for PS, AR
+            accuracy, LA, forward induction, backward-copy accuracy; 0 otherwise); a rise that
+            goes on, slower, past the steep segment counts whole. The change must also
+            persist: the median of the checkpoints after the steep segment must exceed the
+            median before it by 4 noise sds (noise from checkpoint-to-checkpoint differences
+            and from the fit's residuals, whichever is larger).
         batch_size, context: the run's B and C, for :func:`fit_law`; they also turn tokens into
             updates when the table has no steps.
         include_duplicates: fit checkpoints whose weights repeat an earlier checkpoint's too
@@ -268,7 +268,7 @@ def emergence(
     base.update(batch_size=batch_size, context=context, curve=full)
     fit_rows = data[data[axis] > 0]
     x, y = np.log10(_floats(fit_rows[axis])), sign * _floats(fit_rows["value"])
-    fit = _steepest(x, y, segments)
+    fit = steepest(x, y, segments)
     floor = MIN_RISE.get(metric, 0.0) if min_rise is None else min_rise
     base.update(rise=fit.rise, noise=fit.noise, breaks=tuple(float(10**b) for b in fit.breaks),
                 slopes=tuple(float(s) for s in fit.slopes))  # fmt: skip
@@ -311,35 +311,15 @@ def _measured(table, metric: str, reduce, include_duplicates: bool, segments: in
     return full, data, axis
 
 
-class _Fit(NamedTuple):
-    """The piecewise fit of a curve and its steepest rising segment."""
-
-    breaks: np.ndarray
-    levels: np.ndarray
-    slopes: np.ndarray
-    steep: int  # index of the steepest of the segments that rise at least half the most
-    rise: float
-    noise: float  # from successive differences or the residuals, whichever is larger
-
-
-def _steepest(x: np.ndarray, y: np.ndarray, segments: int) -> _Fit:
-    breaks, levels = piecewise_fit(x, y, segments)
-    widths = np.diff(breaks)
-    slopes = np.where(widths > 1e-12, np.diff(levels) / np.maximum(widths, 1e-12), 0.0)
-    rises = np.diff(levels)
-    steep = int(np.argmax(np.where(rises >= rises.max() / 2, slopes, -np.inf)))
-    residual = y - np.interp(x, breaks, levels)
-    dof = max(len(y) - 2 * segments, 1)
-    noise = max(noise_sd(y), float(np.sqrt(np.sum(residual**2) / dof)))
-    return _Fit(breaks, levels, slopes, steep, float(rises[steep]), noise)
-
-
-def _no_transition(metric: str, sign: float, fit: _Fit, x, y, floor: float) -> str:
+def _no_transition(metric: str, sign: float, fit: SteepFit, x, y, floor: float) -> str:
     """Why the fit shows no transition (never rises, rises too little, does not stay), or ""."""
     if fit.rise <= 1e-9 * max(1.0, float(np.abs(y).max())):  # float noise of a flat fit
         return f"{metric} never rises" if sign > 0 else f"{metric} never falls"
-    if fit.rise < floor:
-        return f"the steepest segment changes {metric} by {fit.rise:.3g} < min_rise={floor:g}"
+    if fit.climb < floor:  # a rise that goes on past the steep segment counts whole
+        return (
+            f"{metric} changes by {fit.climb:.3g} from the start of its steepest segment "
+            f"< min_rise={floor:g}"
+        )
     start, end = fit.breaks[fit.steep], fit.breaks[fit.steep + 1]
     if sustained(x, y, start, end) < NOISE_FACTOR * fit.noise:
         return (

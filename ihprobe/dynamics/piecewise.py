@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pwlf
@@ -76,3 +77,30 @@ def sustained(x: np.ndarray, y: np.ndarray, start: float, end: float) -> float:
     if not len(before) or not len(after):
         return 0.0
     return float(np.median(after) - np.median(before))
+
+
+class SteepFit(NamedTuple):
+    """The piecewise fit of a curve and its steepest rising segment."""
+
+    breaks: np.ndarray
+    levels: np.ndarray
+    slopes: np.ndarray
+    steep: int  # index of the steepest of the segments that rise at least half the most
+    rise: float  # of the steep segment alone
+    climb: float  # from the steep segment's start to the highest fitted level after it
+    noise: float  # from successive differences or the residuals, whichever is larger
+
+
+def steepest(x: np.ndarray, y: np.ndarray, segments: int) -> SteepFit:
+    """The piecewise fit of a curve and its steepest segment among those that rise at least
+    half as much as the most-rising one."""
+    breaks, levels = piecewise_fit(x, y, segments)
+    widths = np.diff(breaks)
+    slopes = np.where(widths > 1e-12, np.diff(levels) / np.maximum(widths, 1e-12), 0.0)
+    rises = np.diff(levels)
+    steep = int(np.argmax(np.where(rises >= rises.max() / 2, slopes, -np.inf)))
+    residual = y - np.interp(x, breaks, levels)
+    dof = max(len(y) - 2 * segments, 1)
+    noise = max(noise_sd(y), float(np.sqrt(np.sum(residual**2) / dof)))
+    climb = float(levels[steep + 1 :].max() - levels[steep])
+    return SteepFit(breaks, levels, slopes, steep, float(rises[steep]), climb, noise)

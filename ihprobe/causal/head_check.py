@@ -1,0 +1,129 @@
+"""Does a model have an induction head? A signature at several repeat lengths and a function.
+
+One threshold on one score is not a sound test: a real head's prefix matching falls as the
+repeated block grows (the natural-text reference head scores about 0.5 at n = 10 and 0.2 at
+n = 128), and a head can attend like an induction head without the model using it. So a model
+*has an induction head* when one head passes all three parts of :data:`RULE`, declared before
+any data were read:
+
+- **signature:** its prefix matching is at least ``ps`` at every repeat length in ``lengths``
+  (chance, attention spread evenly over the earlier tokens, is below 0.05 at these lengths);
+- **use:** the model's loss on the second, repeated half of the rows is at least ``drop`` nats
+  below its loss on the first half (something copies);
+- **this head:** zero-ablating that head alone raises the second-half loss by at least
+  ``cost`` nats (the copying runs through it).
+
+The head examined is the one with the highest prefix matching at the middle length. A run's
+onset (:func:`ihprobe.emergence` on its live probes) is the third ingredient of the studies'
+rule; this module judges one checkpoint.
+
+>>> RULE.ps, RULE.lengths, RULE.drop, RULE.cost
+(0.1, (10, 25, 50), 0.5, 0.1)
+>>> check = head_check("reference/natural-docs")                    # doctest: +SKIP
+>>> check.has_head, check.head, check.reason                        # doctest: +SKIP
+(True, (1, 0), 'L1H0: PS 0.49 / 0.42 / 0.33 at n = 10 / 25 / 50; ...')
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ihprobe.causal.masks import ablate_heads
+from ihprobe.core.errors import IhprobeError
+from ihprobe.io.any_model import as_model
+from ihprobe.probes.battery import scan
+from ihprobe.probes.inputs import repeated_tokens
+from ihprobe.probes.recall import token_losses
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The thresholds of :func:`head_check` (see the module docstring)."""
+
+    ps: float = 0.1
+    lengths: tuple[int, ...] = (10, 25, 50)
+    drop: float = 0.5
+    cost: float = 0.1
+
+
+RULE = Rule()
+
+
+@dataclass(frozen=True)
+class HeadCheck:
+    """The outcome of :func:`head_check`: the head examined, the numbers behind each part of the
+    rule, which parts passed, and one sentence saying why."""
+
+    head: tuple[int, int]
+    prefix_matching: dict[int, float]  # the head's PS at each repeat length
+    first_half_loss: float
+    second_half_loss: float
+    ablated_second_half_loss: float
+    signature: bool
+    used: bool
+    through_head: bool
+    reason: str
+
+    @property
+    def loss_drop(self) -> float:
+        return self.first_half_loss - self.second_half_loss
+
+    @property
+    def ablation_cost(self) -> float:
+        return self.ablated_second_half_loss - self.second_half_loss
+
+    @property
+    def has_head(self) -> bool:
+        return self.signature and self.used and self.through_head
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.update(head=list(self.head), loss_drop=self.loss_drop,
+                   ablation_cost=self.ablation_cost, has_head=self.has_head)  # fmt: skip
+        out["prefix_matching"] = {str(k): v for k, v in self.prefix_matching.items()}
+        return out
+
+
+def _halves(model, tokens: torch.Tensor, n: int) -> tuple[float, float]:
+    """Mean loss (nats) of the first half's tokens 1..n-1 and of the second half's n..2n-1."""
+    with torch.no_grad():
+        losses = token_losses(model(tokens.to(model.cfg.device)), tokens.to(model.cfg.device))
+    return float(losses[:, : n - 1].mean()), float(losses[:, n - 1 :].mean())
+
+
+def head_check(model, rule: Rule = RULE, *, batch: int = 50, seed: int = 0) -> HeadCheck:
+    """Judge whether ``model`` (a hooked model, path or hub id) has an induction head by
+    :data:`RULE`, on ``batch`` rows of repeated random tokens per repeat length."""
+    model = as_model(model)
+    lengths = tuple(n for n in rule.lengths if 2 * n <= model.cfg.n_ctx)
+    if not lengths:
+        raise IhprobeError(
+            f"the model's context ({model.cfg.n_ctx}) holds none of the repeat lengths "
+            f"{rule.lengths}; pass a Rule with shorter lengths."
+        )
+    middle = lengths[len(lengths) // 2]
+    tables = {
+        n: scan(model, ["prefix_matching"], n=n, batch=batch, seed=seed).head["prefix_matching"]
+        for n in lengths
+    }
+    flat = int(tables[middle].flatten().argmax())
+    head = divmod(flat, model.cfg.n_heads)
+    ps = {n: float(t[head]) for n, t in tables.items()}
+    tokens = repeated_tokens(model, n=middle, batch=batch, seed=seed + 1)
+    first, second = _halves(model, tokens, middle)
+    with ablate_heads(model, [head], mode="zero"):
+        _, ablated = _halves(model, tokens, middle)
+    signature = min(ps.values()) >= rule.ps
+    used = first - second >= rule.drop
+    through = ablated - second >= rule.cost
+    said = " / ".join(f"{v:.2f}" for v in ps.values())
+    at = " / ".join(str(n) for n in ps)
+    reason = (
+        f"L{head[0]}H{head[1]}: PS {said} at n = {at} ({'all' if signature else 'not all'} >= "
+        f"{rule.ps:g}); repeated half {first - second:+.2f} nats below the first "
+        f"({'>=' if used else '<'} {rule.drop:g}); ablating the head costs "
+        f"{ablated - second:+.2f} nats ({'>=' if through else '<'} {rule.cost:g})"
+    )
+    return HeadCheck(head, ps, first, second, ablated, signature, used, through, reason)
