@@ -38,13 +38,8 @@ def tobit(y, X, bound_censored, *, clusters=None) -> tuple[np.ndarray, np.ndarra
     """
     y, X, cens = np.asarray(y, float), np.asarray(X, float), np.asarray(bound_censored, bool)
     k = X.shape[1]
-    start = np.linalg.lstsq(X, y, rcond=None)[0]
-    spread = np.std(y - X @ start) or 0.1
-    theta0 = np.append(start, math.log(spread))
-    fit = optimize.minimize(lambda t: -_tobit_scores(t, y, X, cens)[0].sum(), theta0,
-                            jac=lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0),
-                            method="BFGS")  # fmt: skip
-    theta, how = fit.x, "Tobit ML" if fit.success else "Tobit ML (optimiser did not converge)"
+    theta, _, converged = maximum_likelihood(y, X, cens)
+    how = "Tobit ML" if converged else "Tobit ML (optimiser did not converge)"
     hessian = _numeric_jacobian(lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0), theta)
     bread = np.linalg.pinv((hessian + hessian.T) / 2)
     if clusters is None:
@@ -53,6 +48,28 @@ def tobit(y, X, bound_censored, *, clusters=None) -> tuple[np.ndarray, np.ndarra
     g = len(scores)
     meat = scores.to_numpy().T @ scores.to_numpy() * g / max(g - 1, 1)
     return theta[:k], (bread @ meat @ bread)[:k, :k], g - k, f"{how}, cell-clustered sandwich"
+
+
+def maximum_likelihood(y, X, bound_censored) -> tuple[np.ndarray, float, bool]:
+    """(coefficients and log sigma, the maximised log-likelihood, whether the optimiser
+    converged) of the right-censored normal regression of :func:`tobit`.
+
+    >>> X = np.ones((4, 1)); y = np.array([1.0, 2.0, 3.0, 4.0])
+    >>> theta, loglik, ok = maximum_likelihood(y, X, np.zeros(4, bool))
+    >>> round(float(theta[0]), 4), round(math.exp(theta[1]) ** 2, 4), ok   # mean, RSS / n
+    (2.5, 1.25, True)
+    """
+    y, X, cens = np.asarray(y, float), np.asarray(X, float), np.asarray(bound_censored, bool)
+    start = np.linalg.lstsq(X, y, rcond=None)[0]
+    spread = np.std(y - X @ start) or 0.1
+    theta0 = np.append(start, math.log(spread))
+    fit = optimize.minimize(
+        lambda t: -_tobit_scores(t, y, X, cens)[0].sum(),
+        theta0,
+        jac=lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0),
+        method="BFGS",
+    )
+    return fit.x, float(-fit.fun), bool(fit.success)
 
 
 def _tobit_scores(theta, y, X, cens) -> tuple[np.ndarray, np.ndarray]:

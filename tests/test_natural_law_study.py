@@ -1,0 +1,125 @@
+"""The natural-text law grid: its declared design, the onset rule on run records, the fit and
+its verdicts on runs drawn from known laws (both ways), lack of fit, and the results file
+re-rendered from its CSV."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ihprobe.dynamics.law import lack_of_fit
+from studies.natural_law import cells, claims, measure, report
+from studies.study import load
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "studies" / "natural_law"
+
+
+def test_the_declared_grid_spans_what_the_issue_asks():
+    Bs = {c["batch_size"] for c in cells.CELLS.values()}
+    Cs = {c["context"] for c in cells.CELLS.values()}
+    assert len(cells.CELLS) >= 16 and max(Bs) / min(Bs) >= 8 and max(Cs) / min(Cs) >= 4
+    for name, c in cells.CELLS.items():  # every budget is 2x the law's updates
+        law = cells.predict_emergence(c["batch_size"], c["context"]).updates
+        assert c["steps"] == math.ceil(2 * law), name
+    spent = [cells.tokens(name) for name in cells.CELLS]
+    assert spent == sorted(spent)  # cheapest first
+    grid = load("natural_law").grid
+    config = grid.config("B4-C256", 0)
+    assert (config.batch_size, config.context, config.d_model, config.lr) == (4, 256, 128, 3e-3)
+    assert config.producer == "natural" and config.live_probes and config.n_checkpoints == 32
+
+
+def records(values, per_update=1024, every=1000):
+    return [
+        {
+            "step": i * every,
+            "tokens": i * every * per_update,
+            "max_prefix_matching": v,
+            "ar_accuracy": 0.0,
+        }
+        for i, v in enumerate(values)
+    ]
+
+
+def test_a_rise_inside_the_budget_is_placed_and_a_flat_record_censored():
+    k = np.arange(33)
+    rise = 0.01 + np.clip((k - 12) / 3, 0, 1) * 0.09 + np.clip((k - 15) / 17, 0, 1) * 0.1
+    placed = measure.onset_row(records(rise), 4, 256)
+    assert placed["transition"] and not placed["censored"]
+    assert 11_000 <= placed["updates"] <= 13_000
+    flat = measure.onset_row(records(0.01 + 0.001 * np.sin(k)), 4, 256)
+    assert flat["censored"] and not flat["transition"] and flat["updates"] == 32_000
+
+
+def law_runs(b, c, *, seeds=1, noise=0.05, seed=0, censor_above=None):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for B in cells.BATCH_SIZES:
+        for C in cells.CONTEXTS:
+            for _ in range(seeds):
+                u = 750_000 / (B**b * C**c) * 10 ** (noise * rng.standard_normal())
+                bound = censor_above * 750_000 / (B**0.37 * C**0.62) if censor_above else np.inf
+                rows.append(
+                    {
+                        "cell": f"B{B}-C{C}",
+                        "status": "done",
+                        "B": B,
+                        "C": C,
+                        "updates": min(u, bound),
+                        "censored": u > bound,
+                        "tokens": min(u, bound) * B * C,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_runs_drawn_from_the_published_law_agree():
+    fit = claims.fits(claims.runs_of(law_runs(0.37, 0.62)))
+    for name in ("b", "c"):
+        verdict, _ = claims.verdict(fit["model"][name], name, 20)
+        assert verdict == "agrees"
+    r, n = claims.r_in_tokens(claims.runs_of(law_runs(0.37, 0.62)))
+    assert r > 0.95 and n == 20
+
+
+def test_runs_drawn_from_another_law_disagree_even_with_censored_runs():
+    runs = claims.runs_of(law_runs(1.0, 0.3, censor_above=3.0))
+    assert 5 <= runs.censored.sum() <= 10
+    fit = claims.fits(runs)
+    assert claims.verdict(fit["model"]["b"], "b", 20)[0] == "disagrees"
+    assert claims.verdict(fit["model"]["c"], "c", 20)[0] == "disagrees"
+    assert fit["model"]["b"].low < 1.0 < fit["model"]["b"].high  # the truth is covered
+    assert fit["model"]["c"].low < 0.3 < fit["model"]["c"].high
+
+
+def test_noisy_runs_are_inconclusive_and_few_cells_pending():
+    fit = claims.fits(claims.runs_of(law_runs(0.37, 0.62, noise=0.6, seed=3)))
+    assert claims.verdict(fit["model"]["b"], "b", 20)[0] == "inconclusive at this scale"
+    assert claims.verdict(fit["model"]["b"], "b", 12)[0] == "pending: 12 of 16 cells"
+
+
+def test_lack_of_fit_needs_replicates_and_finds_a_bent_surface():
+    assert lack_of_fit(claims.runs_of(law_runs(0.37, 0.62))) is None
+    good = lack_of_fit(claims.runs_of(law_runs(0.37, 0.62, seeds=2, seed=1)))
+    assert good["df"] == (17, 20) and good["p"] > 0.05
+    bent = claims.runs_of(law_runs(0.37, 0.62, seeds=2, seed=1))
+    bent.loc[bent.cell == "B16-C512", "updates"] *= 10  # one cell far off the plane
+    assert lack_of_fit(bent)["p"] < 0.001
+
+
+def test_the_results_file_rerenders_from_its_csv(tmp_path, monkeypatch):
+    study = load("natural_law")
+    for name in study.results:
+        shutil.copy(FOLDER / name, tmp_path / name)
+    frame = pd.read_csv(tmp_path / "results.csv")
+    kept = (FOLDER / "RESULTS.md").read_text().splitlines()[2:5]
+    made = report.report(frame, kept, figure=tmp_path / "onsets.svg")
+    assert made == (FOLDER / "RESULTS.md").read_text()
+    if (FOLDER / "onsets.svg").is_file():
+        assert (tmp_path / "onsets.svg").read_text() == (FOLDER / "onsets.svg").read_text()
