@@ -10,9 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
-from ihprobe.dynamics.law import lack_of_fit
+from ihprobe.dynamics.lack_of_fit import lack_of_fit
 from studies.natural_law import cells, claims, measure, report
 from studies.study import load
 

@@ -23,7 +23,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from ihprobe.dynamics.law import censored_fit, lack_of_fit
+from ihprobe.dynamics.lack_of_fit import lack_of_fit
+from ihprobe.dynamics.law import censored_fit
 from ihprobe.dynamics.verdicts import Estimate, equal, judge
 
 CLAIMS = {"b": equal(0.37, 0.15), "c": equal(0.62, 0.15)}
