@@ -40,12 +40,22 @@ def cells() -> dict[str, dict]:
     out = {}
     for B in BATCHES:
         for C in CONTEXTS:
-            out[f"sn-B{B}-C{C}"] = {"grid": "semi-natural", "producer": "semi-natural",
-                                    "options": SEMI_NATURAL, "B": B, "C": C}  # fmt: skip
+            out[f"sn-B{B}-C{C}"] = {
+                "grid": "semi-natural",
+                "producer": "semi-natural",
+                "options": SEMI_NATURAL,
+                "B": B,
+                "C": C,
+            }
     for C in FIXED_CONTEXTS:
-        out[f"fx-B{FIXED_B}-C{C}"] = {"grid": "fixed-structure", "producer": "repeats",
-                                      "options": fixed_structure(C), "B": FIXED_B,
-                                      "C": C, "steps": FIXED_BUDGET}  # fmt: skip
+        out[f"fx-B{FIXED_B}-C{C}"] = {
+            "grid": "fixed-structure",
+            "producer": "repeats",
+            "options": fixed_structure(C),
+            "B": FIXED_B,
+            "C": C,
+            "steps": FIXED_BUDGET,
+        }
     base = {"producer": "semi-natural", "options": SEMI_NATURAL, "B": SIZE_AT[0], "C": SIZE_AT[1]}
     out["size-d128"] = {**base, "grid": "size", "d_model": 128}
     out["size-L3"] = {**base, "grid": "size", "layers": 3}
@@ -56,23 +66,46 @@ def cells() -> dict[str, dict]:
 def experiments() -> dict[str, dict]:
     """The cells of issue 24 that ask where the exponents come from (see the docstring)."""
     sn = {"producer": "semi-natural", "options": SEMI_NATURAL}
-    out = {f"bs-B{B}-C64": {**sn, "grid": "batch", "B": B, "C": 64, "steps": 4400}
-           for B in (64, 128)}  # fmt: skip
+    out = {
+        f"bs-B{B}-C64": {**sn, "grid": "batch", "B": B, "C": 64, "steps": 4400} for B in (64, 128)
+    }
     for lr, tag in ((1e-3, "1e-3"), (3e-4, "3e-4")):
         for B in (8, 32):
-            out[f"lr{tag}-B{B}-C64"] = {**sn, "grid": "learning-rate", "B": B, "C": 64, "lr": lr,
-                                        "steps": 3 * budget(B, 64)}  # fmt: skip
+            out[f"lr{tag}-B{B}-C64"] = {
+                **sn,
+                "grid": "learning-rate",
+                "B": B,
+                "C": 64,
+                "lr": lr,
+                "steps": 3 * budget(B, 64),
+            }
     for B in (8, 32):
         for C in (32, 128):
             steps = budget(B, C) * (EXTEND if C == 128 else 1)  # where the sn reruns ended
-            out[f"wu-B{B}-C{C}"] = {**sn, "grid": "warm-up", "B": B, "C": C, "steps": steps,
-                                    "warmup": WARMUP_TOKENS / (B * C * steps)}  # fmt: skip
+            out[f"wu-B{B}-C{C}"] = {
+                **sn,
+                "grid": "warm-up",
+                "B": B,
+                "C": C,
+                "steps": steps,
+                "warmup": WARMUP_TOKENS / (B * C * steps),
+            }
     for C in (32, 64, 128, 256):
-        out[f"nr-B8-C{C}"] = {"grid": "natural-repetition", "producer": "semi-natural",
-                              "options": {**SEMI_NATURAL, "repetition": "natural"}, "B": 8, "C": C,
-                              "steps": budget(8, min(C, 128))}  # fmt: skip
-    out["iid-B16-C64"] = {"grid": "control", "producer": "iid", "B": 16, "C": 64,
-                          "options": {"vocab_size": 300, "marginal": "zipf"}}  # fmt: skip
+        out[f"nr-B8-C{C}"] = {
+            "grid": "natural-repetition",
+            "producer": "semi-natural",
+            "options": {**SEMI_NATURAL, "repetition": "natural"},
+            "B": 8,
+            "C": C,
+            "steps": budget(8, min(C, 128)),
+        }
+    out["iid-B16-C64"] = {
+        "grid": "control",
+        "producer": "iid",
+        "B": 16,
+        "C": 64,
+        "options": {"vocab_size": 300, "marginal": "zipf"},
+    }
     return out
 
 

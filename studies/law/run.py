@@ -115,14 +115,23 @@ def producer_options(cell: dict) -> dict:
 def config_of(name: str, cell: dict, seed: int, args, factor: int = 1) -> TrainConfig:
     steps = args.steps or cell.get("steps") or budget(cell["B"], cell["C"])
     return TrainConfig(
-        out=str(run_dir(args.out, name, seed, factor)), producer=cell["producer"],
-        producer_options=producer_options(cell), layers=cell.get("layers", args.layers),
-        heads=4, d_model=cell.get("d_model", args.d_model), context=cell["C"],
-        batch_size=cell["B"], steps=steps * factor,
-        lr=cell.get("lr", LR), warmup=cell["warmup"] / factor if "warmup" in cell else 0.01,
-        schedule=cell.get("schedule", "constant"), seed=seed,
-        n_checkpoints=args.checkpoints, state_every=args.state_every, progress=False,
-    )  # fmt: skip
+        out=str(run_dir(args.out, name, seed, factor)),
+        producer=cell["producer"],
+        producer_options=producer_options(cell),
+        layers=cell.get("layers", args.layers),
+        heads=4,
+        d_model=cell.get("d_model", args.d_model),
+        context=cell["C"],
+        batch_size=cell["B"],
+        steps=steps * factor,
+        lr=cell.get("lr", LR),
+        warmup=cell["warmup"] / factor if "warmup" in cell else 0.01,
+        schedule=cell.get("schedule", "constant"),
+        seed=seed,
+        n_checkpoints=args.checkpoints,
+        state_every=args.state_every,
+        progress=False,
+    )
 
 
 def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
@@ -142,18 +151,29 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     point = run_emergence(run, n=16, batch=50, cache=run / "trajectory-cache")
     previous = done or {}
     result = {
-        "cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"], "C": cell["C"],
-        "d_model": config.d_model, "layers": config.layers, "schedule": config.schedule,
-        "lr": config.lr, "warmup": config.warmup,
-        "steps": config.total_steps, "transition": bool(point.transition),
+        "cell": name,
+        "seed": seed,
+        "grid": cell["grid"],
+        "B": cell["B"],
+        "C": cell["C"],
+        "d_model": config.d_model,
+        "layers": config.layers,
+        "schedule": config.schedule,
+        "lr": config.lr,
+        "warmup": config.warmup,
+        "steps": config.total_steps,
+        "transition": bool(point.transition),
         "updates": point.updates if point.transition else None,
         "updates_low": point.updates_low if point.transition else None,
         "updates_high": point.updates_high if point.transition else None,
-        "threshold_step": point.threshold_step, "max_ps": float(point.curve.value.max()),
+        "threshold_step": point.threshold_step,
+        "max_ps": float(point.curve.value.max()),
         "censored": point.at_edge,  # the run ended inside its rise (EmergencePoint.at_edge)
-        "train_s": previous.get("train_s", 0.0) + seconds, "probe_s": time.perf_counter() - started,
-        "how": previous.get("how", how) if how == "reused" else how, "budget_factor": factor,
-    }  # fmt: skip
+        "train_s": previous.get("train_s", 0.0) + seconds,
+        "probe_s": time.perf_counter() - started,
+        "how": previous.get("how", how) if how == "reused" else how,
+        "budget_factor": factor,
+    }
     if cell["grid"] == "control":
         result.update(control.peak_check(run, point.curve))
         result.update(control.base_check(run_dir(args.out, control.BASE, seed)))
@@ -263,8 +283,12 @@ def report(args) -> None:
         frame = collect(args)
         frame.to_csv(out_csv, index=False)
         open_cells = [n for n in cells() if not extended(args.out, n)]
-        reruns = [{**r, "cell": n, "seed": s, "status": "done"} for n in open_cells for s in SEEDS
-                  if (r := result_of(args.out, n, s, EXTEND))]  # fmt: skip
+        reruns = [
+            {**r, "cell": n, "seed": s, "status": "done"}
+            for n in open_cells
+            for s in SEEDS
+            if (r := result_of(args.out, n, s, EXTEND))
+        ]
         if not getattr(args, "from_csv", False):  # every finished one: a kill keeps it
             kept = out_csv.with_name(RERUNS_CSV.name)
             if reruns:
@@ -284,10 +308,12 @@ def write_report(frame: pd.DataFrame, args, out_md: Path) -> None:
         f"see the docstring), {args.checkpoints} log-spaced checkpoints; seeds "
         f"{', '.join(map(str, SEEDS))}. Data and grids: see the docstring of "
         "`benchmarks/validate_papers_law.py`. Emergence = start of the steep segment of a "
-        "3-segment fit of max prefix matching vs log tokens (probe n = 16, 50 rows).", "",
-        *regime_lines(CONTEXTS, LR), *report_lines(frame, EXTEND, SIZE_AT),
+        "3-segment fit of max prefix matching vs log tokens (probe n = 16, 50 rows).",
+        "",
+        *regime_lines(CONTEXTS, LR),
+        *report_lines(frame, EXTEND, SIZE_AT),
         *halves.section_lines(halves.induction_rows(halves.read()), frame),
-    ]  # fmt: skip
+    ]
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md} and {out_md.with_suffix('.csv').name}")
 
@@ -298,13 +324,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, action="append", help="run only this seed")
     parser.add_argument("--list", action="store_true", help="list the cells and their status")
     parser.add_argument("--report", action="store_true", help="only rewrite the results files")
-    parser.add_argument("--from-csv", action="store_true",
-                        help="with --report: rebuild from the results CSV")  # fmt: skip
-    parser.add_argument("--extend-censored", action="store_true", help=f"rerun every seed of each "
-                        f"cell with a censored seed with {EXTEND}x its budget; once all are done "
-                        "they replace the cell's runs")  # fmt: skip
-    parser.add_argument("--halves", action="store_true", help="refit finished run folders on "
-                        "interleaved halves and with n = C/2 probes, then the report")  # fmt: skip
+    parser.add_argument(
+        "--from-csv", action="store_true", help="with --report: rebuild from the results CSV"
+    )
+    parser.add_argument(
+        "--extend-censored",
+        action="store_true",
+        help=f"rerun every seed of each "
+        f"cell with a censored seed with {EXTEND}x its budget; once all are done "
+        "they replace the cell's runs",
+    )
+    parser.add_argument(
+        "--halves",
+        action="store_true",
+        help="refit finished run folders on "
+        "interleaved halves and with n = C/2 probes, then the report",
+    )
     parser.add_argument("--steps", type=int, help="updates per run (default: the cell's budget)")
     parser.add_argument("--checkpoints", type=int, default=40, help="log-spaced (1.3x apart)")
     parser.add_argument("--d-model", type=int, default=64)
