@@ -295,3 +295,22 @@ def test_ablate_all_checkpoints_and_the_contradiction_with_over_training(run_dir
     capsys.readouterr()
     assert main([*argv, "--force", "--all-checkpoints", "--over-training"]) == 2
     assert "--over-training already takes every checkpoint" in one_line(capsys)
+
+
+def test_train_help_shows_the_defaults_trainconfig_holds(monkeypatch):
+    from dataclasses import fields
+
+    from ihprobe.cli import train as train_cli
+    from ihprobe.training.config import TrainConfig
+
+    parser = commands()["train"]
+    formatter = parser._get_formatter()
+    marked = [a for a in options(parser) if (a.help or "").endswith(train_cli.MARK)]
+    assert len(marked) > 20  # the options whose default is a TrainConfig value
+    names = {f.name for f in fields(TrainConfig)}
+    for action in marked:
+        assert action.dest in names, action.dest
+    lr = next(a for a in marked if a.dest == "lr")
+    assert formatter._expand_help(lr).endswith("(default: 3e-3)")
+    monkeypatch.setattr(train_cli, "config_default", lambda name: f"<{name}>")
+    assert formatter._expand_help(lr).endswith("(default: <lr>)")  # read, not typed

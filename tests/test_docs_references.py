@@ -17,7 +17,9 @@ DANGLING = re.compile(r"\bSPEC\b|\bDESIGN\b")
 def documented_files() -> list[Path]:
     """The README, docs, notebooks, and the code of the package, benchmarks and tests."""
     docs = [p for p in (ROOT / "docs").rglob("*") if p.is_file() and p.suffix in {".md", ".txt"}]
-    code = [p for d in ("ihprobe", "benchmarks", "tests") for p in (ROOT / d).rglob("*.py")]
+    code = [
+        p for d in ("ihprobe", "studies", "benchmarks", "tests") for p in (ROOT / d).rglob("*.py")
+    ]
     notebooks = (ROOT / "notebooks").glob("*.ipynb")
     found = [ROOT / "README.md", *docs, *code, *notebooks]
     return sorted(p for p in found if p != Path(__file__).resolve())

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from ihprobe.jobs import grid as common
+from studies.law import cells as law_cells
 from studies.law import control
 from studies.law import run as law
 from tests.test_validation_scripts import fit_text, law_frame
@@ -40,7 +41,7 @@ def test_a_cell_whose_first_runs_live_only_in_the_csv_is_extended_seed_by_seed(
     assert law.censored_cells(args) == [cell]  # the control's seeds are meant to have none
     for seed, updates in ((0, 7000.0), (1, 20000.0)):
         assert not law.extended(args.out, cell)  # seed 0's rerun alone does not replace
-        rerun = law.run_dir(args.out, cell, seed, law.EXTEND)
+        rerun = law.run_dir(args.out, cell, seed, law_cells.EXTEND)
         rerun.mkdir(parents=True)
         common.write_result(
             rerun,
@@ -48,8 +49,8 @@ def test_a_cell_whose_first_runs_live_only_in_the_csv_is_extended_seed_by_seed(
                 "transition": True,
                 "censored": False,
                 "updates": updates,
-                "steps": budget * law.EXTEND,
-                "budget_factor": law.EXTEND,
+                "steps": budget * law_cells.EXTEND,
+                "budget_factor": law_cells.EXTEND,
             },
         )
     rows = law.collect(args).set_index(["cell", "seed"])
@@ -98,17 +99,19 @@ def test_finished_runs_whose_folders_are_gone_are_read_not_retrained(tmp_path, m
     frame.to_csv(law.OUT_CSV, index=False)
     cell = "nr-B8-C128"  # its first runs shown; seed 0's rerun kept only in the reruns CSV
     pd.DataFrame([{"cell": cell, "seed": 0, "status": "done", "transition": True,
-                   "updates": 20000.0, "budget_factor": law.EXTEND}]).to_csv(
+                   "updates": 20000.0, "budget_factor": law_cells.EXTEND}]).to_csv(
         law.RERUNS_CSV, index=False)  # fmt: skip
     args = SimpleNamespace(out=str(law.DEFAULT_OUT), steps=None, layers=2, d_model=64,
                            checkpoints=40, state_every=100)  # fmt: skip
-    first = law.run_cell("sn-B8-C32", law.cells()["sn-B8-C32"], 2, args)
+    first = law.run_cell("sn-B8-C32", law_cells.cells()["sn-B8-C32"], 2, args)
     saved = frame.set_index(["cell", "seed"]).loc[("sn-B8-C32", 2)].updates
     assert first["updates"] == saved
-    rerun = law.run_cell(cell, law.cells()[cell], 0, args, factor=law.EXTEND)
-    assert rerun["updates"] == 20000.0 and law.result_of(args.out, cell, 1, law.EXTEND) is None
+    rerun = law.run_cell(cell, law_cells.cells()[cell], 0, args, factor=law_cells.EXTEND)
+    assert (
+        rerun["updates"] == 20000.0 and law.result_of(args.out, cell, 1, law_cells.EXTEND) is None
+    )
     with pytest.raises(pytest.fail.Exception, match="trains"):  # not recorded: it would train
-        law.run_cell(cell, law.cells()[cell], 1, args, factor=law.EXTEND)
+        law.run_cell(cell, law_cells.cells()[cell], 1, args, factor=law_cells.EXTEND)
     monkeypatch.setattr(law, "OUT_MD", tmp_path / "law.md")
     law.report(SimpleNamespace(**vars(args), from_csv=False))  # rewrites the reruns CSV too
     kept = pd.read_csv(law.RERUNS_CSV)

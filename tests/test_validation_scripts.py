@@ -19,6 +19,7 @@ from scipy import stats
 from ihprobe.jobs import grid as common
 from ihprobe.training.config import check_config
 from studies.forecast import run as forecast
+from studies.law import cells as law_cells
 from studies.law import claims as report
 from studies.law import control
 from studies.law import run as law
@@ -39,7 +40,9 @@ def test_the_scripts_examples_hold(name):
 
 
 def test_every_law_cell_gets_a_budget_that_grows_as_b_and_c_shrink():
-    budgets = {name: law.budget(cell["B"], cell["C"]) for name, cell in law.cells().items()}
+    budgets = {
+        name: law_cells.budget(cell["B"], cell["C"]) for name, cell in law_cells.cells().items()
+    }
     assert budgets["sn-B8-C32"] > budgets["sn-B16-C32"] > budgets["sn-B32-C32"]
     assert budgets["sn-B8-C32"] > budgets["sn-B8-C64"]
 
@@ -48,35 +51,45 @@ def test_the_issue_24_cells_train_what_they_say(monkeypatch):
     monkeypatch.setattr(law, "natural_repetition", lambda C: {32: 0.4, 64: 0.6}.get(C, 0.8))
     args = SimpleNamespace(out="/tmp/unused", steps=None, layers=2, d_model=64, checkpoints=40,
                            state_every=100)  # fmt: skip
-    configs = {name: law.config_of(name, cell, 0, args) for name, cell in law.EXPERIMENTS.items()}
+    configs = {
+        name: law.config_of(name, cell, 0, args) for name, cell in law_cells.EXPERIMENTS.items()
+    }
     for config in configs.values():
         check_config(config)  # raises for a config that cannot train
     for name in ("wu-B8-C32", "wu-B32-C128"):  # the warm-up is the same number of tokens
         c = configs[name]
-        assert c.warmup * c.steps * c.batch_size * c.context == pytest.approx(law.WARMUP_TOKENS)
-    assert configs["wu-B8-C128"].steps == law.EXTEND * law.budget(8, 128)  # as sn's reruns
+        assert c.warmup * c.steps * c.batch_size * c.context == pytest.approx(
+            law_cells.WARMUP_TOKENS
+        )
+    assert configs["wu-B8-C128"].steps == law_cells.EXTEND * law_cells.budget(
+        8, 128
+    )  # as sn's reruns
     assert configs["lr3e-4-B8-C64"].lr == 3e-4
-    assert configs["lr3e-4-B8-C64"].steps == 3 * law.budget(8, 64) == configs["lr1e-3-B8-C64"].steps
+    assert (
+        configs["lr3e-4-B8-C64"].steps
+        == 3 * law_cells.budget(8, 64)
+        == configs["lr1e-3-B8-C64"].steps
+    )
     assert configs["nr-B8-C32"].producer_options["repetition"] == 0.4
     assert configs["nr-B8-C256"].producer_options["repetition"] == 0.8
     assert [configs[f"bs-B{B}-C64"].batch_size for B in (64, 128)] == [64, 128]
-    control, base = configs["iid-B16-C64"], law.config_of("sn-B16-C64", law.cells()["sn-B16-C64"],
-                                                          0, args)  # fmt: skip
+    control = configs["iid-B16-C64"]
+    base = law.config_of("sn-B16-C64", law_cells.cells()["sn-B16-C64"], 0, args)
     assert control.producer == "iid" and control.producer_options["vocab_size"] == 300
     assert (control.steps, control.lr, control.d_model) == (base.steps, base.lr, base.d_model)
-    rerun = law.config_of("wu-B8-C32", law.EXPERIMENTS["wu-B8-C32"], 0, args, factor=2)
+    rerun = law.config_of("wu-B8-C32", law_cells.EXPERIMENTS["wu-B8-C32"], 0, args, factor=2)
     assert rerun.warmup * rerun.steps == pytest.approx(configs["wu-B8-C32"].warmup * 28600)
 
 
-def law_frame(b: float, c: float, seeds=law.SEEDS) -> pd.DataFrame:
+def law_frame(b: float, c: float, seeds=law_cells.SEEDS) -> pd.DataFrame:
     """Every cell of issue 15's grid done, its emergence from U = 1e5 / (B^b C^c) with a few %
     seed noise (the size and schedule cells at the base cell's point, whatever their size);
     the issue-24 cells pending."""
     rng = np.random.default_rng(0)
     rows = []
-    for name, cell in law.cells().items():
-        for seed in law.SEEDS:
-            done = seed in seeds and name not in law.EXPERIMENTS
+    for name, cell in law_cells.cells().items():
+        for seed in law_cells.SEEDS:
+            done = seed in seeds and name not in law_cells.EXPERIMENTS
             updates = 1e5 / (cell["B"] ** b * cell["C"] ** c) * rng.lognormal(0, 0.03)
             rows.append({"cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"],
                          "C": cell["C"], "status": "done" if done else "pending",
@@ -175,12 +188,12 @@ def test_a_censored_run_is_modelled_and_moves_the_verdict_to_the_tobit_fit():
 
 def test_size_verdicts_read_the_ratio_and_wait_for_five_seeds():
     same = law_frame(0.37, 0.62)
-    assert all("**agrees**" in line for line in report.compared_lines(same, law.SIZE_AT)[:2])
+    assert all("**agrees**" in line for line in report.compared_lines(same, law_cells.SIZE_AT)[:2])
     slower = same.copy()
     slower.loc[slower.cell == "size-d128", "updates"] *= 3
-    assert "**disagrees**" in report.compared_lines(slower, law.SIZE_AT)[0]
+    assert "**disagrees**" in report.compared_lines(slower, law_cells.SIZE_AT)[0]
     three = law_frame(0.37, 0.62, seeds=(0, 1, 2))
-    assert "**pending: 3 of 5 seeds**" in report.compared_lines(three, law.SIZE_AT)[0]
+    assert "**pending: 3 of 5 seeds**" in report.compared_lines(three, law_cells.SIZE_AT)[0]
 
 
 def test_a_size_cell_that_never_transitions_is_a_bound_not_a_ratio():
@@ -189,10 +202,10 @@ def test_a_size_cell_that_never_transitions_is_a_bound_not_a_ratio():
     base = frame[frame.cell == "sn-B8-C64"].updates
     frame.loc[wide, "transition"] = False
     frame.loc[wide, "steps"] = base.max() * 5
-    line = report.compared_lines(frame, law.SIZE_AT)[0]
+    line = report.compared_lines(frame, law_cells.SIZE_AT)[0]
     assert "**disagrees**" in line and "at least" in line and "every run of size-d128" in line
     frame.loc[wide, "steps"] = base.max() * 1.1  # a budget too short to say much
-    assert "**inconclusive at this scale**" in report.compared_lines(frame, law.SIZE_AT)[0]
+    assert "**inconclusive at this scale**" in report.compared_lines(frame, law_cells.SIZE_AT)[0]
 
 
 @pytest.mark.parametrize(
@@ -267,19 +280,19 @@ def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are
         return law.collect(args).set_index(["cell", "seed"]).loc[(cell, seed)]
 
     for seed in first:
-        rerun = law.run_dir(args.out, cell, seed, law.EXTEND)
-        assert rerun.name == f"seed{seed}-x{law.EXTEND}"
+        rerun = law.run_dir(args.out, cell, seed, law_cells.EXTEND)
+        assert rerun.name == f"seed{seed}-x{law_cells.EXTEND}"
         rerun.mkdir()
         common.write_result(rerun, {"transition": True, "censored": False,
-                                    "steps": budget * law.EXTEND, "updates": 7000.0 + seed,
-                                    "budget_factor": law.EXTEND})  # fmt: skip
+                                    "steps": budget * law_cells.EXTEND, "updates": 7000.0 + seed,
+                                    "budget_factor": law_cells.EXTEND})  # fmt: skip
         if seed != first[-1]:  # a partly rerun cell keeps its first runs, censored one too
             assert bool(row(1).censored) and row(0).updates == 6000
-            assert report.rerun_lines(law.collect(args), law.EXTEND) == []
+            assert report.rerun_lines(law.collect(args), law_cells.EXTEND) == []
     assert [row(seed).updates for seed in first] == [7000.0 + seed for seed in first]
-    assert not bool(row(1).censored) and row(1).steps == budget * law.EXTEND
+    assert not bool(row(1).censored) and row(1).steps == budget * law_cells.EXTEND
     assert row(3).status == "pending" and law.extended(args.out, cell)
-    said = " ".join(report.rerun_lines(law.collect(args), law.EXTEND))
+    said = " ".join(report.rerun_lines(law.collect(args), law_cells.EXTEND))
     assert f"`{cell}`: seed 0 6,000 -> 7,000; seed 1 >= 12,867 -> 7,001; seed 2 6,002" in said
     assert "warm-up" in said and "checkpoint" in said  # what else a rerun changes
     assert law.censored_cells(args) == []  # nothing left to extend

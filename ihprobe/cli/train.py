@@ -14,10 +14,12 @@ Under ``torchrun --nproc_per_node N -m ihprobe train ...`` it trains with DDP.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 
 from ihprobe.cli._common import (
     INT64,
+    DefaultsFormatter,
     add_option_flag,
     device,
     nonnegative_float,
@@ -77,6 +79,43 @@ def clip(text: str) -> float | None:
     return positive_float(text)
 
 
+MARK = "(default)"  # in a help string: TrainConfig's default, looked up when help is shown
+
+
+def shown(value) -> str:
+    """A default as the help shows it.
+
+    >>> [shown(v) for v in (3e-3, 0.01, 1.0, 0.0, None, (), "log", 2000)]
+    ['3e-3', '0.01', '1', '0', 'none', 'none', 'log', '2000']
+    """
+    if value is None or value == ():
+        return "none"
+    if isinstance(value, float) and 0 < abs(value) < 0.01:
+        mantissa, exponent = f"{value:.0e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def config_default(name: str) -> str:
+    """TrainConfig's default of field ``name`` (the updates it trains when steps is None)."""
+    from ihprobe.training.config import DEFAULT_STEPS, TrainConfig
+
+    found = {f.name: f for f in dataclasses.fields(TrainConfig)}[name]
+    value = found.default_factory() if found.default is dataclasses.MISSING else found.default
+    return shown(DEFAULT_STEPS if name == "steps" and value is None else value)
+
+
+class TrainHelp(DefaultsFormatter):
+    """Shows ``(default: X)`` from TrainConfig where a help string says ``(default)``: one
+    place for the defaults, imported only when help is printed (``ihprobe --help`` stays fast)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = super()._get_help_string(action)
+        if text.endswith(MARK):
+            text = f"{text[: -len(MARK)]}(default: {config_default(action.dest)})"
+        return text
+
+
 def register(subparsers) -> None:
     """The ``train`` parser: one ``add_argument`` per TrainConfig field, a flat table of options
     (over 60 lines because there are that many options)."""
@@ -91,22 +130,23 @@ def register(subparsers) -> None:
             "log-spaced checkpoints, device auto."
         ),
         argument_default=argparse.SUPPRESS,  # only flags given override TrainConfig / run.json
+        formatter_class=TrainHelp,
     )
     p.add_argument("--out", required=True, help="run directory")
     data = p.add_argument_group("data")
     data.add_argument(
         "--producer",
-        help="natural, repeats, bi-induct, semi-natural, markov or iid (default: semi-natural)",
+        help="natural, repeats, bi-induct, semi-natural, markov or iid (default)",
     )
     add_option_flag(data)
     for flag, kind, text in SHORTCUTS:
         data.add_argument(f"--{flag}", dest=flag.replace("-", "_"), type=kind, help=text)
     model = p.add_argument_group("model")
     model.add_argument(
-        "--arch", choices=("gpt-neox", "llama", "gpt2"), help="architecture (default: gpt-neox)"
+        "--arch", choices=("gpt-neox", "llama", "gpt2"), help="architecture (default)"
     )
-    model.add_argument("--layers", type=positive_int, help="layers (default: 2)")
-    model.add_argument("--heads", type=positive_int, help="attention heads per layer (default: 4)")
+    model.add_argument("--layers", type=positive_int, help="layers (default)")
+    model.add_argument("--heads", type=positive_int, help="attention heads per layer (default)")
     model.add_argument(
         "--kv-heads",
         dest="kv_heads",
@@ -114,7 +154,7 @@ def register(subparsers) -> None:
         help="llama: key/value heads (default: --heads)",
     )
     model.add_argument(
-        "--d-model", dest="d_model", type=positive_int, help="residual width (default: 64)"
+        "--d-model", dest="d_model", type=positive_int, help="residual width (default)"
     )
     model.add_argument(
         "--d-mlp",
@@ -123,57 +163,55 @@ def register(subparsers) -> None:
         help="MLP width (default: 4 * d_model; 0: attention-only)",
     )
     opt = p.add_argument_group("optimisation")
-    opt.add_argument(
-        "-C", "--context", type=positive_int, help="tokens per sequence, C (default: 64)"
-    )
+    opt.add_argument("-C", "--context", type=positive_int, help="tokens per sequence, C (default)")
     opt.add_argument(
         "-B",
         "--batch-size",
         dest="batch_size",
         type=positive_int,
-        help="sequences per update, B (default: 32)",
+        help="sequences per update, B (default)",
     )
     budget = opt.add_mutually_exclusive_group()
-    budget.add_argument("--steps", type=count, help="updates (default: 2000)")
+    budget.add_argument("--steps", type=count, help="updates (default)")
     budget.add_argument(
-        "--tokens", type=count, help="budget in tokens instead of --steps, e.g. 20M (default: none)"
+        "--tokens", type=count, help="budget in tokens instead of --steps, e.g. 20M (default)"
     )
-    opt.add_argument("--lr", type=positive_float, help="AdamW learning rate (default: 3e-3)")
+    opt.add_argument("--lr", type=positive_float, help="AdamW learning rate (default)")
     opt.add_argument(
         "--warmup",
         type=warmup_fraction,
-        help="fraction of updates in linear warm-up (default: 0.01)",
+        help="fraction of updates in linear warm-up (default)",
     )
     opt.add_argument(
         "--schedule",
         choices=("cosine", "constant"),
-        help="learning-rate schedule after warm-up (default: cosine)",
+        help="learning-rate schedule after warm-up (default)",
     )
     opt.add_argument(
         "--weight-decay",
         dest="weight_decay",
         type=nonnegative_float,
-        help="AdamW decay of matrices (default: 0)",
+        help="AdamW decay of matrices (default)",
     )
     opt.add_argument(
-        "--grad-clip", dest="grad_clip", type=clip, help="max gradient norm, or none (default: 1)"
+        "--grad-clip", dest="grad_clip", type=clip, help="max gradient norm, or none (default)"
     )
     opt.add_argument(
         "--grad-accum",
         dest="grad_accum",
         type=positive_int,
-        help="micro-batches per update (default: 1)",
+        help="micro-batches per update (default)",
     )
-    opt.add_argument("--seed", type=seed_int, help="seed of model init and data (default: 0)")
+    opt.add_argument("--seed", type=seed_int, help="seed of model init and data (default)")
     watch = p.add_argument_group("checkpoints and monitoring")
     watch.add_argument(
-        "--checkpoints", type=checkpoints, help="log | linear | 250k,500k,1M,... (default: log)"
+        "--checkpoints", type=checkpoints, help="log | linear | 250k,500k,1M,... (default)"
     )
     watch.add_argument(
         "--n-checkpoints",
         dest="n_checkpoints",
         type=positive_int,
-        help="checkpoints after step 0 for log and linear (default: 20)",
+        help="checkpoints after step 0 for log and linear (default)",
     )
     watch.add_argument(
         "--live-probes",
@@ -185,7 +223,7 @@ def register(subparsers) -> None:
         "--probe-batch",
         dest="probe_batch",
         type=positive_int,
-        help="rows of the live probes (default: 20)",
+        help="rows of the live probes (default)",
     )
     watch.add_argument(
         "--forecast",
@@ -197,19 +235,19 @@ def register(subparsers) -> None:
         dest="law_from",
         nargs="+",
         metavar="RUN",
-        help="earlier runs to refit the forecast's law on (default: none)",
+        help="earlier runs to refit the forecast's law on (default)",
     )
     watch.add_argument(
         "--log-every",
         dest="log_every",
         type=positive_int,
-        help="updates between metrics.jsonl lines (default: 10)",
+        help="updates between metrics.jsonl lines (default)",
     )
     watch.add_argument(
         "--state-every",
         dest="state_every",
         type=nonnegative_int,
-        help="updates between resume states, 0: only at checkpoints (default: 1000)",
+        help="updates between resume states, 0: only at checkpoints (default)",
     )
     watch.add_argument(
         "-q",
@@ -225,7 +263,7 @@ def register(subparsers) -> None:
         help="continue the run in --out; with a larger --steps/--tokens, extends a finished "
         "constant-rate run (a cosine one is refused)",
     )
-    watch.add_argument("--device", type=device, help="auto, cpu, cuda or cuda:N (default: auto)")
+    watch.add_argument("--device", type=device, help="auto, cpu, cuda or cuda:N (default)")
     p.set_defaults(func=run)
 
 

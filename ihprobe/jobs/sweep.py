@@ -4,7 +4,8 @@ A grid axis is a :class:`~ihprobe.training.trainer.TrainConfig` field (``batch_s
 ``d_model``...) or a producer option (``repetition``, ``reliability``...). Every run is an
 independent ``python -m ihprobe train`` process writing its own run directory: local processes,
 or Slurm jobs through submitit (:mod:`ihprobe.jobs.cluster`). A finished run is never trained again,
-an interrupted one is resumed.
+an interrupted one is resumed (the rule of the grid runner, :mod:`ihprobe.jobs.grid`, which runs a
+study's cells x seeds in this process).
 
 >>> [run.name for run in plan(["batch_size=4,8", "context=32"], out="runs/law")]
 ['batch_size=4_context=32', 'batch_size=8_context=32']
@@ -32,6 +33,7 @@ from ihprobe.dynamics.law import fit_law, law_point
 from ihprobe.figures.emergence import frontier_figure, law_figure
 from ihprobe.figures.report import Section, write_report
 from ihprobe.io.runs import data_means, is_finished
+from ihprobe.jobs import grid
 from ihprobe.jobs.cluster import Slurm, check_cluster, submit_all
 from ihprobe.training.config import TrainConfig
 
@@ -148,7 +150,8 @@ def train_all(runs: list[Run], extra: tuple[str, ...] = (), jobs: int = 1) -> di
 
 def unfinished(runs: list[Run]) -> list[Run]:
     """The runs still to train (the run folder says which are finished)."""
-    todo = [r for r in runs if not is_finished(r.out)]
+    left = set(grid.unfinished(run.out for run in runs))  # the grid runner's rule
+    todo = [r for r in runs if r.out in left]
     for run in runs:
         if run not in todo:
             log.info("%s is finished; not training it again", run.name)

@@ -158,8 +158,10 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
         why = f"{what}: {why}"
         undefined = sum(int((~np.isfinite(of(frame, arm, INDEX))).sum()) for arm in needs)
         if any(word in claim for word in READS_INDEX) and undefined:
-            why += (f"; {undefined} seed(s) without a defined index (the top set leaves one "
-                    "distinct random set), left out")  # fmt: skip
+            why += (
+                f"; {undefined} seed(s) without a defined index (the top set leaves one "
+                "distinct random set), left out"
+            )
         if final and "defined values" in why:
             why += f"; every arm ran {MIN_SEEDS} seeds"
         if no_heads and on_index:
@@ -170,7 +172,7 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
                 f"below {FORMED}): nothing to compare"
             )
         out.append((claim, verdict, why))
-    return out  # fmt: skip
+    return out
 
 
 def snippet_claims(frame: pd.DataFrame) -> dict:
@@ -183,8 +185,10 @@ def snippet_claims(frame: pd.DataFrame) -> dict:
         "natural-only on varied snippet lengths": (
             ["natural", "forward"],
             "max forward induction (varied L 10-30), forward - natural",
-            lambda: welch(scored(frame, "forward", "max_forward_induction_varied"),
-                          scored(frame, "natural", "max_forward_induction_varied")),
+            lambda: welch(
+                scored(frame, "forward", "max_forward_induction_varied"),
+                scored(frame, "natural", "max_forward_induction_varied"),
+            ),
             above(0.0),
         ),
         "(issue 25) trained on backward snippets, the model copies backward": (
@@ -193,4 +197,4 @@ def snippet_claims(frame: pd.DataFrame) -> dict:
             lambda: t_mean(scored(frame, "backward", "backward_copy_vs_shuffled")),
             above(0.0),
         ),
-    }  # fmt: skip
+    }

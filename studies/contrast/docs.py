@@ -75,8 +75,12 @@ def config(arm: str, producer: str, options: dict, seed: int, out: str) -> Train
     if producer == "natural":
         return pilot
     snippets = {k: v for k, v in options.items() if k != "vocab_size"}
-    return replace(pilot, out=str(Path(out) / arm / f"seed{seed}"), producer=producer,
-                   producer_options={**pilot.producer_options, **snippets})  # fmt: skip
+    return replace(
+        pilot,
+        out=str(Path(out) / arm / f"seed{seed}"),
+        producer=producer,
+        producer_options={**pilot.producer_options, **snippets},
+    )
 
 
 def budget_step(run: Path) -> int | None:
@@ -103,19 +107,25 @@ def pilot_problem(pilot: TrainConfig) -> str:
     run, seed = Path(pilot.out), pilot.seed
     again = f"validate_papers_natural.py --pilot {PILOT} --seed {seed}"
     if not is_finished(run):
-        return (f"natural seed {seed}: the pilot run {run} is not finished; it is trained by "
-                f"`{again}`, then scored here.")  # fmt: skip
+        return (
+            f"natural seed {seed}: the pilot run {run} is not finished; it is trained by "
+            f"`{again}`, then scored here."
+        )
     step, expected = budget_step(run), math.ceil(pilot.tokens / (pilot.batch_size * pilot.context))
     extended = step is not None
     if extended and (step != expected or step not in {c.step for c in checkpoints(run)}):
-        return (f"natural seed {seed}: {run} was extended from update {step}, not from the "
-                f"recipe's budget ({expected}) with a checkpoint there; it cannot be scored at "
-                "the recipe's compute.")  # fmt: skip
+        return (
+            f"natural seed {seed}: {run} was extended from update {step}, not from the "
+            f"recipe's budget ({expected}) with a checkpoint there; it cannot be scored at "
+            "the recipe's compute."
+        )
     ignore = (*RESUMABLE_CHANGES, "out", *(("tokens",) if extended else ()))
     changed = config_changes(run, pilot.to_json(), ignore=ignore)
     if changed:
-        return (f"natural seed {seed}: {run} was trained with another config ({changed}); "
-                f"the contrast needs the pilot's own (`{again}`).")  # fmt: skip
+        return (
+            f"natural seed {seed}: {run} was trained with another config ({changed}); "
+            f"the contrast needs the pilot's own (`{again}`)."
+        )
     return ""
 
 
@@ -151,11 +161,18 @@ def heldout_documents() -> list[str]:
 def heldout_perplexity(model, documents: list[str], chunk: int = 64) -> dict:
     """Mean next-token loss (and its exp) over all of ``documents`` in rows of n_ctx tokens."""
     rows = token_rows(model, documents, rows=sys.maxsize, length=model.cfg.n_ctx)
-    losses = torch.cat([token_losses(model(rows[i : i + chunk]), rows[i : i + chunk]).flatten()
-                        for i in range(0, len(rows), chunk)])  # fmt: skip
+    losses = torch.cat(
+        [
+            token_losses(model(rows[i : i + chunk]), rows[i : i + chunk]).flatten()
+            for i in range(0, len(rows), chunk)
+        ]
+    )
     loss = float(losses.double().mean())
-    return {"heldout_loss": loss, "natural_perplexity": float(np.exp(loss)),
-            "heldout_tokens": int(rows.numel())}  # fmt: skip
+    return {
+        "heldout_loss": loss,
+        "natural_perplexity": float(np.exp(loss)),
+        "heldout_tokens": int(rows.numel()),
+    }
 
 
 def centrality(model, seed: int) -> dict:
@@ -163,8 +180,10 @@ def centrality(model, seed: int) -> dict:
     harm = ihprobe.head_effects(model, ["induction_loss"], seed=seed).harm("induction_loss")
     positive = harm.clamp(min=0).sum()
     top = int(harm.argmax())
-    return {"top_head_share": float(harm.max() / positive) if positive > 0 else float("nan"),
-            "top_head": f"L{top // harm.shape[1]}H{top % harm.shape[1]}"}  # fmt: skip
+    return {
+        "top_head_share": float(harm.max() / positive) if positive > 0 else float("nan"),
+        "top_head": f"L{top // harm.shape[1]}H{top % harm.shape[1]}",
+    }
 
 
 def task_columns(per_layer_summary: pd.DataFrame) -> dict:
@@ -226,14 +245,15 @@ def table(frame: pd.DataFrame, arms) -> pd.DataFrame:
         for label, column in SHOWN.items():
             found = values(frame, arm, column)
             row[label] = t_mean(found).text() if len(found) else "pending"
-        rows.append(row)  # fmt: skip
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
 def section(frame: pd.DataFrame, arms) -> list[str]:
     """The results file's section on emergence, ICL, centrality and held-out perplexity."""
     return [
-        "## Emergence, function-style ICL, centrality, held-out perplexity", "",
+        "## Emergence, function-style ICL, centrality, held-out perplexity",
+        "",
         "Emergence from each run's live probes (max PS on 20 rows of repeated random tokens at",
         "25 checkpoints): the change point of `ihprobe.dynamics.changepoint.emergence` (start of",
         f"the steepest rise of a 3-segment fit), and the first checkpoint at PS >= {FORMED}; means",
@@ -243,9 +263,11 @@ def section(frame: pd.DataFrame, arms) -> list[str]:
         "clean, and HITS@1's change when [B]'s per-layer top 2% are mean-ablated (at least one",
         "head per layer: here 1 of 4 heads in each layer). Top head's share: every head ablated",
         "alone, its harm to induction loss over the summed positive harm (1/8 spread evenly, 1",
-        "one head). Perplexity: the whole held-out split.", "",
-        *markdown(table(frame, arms)), "",
-    ]  # fmt: skip
+        "one head). Perplexity: the whole held-out split.",
+        "",
+        *markdown(table(frame, arms)),
+        "",
+    ]
 
 
 BI_INDUCT_ARMS = ("forward", "backward", "balanced")
@@ -264,10 +286,12 @@ def claims(frame: pd.DataFrame) -> dict:
         out[f"{central} ones"] = (
             ["natural", arm],
             f"natural - {arm}: top head's share of single-head harm; [B]'s per-layer index",
-            lambda arm=arm: [welch(values(frame, "natural", c), values(frame, arm, c))
-                             for c in ("top_head_share", index)],
+            lambda arm=arm: [
+                welch(values(frame, "natural", c), values(frame, arm, c))
+                for c in ("top_head_share", index)
+            ],
             CENTRAL,
-        )  # fmt: skip
+        )
         out[f"natural-only reaches a higher function-style ICL accuracy than Bi-Induct {arm}"] = (
             ["natural", arm],
             f"HITS@1 over 7 tasks, natural - {arm}",

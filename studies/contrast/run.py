@@ -89,7 +89,9 @@ from ihprobe.jobs.grid import (
 )
 from ihprobe.training.trainer import TrainConfig
 from studies.contrast import docs
+from studies.contrast.cells import ARMS, SEEDS, SHAPE
 from studies.contrast.claims import FORMED, arm_table, verdicts
+from studies.contrast.measure import ablations
 from studies.contrast.snippets import (
     SNIPPET_METRICS,
     other_lengths,
@@ -100,17 +102,6 @@ from studies.contrast.snippets import (
 )
 from studies.study import ROOT, header
 
-SEEDS = (0, 1, 2, 3, 4)
-TEXT = {"vocab_size": 300}
-BI_INDUCT = {**TEXT, "snippet_length": 20, "m0": 0.5, "mixing": "token"}
-ARMS = {
-    "natural": ("natural", TEXT),
-    "forward": ("bi-induct", {**BI_INDUCT, "direction": "forward"}),
-    "backward": ("bi-induct", {**BI_INDUCT, "direction": "backward"}),
-    "balanced": ("bi-induct", {**BI_INDUCT, "direction": "balanced"}),
-}
-METRICS = ("induction_loss", "ar_accuracy", "natural_loss")
-PROTOCOLS = ("global-layer-matched", "global-score-matched", "per-layer")
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_CSV = HERE / "RESULTS_papers_contrast.md", HERE / "RESULTS_papers_contrast.csv"
 
@@ -121,39 +112,22 @@ def config_of(arm: str, seed: int, args) -> TrainConfig:
         return docs.config(arm, producer, options, seed, args.out)
     corpus = {"text": args.text} if args.text else {}
     return TrainConfig(
-        out=str(Path(args.out) / arm / f"seed{seed}"), producer=producer,
-        producer_options={**options, **corpus}, layers=args.layers, heads=args.heads,
-        d_model=args.d_model, context=args.context, batch_size=args.batch_size,
-        steps=args.steps, lr=3e-3, schedule="cosine", seed=seed,
-        n_checkpoints=args.checkpoints, state_every=args.state_every, progress=False,
-    )  # fmt: skip
-
-
-def ablations(model, scores, seed: int, random: int, text=None, tasks=False) -> dict[str, dict]:
-    """Index and change of induction loss under the three protocols; natural loss on ``text``
-    (default the embedded corpus); with ``tasks`` the per-layer ablation's task scores too."""
-    common = {"metrics": METRICS, "random": random, "seed": seed, "text": text,
-              "scores": scores.head_metric("prefix_matching")}  # fmt: skip
-    k = model.cfg.n_layers  # the global set as large as the per-layer one
-    per_layer = {**common, "metrics": (*METRICS, *docs.TASK_METRICS)} if tasks else common
-    results = {
-        "global-layer-matched": ihprobe.ablate(model, scope="global", top=k, **common),
-        "global-score-matched": ihprobe.ablate(
-            model, scope="global", top=k, baseline="score-matched", **common
-        ),
-        "per-layer": ihprobe.ablate(model, scope="layer", **per_layer),
-    }
-    out = {}
-    for name, result in results.items():
-        row = result.summary().set_index("metric").loc["induction_loss"]
-        for key in ("load_bearing_index", "load_bearing_lo", "load_bearing_hi",
-                    "relative_change", "random_relative_change_mean", "p_value"):  # fmt: skip
-            out[f"{name}:{key}"] = float(row[key])
-    natural = results["per-layer"].summary().set_index("metric").loc["natural_loss"]
-    out["natural_loss"] = float(natural["clean"])
-    if tasks:
-        out.update(docs.task_columns(results["per-layer"].summary()))
-    return out
+        out=str(Path(args.out) / arm / f"seed{seed}"),
+        producer=producer,
+        producer_options={**options, **corpus},
+        layers=args.layers,
+        heads=args.heads,
+        d_model=args.d_model,
+        context=args.context,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        lr=3e-3,
+        schedule="cosine",
+        seed=seed,
+        n_checkpoints=args.checkpoints,
+        state_every=args.state_every,
+        progress=False,
+    )
 
 
 def arm_run(arm: str, seed: int, args) -> tuple[Path, float, str]:
@@ -184,12 +158,21 @@ def run_arm(arm: str, seed: int, args) -> dict:
     scores = ihprobe.scan(model, ["prefix_matching", *SNIPPET_METRICS], seed=seed)
     recipe = args.recipe == "docs"
     result = {
-        "arm": arm, "seed": seed, "how": how, **snippet_columns(scores),
+        "arm": arm,
+        "seed": seed,
+        "how": how,
+        **snippet_columns(scores),
         "max_ps": float(scores.head_metric("prefix_matching").max()),
-        **ablations(model, scores, seed, args.random, text=docs.heldout_documents()
-                    if recipe else None, tasks=recipe),
+        **ablations(
+            model,
+            scores,
+            seed,
+            args.random,
+            text=docs.heldout_documents() if recipe else None,
+            tasks=recipe,
+        ),
         "train_s": (done or {}).get("train_s", 0.0) + seconds,
-    }  # fmt: skip
+    }
     result["natural_perplexity"] = math.exp(result["natural_loss"])
     result.update(other_lengths(model, seed))  # as --rescore adds to the older seeds' rows
     if recipe:  # the whole held-out split's perplexity replaces the ablation rows' one
@@ -210,11 +193,16 @@ def collect(args) -> pd.DataFrame:
     if getattr(args, "from_csv", False):
         saved = pd.read_csv(results_files(args)[1])
         saved = saved[saved.status == "done"].set_index(["arm", "seed"])
-        return pd.DataFrame([
-            status_row({"arm": arm, "seed": seed}, saved.loc[(arm, seed)].to_dict()
-                       if (arm, seed) in saved.index else None)
-            for arm in ARMS for seed in SEEDS
-        ])  # fmt: skip
+        return pd.DataFrame(
+            [
+                status_row(
+                    {"arm": arm, "seed": seed},
+                    saved.loc[(arm, seed)].to_dict() if (arm, seed) in saved.index else None,
+                )
+                for arm in ARMS
+                for seed in SEEDS
+            ]
+        )
     saved = saved_results(results_files(args)[1], key=("arm", "seed"))
     rows = []
     for arm in ARMS:  # a run folder's result over the CSV's row (the record of gone folders)
@@ -267,30 +255,42 @@ def report(args) -> None:
         unit = "--recipe docs --cell ARM --seed SEED"
     frame.to_csv(out_csv, index=False)
     lines = [
-        *header("contrast", TITLE + (", on the natural-text recipe (issue 23)" if recipe else ""),
-                unit, frame, out_md, args.report),
-        docs.settings_line(args.random) if recipe else settings(args), "",
+        *header(
+            "contrast",
+            TITLE + (", on the natural-text recipe (issue 23)" if recipe else ""),
+            unit,
+            frame,
+            out_md,
+            args.report,
+        ),
+        docs.settings_line(args.random) if recipe else settings(args),
+        "",
         "Each cell: mean over seeds [Student-t 95% interval over seeds] (`benchmarks/verdicts.py`)",
         f"with its seed count; a claim on an arm with fewer than {MIN_SEEDS} seeds is pending.",
         f"Per-seed rows (with each index's interval over the random draws and the wall times): "
-        f"`{out_csv.name}`.", "",
-        *markdown(arm_table(frame)), "", *(docs.section(frame, ARMS) if recipe else []),
-        *snippet_note(*((docs.RECIPE["vocab"], 8) if recipe else (300, 16))), "",
-        *markdown(snippet_table(frame)), "", "## [B]'s claims at this scale", "",
+        f"`{out_csv.name}`.",
+        "",
+        *markdown(arm_table(frame)),
+        "",
+        *(docs.section(frame, ARMS) if recipe else []),
+        *snippet_note(*((docs.RECIPE["vocab"], 8) if recipe else (300, 16))),
+        "",
+        *markdown(snippet_table(frame)),
+        "",
+        "## [B]'s claims at this scale",
+        "",
         "Each claim's region is declared in the script before the data (a difference between",
         "arms above 0, Welch's t; anti-induction below a formed head's score): 'agrees' when the",
         "whole 95% interval lies inside it, 'disagrees' when wholly outside, else inconclusive;",
-        f"a head counts as formed at an attention score of {FORMED}.", "",
-        *markdown(pd.DataFrame(verdicts(frame, args.recipe),
-                               columns=["[B]'s claim", "here", "why"])), "",
-    ]  # fmt: skip
+        f"a head counts as formed at an attention score of {FORMED}.",
+        "",
+        *markdown(
+            pd.DataFrame(verdicts(frame, args.recipe), columns=["[B]'s claim", "here", "why"])
+        ),
+        "",
+    ]
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md.name} and {out_csv.name}")
-
-
-# the default recipe's model, budget and checkpoints (--recipe docs takes the pilot's)
-SHAPE = {"layers": 2, "heads": 8, "d_model": 64, "context": 128, "batch_size": 8, "steps": 8000,
-         "checkpoints": 10, "state_every": 100}  # fmt: skip
 
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:

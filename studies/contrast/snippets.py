@@ -35,16 +35,24 @@ from studies.contrast.claims import scored
 # the snippet scores of each seed (max over heads for a head score): [B]'s fixed-length
 # protocol (forward induction, anti-induction) and the varied-length ones that tell a content
 # mechanism from a fixed offset and measure backward copying by what the model predicts
-SNIPPET_METRICS = ("forward_induction_fixed", "anti_induction", "forward_induction_varied",
-                   "backward_duplicate", "backward_previous_token", "backward_copy_loss",
-                   "backward_copy_accuracy", "backward_copy_vs_first_half",
-                   "backward_copy_vs_shuffled")  # fmt: skip
+SNIPPET_METRICS = (
+    "forward_induction_fixed",
+    "anti_induction",
+    "forward_induction_varied",
+    "backward_duplicate",
+    "backward_previous_token",
+    "backward_copy_loss",
+    "backward_copy_accuracy",
+    "backward_copy_vs_first_half",
+    "backward_copy_vs_shuffled",
+)
 
 
 def snippet_columns(scores) -> dict[str, float]:
     """``max_<score>`` of every head snippet score and the model-level ones as they are."""
-    head = {f"max_{m}": float(scores.head_metric(m).max()) for m in SNIPPET_METRICS
-            if m in scores.head}  # fmt: skip
+    head = {
+        f"max_{m}": float(scores.head_metric(m).max()) for m in SNIPPET_METRICS if m in scores.head
+    }
     return {**head, **{m: float(v) for m, v in scores.model.items() if m in SNIPPET_METRICS}}
 
 

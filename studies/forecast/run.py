@@ -129,18 +129,28 @@ def judged(records, priors: dict[str, Prior], measured, steps: int, shape: dict)
         for fraction in AT:
             at = max(step for step in forecasts if step <= fraction * steps)
             f = forecasts[at]
-            rows.append({
-                **shape, "prior": name, "fraction": fraction, "at_step": at,
-                "source": f.source, "forecast": round(f.updates),
-                "low": round(f.updates_low), "high": round(f.updates_high),
-                "width": f.updates_high / f.updates_low, "covered": _covers(f, measured),
-                "prior_low": round(alone.updates_low), "prior_high": round(alone.updates_high),
-                "prior_width": alone.updates_high / alone.updates_low,
-                "prior_covered": _covers(alone, measured),
-                "measured": round(measured.updates) if measured.transition else None,
-                "measured_bracket": f"{measured.updates_low:.0f}-{measured.updates_high:.0f}"
-                if measured.transition else None,
-            })  # fmt: skip
+            rows.append(
+                {
+                    **shape,
+                    "prior": name,
+                    "fraction": fraction,
+                    "at_step": at,
+                    "source": f.source,
+                    "forecast": round(f.updates),
+                    "low": round(f.updates_low),
+                    "high": round(f.updates_high),
+                    "width": f.updates_high / f.updates_low,
+                    "covered": _covers(f, measured),
+                    "prior_low": round(alone.updates_low),
+                    "prior_high": round(alone.updates_high),
+                    "prior_width": alone.updates_high / alone.updates_low,
+                    "prior_covered": _covers(alone, measured),
+                    "measured": round(measured.updates) if measured.transition else None,
+                    "measured_bracket": f"{measured.updates_low:.0f}-{measured.updates_high:.0f}"
+                    if measured.transition
+                    else None,
+                }
+            )
     return rows
 
 
@@ -239,23 +249,29 @@ def write_results(table: pd.DataFrame, command: str, priors: dict, runs: dict, w
         *natural_lines(pd.read_csv(NATURAL_CSV) if NATURAL_CSV.is_file() else pd.DataFrame()),
     ]
     OUT_MD.write_text("\n".join(lines))
-    table.assign(command=command).to_csv(Path(__file__).with_name("RESULTS_forecast.csv"),
-                                         index=False)  # fmt: skip
+    table.assign(command=command).to_csv(
+        Path(__file__).with_name("RESULTS_forecast.csv"), index=False
+    )
     print("\n".join(lines))
 
 
 def _earlier_run(run: Path) -> str:
     config, point = run_meta(run)["config"], run_emergence(run)
-    found = (f"emerged at ~{point.updates:,.0f}" if point.transition
-             else f"no transition ({point.reason})")  # fmt: skip
+    found = (
+        f"emerged at ~{point.updates:,.0f}"
+        if point.transition
+        else f"no transition ({point.reason})"
+    )
     return f"B={config['batch_size']}, {config['steps']} updates, {found}"
 
 
 def natural_runs(root: Path) -> list[tuple[str, int, Path]]:
     """(pilot, seed, folder) of every finished pilot run under ``root`` with live probes."""
-    return [(run.parent.name, int(run.name.removeprefix("seed")), run)
-            for run in sorted(root.glob("*/seed*"))
-            if (run / "probes.jsonl").is_file() and is_finished(run)]  # fmt: skip
+    return [
+        (run.parent.name, int(run.name.removeprefix("seed")), run)
+        for run in sorted(root.glob("*/seed*"))
+        if (run / "probes.jsonl").is_file() and is_finished(run)
+    ]
 
 
 def natural(root: Path) -> None:
@@ -282,20 +298,28 @@ def natural_lines(table: pd.DataFrame) -> list[str]:
         return [*head, "No finished natural-text pilot run with live probes yet.", ""]
     runs = table.drop_duplicates(["pilot", "seed"])
     spans = table.groupby(["prior", "fraction"], sort=False).at_step.agg(["min", "max"])
-    after = [f"{f:.0%} (update {lo:,}{'' if lo == hi else f'-{hi:,}'})"
-             for (_, f), lo, hi in spans.itertuples()]  # fmt: skip
-    found = ", ".join(f"`{r.pilot}` seed {r.seed} ({_measured(r.measured)})"
-                      for r in runs.itertuples())  # fmt: skip
+    after = [
+        f"{f:.0%} (update {lo:,}{'' if lo == hi else f'-{hi:,}'})"
+        for (_, f), lo, hi in spans.itertuples()
+    ]
+    found = ", ".join(
+        f"`{r.pilot}` seed {r.seed} ({_measured(r.measured)})" for r in runs.itertuples()
+    )
     return [
-        *head, "Every finished pilot run of `benchmarks/validate_papers_natural.py` (natural "
+        *head,
+        "Every finished pilot run of `benchmarks/validate_papers_natural.py` (natural "
         "text, live probes of max PS on 20 rows at evenly spaced checkpoints, 24 in a pilot's "
         "budget and more in a run extended past it), judged as "
         "above but only read (`--natural`): the prior is the published law alone at the run's "
         "B and C (spread 0.3 decades, as in the live forecast); the measured point is the "
         "change point of the run's max-PS trajectory (`run_emergence`, its own probe of 100 "
-        f"rows). Runs: {found}.", "", *markdown(summary(table).assign(after=after)), "",
-        f"Per run, prior and fraction: `{NATURAL_CSV.name}` ({len(table)} rows).", "",
-    ]  # fmt: skip
+        f"rows). Runs: {found}.",
+        "",
+        *markdown(summary(table).assign(after=after)),
+        "",
+        f"Per run, prior and fraction: `{NATURAL_CSV.name}` ({len(table)} rows).",
+        "",
+    ]
 
 
 def _measured(updates) -> str:

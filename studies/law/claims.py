@@ -33,8 +33,12 @@ from studies.law.control import control_lines
 
 # pre-declared before the data: [A]'s exponents +- 0.15, "no change" within 1.5x either way
 # (the i.i.d. control's claim: papers_law_control.CLAIM)
-CLAIMS = {"b": equal(0.37, 0.15), "c": equal(0.62, 0.15), "size": same_ratio(1.5),
-          "same b": equal(0.0, 0.15)}  # fmt: skip
+CLAIMS = {
+    "b": equal(0.37, 0.15),
+    "c": equal(0.62, 0.15),
+    "size": same_ratio(1.5),
+    "same b": equal(0.0, 0.15),
+}
 COMMAND = "nice -n 19 .venv/bin/python benchmarks/validate_papers_law.py --cell {}"
 
 
@@ -42,9 +46,16 @@ def runs_of(done: pd.DataFrame) -> pd.DataFrame:
     """Done runs as (cell, B, C, updates, censored): a censored run's updates is its bound."""
     placed = done.transition & ~done.censored
     bound = np.where(done.transition, done.updates.astype(float), done.steps.astype(float))
-    return pd.DataFrame({"cell": done.cell, "B": done.B, "C": done.C, "seed": done.seed,
-                         "updates": np.where(placed, done.updates.astype(float), bound),
-                         "censored": ~placed.to_numpy(bool)})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "cell": done.cell,
+            "B": done.B,
+            "C": done.C,
+            "seed": done.seed,
+            "updates": np.where(placed, done.updates.astype(float), bound),
+            "censored": ~placed.to_numpy(bool),
+        }
+    )
 
 
 def done_of(frame: pd.DataFrame, names) -> pd.DataFrame:
@@ -72,14 +83,18 @@ def cell_table(frame: pd.DataFrame) -> pd.DataFrame:
             value = f"{runs.censored.sum()} censored: no mean (the Tobit fits count them)"
         else:
             value = t_mean(placed.updates, log=True, needs=1).text(",.0f")
-        rows.append({
-            "cell": name, "B": group.B.iloc[0], "C": group.C.iloc[0],
-            "updates/run": ",".join(f"{int(x)}" for x in sorted(set(done.steps))) or "-",
-            "seeds done": ",".join(str(s) for s in done.seed) or "none",
-            "placed / done": f"{len(placed)}/{len(done)}",
-            "emergence updates, geometric mean [95% t-interval on log10 over seeds]": value,
-            "train s/seed": f"{done.train_s.astype(float).mean():.0f}" if len(done) else "-",
-        })  # fmt: skip
+        rows.append(
+            {
+                "cell": name,
+                "B": group.B.iloc[0],
+                "C": group.C.iloc[0],
+                "updates/run": ",".join(f"{int(x)}" for x in sorted(set(done.steps))) or "-",
+                "seeds done": ",".join(str(s) for s in done.seed) or "none",
+                "placed / done": f"{len(placed)}/{len(done)}",
+                "emergence updates, geometric mean [95% t-interval on log10 over seeds]": value,
+                "train s/seed": f"{done.train_s.astype(float).mean():.0f}" if len(done) else "-",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -88,12 +103,14 @@ def rerun_lines(frame: pd.DataFrame, extend: int) -> list[str]:
     reruns = frame[(frame.budget_factor > 1) & (frame.status == "done")]
     if reruns.empty:
         return []
-    lines = [f"Cells with a seed censored at their budget were rerun, every seed, at {extend}x "
-             "that budget (`--extend-censored`); the reruns replace the cell's runs everywhere "
-             "below. A rerun is a fresh run, not the first one continued: its 1% warm-up is "
-             f"{extend}x as long in updates and its {extend}x longer log-spaced checkpoint grid "
-             "puts the checkpoints elsewhere. Emergence updates per seed, first run -> rerun:",
-             ""]  # fmt: skip
+    lines = [
+        f"Cells with a seed censored at their budget were rerun, every seed, at {extend}x "
+        "that budget (`--extend-censored`); the reruns replace the cell's runs everywhere "
+        "below. A rerun is a fresh run, not the first one continued: its 1% warm-up is "
+        f"{extend}x as long in updates and its {extend}x longer log-spaced checkpoint grid "
+        "puts the checkpoints elsewhere. Emergence updates per seed, first run -> rerun:",
+        "",
+    ]
     for cell, group in reruns.groupby("cell", sort=False):
         moves = [f"seed {r.seed} {r.first_run} -> {_emergence(r)}" for r in group.itertuples()]
         lines.append(f"- `{cell}`: " + "; ".join(moves) + ".")
@@ -115,36 +132,51 @@ def fit_lines(frame: pd.DataFrame, grid: str, names, fixed: dict | None = None) 
     done = done_of(frame, names)
     missing = [c for c in names if c not in set(done.cell)]
     if missing:
-        return [f"- **{grid}**: pending, no seed done in {', '.join(missing)} "
-                f"(`{COMMAND.format(' --cell '.join(missing))}`)."]  # fmt: skip
+        return [
+            f"- **{grid}**: pending, no seed done in {', '.join(missing)} "
+            f"(`{COMMAND.format(' --cell '.join(missing))}`)."
+        ]
     runs = runs_of(done)
     free = [k for k in ("b", "c") if k not in fixed]
     held = "".join(f", {k} fixed at {v:g}" for k, v in fixed.items())
     sizes = sorted(set(runs.groupby("cell").size()))
     seeds = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
-    lines = [f"- **{grid}** ({len(runs)} runs in {len(names)} cells, {seeds} seeds per cell, "
-             f"{int(runs.censored.sum())} censored{held}):"]  # fmt: skip
+    lines = [
+        f"- **{grid}** ({len(runs)} runs in {len(names)} cells, {seeds} seeds per cell, "
+        f"{int(runs.censored.sum())} censored{held}):"
+    ]
     means = None
     if not runs.censored.any():
         means = cell_means_fit(runs, fixed=fixed)
         lines.append("  - on cell means: " + _fit_text(means, free))
     else:
-        lines.append("  - on cell means: not fitted (a cell with censored runs has no unbiased "
-                     "mean)")  # fmt: skip
+        lines.append(
+            "  - on cell means: not fitted (a cell with censored runs has no unbiased mean)"
+        )
     tobit = censored_fit(runs, fixed=fixed)
     lines.append("  - Tobit over every run: " + _fit_text(tobit, free))
     judged = tobit if runs.censored.any() else means
     said = [(k, *judge(judged[k], CLAIMS[k])) for k in free]
-    lines.append(f"  - against [A] (rule: the {'Tobit' if judged is tobit else 'cell-means'} "
-                 "interval inside / wholly outside the margin): "
-                 + "; ".join(f"{k} **{v}** ({why})" for k, v, why in said) + ".")  # fmt: skip
+    lines.append(
+        f"  - against [A] (rule: the {'Tobit' if judged is tobit else 'cell-means'} "
+        "interval inside / wholly outside the margin): "
+        + "; ".join(f"{k} **{v}** ({why})" for k, v, why in said)
+        + "."
+    )
     if means is not None and not fixed:
-        rms = {label: cell_means_fit(runs, fixed=law)["rms"] for label, law in
-               (("[A]'s exponents 0.37, 0.62", {"b": 0.37, "c": 0.62}),
-                ("square-root form 0.5, 0.5", {"b": 0.5, "c": 0.5}))}  # fmt: skip
-        lines.append(f"  - residual RMS of the cell means (log10 U, T refitted each time): "
-                     f"free exponents {means['rms']:.3f}; "
-                     + "; ".join(f"{k} {v:.3f}" for k, v in rms.items()) + ".")  # fmt: skip
+        rms = {
+            label: cell_means_fit(runs, fixed=law)["rms"]
+            for label, law in (
+                ("[A]'s exponents 0.37, 0.62", {"b": 0.37, "c": 0.62}),
+                ("square-root form 0.5, 0.5", {"b": 0.5, "c": 0.5}),
+            )
+        }
+        lines.append(
+            f"  - residual RMS of the cell means (log10 U, T refitted each time): "
+            f"free exponents {means['rms']:.3f}; "
+            + "; ".join(f"{k} {v:.3f}" for k, v in rms.items())
+            + "."
+        )
     return lines
 
 
@@ -184,7 +216,7 @@ def compared_lines(frame: pd.DataFrame, size_at: tuple[int, int]) -> list[str]:
             lines.append(f"- {claim}: **{verdict}** (rule: {CLAIMS['size'].says}); {shown}.")
         else:
             lines.append(f"- {claim}: {shown}; {waiting(frame, [cell, base]) or 'all seeds done'}.")
-    return lines  # fmt: skip
+    return lines
 
 
 def repetition_lines(frame: pd.DataFrame) -> list[str]:
@@ -197,9 +229,11 @@ def repetition_lines(frame: pd.DataFrame) -> list[str]:
             continue
         ratio = ratio_of(frame, cell, base)
         verdict, _ = judge(ratio, CLAIMS["size"])
-        lines.append(f"- emergence with natural text's repetition over repetition 0.9 at C = {C} "
-                     f"(added after the runs; rule: {CLAIMS['size'].says} = no change): "
-                     f"`{cell}` / `{base}` = {ratio.text('.2f')}: **{verdict}**.")  # fmt: skip
+        lines.append(
+            f"- emergence with natural text's repetition over repetition 0.9 at C = {C} "
+            f"(added after the runs; rule: {CLAIMS['size'].says} = no change): "
+            f"`{cell}` / `{base}` = {ratio.text('.2f')}: **{verdict}**."
+        )
     return lines
 
 
@@ -211,8 +245,9 @@ def slope(ratio: Estimate, factor: float) -> Estimate:
     '0.50 [0.40, 0.60] (m)'
     """
     k = math.log10(factor)
-    return Estimate(-ratio.value / k, -ratio.high / k, -ratio.low / k, ratio.method,
-                    ratio.seeds, ratio.needs)  # fmt: skip
+    return Estimate(
+        -ratio.value / k, -ratio.high / k, -ratio.low / k, ratio.method, ratio.seeds, ratio.needs
+    )
 
 
 def slope_of(frame: pd.DataFrame, small: str, large: str, factor: float) -> Estimate:
@@ -282,27 +317,43 @@ def experiment_lines(frame: pd.DataFrame) -> list[str]:
     return [
         "Larger batches at C = 64 (does the slope bend toward [A]'s b?):",
         slope_line(frame, "b from B = 32 to 64", "sn-B32-C64", "bs-B64-C64", 2),
-        slope_line(frame, "b from B = 64 to 128", "bs-B64-C64", "bs-B128-C64", 2), "",
+        slope_line(frame, "b from B = 64 to 128", "bs-B64-C64", "bs-B128-C64", 2),
+        "",
         "Learning rate (b from B = 8 to 32 at C = 64, per learning rate; [A] used 2.5e-4):",
         slope_line(frame, "lr 3e-3 (the grid)", "sn-B8-C64", "sn-B32-C64", 4),
-        *(slope_line(frame, f"lr {lr}", f"lr{lr}-B8-C64", f"lr{lr}-B32-C64", 4)
-          for lr in ("1e-3", "3e-4")),
-        *(lr_change_line(frame, lr) for lr in ("1e-3", "3e-4")), "",
+        *(
+            slope_line(frame, f"lr {lr}", f"lr{lr}-B8-C64", f"lr{lr}-B32-C64", 4)
+            for lr in ("1e-3", "3e-4")
+        ),
+        *(lr_change_line(frame, lr) for lr in ("1e-3", "3e-4")),
+        "",
         "Warm-up fixed in tokens (1M tokens in every cell, as [A] fixes 10M) at the four corners, "
         "against the same corners with a 1% warm-up:",
         *fit_lines(frame, "corners, 1% warm-up", [f"sn-{c}" for c in corners]),
         *fit_lines(frame, "corners, warm-up in tokens", [f"wu-{c}" for c in corners]),
-        *(slope_line(frame, f"b at C = {C}, {how}", f"{tag}-B8-C{C}", f"{tag}-B32-C{C}", 4)
-          for C in (32, 128) for tag, how in (("sn", "1% warm-up"), ("wu", "warm-up in tokens"))),
+        *(
+            slope_line(frame, f"b at C = {C}, {how}", f"{tag}-B8-C{C}", f"{tag}-B32-C{C}", 4)
+            for C in (32, 128)
+            for tag, how in (("sn", "1% warm-up"), ("wu", "warm-up in tokens"))
+        ),
         *(warmup_change_line(frame, C) for C in (32, 128)),
-        "", "Repetition that grows with C as in natural text (B = 8; c with b fixed at 0):",
+        "",
+        "Repetition that grows with C as in natural text (B = 8; c with b fixed at 0):",
         *fit_lines(frame, "natural-repetition", natural, fixed={"b": 0.0}),
-        *(slope_line(frame, f"c from C = {C} to {2 * C}, {how}", f"{tag}-B8-C{C}",
-                     f"{tag}-B8-C{2 * C}", 2, exponent="c")
-          for C in (32, 64) for tag, how in (("sn", "repetition 0.9"),
-                                              ("nr", "natural repetition"))),
+        *(
+            slope_line(
+                frame,
+                f"c from C = {C} to {2 * C}, {how}",
+                f"{tag}-B8-C{C}",
+                f"{tag}-B8-C{2 * C}",
+                2,
+                exponent="c",
+            )
+            for C in (32, 64)
+            for tag, how in (("sn", "repetition 0.9"), ("nr", "natural repetition"))
+        ),
         *repetition_lines(frame),
-    ]  # fmt: skip
+    ]
 
 
 def report_lines(frame: pd.DataFrame, extend: int, size_at: tuple[int, int]) -> list[str]:
@@ -317,12 +368,28 @@ def report_lines(frame: pd.DataFrame, extend: int, size_at: tuple[int, int]) -> 
         "margins declared before the data ([A]'s b and c +- 0.15; 'no change' within 1.5x "
         f"either way): 'agrees' only when the whole interval lies inside, 'disagrees' only when "
         f"it lies wholly outside. A cell mean or ratio needs {MIN_SEEDS} seeds per cell to be a "
-        "finding; fewer, and its verdict is pending.", "",
-        "Per-seed rows, wall times and status: `RESULTS_papers_law.csv`.", "",
-        *markdown(cell_table(frame)), "", *rerun_lines(frame, extend), "## Fits", "",
-        *fit_lines(frame, "semi-natural", grid), *fit_lines(frame, "fixed-structure", fixed,
-                                                            fixed={"b": 0.0}), "",
-        "## Model size and schedule", "", *compared_lines(frame, size_at), "",
-        "## Where the exponents come from (issue 24)", "", *experiment_lines(frame), "",
-        "## Control: i.i.d. tokens", "", *control_lines(frame), "",
-    ]  # fmt: skip
+        "finding; fewer, and its verdict is pending.",
+        "",
+        "Per-seed rows, wall times and status: `RESULTS_papers_law.csv`.",
+        "",
+        *markdown(cell_table(frame)),
+        "",
+        *rerun_lines(frame, extend),
+        "## Fits",
+        "",
+        *fit_lines(frame, "semi-natural", grid),
+        *fit_lines(frame, "fixed-structure", fixed, fixed={"b": 0.0}),
+        "",
+        "## Model size and schedule",
+        "",
+        *compared_lines(frame, size_at),
+        "",
+        "## Where the exponents come from (issue 24)",
+        "",
+        *experiment_lines(frame),
+        "",
+        "## Control: i.i.d. tokens",
+        "",
+        *control_lines(frame),
+        "",
+    ]

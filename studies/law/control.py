@@ -41,8 +41,11 @@ def peak_check(run, curve: pd.DataFrame) -> dict:
     where = next(c for c in ihprobe.checkpoints(run) if c.step == step)
     found = _check_at(where.source)
     by_length = found.pop("ps_by_length")
-    return {"peak_step": step, "peak_ps_by_length": ";".join(f"{v:.3f}" for v in by_length),
-            **{f"peak_{k}": v for k, v in found.items()}}  # fmt: skip
+    return {
+        "peak_step": step,
+        "peak_ps_by_length": ";".join(f"{v:.3f}" for v in by_length),
+        **{f"peak_{k}": v for k, v in found.items()},
+    }
 
 
 def base_check(run: Path) -> dict:
@@ -61,8 +64,10 @@ def loss_check(run: Path, options: dict) -> dict:
     logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in logged if "loss" in r][-20:]
     probs = IIDProducer(batch_size=1, context=2, **options).probs
-    return {"final_loss": float(np.mean(losses)),
-            "marginal_entropy": float(-(probs * probs.log()).sum())}  # fmt: skip
+    return {
+        "final_loss": float(np.mean(losses)),
+        "marginal_entropy": float(-(probs * probs.log()).sum()),
+    }
 
 
 def _check_at(source: str) -> dict:
@@ -70,8 +75,13 @@ def _check_at(source: str) -> dict:
     length (the metric a fixed-offset head cannot pass), AR accuracy at ``N``; the checkpoint
     is loaded once for every scan."""
     model = ihprobe.load(source)
-    by_length = [ihprobe.scan(model, ["prefix_matching"], n=N + s, batch=ROWS)
-                 .head["prefix_matching"].max().item() for s in SHIFTS]  # fmt: skip
+    by_length = [
+        ihprobe.scan(model, ["prefix_matching"], n=N + s, batch=ROWS)
+        .head["prefix_matching"]
+        .max()
+        .item()
+        for s in SHIFTS
+    ]
     varied = ihprobe.scan(model, ["forward_induction_varied"], batch=ROWS)
     ar = ihprobe.scan(model, ["ar_accuracy"], n=N, batch=ROWS).model["ar_accuracy"]
     return {
@@ -88,32 +98,40 @@ def control_lines(frame: pd.DataFrame, vocab: int = 300) -> list[str]:
     done = frame[(frame.cell == CELL) & (frame.status == "done")]
     claim = "[A]: no induction heads form on i.i.d. tokens"
     if done.empty:
-        return [f"- {claim}: pending (`nice -n 19 .venv/bin/python "
-                f"benchmarks/validate_papers_law.py --cell {CELL}`)."]  # fmt: skip
+        return [
+            f"- {claim}: pending (`nice -n 19 .venv/bin/python "
+            f"benchmarks/validate_papers_law.py --cell {CELL}`)."
+        ]
     peaks = done.max_ps.astype(float)
     verdict, why = judge(t_mean(peaks), CLAIM)
     base = frame[(frame.cell == BASE) & (frame.status == "done")]
     placed = int((base.transition & ~base.censored).sum())
-    lines = [f"- {claim}: **{verdict}** (rule: each run's highest max PS at n = {N}, {why}). "
-             f"`{CELL}`: {int(done.steps.iloc[0]):,} updates per run; highest max PS "
-             f"{_values(peaks)} (seeds {', '.join(str(s) for s in done.seed)}); the grid's "
-             f"estimator finds a transition in {int(done.transition.sum())} of {len(done)}. The "
-             f"same model, optimiser and budget on semi-natural rows (`{BASE}`) placed an "
-             f"emergence point in {placed} of {len(base)} seeds."]  # fmt: skip
+    lines = [
+        f"- {claim}: **{verdict}** (rule: each run's highest max PS at n = {N}, {why}). "
+        f"`{CELL}`: {int(done.steps.iloc[0]):,} updates per run; highest max PS "
+        f"{_values(peaks)} (seeds {', '.join(str(s) for s in done.seed)}); the grid's "
+        f"estimator finds a transition in {int(done.transition.sum())} of {len(done)}. The "
+        f"same model, optimiser and budget on semi-natural rows (`{BASE}`) placed an "
+        f"emergence point in {placed} of {len(base)} seeds."
+    ]
     if "final_loss" in done and done.final_loss.notna().all():
-        lines.append(f"  - training loss at the end {_values(done.final_loss)} against the "
-                     f"marginal's entropy {float(done.marginal_entropy.iloc[0]):.3f} nats, the "
-                     "least a model that uses no context can reach.")  # fmt: skip
+        lines.append(
+            f"  - training loss at the end {_values(done.final_loss)} against the "
+            f"marginal's entropy {float(done.marginal_entropy.iloc[0]):.3f} nats, the "
+            "least a model that uses no context can reach."
+        )
     checked = done[done.get("peak_ps_min", pd.Series(index=done.index)).notna()]
     if not checked.empty:
         lines.append(_check_line(checked, vocab))
     based = done[done.get("base_ps_min", pd.Series(index=done.index)).notna()]
     if not based.empty:
-        lines.append(f"  - the same check on `{BASE}` at its last checkpoint (a positive control; "
-                     f"seeds {', '.join(str(s) for s in based.seed)}, whose folders exist): least "
-                     f"over the lengths {_values(based.base_ps_min)}, forward induction on "
-                     f"varied snippets {_values(based.base_fiv)}, AR accuracy "
-                     f"{_values(based.base_ar)}.")  # fmt: skip
+        lines.append(
+            f"  - the same check on `{BASE}` at its last checkpoint (a positive control; "
+            f"seeds {', '.join(str(s) for s in based.seed)}, whose folders exist): least "
+            f"over the lengths {_values(based.base_ps_min)}, forward induction on "
+            f"varied snippets {_values(based.base_fiv)}, AR accuracy "
+            f"{_values(based.base_ar)}."
+        )
     return lines
 
 
@@ -126,23 +144,30 @@ def _check_line(checked: pd.DataFrame, vocab: int) -> str:
     if (checked.max_ps.astype(float) < CLAIM.high).all():
         reading = "no run peaked above the rule's bound, so there is nothing to explain"
     elif (least < CLAIM.high).all() and (varied < CLAIM.high).all() and (ar < 5 * chance).all():
-        reading = ("at every peak some repeat length, and forward induction on snippets of "
-                   "varied length, score below the rule's bound, so the peaks come from heads "
-                   "that attend fixed offsets back (an induction head scores at every length), "
-                   f"and AR accuracy stays within 5x chance ({chance:.4f}): a signature without "
-                   "induction")  # fmt: skip
+        reading = (
+            "at every peak some repeat length, and forward induction on snippets of "
+            "varied length, score below the rule's bound, so the peaks come from heads "
+            "that attend fixed offsets back (an induction head scores at every length), "
+            f"and AR accuracy stays within 5x chance ({chance:.4f}): a signature without "
+            "induction"
+        )
     else:
-        reading = ("not every peak is explained by fixed offsets (a run at or above the bound "
-                   "at every length or on varied snippets, or AR accuracy at or above 5x "
-                   f"chance, {chance:.4f})")  # fmt: skip
+        reading = (
+            "not every peak is explained by fixed offsets (a run at or above the bound "
+            "at every length or on varied snippets, or AR accuracy at or above 5x "
+            f"chance, {chance:.4f})"
+        )
     lengths = f"{N + SHIFTS[0]}-{N + SHIFTS[-1]}"
-    per_run = "; ".join(f"seed {r.seed}: {r.peak_ps_by_length.replace(';', ', ')}"
-                        for r in checked.itertuples())  # fmt: skip
-    return (f"  - the check at each run's peak (after the data, not part of the rule): the best "
-            f"head's PS at repeat lengths {lengths} (step 2) {per_run}; least over the lengths "
-            f"{_values(least)}; best forward induction on snippets of varied length "
-            f"{_values(varied)} (chance {varied_chance:.3f}); AR accuracy {_values(ar)}: "
-            f"{reading}.")  # fmt: skip
+    per_run = "; ".join(
+        f"seed {r.seed}: {r.peak_ps_by_length.replace(';', ', ')}" for r in checked.itertuples()
+    )
+    return (
+        f"  - the check at each run's peak (after the data, not part of the rule): the best "
+        f"head's PS at repeat lengths {lengths} (step 2) {per_run}; least over the lengths "
+        f"{_values(least)}; best forward induction on snippets of varied length "
+        f"{_values(varied)} (chance {varied_chance:.3f}); AR accuracy {_values(ar)}: "
+        f"{reading}."
+    )
 
 
 def _values(values) -> str:

@@ -34,8 +34,10 @@ def column(fraction: float, what: str) -> str:
 def forecast_fields(table: pd.DataFrame, point: EmergencePoint, B: int, C: int, steps: int):
     """A run's forecast columns: per fraction of its ``steps`` the forecast's width, whether
     it covers ``point`` and its source (posterior or detected), and the prior's own."""
-    records = [{"step": int(r.step), "max_prefix_matching": float(r.value)}
-               for r in curve(table).itertuples()]  # fmt: skip
+    records = [
+        {"step": int(r.step), "max_prefix_matching": float(r.value)}
+        for r in curve(table).itertuples()
+    ]
     rows = judged(records, {PRIOR: law_prior(B, C)}, point, steps, {})
     out = {"prior_width": rows[0]["prior_width"], "prior_covered": rows[0]["prior_covered"]}
     for row in rows:
@@ -55,18 +57,25 @@ def forecast_lines(frame: pd.DataFrame) -> list[str]:
     done = replayed[flag(replayed, "transition") & ~flag(replayed, "censored")]
     rows = []
     for fraction in AT:
-        g = pd.DataFrame({
-            "covered": done[column(fraction, "covered")].astype(bool),
-            "width": done[column(fraction, "width")].astype(float),
-            "prior_covered": done.prior_covered.astype(bool),
-            "prior_width": done.prior_width.astype(float),
-        })  # fmt: skip
+        g = pd.DataFrame(
+            {
+                "covered": done[column(fraction, "covered")].astype(bool),
+                "width": done[column(fraction, "width")].astype(float),
+                "prior_covered": done.prior_covered.astype(bool),
+                "prior_width": done.prior_width.astype(float),
+            }
+        )
         rows.append(coverage_row(g, f"{fraction:.0%} of the run", unit="run"))
-    return ["The live forecast against the published law alone, replayed on each run's "
-            "checkpoints as the grid probed them (method in `benchmarks/papers_law_forecast.py`"
-            f"; {len(done)} run(s) of {done.cell.nunique()} cell(s) placed in full, "
-            f"{len(replayed) - len(done)} censored or without a transition left out; coverage "
-            "of the run's own "
-            "emergence point by the 80% interval, Clopper-Pearson 95% over runs; 'adds "
-            "information' = at least 10% narrower than the prior and covering at least as "
-            "often):", "", *markdown(pd.DataFrame(rows)), ""]  # fmt: skip
+    return [
+        "The live forecast against the published law alone, replayed on each run's "
+        "checkpoints as the grid probed them (method in `benchmarks/papers_law_forecast.py`"
+        f"; {len(done)} run(s) of {done.cell.nunique()} cell(s) placed in full, "
+        f"{len(replayed) - len(done)} censored or without a transition left out; coverage "
+        "of the run's own "
+        "emergence point by the 80% interval, Clopper-Pearson 95% over runs; 'adds "
+        "information' = at least 10% narrower than the prior and covering at least as "
+        "often):",
+        "",
+        *markdown(pd.DataFrame(rows)),
+        "",
+    ]

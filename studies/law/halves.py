@@ -135,8 +135,12 @@ def finished_runs(cells: dict, seeds, factors, run_dir: Callable) -> list[tuple[
             for factor in factors:
                 folder = Path(run_dir(name, seed, factor))
                 if (folder / "result.json").is_file():
-                    shape = {"cell": name, "seed": seed, "budget_factor": factor,
-                             "grid": cell["grid"]}  # fmt: skip
+                    shape = {
+                        "cell": name,
+                        "seed": seed,
+                        "budget_factor": factor,
+                        "grid": cell["grid"],
+                    }
                     out.append((folder, shape))
     return out
 
@@ -247,17 +251,24 @@ def cell_table(refit: pd.DataFrame, law: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for cell, group in refit.groupby("cell", sort=False):
         variance, df = between_seeds(law, [cell])
-        halves = "; ".join(f"seed {r.seed}{'' if r.budget_factor == 1 else ' (x2)'}: "
-                           f"{updates_text(r.even_updates)} / {updates_text(r.odd_updates)}"
-                           for r in group.itertuples())  # fmt: skip
-        rows.append({
-            "cell": cell, "runs": len(group), "U even / U odd": halves,
-            "log10(even/odd)": ", ".join(f"{d:+.3f}" for d in group.d),
-            "estimator SD, half the checkpoints (log10)":
-                f"{math.sqrt(group.d.var(ddof=1) / 2):.3f}" if len(group) > 1 else "-",
-            "between-seed SD (log10)": f"{math.sqrt(variance):.3f} ({df + 1} seeds)"
-                if df else "-",
-        })  # fmt: skip
+        halves = "; ".join(
+            f"seed {r.seed}{'' if r.budget_factor == 1 else ' (x2)'}: "
+            f"{updates_text(r.even_updates)} / {updates_text(r.odd_updates)}"
+            for r in group.itertuples()
+        )
+        half_sd = f"{math.sqrt(group.d.var(ddof=1) / 2):.3f}" if len(group) > 1 else "-"
+        rows.append(
+            {
+                "cell": cell,
+                "runs": len(group),
+                "U even / U odd": halves,
+                "log10(even/odd)": ", ".join(f"{d:+.3f}" for d in group.d),
+                "estimator SD, half the checkpoints (log10)": half_sd,
+                "between-seed SD (log10)": f"{math.sqrt(variance):.3f} ({df + 1} seeds)"
+                if df
+                else "-",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -265,23 +276,30 @@ def halves_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
     """The interleaved-halves refit: per cell, then the estimator-vs-seed verdict."""
     refit = refitted(frame)
     left = len(frame) - len(refit)
-    lines = [f"Interleaved halves: {len(frame)} run(s) refitted, {len(refit)} placed in full "
-             f"with a transition in both halves ({left} left out: censored, or no transition "
-             "in the run or in a half).", ""]  # fmt: skip
+    lines = [
+        f"Interleaved halves: {len(frame)} run(s) refitted, {len(refit)} placed in full "
+        f"with a transition in both halves ({left} left out: censored, or no transition "
+        "in the run or in a half).",
+        "",
+    ]
     if refit.empty:
         return lines
     variance, df = between_seeds(law, refit.cell.unique())
     ratio = noise_ratio(refit.d, variance, df)
     bias = t_mean(refit.d, unit="run")
-    lines += [*markdown(cell_table(refit, law)), "",
-              f"- mean log10(U_even / U_odd) over runs: {bias.text('+.3f')} (a bias of the "
-              "interleaving; the odd half's checkpoints sit half a grid step later).",
-              "- estimator SD on half the checkpoints, SD(d)/sqrt 2, in log10 U: "
-              f"{sd_interval(refit.d.var(ddof=1) / 2, len(refit) - 1).text('.3f')}; between-seed "
-              f"SD pooled over the same {refit.cell.nunique()} cell(s): "
-              f"{sd_interval(variance, df).text('.3f')}; their ratio {ratio.text('.2f')}.",
-              f"- rule (declared before the data): the ratio's whole 95% interval below {SMALL} "
-              f"-> small, wholly above -> not small: **{verdict_of(ratio)}**.", ""]  # fmt: skip
+    lines += [
+        *markdown(cell_table(refit, law)),
+        "",
+        f"- mean log10(U_even / U_odd) over runs: {bias.text('+.3f')} (a bias of the "
+        "interleaving; the odd half's checkpoints sit half a grid step later).",
+        "- estimator SD on half the checkpoints, SD(d)/sqrt 2, in log10 U: "
+        f"{sd_interval(refit.d.var(ddof=1) / 2, len(refit) - 1).text('.3f')}; between-seed "
+        f"SD pooled over the same {refit.cell.nunique()} cell(s): "
+        f"{sd_interval(variance, df).text('.3f')}; their ratio {ratio.text('.2f')}.",
+        f"- rule (declared before the data): the ratio's whole 95% interval below {SMALL} "
+        f"-> small, wholly above -> not small: **{verdict_of(ratio)}**.",
+        "",
+    ]
     return lines
 
 
@@ -294,12 +312,20 @@ def section_lines(frame: pd.DataFrame, law: pd.DataFrame, source: str = "") -> l
         "the grid probed (`--halves`; method in "
         f"`benchmarks/papers_law_halves.py`, rows in `{CSV.name}`)."
     )
-    head = ["## Without training: interleaved halves, a longer probe, the forecast (issue 24)", "",
-            source, ""]  # fmt: skip
+    head = [
+        "## Without training: interleaved halves, a longer probe, the forecast (issue 24)",
+        "",
+        source,
+        "",
+    ]
     if frame.empty:
-        return [*head, "No run folders yet: `runs/` is not committed, and the results rows of "
-                "earlier runs carry no trajectory; the refit covers each run folder of the "
-                "grid as it finishes.", ""]  # fmt: skip
+        return [
+            *head,
+            "No run folders yet: `runs/` is not committed, and the results rows of "
+            "earlier runs carry no trajectory; the refit covers each run folder of the "
+            "grid as it finishes.",
+            "",
+        ]
     return [*head, *halves_lines(frame, law), *probe_lines(frame), *forecast_lines(frame)]
 
 
@@ -315,13 +341,25 @@ def main() -> None:
     unfinished = [str(run) for run in args.runs if not is_finished(run)]
     if unfinished:
         parser.exit(2, f"not finished ihprobe runs: {unfinished}; pass finished run folders.\n")
-    shapes = [(run, {"cell": args.cell, "seed": int(run_meta(run)["config"]["seed"]),
-                     "budget_factor": 1, "grid": args.cell, "long": args.long})
-              for run in args.runs]  # fmt: skip
+    shapes = [
+        (
+            run,
+            {
+                "cell": args.cell,
+                "seed": int(run_meta(run)["config"]["seed"]),
+                "budget_factor": 1,
+                "grid": args.cell,
+                "long": args.long,
+            },
+        )
+        for run in args.runs
+    ]
     frame = update(shapes, args.csv)
-    source = (f"`{args.cell}`: {len(frame)} run folder(s) refitted (method in "
-              f"`benchmarks/papers_law_halves.py`, rows in `{args.csv.name}`); the between-seed "
-              "spread is that of their own full fits.")  # fmt: skip
+    source = (
+        f"`{args.cell}`: {len(frame)} run folder(s) refitted (method in "
+        f"`benchmarks/papers_law_halves.py`, rows in `{args.csv.name}`); the between-seed "
+        "spread is that of their own full fits."
+    )
     print("\n".join(section_lines(frame, frame.assign(status="done"), source)))
 
 

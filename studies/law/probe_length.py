@@ -68,8 +68,10 @@ def probe_bounds(frame: pd.DataFrame) -> list[tuple[str, str, float]]:
     for r, short, long in placed:
         if short == long:
             continue
-        later = {p: float(getattr(r, f"{p}updates")) if getattr(r, f"{p}transition")
-                 else float(r.steps) for p in ("", "long_")}  # fmt: skip
+        later = {
+            p: float(getattr(r, f"{p}updates")) if getattr(r, f"{p}transition") else float(r.steps)
+            for p in ("", "long_")
+        }
         side = "at least" if short else "at most"
         out.append((f"{r.cell} seed {r.seed}", side, later["long_"] / later[""]))
     return out
@@ -79,20 +81,33 @@ def probe_verdict(ratio: Estimate, bounds: list[tuple[str, str, float]]) -> str:
     """The declared rule on the placed runs' ratio; a left-out run whose bound already lies
     outside the margin (at least 1.5x, or at most 1/1.5x) keeps it from "agrees"."""
     verdict, _ = judge(ratio, SAME)
-    outside = [b for _, side, b in bounds
-               if (b >= SAME_FACTOR if side == "at least" else b <= 1 / SAME_FACTOR)]  # fmt: skip
+    outside = [
+        b
+        for _, side, b in bounds
+        if (b >= SAME_FACTOR if side == "at least" else b <= 1 / SAME_FACTOR)
+    ]
     return INCONCLUSIVE if verdict == AGREES and outside else verdict
 
 
 def probe_table(frame: pd.DataFrame) -> pd.DataFrame:
     probed = frame[frame.get("n_long", pd.Series(index=frame.index)).notna()]
-    return pd.DataFrame([{
-        "cell": r.cell, "seed": r.seed, "budget x": r.budget_factor, "n": int(r.n_long),
-        "U at n = 16": updates_text(r.updates) + (" (censored)" if r.censored else ""),
-        "U at n = C/2": updates_text(r.long_updates) + (" (censored)" if r.long_censored else ""),
-        "ratio": f"{r.long_updates / r.updates:.2f}"
-                 if r.transition and r.long_transition else "-",
-    } for r in probed.itertuples()])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "cell": r.cell,
+                "seed": r.seed,
+                "budget x": r.budget_factor,
+                "n": int(r.n_long),
+                "U at n = 16": updates_text(r.updates) + (" (censored)" if r.censored else ""),
+                "U at n = C/2": updates_text(r.long_updates)
+                + (" (censored)" if r.long_censored else ""),
+                "ratio": f"{r.long_updates / r.updates:.2f}"
+                if r.transition and r.long_transition
+                else "-",
+            }
+            for r in probed.itertuples()
+        ]
+    )
 
 
 def probe_lines(frame: pd.DataFrame) -> list[str]:
@@ -100,12 +115,20 @@ def probe_lines(frame: pd.DataFrame) -> list[str]:
     training repeats differ: the fixed-structure rows repeat with periods of 8-16 tokens)."""
     table = probe_table(frame)
     if table.empty:
-        return ["Probe length n = C/2: no run with C >= 128 or of the fixed-structure grid "
-                "refitted yet.", ""]  # fmt: skip
+        return [
+            "Probe length n = C/2: no run with C >= 128 or of the fixed-structure grid "
+            "refitted yet.",
+            "",
+        ]
     probed = frame[frame.get("n_long", pd.Series(index=frame.index)).notna()]
     grids = probed.get("grid", pd.Series("all", index=probed.index)).fillna("all")
-    lines = ["Probe length: the same runs probed with repeats of n = C/2 tokens instead of 16 "
-             "(50 rows) and refitted:", "", *markdown(table), ""]  # fmt: skip
+    lines = [
+        "Probe length: the same runs probed with repeats of n = C/2 tokens instead of 16 "
+        "(50 rows) and refitted:",
+        "",
+        *markdown(table),
+        "",
+    ]
     for grid, rows in probed.groupby(grids, sort=False):
         lines += grid_lines(str(grid), rows)
     return [*lines, ""]
@@ -120,8 +143,12 @@ def grid_lines(grid: str, rows: pd.DataFrame) -> list[str]:
         AGREES: "the probe's length does not move the emergence point",
         DISAGREES: "the probe's length moves the emergence point",
     }.get(verdict, verdict)
-    return [f"- {grid}: U(n = C/2) / U(n = 16), geometric mean over {len(rows) - left} run(s) "
-            f"placed under both probes ({left} left out): {ratio.text('.2f')}; rule: "
-            f"{SAME.says}, and no left-out run bounded outside it -> **{says}**.",
-            *[f"  - left out, placed under one probe only: {run}, ratio {side} {bound:.2f}"
-              for run, side, bound in bounds]]  # fmt: skip
+    return [
+        f"- {grid}: U(n = C/2) / U(n = 16), geometric mean over {len(rows) - left} run(s) "
+        f"placed under both probes ({left} left out): {ratio.text('.2f')}; rule: "
+        f"{SAME.says}, and no left-out run bounded outside it -> **{says}**.",
+        *[
+            f"  - left out, placed under one probe only: {run}, ratio {side} {bound:.2f}"
+            for run, side, bound in bounds
+        ],
+    ]

@@ -39,8 +39,9 @@ def natural_repetition(context: int, steps: int = 8) -> float:
     target, low, high = natural_share(context), 0.0, 1.0
     for _ in range(steps):
         mid = (low + high) / 2
-        producer = SemiNaturalProducer(batch_size=64, context=context, repetition=mid,
-                                       reliability=0.9, vocab_size=300)  # fmt: skip
+        producer = SemiNaturalProducer(
+            batch_size=64, context=context, repetition=mid, reliability=0.9, vocab_size=300
+        )
         share = np.mean([producer.sample(i).info["repetition"] for i in range(4)])
         low, high = (mid, high) if share < target else (low, mid)
     return round((low + high) / 2, 3)
@@ -59,7 +60,8 @@ def regime_lines(contexts: tuple[int, ...], lr: float) -> list[str]:
     grid = [grid_share(C) for C in contexts]
     slopes = [math.log(share[2 * C] / share[C]) / math.log(2) for C in (32, 64)]
     return [
-        "## The regime this grid tests", "",
+        "## The regime this grid tests",
+        "",
         "The semi-natural rows' repetition is fixed by construction: a row's first half never "
         f"repeats and its second half repeats with p_a = {SEMI_NATURAL['repetition']}, so the "
         f"share of repeated tokens is the same at every C ({min(grid):.2f}-{max(grid):.2f} "
@@ -74,5 +76,6 @@ def regime_lines(contexts: tuple[int, ...], lr: float) -> list[str]:
         "signature of a small-batch regime where gradient noise rather than the number of "
         "updates limits learning. The grid's 'disagrees with [A]' is therefore a finding about "
         "this regime, not a test of [A]'s law; the issue-24 cells below ask which difference "
-        "moves the exponents, and only a natural-text grid can agree or disagree with [A].", "",
-    ]  # fmt: skip
+        "moves the exponents, and only a natural-text grid can agree or disagree with [A].",
+        "",
+    ]

@@ -80,80 +80,23 @@ from ihprobe.jobs.grid import (
 )
 from ihprobe.training.trainer import TrainConfig
 from studies.law import control, halves
+from studies.law.cells import (
+    CONTEXTS,
+    EXTEND,
+    LR,
+    SEEDS,
+    SIZE_AT,
+    budget,
+    cells,
+)
 from studies.law.claims import report_lines
-from studies.law.regime import SEMI_NATURAL, natural_repetition, regime_lines
+from studies.law.regime import natural_repetition, regime_lines
 from studies.study import ROOT, header
 
-BATCHES, CONTEXTS, SEEDS, SIZE_AT = (8, 16, 32), (32, 64, 128), (0, 1, 2, 3, 4), (8, 64)
-FIXED_B, FIXED_CONTEXTS, FIXED_BUDGET = 8, (64, 128, 256), 12000
-EXTEND = 2  # --extend-censored reruns a cell with a censored seed at this many times its budget
-BUDGET_AT_REFERENCE = (16, 128, 4400)  # (B, C, updates); other cells scale by (B C)^-0.9
-LR, HERE = 3e-3, Path(__file__).resolve().parent
-WARMUP_TOKENS = 1_000_000  # [A]: 10M, under 1/6 of its earliest point; here 1/10-1/3 of them
+HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_CSV = HERE / "RESULTS_papers_law.md", HERE / "RESULTS_papers_law.csv"
 RERUNS_CSV = HERE / "RESULTS_papers_law_reruns.csv"  # reruns of cells not yet shown from them
 DEFAULT_OUT = ROOT / "runs" / "validate-papers" / "law"
-
-
-def fixed_structure(context: int) -> dict:
-    """Repeats whose period and tail length are absolute, so C only adds text in front."""
-    return {"period": [8, 16], "start": [context - 48, context - 32], "vocab_size": 300}
-
-
-def budget(B: int, C: int) -> int:
-    """Updates for a cell: the reference budget scaled by (B C)^-0.9, in hundreds, twice that
-    at C = 128.
-
-    >>> budget(16, 128), budget(8, 32)
-    (8800, 28600)
-    """
-    B0, C0, updates = BUDGET_AT_REFERENCE
-    scaled = int(round(updates * (B0 * C0 / (B * C)) ** 0.9 / 100) * 100)
-    return scaled * (2 if C == 128 else 1)
-
-
-def cells() -> dict[str, dict]:
-    """Cell name -> its grid, producer, options and shape (the grid of issue 15)."""
-    out = {}
-    for B in BATCHES:
-        for C in CONTEXTS:
-            out[f"sn-B{B}-C{C}"] = {"grid": "semi-natural", "producer": "semi-natural",
-                                    "options": SEMI_NATURAL, "B": B, "C": C}  # fmt: skip
-    for C in FIXED_CONTEXTS:
-        out[f"fx-B{FIXED_B}-C{C}"] = {"grid": "fixed-structure", "producer": "repeats",
-                                      "options": fixed_structure(C), "B": FIXED_B,
-                                      "C": C, "steps": FIXED_BUDGET}  # fmt: skip
-    base = {"producer": "semi-natural", "options": SEMI_NATURAL, "B": SIZE_AT[0], "C": SIZE_AT[1]}
-    out["size-d128"] = {**base, "grid": "size", "d_model": 128}
-    out["size-L3"] = {**base, "grid": "size", "layers": 3}
-    out["sched-cosine"] = {**base, "grid": "schedule", "schedule": "cosine"}
-    return {**out, **EXPERIMENTS}
-
-
-def experiments() -> dict[str, dict]:
-    """The cells of issue 24 that ask where the exponents come from (see the docstring)."""
-    sn = {"producer": "semi-natural", "options": SEMI_NATURAL}
-    out = {f"bs-B{B}-C64": {**sn, "grid": "batch", "B": B, "C": 64, "steps": 4400}
-           for B in (64, 128)}  # fmt: skip
-    for lr, tag in ((1e-3, "1e-3"), (3e-4, "3e-4")):
-        for B in (8, 32):
-            out[f"lr{tag}-B{B}-C64"] = {**sn, "grid": "learning-rate", "B": B, "C": 64, "lr": lr,
-                                        "steps": 3 * budget(B, 64)}  # fmt: skip
-    for B in (8, 32):
-        for C in (32, 128):
-            steps = budget(B, C) * (EXTEND if C == 128 else 1)  # where the sn reruns ended
-            out[f"wu-B{B}-C{C}"] = {**sn, "grid": "warm-up", "B": B, "C": C, "steps": steps,
-                                    "warmup": WARMUP_TOKENS / (B * C * steps)}  # fmt: skip
-    for C in (32, 64, 128, 256):
-        out[f"nr-B8-C{C}"] = {"grid": "natural-repetition", "producer": "semi-natural",
-                              "options": {**SEMI_NATURAL, "repetition": "natural"}, "B": 8, "C": C,
-                              "steps": budget(8, min(C, 128))}  # fmt: skip
-    out["iid-B16-C64"] = {"grid": "control", "producer": "iid", "B": 16, "C": 64,
-                          "options": {"vocab_size": 300, "marginal": "zipf"}}  # fmt: skip
-    return out
-
-
-EXPERIMENTS = experiments()
 
 
 def run_dir(out: str, name: str, seed: int, factor: int = 1) -> Path:
@@ -172,14 +115,23 @@ def producer_options(cell: dict) -> dict:
 def config_of(name: str, cell: dict, seed: int, args, factor: int = 1) -> TrainConfig:
     steps = args.steps or cell.get("steps") or budget(cell["B"], cell["C"])
     return TrainConfig(
-        out=str(run_dir(args.out, name, seed, factor)), producer=cell["producer"],
-        producer_options=producer_options(cell), layers=cell.get("layers", args.layers),
-        heads=4, d_model=cell.get("d_model", args.d_model), context=cell["C"],
-        batch_size=cell["B"], steps=steps * factor,
-        lr=cell.get("lr", LR), warmup=cell["warmup"] / factor if "warmup" in cell else 0.01,
-        schedule=cell.get("schedule", "constant"), seed=seed,
-        n_checkpoints=args.checkpoints, state_every=args.state_every, progress=False,
-    )  # fmt: skip
+        out=str(run_dir(args.out, name, seed, factor)),
+        producer=cell["producer"],
+        producer_options=producer_options(cell),
+        layers=cell.get("layers", args.layers),
+        heads=4,
+        d_model=cell.get("d_model", args.d_model),
+        context=cell["C"],
+        batch_size=cell["B"],
+        steps=steps * factor,
+        lr=cell.get("lr", LR),
+        warmup=cell["warmup"] / factor if "warmup" in cell else 0.01,
+        schedule=cell.get("schedule", "constant"),
+        seed=seed,
+        n_checkpoints=args.checkpoints,
+        state_every=args.state_every,
+        progress=False,
+    )
 
 
 def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
@@ -199,18 +151,29 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
     point = run_emergence(run, n=16, batch=50, cache=run / "trajectory-cache")
     previous = done or {}
     result = {
-        "cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"], "C": cell["C"],
-        "d_model": config.d_model, "layers": config.layers, "schedule": config.schedule,
-        "lr": config.lr, "warmup": config.warmup,
-        "steps": config.total_steps, "transition": bool(point.transition),
+        "cell": name,
+        "seed": seed,
+        "grid": cell["grid"],
+        "B": cell["B"],
+        "C": cell["C"],
+        "d_model": config.d_model,
+        "layers": config.layers,
+        "schedule": config.schedule,
+        "lr": config.lr,
+        "warmup": config.warmup,
+        "steps": config.total_steps,
+        "transition": bool(point.transition),
         "updates": point.updates if point.transition else None,
         "updates_low": point.updates_low if point.transition else None,
         "updates_high": point.updates_high if point.transition else None,
-        "threshold_step": point.threshold_step, "max_ps": float(point.curve.value.max()),
+        "threshold_step": point.threshold_step,
+        "max_ps": float(point.curve.value.max()),
         "censored": point.at_edge,  # the run ended inside its rise (EmergencePoint.at_edge)
-        "train_s": previous.get("train_s", 0.0) + seconds, "probe_s": time.perf_counter() - started,
-        "how": previous.get("how", how) if how == "reused" else how, "budget_factor": factor,
-    }  # fmt: skip
+        "train_s": previous.get("train_s", 0.0) + seconds,
+        "probe_s": time.perf_counter() - started,
+        "how": previous.get("how", how) if how == "reused" else how,
+        "budget_factor": factor,
+    }
     if cell["grid"] == "control":
         result.update(control.peak_check(run, point.curve))
         result.update(control.base_check(run_dir(args.out, control.BASE, seed)))
@@ -320,8 +283,12 @@ def report(args) -> None:
         frame = collect(args)
         frame.to_csv(out_csv, index=False)
         open_cells = [n for n in cells() if not extended(args.out, n)]
-        reruns = [{**r, "cell": n, "seed": s, "status": "done"} for n in open_cells for s in SEEDS
-                  if (r := result_of(args.out, n, s, EXTEND))]  # fmt: skip
+        reruns = [
+            {**r, "cell": n, "seed": s, "status": "done"}
+            for n in open_cells
+            for s in SEEDS
+            if (r := result_of(args.out, n, s, EXTEND))
+        ]
         if not getattr(args, "from_csv", False):  # every finished one: a kill keeps it
             kept = out_csv.with_name(RERUNS_CSV.name)
             if reruns:
@@ -341,10 +308,12 @@ def write_report(frame: pd.DataFrame, args, out_md: Path) -> None:
         f"see the docstring), {args.checkpoints} log-spaced checkpoints; seeds "
         f"{', '.join(map(str, SEEDS))}. Data and grids: see the docstring of "
         "`benchmarks/validate_papers_law.py`. Emergence = start of the steep segment of a "
-        "3-segment fit of max prefix matching vs log tokens (probe n = 16, 50 rows).", "",
-        *regime_lines(CONTEXTS, LR), *report_lines(frame, EXTEND, SIZE_AT),
+        "3-segment fit of max prefix matching vs log tokens (probe n = 16, 50 rows).",
+        "",
+        *regime_lines(CONTEXTS, LR),
+        *report_lines(frame, EXTEND, SIZE_AT),
         *halves.section_lines(halves.induction_rows(halves.read()), frame),
-    ]  # fmt: skip
+    ]
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md} and {out_md.with_suffix('.csv').name}")
 
@@ -355,13 +324,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, action="append", help="run only this seed")
     parser.add_argument("--list", action="store_true", help="list the cells and their status")
     parser.add_argument("--report", action="store_true", help="only rewrite the results files")
-    parser.add_argument("--from-csv", action="store_true",
-                        help="with --report: rebuild from the results CSV")  # fmt: skip
-    parser.add_argument("--extend-censored", action="store_true", help=f"rerun every seed of each "
-                        f"cell with a censored seed with {EXTEND}x its budget; once all are done "
-                        "they replace the cell's runs")  # fmt: skip
-    parser.add_argument("--halves", action="store_true", help="refit finished run folders on "
-                        "interleaved halves and with n = C/2 probes, then the report")  # fmt: skip
+    parser.add_argument(
+        "--from-csv", action="store_true", help="with --report: rebuild from the results CSV"
+    )
+    parser.add_argument(
+        "--extend-censored",
+        action="store_true",
+        help=f"rerun every seed of each "
+        f"cell with a censored seed with {EXTEND}x its budget; once all are done "
+        "they replace the cell's runs",
+    )
+    parser.add_argument(
+        "--halves",
+        action="store_true",
+        help="refit finished run folders on "
+        "interleaved halves and with n = C/2 probes, then the report",
+    )
     parser.add_argument("--steps", type=int, help="updates per run (default: the cell's budget)")
     parser.add_argument("--checkpoints", type=int, default=40, help="log-spaced (1.3x apart)")
     parser.add_argument("--d-model", type=int, default=64)

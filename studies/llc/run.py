@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> None:
     frame = traj.frame.drop(columns="llc_chains").merge(traj.checks, on="step")
     frame = frame.round({"llc_mean": 1, "llc_std": 1, "init_loss": 3})
     command = "python -m studies llc " + shlex.join(argv or [])
-    frame.assign(command=command.strip()).to_csv(Path(__file__).with_name("RESULTS_llc.csv"),
-                                                 index=False)  # fmt: skip
+    frame.assign(command=command.strip()).to_csv(
+        Path(__file__).with_name("RESULTS_llc.csv"), index=False
+    )
     finite = bool(frame.finite.all())
     n_beta = settings.beta(run_meta(run)["config"]["context"])
     lines = [

@@ -38,9 +38,12 @@ def emergence_runs(rows: pd.DataFrame, pair: tuple[str, str] = PAIR) -> pd.DataF
     placed = done.onset_M.notna()
     tokens = np.where(placed, done.onset_M, done.tokens_M_seen).astype(float) * 1e6
     return pd.DataFrame(
-        {"cell": done.pilot.to_numpy(), "updates": tokens / per_update.to_numpy(float),
-         "censored": ~placed.to_numpy()}
-    )  # fmt: skip
+        {
+            "cell": done.pilot.to_numpy(),
+            "updates": tokens / per_update.to_numpy(float),
+            "censored": ~placed.to_numpy(),
+        }
+    )
 
 
 def natural_b(rows: pd.DataFrame, pair: tuple[str, str] = PAIR) -> Estimate | None:
@@ -83,8 +86,10 @@ def spread_lines(runs: pd.DataFrame) -> list[str]:
         f"{ratio}x apart": [seeds_needed(sd, ratio, h) for h in (margin, clear)]
         for ratio in (4, 16)
     }
-    said = "; ".join(f"B {k}: {a or '> 1000'} to agree, {d or '> 1000'} to disagree at b = 1"
-                     for k, (a, d) in need.items())  # fmt: skip
+    said = "; ".join(
+        f"B {k}: {a or '> 1000'} to agree, {d or '> 1000'} to disagree at b = 1"
+        for k, (a, d) in need.items()
+    )
     return [
         f"- Spread: one seed's log10 U has SD {sd:.2f} within a cell (pooled over {dof} df, the "
         f"seeds with a change point: {10**sd:.1f}x). Seeds per cell for b's t-interval to be at "
@@ -100,13 +105,15 @@ def natural_b_lines(rows: pd.DataFrame, pair: tuple[str, str] = PAIR) -> list[st
     by_cell = runs.groupby("cell", sort=False).shown
     shown = "; ".join(f"`{cell}`: {', '.join(seeds)}" for cell, seeds in by_cell)
     head = [
-        "## [A]'s b on natural text (B = 4 vs 16)", "",
+        "## [A]'s b on natural text (B = 4 vs 16)",
+        "",
         f"`{pair[0]}` (B = 4) and `{pair[1]}` (B = 16) differ only in B: b = -log10(U_16 / U_4) / "
         "log10 4 from each seed's emergence point in updates (`onset_M`; a seed without one is "
         "censored at its last probe and kept by a Tobit fit with a cell term). Rule: [A]'s "
         f"b {B_OF_A.says}, 'agrees' only when the whole interval lies inside. Emergence updates "
-        f"per seed: {shown or 'none yet'}.", "",
-    ]  # fmt: skip
+        f"per seed: {shown or 'none yet'}.",
+        "",
+    ]
     b = natural_b(rows, pair)
     if b is None:
         return [*head, "- b: pending (a cell has no finished seed with a change point)."]

@@ -59,8 +59,10 @@ def heldout_scores(checkpoint: Path, context: int, batch: int = 32) -> dict:
     windows = windows.view(-1, context)
     model = load_hf(checkpoint).eval()
     with torch.no_grad():
-        losses = [float(causal_lm_loss(model, windows[i : i + batch])) * len(windows[i : i + batch])
-                  for i in range(0, len(windows), batch)]  # fmt: skip
+        losses = [
+            float(causal_lm_loss(model, windows[i : i + batch])) * len(windows[i : i + batch])
+            for i in range(0, len(windows), batch)
+        ]
     counts = np.bincount(np.asarray(windows[:, 1:]).ravel())
     p = counts[counts > 0] / counts.sum()
     return {
@@ -83,25 +85,47 @@ def recipe_of(run: Path, pilot: str, summary: dict, out: Path) -> dict:
         f"{pilot} --seed {meta['config']['seed']} --export {portable(str(out.resolve()))}"
     )
     return {
-        "name": out.name, "pilot": pilot, "command": "make reference", "script": command,
-        "run": portable(str(run.resolve())), "final_checkpoint": final.name,
+        "name": out.name,
+        "pilot": pilot,
+        "command": "make reference",
+        "script": command,
+        "run": portable(str(run.resolve())),
+        "final_checkpoint": final.name,
         "sha256": json.loads((final / CHECKPOINT_META).read_text())["sha256"],
         "parameters": parameters,
-        **portable({k: meta[k] for k in ("config", "steps", "tokens", "tokens_per_update",
-                                         "checkpoint_steps", "model", "versions")}),
-        "corpus": {"sources": manifest["sources"], "held_out_percent": manifest["held_out_percent"],
-                   "train_tokens": manifest["tokens"][f"bpe{vocab}"]["train"],
-                   "heldout_tokens": manifest["tokens"][f"bpe{vocab}"]["heldout"]},
+        **portable(
+            {
+                k: meta[k]
+                for k in (
+                    "config",
+                    "steps",
+                    "tokens",
+                    "tokens_per_update",
+                    "checkpoint_steps",
+                    "model",
+                    "versions",
+                )
+            }
+        ),
+        "corpus": {
+            "sources": manifest["sources"],
+            "held_out_percent": manifest["held_out_percent"],
+            "train_tokens": manifest["tokens"][f"bpe{vocab}"]["train"],
+            "heldout_tokens": manifest["tokens"][f"bpe{vocab}"]["heldout"],
+        },
         "measured": {
-            "first": records[0], "final": records[-1],
+            "first": records[0],
+            "final": records[-1],
             "best": max(records, key=lambda r: r["max_prefix_matching"]),
-            "formed_at_tokens": next((r["tokens"] for r in records
-                                      if r["max_prefix_matching"] > 0.3), None),
-            "law_multiple": summary["law_x"], "train_seconds": summary["train_s"],
+            "formed_at_tokens": next(
+                (r["tokens"] for r in records if r["max_prefix_matching"] > 0.3), None
+            ),
+            "law_multiple": summary["law_x"],
+            "train_seconds": summary["train_s"],
             "final_train_loss": json.loads((final / CHECKPOINT_META).read_text())["loss"],
             **heldout_scores(final, meta["model"]["context"]),
         },
-    }  # fmt: skip
+    }
 
 
 def export(run: Path, out: Path, *, pilot: str, summary: dict) -> Path:
@@ -162,8 +186,7 @@ def model_card(recipe: dict, records: list[dict]) -> str:
 def _scores(recipe: dict, head: str, records: list[dict]) -> list[str]:
     x = recipe["measured"]
     final, best, first, formed = x["final"], x["best"], x["first"], x["formed_at_tokens"]
-    curve = ", ".join(f"{r['tokens'] / 1e6:.1f}: {r['max_prefix_matching']:.3f}"
-                      for r in records)  # fmt: skip
+    curve = ", ".join(f"{r['tokens'] / 1e6:.1f}: {r['max_prefix_matching']:.3f}" for r in records)
     return [
         "## Scores",
         "",
@@ -192,8 +215,9 @@ def _scores(recipe: dict, head: str, records: list[dict]) -> list[str]:
 
 def _recipe(recipe: dict) -> list[str]:
     c, x, corpus = recipe["config"], recipe["measured"], recipe["corpus"]
-    packages = ", ".join(f"`{s['package']}` {s['version']} ({s['licence']})"
-                         for s in corpus["sources"].values())  # fmt: skip
+    packages = ", ".join(
+        f"`{s['package']}` {s['version']} ({s['licence']})" for s in corpus["sources"].values()
+    )
     return [
         "## Recipe and regime",
         "",

@@ -50,6 +50,7 @@ from ihprobe.io.architectures import model_sizes
 from ihprobe.io.runs import is_finished, run_meta
 from ihprobe.jobs.grid import markdown, report_lock, saved_results, train_or_reuse
 from ihprobe.training.trainer import TrainConfig, train
+from studies.natural.cells import BASE, PILOTS
 from studies.natural.law import natural_b_lines
 from studies.natural.reference import export
 from studies.study import ROOT, header
@@ -62,35 +63,6 @@ TARGET = 4  # seeds of 5 in which a head must form (issue 23), declared before t
 # continues a finished seed (``--extend``), so its first 2x are the same run.
 EXTENDED_LAW_X = 3.0
 FORMED = 0.3
-BASE = {"arch": "gpt-neox", "layers": 2, "schedule": "constant", "warmup": 0.01,
-        "checkpoints": "linear", "n_checkpoints": 24, "live_probes": True,
-        "state_every": 500}  # fmt: skip
-PILOTS: dict[str, dict] = {  # name -> TrainConfig fields over BASE; the corpus BPE size as "vocab"
-    # the issue's most promising pilot (d_head 32, 512-id BPE, C 256, B 2, lr 1e-3: PS 0.18 at
-    # 12M tokens, 0.24 at 24M) with three times the learning rate and twice the batch
-    "d128-lr3e-3": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 4, "lr": 3e-3,
-                    "tokens": 30_000_000, "vocab": 512},
-    # wider: d_head 64
-    "d256-lr1e-3": {"heads": 4, "d_model": 256, "context": 256, "batch_size": 4, "lr": 1e-3,
-                    "tokens": 24_000_000, "vocab": 512},
-    # a smaller vocabulary (nearly bytes): tokens repeat more within a context
-    "d128-bpe300": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 4, "lr": 3e-3,
-                    "tokens": 30_000_000, "vocab": 300},
-    # the first recipe at the issue's learning rate, which rose in both of its seeds (slowly)
-    "d128-lr1e-3": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 4, "lr": 1e-3,
-                    "tokens": 30_000_000, "vocab": 512},
-    # attention-only (empty MLPs, d_mlp 0), as in the smallest models that formed induction
-    # heads in the first studies of them; otherwise the first recipe
-    "ao-d128": {"heads": 4, "d_model": 128, "d_mlp": 0, "context": 256, "batch_size": 4,
-                "lr": 3e-3, "tokens": 30_000_000, "vocab": 512},
-    # the other batch size of the law
-    "d128-B16": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 16, "lr": 3e-3,
-                 "tokens": 48_000_000, "vocab": 512},
-    # a larger vocabulary: a token holds more of a word, so the token after an earlier copy
-    # predicts more (the 300-id BPE, nearly bytes, formed nothing); otherwise the first recipe
-    "d128-bpe2048": {"heads": 4, "d_model": 128, "context": 256, "batch_size": 4, "lr": 3e-3,
-                     "tokens": 30_000_000, "vocab": 2048},
-}  # fmt: skip
 
 
 def config_of(pilot: str, seed: int) -> TrainConfig:
@@ -98,9 +70,15 @@ def config_of(pilot: str, seed: int) -> TrainConfig:
     settings = dict(PILOTS[pilot])
     vocab = settings.pop("vocab")
     options = {"text": str(default_directory() / "train"), "vocab_size": vocab}
-    return TrainConfig(out=str(RUNS / pilot / f"seed{seed}"), producer="natural",
-                       producer_options=options, seed=seed, progress=False,
-                       **BASE, **settings)  # fmt: skip
+    return TrainConfig(
+        out=str(RUNS / pilot / f"seed{seed}"),
+        producer="natural",
+        producer_options=options,
+        seed=seed,
+        progress=False,
+        **BASE,
+        **settings,
+    )
 
 
 def law_updates(pilot: str) -> float:
@@ -116,21 +94,32 @@ def probe_records(run: Path) -> list[dict]:
 def live_emergence(records: list[dict], batch_size: int, context: int) -> dict:
     """Emergence from a run's live probes (:func:`probe_records`): the change point (tokens,
     bracketing checkpoints) and the first checkpoint at max PS >= 0.3; None where there is none."""
-    table = pd.DataFrame({"step": [r["step"] for r in records],
-                          "tokens": [r["tokens"] for r in records], "metric": "prefix_matching",
-                          "value": [r["max_prefix_matching"] for r in records]})  # fmt: skip
-    out = {"live_max_ps": float(table.value.max()) if records else None,
-           "live_final_ar_accuracy": records[-1]["ar_accuracy"] if records else None}  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "step": [r["step"] for r in records],
+            "tokens": [r["tokens"] for r in records],
+            "metric": "prefix_matching",
+            "value": [r["max_prefix_matching"] for r in records],
+        }
+    )
+    out = {
+        "live_max_ps": float(table.value.max()) if records else None,
+        "live_final_ar_accuracy": records[-1]["ar_accuracy"] if records else None,
+    }
     try:
         point = emergence(table, batch_size=batch_size, context=context)
     except IhprobeError as err:  # too few live probes for the fit
         return {**out, "transition": False, "emergence_reason": str(err)}
     return {
-        **out, "transition": point.transition, "emergence_reason": point.reason,
-        "emergence_tokens": point.tokens, "emergence_tokens_low": point.tokens_low,
-        "emergence_tokens_high": point.tokens_high, "emergence_updates": point.updates,
+        **out,
+        "transition": point.transition,
+        "emergence_reason": point.reason,
+        "emergence_tokens": point.tokens,
+        "emergence_tokens_low": point.tokens_low,
+        "emergence_tokens_high": point.tokens_high,
+        "emergence_updates": point.updates,
         "crossing_tokens": point.threshold_tokens,
-    }  # fmt: skip
+    }
 
 
 def summary(pilot: str, seed: int) -> dict:
@@ -147,10 +136,15 @@ def summary(pilot: str, seed: int) -> dict:
     point = live_emergence(records, p["batch_size"], p["context"]) if len(records) > 3 else {}
     onset = point.get("emergence_tokens") if point.get("transition") else None
     return {
-        "pilot": pilot, "seed": seed, "d_model": p["d_model"],
-        "d_mlp": model_sizes(config_of(pilot, seed), p["vocab"])["d_mlp"], "heads": p["heads"],
+        "pilot": pilot,
+        "seed": seed,
+        "d_model": p["d_model"],
+        "d_mlp": model_sizes(config_of(pilot, seed), p["vocab"])["d_mlp"],
+        "heads": p["heads"],
         "vocab": p["vocab"],
-        "B": p["batch_size"], "C": p["context"], "lr": p["lr"],
+        "B": p["batch_size"],
+        "C": p["context"],
+        "lr": p["lr"],
         "budget_M": p["tokens"] / 1e6,
         "law_x": round(p["tokens"] / tokens_per_update / law_updates(pilot), 2),
         "status": "done" if done else ("running" if records else "pending"),
@@ -161,8 +155,9 @@ def summary(pilot: str, seed: int) -> dict:
         "formed_at_M": round(first["tokens"] / 1e6, 1) if first else None,
         "onset_M": round(onset / 1e6, 1) if onset else None,
         "extended_to_M": round(extended, 1) if extended else None,
-        "train_s": wall, "curve": curve(records),
-    }  # fmt: skip
+        "train_s": wall,
+        "curve": curve(records),
+    }
 
 
 def run_pilot(pilot: str, seed: int) -> None:
@@ -244,8 +239,12 @@ def outcome(frame: pd.DataFrame) -> list[str]:
         budget = PILOTS[pilot]["tokens"] / 1e6
         seen = runs.tokens_M_seen.fillna(0)
         formed = runs.formed_at_M.fillna(float("inf"))
-        judged = {f"{runs.law_x.iloc[0]:.1f}x the law ({budget:g}M tokens)":
-                  (runs[seen >= budget - 0.05], budget)}  # fmt: skip
+        judged = {
+            f"{runs.law_x.iloc[0]:.1f}x the law ({budget:g}M tokens)": (
+                runs[seen >= budget - 0.05],
+                budget,
+            )
+        }
         if runs.get("extended_to_M", pd.Series(dtype=float)).notna().any():
             more = extended_tokens(pilot) / 1e6
             whole = (formed <= budget) | ((runs.status == "done") & (seen >= more - 0.05))
@@ -297,9 +296,13 @@ def report(rerender: bool = False) -> None:
         "",
         "Max prefix matching (AR accuracy) at each live probe, by training tokens in millions.",
         "",
-        *(line for r in frame.itertuples() if isinstance(r.curve, str) and r.curve
-          for line in (f"- `{r.pilot}` seed {r.seed}: {r.curve}", "")),
-    ]  # fmt: skip
+        *(
+            line
+            for r in frame.itertuples()
+            if isinstance(r.curve, str) and r.curve
+            for line in (f"- `{r.pilot}` seed {r.seed}: {r.curve}", "")
+        ),
+    ]
     OUT_MD.write_text("\n".join(lines))
 
 
@@ -337,12 +340,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pilot", choices=sorted(PILOTS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", action="store_true", help="write RESULTS_papers_natural.md")
-    parser.add_argument("--extend", action="store_true",
-                        help=f"with --pilot: continue the seed to {EXTENDED_LAW_X:g}x the law's "
-                             "updates (trains its own budget first if needed)")  # fmt: skip
-    parser.add_argument("--export", type=Path, metavar="DIR",
-                        help="after --pilot: copy its finished seed's final checkpoint, probes "
-                             "and recipe into DIR, with a model card")  # fmt: skip
+    parser.add_argument(
+        "--extend",
+        action="store_true",
+        help=f"with --pilot: continue the seed to {EXTENDED_LAW_X:g}x the law's "
+        "updates (trains its own budget first if needed)",
+    )
+    parser.add_argument(
+        "--export",
+        type=Path,
+        metavar="DIR",
+        help="after --pilot: copy its finished seed's final checkpoint, probes "
+        "and recipe into DIR, with a model card",
+    )
     args = parser.parse_args(argv)
     if args.export and not args.pilot:
         sys.exit("--export needs --pilot NAME (and --seed S): the run to export.")
@@ -355,8 +365,12 @@ def main(argv: list[str] | None = None) -> None:
         (extend_pilot if args.extend else run_pilot)(args.pilot, args.seed)
         print(f"{time.time() - started:.0f} s")
     if args.export:
-        export(RUNS / args.pilot / f"seed{args.seed}", args.export, pilot=args.pilot,
-               summary=summary(args.pilot, args.seed))  # fmt: skip
+        export(
+            RUNS / args.pilot / f"seed{args.seed}",
+            args.export,
+            pilot=args.pilot,
+            summary=summary(args.pilot, args.seed),
+        )
     if args.report:
         report(rerender=not args.pilot)
 

@@ -56,20 +56,36 @@ def train_grid(tokens: float, checkpoints: int, out: str) -> pd.DataFrame:
     for B, C, width in GRID:
         started = time.perf_counter()
         config = TrainConfig(
-            out=f"{out}/B{B}-C{C}-d{width}", producer="periodic", producer_options={},
-            layers=2, heads=4, d_model=width, context=C, batch_size=B, tokens=int(tokens),
-            lr=3e-3, schedule="constant", n_checkpoints=checkpoints, progress=False,
-        )  # fmt: skip
+            out=f"{out}/B{B}-C{C}-d{width}",
+            producer="periodic",
+            producer_options={},
+            layers=2,
+            heads=4,
+            d_model=width,
+            context=C,
+            batch_size=B,
+            tokens=int(tokens),
+            lr=3e-3,
+            schedule="constant",
+            n_checkpoints=checkpoints,
+            progress=False,
+        )
         point = run_emergence(train(config), n=16, batch=50)
-        rows.append({
-            "checkpoints": checkpoints, "B": B, "C": C, "d_model": width,
-            "updates": round(point.updates) if point.transition else "none",
-            "bracket (updates)": (f"{point.updates_low:.0f}-{point.updates_high:.0f}"
-                                  if point.transition else ""),
-            "first PS >= 0.3 (step)": point.threshold_step,
-            "[A] law (updates)": round(predict_emergence(B, C).updates),
-            "train+probe s": round(time.perf_counter() - started),
-        })  # fmt: skip
+        rows.append(
+            {
+                "checkpoints": checkpoints,
+                "B": B,
+                "C": C,
+                "d_model": width,
+                "updates": round(point.updates) if point.transition else "none",
+                "bracket (updates)": (
+                    f"{point.updates_low:.0f}-{point.updates_high:.0f}" if point.transition else ""
+                ),
+                "first PS >= 0.3 (step)": point.threshold_step,
+                "[A] law (updates)": round(predict_emergence(B, C).updates),
+                "train+probe s": round(time.perf_counter() - started),
+            }
+        )
         print(rows[-1], flush=True)
     return pd.DataFrame(rows)
 
@@ -77,8 +93,10 @@ def train_grid(tokens: float, checkpoints: int, out: str) -> pd.DataFrame:
 def fit_lines(table: pd.DataFrame) -> list[str]:
     """The law refitted on the width-64 runs with a transition, judged against [A]."""
     runs = table[(table.d_model == 64) & (table.updates.astype(str) != "none")]
-    runs = runs.assign(cell=[f"B{b}-C{c}" for b, c in zip(runs.B, runs.C, strict=True)],
-                       updates=runs.updates.astype(float))  # fmt: skip
+    runs = runs.assign(
+        cell=[f"B{b}-C{c}" for b, c in zip(runs.B, runs.C, strict=True)],
+        updates=runs.updates.astype(float),
+    )
     fit = cell_means_fit(runs)
     said = [(k, *judge(fit[k], CLAIMS[k])) for k in ("b", "c")]
     return [
@@ -101,16 +119,21 @@ def recorded_command(md: Path | None = None) -> str | None:
 
 def render(table: pd.DataFrame, command: str) -> str:
     """The results file from the CSV of record."""
-    lines = ["# Emergence law at toy scale (CPU)", "",
-             f"Last command: `{command}`; rows of every run so far: `RESULTS_law.csv`.", "",
-             "2-layer GPT-NeoX, 4 heads, vocab 128, rows of 32 random tokens repeating with a "
-             "period drawn per row from 8..32; AdamW lr 3e-3 constant, grad clip 1; log-spaced "
-             "checkpoints; emergence = start of the steep segment of a 3-segment fit of max PS "
-             "against log tokens (probe: n=16, 50 rows). One seed per cell, measured 2026-11-29 "
-             "on the shared 2-core CPU. In this data a longer context also means more repeats of "
-             "the period per row, so C and repetition are confounded; the absolute numbers are "
-             "~40x below [A]'s law (another task, vocabulary and learning rate); the width-128 "
-             "run is one seed, not a test of size independence.", ""]  # fmt: skip
+    lines = [
+        "# Emergence law at toy scale (CPU)",
+        "",
+        f"Last command: `{command}`; rows of every run so far: `RESULTS_law.csv`.",
+        "",
+        "2-layer GPT-NeoX, 4 heads, vocab 128, rows of 32 random tokens repeating with a "
+        "period drawn per row from 8..32; AdamW lr 3e-3 constant, grad clip 1; log-spaced "
+        "checkpoints; emergence = start of the steep segment of a 3-segment fit of max PS "
+        "against log tokens (probe: n=16, 50 rows). One seed per cell, measured 2026-11-29 "
+        "on the shared 2-core CPU. In this data a longer context also means more repeats of "
+        "the period per row, so C and repetition are confounded; the absolute numbers are "
+        "~40x below [A]'s law (another task, vocabulary and learning rate); the width-128 "
+        "run is one seed, not a test of size independence.",
+        "",
+    ]
     for checkpoints, block in table.groupby("checkpoints", sort=False):
         shown = markdown(block.drop(columns="checkpoints"))
         lines += [f"## {checkpoints} checkpoints per run", "", *shown, "", *fit_lines(block), ""]
