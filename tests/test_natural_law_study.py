@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ihprobe.dynamics.lack_of_fit import lack_of_fit
-from studies.natural_law import cells, claims, measure, report
+from studies.natural_law import cells, claims, measure, posthoc, report
 from studies.study import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,3 +122,13 @@ def test_the_results_file_rerenders_from_its_csv(tmp_path, monkeypatch):
     assert made == (FOLDER / "RESULTS.md").read_text()
     if (FOLDER / "onsets.svg").is_file():
         assert (tmp_path / "onsets.svg").read_text() == (FOLDER / "onsets.svg").read_text()
+
+
+def test_post_hoc_the_two_seeds_the_old_rule_censored_are_placed():
+    seeds = posthoc.reread(pd.read_csv(posthoc.PILOTS_CSV)).set_index(["pilot", "seed"])
+    assert not seeds.loc[("d128-lr3e-3", 1), "censored"]
+    assert 25_000 <= seeds.loc[("d128-lr3e-3", 1), "updates"] <= 28_000
+    assert not seeds.loc[("d128-B16", 2), "censored"]
+    assert 4_900 <= seeds.loc[("d128-B16", 2), "updates"] <= 5_600
+    assert seeds.loc[("d128-B16", 4), "censored"]  # its flat curve stays censored
+    assert any("b between" in line for line in posthoc.lines())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from studies.natural_law import cells, claims
+from studies.natural_law import cells, claims, posthoc
 from studies.natural_law.figure import onset_svg
 
 FIGURE = Path(__file__).resolve().parent / "onsets.svg"
@@ -148,6 +148,7 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
             "censored, the onset lies above)",
             "",
         ]
+    lines += posthoc.lines()
     if len(done):
         lines += [
             "## The live probes, run by run",
