@@ -25,6 +25,7 @@ STUDIES: dict[str, tuple[str, str]] = {
     "contrast": ("studies.contrast", "[B]'s contrast of natural text and Bi-Induct, with seeds"),
     "natural": ("studies.natural", "induction heads from natural text: the pilots"),
     "natural_law": ("studies.natural_law", "[A]'s emergence law on natural text: a (B, C) grid"),
+    "natural_size": ("studies.natural_law.size", "[A]'s size independence on natural text"),
     "forecast": ("studies.forecast", "the live emergence forecast against its prior"),
     "toy_law": ("studies.toy_law", "the emergence law at toy scale on CPU"),
     "llc": ("studies.llc", "the LLC over the demo run's checkpoints"),

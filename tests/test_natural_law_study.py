@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ihprobe.dynamics.lack_of_fit import lack_of_fit
-from studies.natural_law import cells, claims, measure, posthoc, report
+from studies.natural_law import cells, claims, measure, posthoc, report, size
 from studies.study import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,3 +132,24 @@ def test_post_hoc_the_two_seeds_the_old_rule_censored_are_placed():
     assert 4_900 <= seeds.loc[("d128-B16", 2), "updates"] <= 5_600
     assert seeds.loc[("d128-B16", 4), "censored"]  # its flat curve stays censored
     assert any("b between" in line for line in posthoc.lines())
+
+
+def size_frame(factor: float, seeds: int) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = []
+    for arm in size.ARMS:
+        scale = factor if arm.endswith("-d64") else 1.0
+        for seed in range(seeds):
+            u = 8_000 * scale * 10 ** (0.05 * rng.standard_normal())
+            rows.append(
+                {"cell": arm, "seed": seed, "status": "done", "updates": u, "censored": False}
+            )
+    return pd.DataFrame(rows)
+
+
+def test_the_size_arm_judges_each_ratio_both_ways_and_waits_for_five_seeds():
+    same = size.ratio_lines(size_frame(1.0, 5))
+    assert all("**agrees**" in line for line in same)
+    moved = size.ratio_lines(size_frame(3.0, 5))
+    assert "**disagrees**" in moved[0] and "**agrees**" in moved[1]
+    assert all("pending" in line for line in size.ratio_lines(size_frame(1.0, 3)))

@@ -16,7 +16,7 @@ from studies.natural_law import cells, claims, posthoc
 from studies.natural_law.figure import onset_svg
 
 FIGURE = Path(__file__).resolve().parent / "onsets.svg"
-COMMAND = "python -m studies natural_law --cell {} --seed {}"
+COMMAND = "python -m studies {} --cell {} --seed {}"
 
 DESIGN = [
     "## Declared design (written before the first run)",
@@ -66,14 +66,14 @@ COLUMNS = [
 ]
 
 
-def run_table(frame: pd.DataFrame) -> pd.DataFrame:
+def run_table(frame: pd.DataFrame, study: str = "natural_law") -> pd.DataFrame:
     """One row per cell and seed, numbers rounded for reading; pending rows say so."""
     rows = []
     for r in frame.to_dict("records"):
         row = {
             "cell": r["cell"],
             "seed": r["seed"],
-            "command": f"`{COMMAND.format(r['cell'], r['seed'])}`",
+            "command": f"`{COMMAND.format(study, r['cell'], r['seed'])}`",
         }
         if r.get("status") != "done":
             rows.append({**row, "onset": "pending"})
