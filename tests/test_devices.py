@@ -6,6 +6,7 @@ moved, results come back on the CPU. Without a GPU the ``meta`` device stands in
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,54 @@ def test_load_puts_every_parameter_and_buffer_on_the_requested_device(
     # load_weights copies into the tensors the model runs with, not left-behind CPU copies
     hf_tensors = models._LOADED[model].hf_tensors
     assert {t.device for t in hf_tensors.values()} == {META}
+
+
+# ------------------------------------------------------------------------ tensors ihprobe makes
+
+FACTORIES = {
+    "arange", "as_tensor", "empty", "eye", "full", "linspace", "logspace", "ones", "rand",
+    "randint", "randn", "randperm", "tensor", "tril_indices", "triu_indices", "zeros",
+}  # fmt: skip
+# where a call may leave the device unsaid, and why (a folder or a module)
+ALLOWED = {
+    "data/": "producers draw batches on the CPU from seeded generators, the same tokens on every "
+    "machine; the trainer moves each batch to the model's device",
+}
+
+
+def factory_calls_without_device(source: str) -> list[tuple[int, str]]:
+    """(line, call) of every ``torch.<factory>(...)`` in ``source`` that passes no ``device=``
+    (``*_like`` and ``Tensor.new_*`` follow a tensor's device and are not factories here)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "torch"
+            and node.func.attr in FACTORIES
+            and "device" not in {k.arg for k in node.keywords}
+        ):
+            found.append((node.lineno, ast.unparse(node)[:80]))
+    return found
+
+
+def test_the_factory_check_finds_a_call_without_a_device():
+    source = "import torch\na = torch.zeros(3)\nb = torch.ones(2, device=x)\nc = x.new_zeros(2)\n"
+    assert factory_calls_without_device(source) == [(2, "torch.zeros(3)")]
+
+
+def test_every_tensor_factory_call_in_ihprobe_names_its_device():
+    missing = [
+        f"{path.relative_to(PACKAGE)}:{line}: {call}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not any(str(path.relative_to(PACKAGE)).startswith(a) for a in ALLOWED)
+        for line, call in factory_calls_without_device(path.read_text())
+    ]
+    assert not missing, "pass device= (the model's, or 'cpu' for host tables):\n" + "\n".join(
+        missing
+    )
+
+
+def test_the_allow_list_names_only_what_exists():
+    assert all((PACKAGE / a).exists() for a in ALLOWED)

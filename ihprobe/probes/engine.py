@@ -53,7 +53,7 @@ Scorer = Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]
 # hook sites a metric reads (keys of core.hooks.HOOK_POINTS; hook_name(site, layer) names them)
 PATTERN, Z, SCALE = "pattern", "z", "scale"
 UNEMBED_IN = hook_name("unembed_in")
-NOTHING = torch.zeros(0, dtype=torch.long)  # positions of a probe that unembeds none
+NOTHING = torch.zeros(0, dtype=torch.long, device="cpu")  # positions of a probe unembedding none
 DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score unchanged
 # Each pass is further bounded by the logits it holds and the tokens it runs. On CPU, time is
 # linear in rows once a pass holds a few rows, but one-row passes cost ~3x per row
@@ -214,7 +214,7 @@ def run_probe(
     make = hooks if callable(hooks) else (lambda index, store: list(hooks))
     kept: dict[str, list[torch.Tensor]] = {}
     rows_per_pass = min(chunk or total, budget_rows(model, probe))
-    for index in torch.arange(total).split(rows_per_pass):
+    for index in torch.arange(total, device="cpu").split(rows_per_pass):  # host bookkeeping
         rows = index % n_rows
         store: dict = {}
         at = _positions_of(probe, rows)
@@ -344,7 +344,7 @@ def text_probe(
             "icl_score": query_loss(logits[:, 1:], t[:, 1:]) - query_loss(logits[:, :1], t[:, :1])
         }
 
-    return Probe("natural text", tokens, score_icl, torch.tensor([early - 1, late - 1]))
+    return Probe("natural text", tokens, score_icl, tokens.new_tensor([early - 1, late - 1]))
 
 
 def reads_text(tokenizer) -> bool:
@@ -397,4 +397,4 @@ def token_rows(
             f"the text holds {len(stream)} tokens, less than one row of {length} (the probe "
             f"needs at least {length}); pass more text."
         )
-    return torch.tensor(stream[: count * length]).view(count, length).to(model.cfg.device)
+    return torch.tensor(stream[: count * length], device=model.cfg.device).view(count, length)

@@ -297,14 +297,16 @@ class _Saver:
         """Weights, optimiser and RNG as plain tensors (``torch.load(weights_only=True)``)."""
         learner, last = self.learner, self.learner.tally.last_loss
         state = {
-            "step": torch.tensor(step),
+            "step": torch.tensor(step, device="cpu"),
             "model": learner.model.state_dict(),
             "optimizer": learner.optimizer.state_dict(),
             "rng_cpu": torch.get_rng_state(),
-            "loss": torch.tensor([] if last is None else [last]),
-            "window_start": torch.tensor(learner.tally.start),
+            "loss": torch.tensor([] if last is None else [last], device="cpu"),
+            "window_start": torch.tensor(learner.tally.start, device="cpu"),
             "window_loss": window_loss,
-            "train_seconds": torch.tensor(learner.tally.seconds(), dtype=torch.float64),
+            "train_seconds": torch.tensor(
+                learner.tally.seconds(), dtype=torch.float64, device="cpu"
+            ),
         }
         if self.world.device.type == "cuda":
             state["rng_cuda"] = torch.cuda.get_rng_state(self.world.device)
