@@ -161,6 +161,7 @@ DEVICES = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)  # cuda joi
 
 
 # calls that move or copy between devices, which CUDA allows too
+INDEXING = {"__getitem__", "__setitem__"}
 MOVES = {"to", "copy_", "set_", "_has_compatible_shallow_copy_type", "__set__", "__get__"}
 
 
@@ -173,7 +174,15 @@ class SameDevice(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         if getattr(func, "__name__", "") in MOVES:
             return func(*args, **kwargs)
-        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        if getattr(func, "__name__", "") in INDEXING:  # CPU indices may index any device
+            target, index, *value = args
+            leaves = [target, *value] + [
+                t
+                for t in torch.utils._pytree.tree_leaves(index)
+                if isinstance(t, torch.Tensor) and t.device.type != "cpu"
+            ]
+        else:
+            leaves = torch.utils._pytree.tree_leaves((args, kwargs))
         found = {
             str(t.device)
             for t in leaves
