@@ -94,3 +94,48 @@ def test_every_tensor_factory_call_in_ihprobe_names_its_device():
 
 def test_the_allow_list_names_only_what_exists():
     assert all((PACKAGE / a).exists() for a in ALLOWED)
+
+
+# ------------------------------------------------------------------------------ device="auto"
+
+
+def test_auto_on_a_machine_with_a_device_runs_trains_live_probes_there(tmp_path, monkeypatch):
+    """``train`` resolves "auto" once (``join_world``) and hands that device to its live probes,
+    which load each checkpoint there. With "auto" resolving to the stand-in, the live probe loads
+    onto it and runs its first pass there, mixing no devices, until it reads a value (which meta
+    has none of). On main the load left the weights on the CPU and the first pass failed as on
+    the H200 ("index is on cuda:0, different from other tensors on cpu")."""
+    from ihprobe.core import world
+    from ihprobe.io.runs import RunDir
+    from ihprobe.training.live import LiveProbes
+    from ihprobe.training.trainer import TrainConfig, train
+
+    real = world.resolve_device
+    run = train(TrainConfig(out=str(tmp_path / "run"), producer="iid", steps=4, layers=2,
+                            heads=2, d_model=16, context=16, batch_size=4, checkpoints="linear",
+                            n_checkpoints=1, progress=False, device="cpu"))  # fmt: skip
+    monkeypatch.setattr(world, "resolve_device", lambda d, *r: META if d == "auto" else real(d))
+    monkeypatch.setattr(models, "resolve_device", lambda d, *r: torch.device(d))
+    with world.join_world("auto") as joined:
+        assert joined.device == META
+        probes = LiveProbes(RunDir(run), batch=4, tokens_per_update=64, device=joined.device,
+                            on_probe=lambda record: None)  # fmt: skip
+        with SameDevice(), pytest.raises((RuntimeError, NotImplementedError)) as stopped:
+            probes(4, None)
+    assert "meta" in str(stopped.value) and "same device" not in str(stopped.value)
+    assert {p.device for p in probes.model.parameters()} == {META}
+
+
+@pytest.mark.slow
+def test_demo_with_auto_trains_on_the_resolved_device_and_finishes(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from ihprobe.core import world
+    from ihprobe.jobs.demo import DemoConfig, run_demo
+
+    asked, real = [], world.resolve_device
+    monkeypatch.setattr(world, "resolve_device", lambda d, *r: asked.append(d) or real(d, *r))
+    config = replace(DemoConfig(out=str(tmp_path), progress=False), steps=30, n_checkpoints=7,
+                     random=2)  # fmt: skip
+    result = run_demo(config)
+    assert "auto" in asked and result.report.is_file()
