@@ -126,3 +126,39 @@ def test_train_with_live_probes_resumes_and_its_trajectory_scans_on_the_device(d
     table = ihprobe.trajectory(run, ["prefix_matching"], device=device, cache=False, progress=False)
     assert sorted(table["step"].unique()) == [0, 4, 8, 12]
     assert np.isfinite(table["value"]).all()
+
+
+BF16 = {"rtol": 0.05, "atol": 0.02}  # bfloat16 keeps 8 bits of mantissa; scores sum in float32
+# losses and attention: an accuracy or rank of a random model flips on near-tied logits
+SMOOTH = {
+    "scan": lambda m: ihprobe.scan(m, ["prefix_matching", "induction_loss"], **ROWS),
+    "ablate": lambda m: ihprobe.ablate(m, top=2, random=2, metrics=["induction_loss"], **ROWS),
+    "head_effects": lambda m: ihprobe.head_effects(m, ["induction_loss"], **ROWS),
+}
+MEASURED = ["value", "clean", "ablated", "change"]  # not ratios of near-zero changes
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", SMOOTH)
+def test_scan_ablate_and_head_effects_run_in_bfloat16_within_its_tolerance(
+    device, name, checkpoint
+):
+    runs = {
+        dtype: frame(SMOOTH[name](ihprobe.load(checkpoint, device=device, dtype=dtype)))
+        for dtype in ("float32", "bfloat16")
+    }
+    columns = [c for c in MEASURED if c in runs["float32"]]
+    fp32, bf16 = (runs[d][columns].to_numpy(dtype=float) for d in ("float32", "bfloat16"))
+    assert np.isfinite(fp32).any() and np.allclose(bf16, fp32, equal_nan=True, **BF16)
+
+
+def test_rows_per_pass_shrink_to_the_memory_there_is(checkpoint, monkeypatch):
+    from ihprobe.probes import engine
+
+    model = ihprobe.load(checkpoint)
+    probe = engine.Probe("p", torch.zeros(100, 21, dtype=torch.long))  # unembeds all 21
+    one_row = 4 * engine.LOGIT_SHARE * 21 * model.cfg.d_vocab  # bytes that allow one row
+    monkeypatch.setattr(engine, "available_bytes", lambda device: 3 * one_row)
+    assert engine.budget_rows(model, probe) == 3
+    monkeypatch.setattr(engine, "available_bytes", lambda device: 10**15)
+    assert engine.budget_rows(model, probe) == engine.MAX_TOKENS["cpu"] // 21  # tokens bound
