@@ -155,3 +155,42 @@ def train_two_layer(max_updates=2500, target_loss=2.8, *, model=None, seed=0):
         if len(recent) == 50 and sum(recent) / 50 < target_loss:  # past the phase change
             break
     return model.eval()
+
+
+DEVICES = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)  # cuda joins where present
+
+
+# calls that move or copy between devices, which CUDA allows too
+INDEXING = {"__getitem__", "__setitem__"}
+MOVES = {"to", "copy_", "set_", "_has_compatible_shallow_copy_type", "__set__", "__get__"}
+
+
+class SameDevice(torch.overrides.TorchFunctionMode):
+    """CUDA's rule on any device: an op whose tensors sit on two devices raises, as on a GPU
+    (a 0-dim CPU tensor may join any device, as torch allows). The ``meta`` device is lenient
+    about CPU tensors; under this mode it stands in for a GPU on a machine without one."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") in MOVES:
+            return func(*args, **kwargs)
+        if getattr(func, "__name__", "") in INDEXING:  # CPU indices may index any device
+            target, index, *value = args
+            leaves = [target, *value] + [
+                t
+                for t in torch.utils._pytree.tree_leaves(index)
+                if isinstance(t, torch.Tensor) and t.device.type != "cpu"
+            ]
+        else:
+            leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        found = {
+            str(t.device)
+            for t in leaves
+            if isinstance(t, torch.Tensor) and not (t.device.type == "cpu" and t.dim() == 0)
+        }
+        if len(found) > 1:
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but {func.__name__} got "
+                f"{sorted(found)}"
+            )
+        return func(*args, **kwargs)

@@ -217,7 +217,7 @@ def head_effects(
     check_settings(top=1, random=1, mode=mode, metrics=metrics)
     wanted = metrics_for(model, metrics)
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    keeps = torch.ones(1 + n_layers * n_heads, n_layers * n_heads)
+    keeps = torch.ones(1 + n_layers * n_heads, n_layers * n_heads, device=model.cfg.device)
     keeps[1:].fill_diagonal_(0.0)  # group 1 + i ablates head i (layer-major)
     keeps = rearrange(keeps, "group (layer head) -> group layer head", layer=n_layers)
     probes = probes_for(

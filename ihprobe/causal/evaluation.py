@@ -172,7 +172,7 @@ def _replacement(model, probe: Probe, mode: str, shared, seed: int):
         return None, None
     if mode == "resample":  # row b takes the z of row order[b]
         z = activations(model, probe, ("z",))["z"]
-        return z[derangement(len(z), seed)], None
+        return z[derangement(len(z), seed).to(z.device)], None
     mean = shared if shared is not None else mean_z(model, probe.tokens, valid=probe.valid)
     if mode == "mean":
         return mean, None

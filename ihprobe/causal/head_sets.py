@@ -137,24 +137,28 @@ def baseline_sets(
     check_choice("baseline", baseline, BASELINES)
     check_random(random)
     n_layers, n_heads = scores.shape
-    outside = torch.ones(n_layers * n_heads, dtype=torch.bool)
+    outside = torch.ones(n_layers * n_heads, dtype=torch.bool, device="cpu")
     outside[[layer * n_heads + h for layer, h in top]] = False
     if baseline == "score-matched":
         pools = _strata(match if match is not None else scores, top, outside)
     else:
-        counts = torch.bincount(torch.tensor([layer for layer, _ in top]), minlength=n_layers)
+        counts = torch.bincount(
+            torch.tensor([layer for layer, _ in top], device="cpu"), minlength=n_layers
+        )
         pools = (counts, outside)
     draw = {"layer-matched": _layer_matched, "global": _global, "score-matched": _score_matched}
     distinct = _count_distinct(baseline, pools, outside, n_heads, len(top))
     g = torch.Generator().manual_seed(seed)
-    keys = torch.rand(random, n_layers, n_heads, generator=g)
+    keys = torch.rand(random, n_layers, n_heads, generator=g, device="cpu")
     sets = [draw[baseline](keys[r], pools, n_heads) for r in range(random)]
     repeats = distinct is not None and distinct < random
     if not repeats:  # redraw a repeated set from fresh keys until every set is distinct
         seen: set[tuple[Head, ...]] = set()
         for r in range(random):
             while tuple(sets[r]) in seen:
-                sets[r] = draw[baseline](torch.rand(n_layers, n_heads, generator=g), pools, n_heads)
+                sets[r] = draw[baseline](
+                    torch.rand(n_layers, n_heads, generator=g, device="cpu"), pools, n_heads
+                )
             seen.add(tuple(sets[r]))
     return Draws(sets, distinct, repeats)
 

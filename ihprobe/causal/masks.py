@@ -49,7 +49,7 @@ def keep_mask(
         tensor([1., 0., 1., 1.])
     """
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    keep = torch.ones(n_layers, n_heads)
+    keep = torch.ones(n_layers, n_heads, device=model.cfg.device)
     for layer, head in _pairs(heads):
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
             raise IhprobeError(
@@ -97,16 +97,17 @@ def mean_z(
         torch.Size([2, 4, 16])
     """
     cfg = model.cfg
-    sums = torch.zeros(cfg.n_layers, cfg.n_heads, cfg.d_head, dtype=torch.float64)
-    weights = torch.ones(tokens.shape) if valid is None else valid.cpu()
+    device = tokens.device
+    sums = torch.zeros(cfg.n_layers, cfg.n_heads, cfg.d_head, dtype=torch.float64, device=device)
+    weights = torch.ones(tokens.shape, device=device) if valid is None else valid.to(device)
     weights = weights.to(torch.float64)
 
     def make_hooks(rows, store):
-        weight = weights[rows]
+        weight = weights[rows.to(device)]
 
-        def add(z, hook, layer):  # reduce on the device, accumulate in float64
+        def add(z, hook, layer):  # reduce and accumulate (float64) on the device: no host sync
             w = weight.to(z.device, torch.float32)
-            sums[layer] += torch.einsum("bphd,bp->hd", z.float(), w).double().cpu()
+            sums[layer] += torch.einsum("bphd,bp->hd", z.float(), w).double().to(sums.device)
             return z
 
         return [(hook_name("z", i), _bind(add, i)) for i in range(cfg.n_layers)]
@@ -208,8 +209,8 @@ def derangement(n: int, seed: int = 0) -> Int[torch.Tensor, " n"]:
     """
     if n < 2:
         raise IhprobeError("resample ablation needs at least 2 evaluation rows; pass batch >= 2.")
-    cycle = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    order = torch.empty(n, dtype=torch.long)
+    cycle = torch.randperm(n, generator=torch.Generator().manual_seed(seed), device="cpu")
+    order = torch.empty(n, dtype=torch.long, device=cycle.device)
     order[cycle] = cycle.roll(-1)
     return order
 

@@ -181,13 +181,17 @@ def make_prompts(
         answers.append(answer[given])
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     length = max(len(r) for r in rows)
-    tokens = torch.full((len(rows), length), pad, dtype=torch.long)
-    valid = torch.zeros(len(rows), length, dtype=torch.bool)
+    tokens = torch.full((len(rows), length), pad, dtype=torch.long, device="cpu")
+    valid = torch.zeros(len(rows), length, dtype=torch.bool, device="cpu")
     for b, ids in enumerate(rows):
-        tokens[b, : len(ids)] = torch.tensor(ids)
+        tokens[b, : len(ids)] = torch.tensor(ids, device="cpu")
         valid[b, : len(ids)] = True
     return TaskPrompts(
-        task.name, tokens, valid, valid.sum(1) - 1, torch.tensor(answers, dtype=torch.long)
+        task.name,
+        tokens,
+        valid,
+        valid.sum(1) - 1,
+        torch.tensor(answers, dtype=torch.long, device="cpu"),
     )
 
 
@@ -219,7 +223,9 @@ def hits_per_row(
         >>> hits_per_row(logits, torch.tensor([0]), torch.tensor([3]))
         {'hits@1': tensor([0.]), 'hits@3': tensor([1.])}
     """
-    at = logits[torch.arange(len(last)), last.to(logits.device)]  # [batch, vocab]
+    at = logits[
+        torch.arange(len(last), device=logits.device), last.to(logits.device)
+    ]  # [batch, vocab]
     target = at.gather(-1, answer.to(logits.device).unsqueeze(-1))
     rank = (at > target).sum(-1)
     return {f"hits@{k}": (rank < k).float() for k in ks}

@@ -92,11 +92,13 @@ def induction_pair(
     drawn = inputs.distinct_ids(inputs.content_ids(model), batch, 2 * n, generator)
     s, fresh = drawn[:, :n], drawn[:, n:]
     clean = torch.cat([s, s], dim=1)
-    queries = torch.arange(n, 2 * n)
+    queries = torch.arange(n, 2 * n, device="cpu")  # the seeded rows are drawn on the CPU
     if corruption == "second_half":
         corrupted = torch.cat([s, fresh], dim=1)
     else:
-        anchors = torch.arange(0, n - 1 + n % 2, 2)  # s_i at even i, never the last answer
+        anchors = torch.arange(
+            0, n - 1 + n % 2, 2, device="cpu"
+        )  # s_i at even i, never the last answer
         corrupted = clean.clone()
         corrupted[:, anchors] = fresh[:, anchors]
         queries = anchors + n
@@ -104,7 +106,7 @@ def induction_pair(
     return PatchPair(
         clean=clean.to(device),
         corrupted=corrupted.to(device),
-        positions=queries,
+        positions=queries.to(device),
         targets=clean[:, queries - n + 1].to(device),
         corruption=corruption,
     )
@@ -133,13 +135,18 @@ def token_pair(
             "shape [batch, pos] with at least 2 positions."
         )
     length = clean.shape[1]
-    positions = torch.arange(length - 1) if positions is None else torch.as_tensor(positions)
+    clean, corrupted = clean.cpu(), corrupted.cpu()  # checked and indexed here, then moved
+    positions = (
+        torch.arange(length - 1, device="cpu")
+        if positions is None
+        else torch.as_tensor(positions, device="cpu")
+    )
     if len(positions) == 0 or positions.min() < 0 or positions.max() >= length - 1:
         raise IhprobeError(f"positions must be in 0..{length - 2} (the next token is the target).")
     device = model.cfg.device
     return PatchPair(
         clean=clean.to(device),
         corrupted=corrupted.to(device),
-        positions=positions,
+        positions=positions.to(device),
         targets=clean[:, positions + 1].to(device),
     )

@@ -232,9 +232,9 @@ def _run(model, rows, pair: PatchPair, metric: LogitMetric, hooks=(), groups: in
 def _groups(n_layers: int, n_heads: int, length: int) -> Int[torch.Tensor, "group 3"]:
     """``(layer, head, pos)`` of every patch; pos -1 when ``length`` is 0 (whole head)."""
     layer, head, pos = torch.meshgrid(
-        torch.arange(n_layers),
-        torch.arange(n_heads),
-        torch.arange(length) if length else torch.tensor([-1]),
+        torch.arange(n_layers, device="cpu"),  # the patches' index table, read on the host
+        torch.arange(n_heads, device="cpu"),
+        torch.arange(length, device="cpu") if length else torch.tensor([-1], device="cpu"),
         indexing="ij",
     )
     return torch.stack([layer.flatten(), head.flatten(), pos.flatten()], dim=1)
@@ -249,11 +249,12 @@ def _patch_group_z(
     """Hook: row r takes its base row's clean ``z`` at the head (and position) of its group."""
 
     def hook(z, hook):
-        positions = torch.arange(z.shape[1])
-        heads = torch.arange(z.shape[2])
-        at_pos = (spec[:, 2:3] < 0) | (spec[:, 2:3] == positions)  # [r, pos]
-        mask = (spec[:, 0:1, None] == layer) & at_pos[:, :, None] & (spec[:, None, 1:2] == heads)
-        return torch.where(mask[..., None].to(z.device), clean_z[base].to(z), z)
+        s = spec.to(z.device)
+        positions = torch.arange(z.shape[1], device=z.device)
+        heads = torch.arange(z.shape[2], device=z.device)
+        at_pos = (s[:, 2:3] < 0) | (s[:, 2:3] == positions)  # [r, pos]
+        mask = (s[:, 0:1, None] == layer) & at_pos[:, :, None] & (s[:, None, 1:2] == heads)
+        return torch.where(mask[..., None], clean_z[base.to(z.device)].to(z), z)
 
     return hook
 

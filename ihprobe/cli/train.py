@@ -264,6 +264,11 @@ def register(subparsers) -> None:
         "constant-rate run (a cosine one is refused)",
     )
     watch.add_argument("--device", type=device, help="auto, cpu, cuda or cuda:N (default)")
+    watch.add_argument(
+        "--precision",
+        help="fp32, tf32 (TF32 matmuls on cuda) or bf16 (bfloat16 autocast) (default)",
+    )
+    watch.add_argument("--compile", action="store_true", help="torch.compile the model's forward")
     p.set_defaults(func=run)
 
 

@@ -244,7 +244,7 @@ def matrix(name: str, value, shape: tuple[int, ...] | None = None) -> torch.Tens
     if isinstance(value, np.ndarray) and not value.flags.writeable:
         value = value.copy()  # torch warns on read-only arrays (a pandas column's, say)
     try:
-        tensor = torch.as_tensor(value, dtype=torch.float32)
+        tensor = torch.as_tensor(value, dtype=torch.float32, device="cpu")
     except (TypeError, ValueError, RuntimeError) as err:
         raise IhprobeError(
             f"{name} must be a rectangular array of numbers (got {type(value).__name__})."

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 
+import torch
+
 from ihprobe.core.errors import IhprobeError
 
 SIZE_LIMIT_ENV = "IHPROBE_NO_SIZE_LIMITS"  # set to 1 to lift size limits and memory checks
@@ -29,12 +31,18 @@ def limits_on() -> bool:
     return os.environ.get(SIZE_LIMIT_ENV, "0") in ("0", "", "false")
 
 
-def available_bytes() -> int:
-    """Memory available to a new allocation now, in bytes.
+def available_bytes(device: str | torch.device = "cpu") -> int:
+    """Memory available to a new allocation on ``device`` now, in bytes: the host's for the
+    CPU, the free memory of the GPU for cuda.
 
     >>> available_bytes() > 0
     True
     """
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":  # no way to ask (meta has no memory): the host's stands in
+        device = torch.device("cpu")
     try:
         with open(MEMINFO) as handle:
             for line in handle:

@@ -29,7 +29,7 @@ def symmetric_range(values, least: float) -> dict:
         >>> symmetric_range(torch.tensor([0.5, -2.0]), 4.0)
         {'zmin': -4.0, 'zmax': 4.0}
     """
-    values = torch.as_tensor(values, dtype=torch.float64)
+    values = torch.as_tensor(values, dtype=torch.float64, device="cpu")
     finite = values[values.isfinite()]
     bound = max(least, float(finite.abs().max()) if finite.numel() else least)
     return {"zmin": -bound, "zmax": bound}

@@ -37,6 +37,7 @@ from transformers import AutoModelForCausalLM
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
+from ihprobe.core.devices import stray_tensors
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.world import resolve_device
 from ihprobe.io.provenance import Provenance
@@ -115,7 +116,9 @@ def load(
     config = _checked_config(path, dtype, trust_remote_code)
     if tokenizer is None:
         tokenizer = tokenizer_for(path, config, trust_remote_code)
-    hf_model = _hf_model(path, config, dtype, trust_remote_code)
+    # on the device before the bridge wraps it: boot_transformers leaves a given model where it
+    # is, and the tensors load_weights copies into must be the ones the model ends up using
+    hf_model = _hf_model(path, config, dtype, trust_remote_code).to(device)
     hf_tensors = dict(hf_model.state_dict(keep_vars=True))  # HF names, before the bridge rewires
     with tempfile.TemporaryDirectory() as tmp:  # TransformerLens re-opens tokenizers by path
         model = bridge(hf_model, str(source), on_disk(tokenizer, tmp), device, dtype)
@@ -216,6 +219,8 @@ def bridge(hf_model, name: str, tokenizer, device, dtype):
             model = TransformerBridge.boot_transformers(
                 name, hf_model=hf_model, tokenizer=tokenizer, device=device, dtype=dtype
             )
+            if stray_tensors(model, device):  # anything the bridge built elsewhere
+                model.to(device, print_details=False)
             model(torch.zeros((1, 2), dtype=torch.long, device=device))  # fails here, not later
             return model
     except (AttributeError, KeyError, NotImplementedError, TypeError, ValueError) as err:

@@ -84,7 +84,7 @@ def forward_pairs(length: int, bos: bool = False) -> Pairs:
     >>> forward_pairs(3)
     (tensor([4, 5]), tensor([1, 2]))
     """
-    k = torch.arange(length - 1)
+    k = torch.arange(length - 1, device="cpu")
     return k + length + 1 + int(bos), k + 1 + int(bos)
 
 
@@ -97,7 +97,7 @@ def backward_pairs(length: int, bos: bool = False) -> Pairs:
     >>> backward_pairs(3)       # s_2 at 4 -> s_1 at 1; s_1 at 5 -> s_0 at 0
     (tensor([4, 5]), tensor([1, 0]))
     """
-    k = torch.arange(length - 1, 0, -1)
+    k = torch.arange(length - 1, 0, -1, device="cpu")
     return 2 * length - k + int(bos), k - 1 + int(bos)
 
 
@@ -155,7 +155,7 @@ def varied_chance(score: str, lengths: tuple[int, int]) -> float:
     >>> round(varied_chance("forward_induction_varied", (10, 30)), 4)
     0.033
     """
-    queries, _, valid = varied_pairs(score, torch.arange(lengths[0], lengths[1] + 1))
+    queries, _, valid = varied_pairs(score, torch.arange(lengths[0], lengths[1] + 1, device="cpu"))
     return uniform_chance(queries, valid)
 
 

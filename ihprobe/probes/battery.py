@@ -317,7 +317,9 @@ def _z_scores(model, kept, rows, n, bos, wanted, per_pair) -> dict[str, torch.Te
     head = {}
     if "logit_attribution" in wanted or "ps_la_correlation" in wanted:
         row_tokens = rows[:, int(bos) : int(bos) + n]
-        target_index = (torch.arange(n) + 1) % n  # y_q = x[q - n + 1] = s_{(i + 1) mod n}
+        target_index = (
+            torch.arange(n, device=z.device) + 1
+        ) % n  # y_q = x[q - n + 1] = s_{(i + 1) mod n}
         la = attribution.logit_attribution(z, model.W_O, model.W_U, row_tokens, target_index)
         if "logit_attribution" in wanted:
             head["logit_attribution"] = la.mean(dim=(1, 3))

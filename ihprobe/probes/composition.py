@@ -151,17 +151,25 @@ def composition(
         weights = _weights(model)
         checks.finite_result("composition", **weights)  # NaN weights would score 0, not fail
         n_layers, n_heads = weights["W_Q"].shape[:2]
-        raw = torch.full((n_layers, n_heads, n_layers, n_heads), torch.nan, dtype=torch.float64)
-        chosen = torch.ones(n_layers, n_heads, dtype=torch.bool) if senders is None else senders
+        raw = torch.full(
+            (n_layers, n_heads, n_layers, n_heads), torch.nan, dtype=torch.float64, device="cpu"
+        )  # the result table
+        chosen = (
+            torch.ones(n_layers, n_heads, dtype=torch.bool, device="cpu")
+            if senders is None
+            else senders.cpu()
+        )
         checks.mask("senders", chosen, (n_layers, n_heads))
         reader = _reader(weights, kind)
-        for sender, receiver in torch.combinations(torch.arange(n_layers)).tolist():
+        for sender, receiver in torch.combinations(torch.arange(n_layers, device="cpu")).tolist():
             heads = chosen[sender].nonzero().flatten()  # one layer pair at a time bounds memory
             left = (weights["W_V"][sender, heads, None], weights["W_O"][sender, heads, None])
             right = (reader[0][receiver][None], reader[1][receiver][None])
-            raw[sender, heads, receiver] = pair_scores(left, right)
+            raw[sender, heads, receiver] = pair_scores(left, right).cpu()
         baseline = random_baseline(weights, kind, draws, seed)
-    earlier = torch.ones(n_layers, n_layers, dtype=torch.bool).triu(1)[:, None, :, None]
+    earlier = torch.ones(n_layers, n_layers, dtype=torch.bool, device="cpu").triu(1)[
+        :, None, :, None
+    ]
     defined = raw[(chosen[:, :, None, None] & earlier).expand_as(raw)]  # earlier senders
     checks.finite_result("composition", scores=defined, baseline=baseline)
     return Composition(
@@ -194,7 +202,7 @@ def previous_token_composition(
     senders = previous_token.cpu() >= threshold
     values = composition(model, "k", draws=draws, senders=senders).values  # [l1, h1, l2, h2]
     best = values.nan_to_num(-torch.inf).flatten(0, 1).max(0).values
-    return best.where(best > -torch.inf, torch.tensor(torch.nan))
+    return best.where(best > -torch.inf, torch.tensor(torch.nan, device=best.device))
 
 
 def pair_scores(left: Factors, right: Factors) -> torch.Tensor:
@@ -225,7 +233,9 @@ def random_baseline(weights: dict, kind: str, draws: int, seed: int) -> torch.Te
     generator = torch.Generator().manual_seed(seed)
 
     def like(w: torch.Tensor) -> torch.Tensor:
-        return torch.randn(draws, *w.shape[2:], generator=generator, dtype=torch.float64)
+        return torch.randn(
+            draws, *w.shape[2:], generator=generator, dtype=torch.float64, device="cpu"
+        )
 
     sender = (like(weights["W_V"]), like(weights["W_O"]))
     reader = tuple(like(w) for w in _reader(weights, kind))

@@ -29,6 +29,7 @@ from jaxtyping import Bool, Float, Int
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import accumulating, hook_name, replace_with
+from ihprobe.core.memory import available_bytes
 from ihprobe.data.corpus import default_documents
 from ihprobe.io.validation import require_finite
 from ihprobe.probes.attention import snippet_chance
@@ -53,14 +54,15 @@ Scorer = Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]
 # hook sites a metric reads (keys of core.hooks.HOOK_POINTS; hook_name(site, layer) names them)
 PATTERN, Z, SCALE = "pattern", "z", "scale"
 UNEMBED_IN = hook_name("unembed_in")
-NOTHING = torch.zeros(0, dtype=torch.long)  # positions of a probe that unembeds none
+NOTHING = torch.zeros(0, dtype=torch.long, device="cpu")  # positions of a probe unembedding none
 DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score unchanged
 # Each pass is further bounded by the logits it holds and the tokens it runs. On CPU, time is
 # linear in rows once a pass holds a few rows, but one-row passes cost ~3x per row
 # (benchmarks/bench_scale.py): 128 MB still gives Pythia's 50k vocabulary 13 rows of 50
 # queries a pass (64 MB cost a 160m scan 1.5x for 0.05 GB less peak memory), while small models
 # stay at MAX_TOKENS; an accelerator wants large chunks to fill its parallel units (1 GB).
-MAX_LOGITS = {"cpu": 2**25, "accelerator": 2**28}
+# Either shrinks to the memory there is: float32 logits take at most 1/LOGIT_SHARE of it.
+MAX_LOGITS, LOGIT_SHARE = {"cpu": 2**25, "accelerator": 2**28}, 16
 MAX_TOKENS = {"cpu": 2**13, "accelerator": 2**18}
 
 
@@ -214,7 +216,7 @@ def run_probe(
     make = hooks if callable(hooks) else (lambda index, store: list(hooks))
     kept: dict[str, list[torch.Tensor]] = {}
     rows_per_pass = min(chunk or total, budget_rows(model, probe))
-    for index in torch.arange(total).split(rows_per_pass):
+    for index in torch.arange(total, device="cpu").split(rows_per_pass):  # host bookkeeping
         rows = index % n_rows
         store: dict = {}
         at = _positions_of(probe, rows)
@@ -233,16 +235,13 @@ def run_probe(
 
 
 def budget_rows(model: TransformerLensModel, probe: Probe, max_logits: int | None = None) -> int:
-    """Most rows one pass may hold: its logits within ``MAX_LOGITS``, its tokens within
-    ``MAX_TOKENS`` (the accelerator's values when the model is on one), at least one.
-
-    Example:
-        >>> budget_rows(model, Probe("p", torch.zeros(100, 101, dtype=torch.long)))
-        ... # doctest: +SKIP
-        6
+    """Most rows one pass may hold: its logits within ``MAX_LOGITS`` and 1/``LOGIT_SHARE`` of the
+    device's free memory, its tokens within ``MAX_TOKENS`` (an accelerator's values when the
+    model is on one), at least one. Example: 6 rows of 101 tokens for Pythia-70m on the CPU.
     """
     where = "cpu" if torch.device(model.cfg.device).type == "cpu" else "accelerator"
-    logits = (max_logits or MAX_LOGITS[where]) // max(1, probe.read * model.cfg.d_vocab)
+    fits = available_bytes(model.cfg.device) // (4 * LOGIT_SHARE)  # float32 logits
+    logits = (max_logits or min(MAX_LOGITS[where], fits)) // max(1, probe.read * model.cfg.d_vocab)
     return max(1, min(logits, MAX_TOKENS[where] // probe.tokens.shape[1]))
 
 
@@ -344,7 +343,7 @@ def text_probe(
             "icl_score": query_loss(logits[:, 1:], t[:, 1:]) - query_loss(logits[:, :1], t[:, :1])
         }
 
-    return Probe("natural text", tokens, score_icl, torch.tensor([early - 1, late - 1]))
+    return Probe("natural text", tokens, score_icl, tokens.new_tensor([early - 1, late - 1]))
 
 
 def reads_text(tokenizer) -> bool:
@@ -397,4 +396,4 @@ def token_rows(
             f"the text holds {len(stream)} tokens, less than one row of {length} (the probe "
             f"needs at least {length}); pass more text."
         )
-    return torch.tensor(stream[: count * length]).view(count, length).to(model.cfg.device)
+    return torch.tensor(stream[: count * length], device=model.cfg.device).view(count, length)

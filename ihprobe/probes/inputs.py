@@ -37,7 +37,7 @@ def content_ids(model) -> Int[torch.Tensor, " ids"]:
     """
     vocab = model.cfg.d_vocab
     tok = getattr(model, "tokenizer", None)
-    keep = torch.ones(vocab, dtype=torch.bool)
+    keep = torch.ones(vocab, dtype=torch.bool, device="cpu")
     if tok is not None:
         if 1 < len(tok) < vocab:  # embedding rows padded past the tokenizer: never trained
             keep[len(tok) :] = False
@@ -70,7 +70,7 @@ def distinct_ids(
             f"cannot draw {n} distinct tokens: the vocabulary has only {len(candidates)} usable "
             f"(non-special) ids. Pass n <= {len(candidates)}."
         )
-    keys = torch.rand(batch, len(candidates), generator=generator)
+    keys = torch.rand(batch, len(candidates), generator=generator, device="cpu")
     return candidates[keys.topk(n, dim=1).indices]
 
 
@@ -119,7 +119,7 @@ def repeated_tokens(
     s = distinct_ids(content_ids(model), batch, n, g)
     tokens = torch.cat([s, s], dim=1)
     if bos:
-        tokens = torch.cat([torch.full((batch, 1), bos_id(model)), tokens], dim=1)
+        tokens = torch.cat([torch.full((batch, 1), bos_id(model), device="cpu"), tokens], dim=1)
     return tokens.to(model.cfg.device)
 
 
@@ -163,10 +163,10 @@ def snippets(
         candidates = candidates[candidates != sep]
     drawn = distinct_ids(candidates, batch, length + (sep is None), g)
     s = drawn[:, :length]
-    middle = drawn[:, length:] if sep is None else torch.full((batch, 1), sep)
+    middle = drawn[:, length:] if sep is None else torch.full((batch, 1), sep, device="cpu")
     parts = [s, middle, s.flip(1) if backward else s]
     if bos:
-        parts.insert(0, torch.full((batch, 1), bos_id(model)))
+        parts.insert(0, torch.full((batch, 1), bos_id(model), device="cpu"))
     return torch.cat(parts, dim=1).to(model.cfg.device)
 
 
@@ -222,12 +222,12 @@ def varied_snippets(
     if sep is not None:
         candidates = candidates[candidates != sep]
     drawn = distinct_ids(candidates, batch, high + 1, g)
-    length = torch.randint(low, high + 1, (batch,), generator=g)
-    order = torch.rand(batch, high, generator=g).masked_fill(
-        torch.arange(high) >= length[:, None], 2.0
+    length = torch.randint(low, high + 1, (batch,), generator=g, device="cpu")
+    order = torch.rand(batch, high, generator=g, device="cpu").masked_fill(
+        torch.arange(high, device="cpu") >= length[:, None], 2.0
     )  # a random permutation of each row's first |S| indices, the rest last
-    seps = drawn[:, high] if sep is None else torch.full((batch,), sep)
-    j = torch.arange(2 * high + 1)[None]
+    seps = drawn[:, high] if sep is None else torch.full((batch,), sep, device="cpu")
+    j = torch.arange(2 * high + 1, device="cpu")[None]
     n = length[:, None]
     c = (j - n - 1).clamp(min=0, max=high - 1)  # index into the copy
     source = {"forward": c, "backward": (n - 1 - c).clamp(min=0),
@@ -236,5 +236,5 @@ def varied_snippets(
     tokens = drawn.gather(1, index)
     tokens = torch.where((j == n) | (j > 2 * n), seps[:, None], tokens)
     if bos:
-        tokens = torch.cat([torch.full((batch, 1), bos_id(model)), tokens], dim=1)
+        tokens = torch.cat([torch.full((batch, 1), bos_id(model), device="cpu"), tokens], dim=1)
     return tokens.to(model.cfg.device), length.to(model.cfg.device)

@@ -32,7 +32,7 @@ def query_positions(n: int, bos: bool = False) -> Int[torch.Tensor, " query"]:
     >>> query_positions(3), query_positions(3, bos=True)
     (tensor([3, 4, 5]), tensor([4, 5, 6]))
     """
-    return torch.arange(n, 2 * n) + int(bos)
+    return torch.arange(n, 2 * n, device="cpu") + int(bos)  # moved where they are read
 
 
 def induction_targets(

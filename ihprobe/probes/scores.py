@@ -80,8 +80,8 @@ class HeadScores(CarriesProvenance):
         rows = []
         for metric, values in self.head.items():
             n_layers, n_heads = values.shape
-            layer = torch.arange(n_layers).repeat_interleave(n_heads)
-            head = torch.arange(n_heads).repeat(n_layers)
+            layer = torch.arange(n_layers, device="cpu").repeat_interleave(n_heads)
+            head = torch.arange(n_heads, device="cpu").repeat(n_layers)
             rows.append(
                 pd.DataFrame(
                     {
@@ -132,12 +132,13 @@ class HeadScores(CarriesProvenance):
         head = {}
         for metric, rows in heads.groupby("metric", sort=False):
             shape = (int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1)
-            values = torch.full(shape, float("nan"))
+            values = torch.full(shape, float("nan"), device="cpu")
             at = [
-                torch.as_tensor(rows[k].to_numpy(dtype=int, copy=True)) for k in ("layer", "head")
+                torch.as_tensor(rows[k].to_numpy(dtype=int, copy=True), device="cpu")
+                for k in ("layer", "head")
             ]
             values[at[0], at[1]] = torch.tensor(
-                rows["value"].to_numpy(dtype=float, copy=True), dtype=torch.float32
+                rows["value"].to_numpy(dtype=float, copy=True), dtype=torch.float32, device="cpu"
             )
             head[metric] = values
         model_rows = frame[frame["layer"].isna()]

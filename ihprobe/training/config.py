@@ -17,10 +17,14 @@ from ihprobe.io.runs import RUN_META, run_meta
 from ihprobe.training.schedule import CHECKPOINT_SCHEDULES, LR_SCHEDULES
 
 DEFAULT_STEPS = 2000  # updates when neither steps nor tokens is given
+# float32 throughout; float32 with TF32 matmuls on cuda (the CPU has none: same as fp32);
+# bfloat16 autocast of the forward pass (master weights, optimiser and loss stay float32)
+PRECISIONS = ("fp32", "tf32", "bf16")
 # Fields that may change when a run is resumed: they do not change the weights it ends with.
 RESUMABLE_CHANGES = (
     "resume",
     "device",
+    "compile",
     "live_probes",
     "probe_batch",
     "forecast",
@@ -69,6 +73,8 @@ class TrainConfig:
     live_probes: bool = False  # max PS and AR accuracy at every checkpoint -> probes.jsonl
     resume: bool = False  # continue the run in `out` from its latest training state
     device: str = "auto"  # "auto" (cuda when available) | "cpu" | "cuda" | "cuda:1" ...
+    precision: str = "fp32"  # one of PRECISIONS
+    compile: bool = False  # torch.compile the model's forward (same math, fused kernels)
     log_every: int = 10  # updates between metrics.jsonl lines
     state_every: int = 1000  # updates between training states for --resume (0: checkpoints only)
     probe_batch: int = 20  # rows of repeated random tokens for the live probes
@@ -163,6 +169,8 @@ def check_config(config: TrainConfig, world_size: int = 1) -> None:
         problems.append(f"weight_decay={config.weight_decay} must be >= 0")
     if config.grad_clip is not None and not config.grad_clip > 0:
         problems.append(f"grad_clip={config.grad_clip} must be positive (or None for no clipping)")
+    if config.precision not in PRECISIONS:
+        problems.append(f"precision={config.precision!r} is not one of {', '.join(PRECISIONS)}")
     if config.probe_batch < 1:
         problems.append(f"probe_batch={config.probe_batch} must be at least 1")
     if config.forecast and not config.live_probes:

@@ -171,10 +171,10 @@ def _state_problem(state, path: Path, model, optimizer, last_step: int) -> str |
         return f"its step {state['step']!r} is not an update of this run (0..{last_step})"
     if path.name != f"step-{step:06d}.pt":
         return f"it says update {step} but is named {path.name}"
-    start = _integer(state.get("window_start", torch.tensor(step)))
+    start = _integer(state.get("window_start", torch.tensor(step, device="cpu")))
     if start is None or not 0 <= start <= step:
         return f"its window_start {state.get('window_start')!r} is not in 0..{step}"
-    seconds = state.get("train_seconds", torch.tensor(0.0))
+    seconds = state.get("train_seconds", torch.tensor(0.0, device="cpu"))
     if not (
         isinstance(seconds, torch.Tensor)
         and seconds.numel() == 1

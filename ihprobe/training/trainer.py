@@ -38,6 +38,7 @@ from ihprobe.training import checkpoints
 from ihprobe.training.config import DEFAULT_STEPS, TrainConfig, check_config, load_config
 from ihprobe.training.display import Display
 from ihprobe.training.live import LiveProbes, ProbeHook, listener
+from ihprobe.training.precision import autocast, compiled, matmul_precision
 from ihprobe.training.resume import Plan, plan_run, read_state, record_extension, restore
 from ihprobe.training.schedule import learning_rate
 from ihprobe.training.tally import Tally
@@ -103,13 +104,15 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
         if plan.first_total != config.total_steps:  # extended: the data keeps its first plan
             producer = make_run_producer(config, plan.first_total)
         with join_world(config.device) as world:
-            return _train(config, plan, producer, run, world, on_probe)
+            with matmul_precision(config.precision, world.device):
+                return _train(config, plan, producer, run, world, on_probe)
 
 
 @dataclass
 class _Learner:
-    """What an update changes: the weights (``ddp`` wraps ``model`` under DDP), the optimiser,
-    and the running loss."""
+    """What an update changes: the weights (``ddp`` wraps ``model`` under DDP and, with
+    ``compile``, is compiled; both share ``model``'s parameters), the optimiser, and the running
+    loss."""
 
     model: torch.nn.Module
     ddp: torch.nn.Module
@@ -123,6 +126,7 @@ def _train(config, plan: Plan, producer, run: RunDir, world: World, on_probe) ->
     model.train()
     ids = [world.device.index] if world.device.type == "cuda" else None
     ddp = DistributedDataParallel(model, device_ids=ids) if world.size > 1 else model
+    ddp = compiled(ddp, config.compile)
     learner = _Learner(model, ddp, _adamw(model, config), Tally(world.device))
     start = _start(config, plan, producer, run, world, learner)
     if start == plan.total and run.checkpoint(plan.total).is_dir():
@@ -161,11 +165,13 @@ def _update(config, producer, world: World, learner: _Learner, step: int, lr: fl
     batch = producer.sample(step)
     rows = config.batch_size // world.size
     mine = batch.tokens[world.rank * rows : (world.rank + 1) * rows].to(world.device)
+    # no host sync below: the loss, NaN flag and norm stay on the device until a log line
     micros = mine.chunk(config.grad_accum)  # DDP syncs gradients on the last one only
     for i, micro in enumerate(micros):
         sync = i == len(micros) - 1 or world.size == 1
         with contextlib.nullcontext() if sync else learner.ddp.no_sync():
-            loss = causal_lm_loss(learner.ddp, micro)
+            with autocast(config.precision, world.device):
+                loss = causal_lm_loss(learner.ddp, micro)
             (loss / config.grad_accum).backward()
         learner.tally.add(loss.detach() / config.grad_accum)
     norm = torch.nn.utils.clip_grad_norm_(
@@ -297,14 +303,16 @@ class _Saver:
         """Weights, optimiser and RNG as plain tensors (``torch.load(weights_only=True)``)."""
         learner, last = self.learner, self.learner.tally.last_loss
         state = {
-            "step": torch.tensor(step),
+            "step": torch.tensor(step, device="cpu"),
             "model": learner.model.state_dict(),
             "optimizer": learner.optimizer.state_dict(),
             "rng_cpu": torch.get_rng_state(),
-            "loss": torch.tensor([] if last is None else [last]),
-            "window_start": torch.tensor(learner.tally.start),
+            "loss": torch.tensor([] if last is None else [last], device="cpu"),
+            "window_start": torch.tensor(learner.tally.start, device="cpu"),
             "window_loss": window_loss,
-            "train_seconds": torch.tensor(learner.tally.seconds(), dtype=torch.float64),
+            "train_seconds": torch.tensor(
+                learner.tally.seconds(), dtype=torch.float64, device="cpu"
+            ),
         }
         if self.world.device.type == "cuda":
             state["rng_cuda"] = torch.cuda.get_rng_state(self.world.device)

@@ -56,7 +56,7 @@ def check_build(
             f"parameters but the weights hold {stored:.3g} values: the config does not match "
             "the weights; save them together with save_pretrained."
         )
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = torch.empty((), dtype=dtype, device="cpu").element_size()
     check_memory(f"building {path} ({parameters:.3g} parameters in {dtype})", parameters * itemsize)
     return parameters
 

@@ -123,12 +123,12 @@ def check_causal(hf_model, path: Path) -> None:
     if vocab < 2:
         return
     half = CAUSAL_PROBE_LENGTH // 2
-    tokens = torch.arange(CAUSAL_PROBE_LENGTH).remainder(vocab).unsqueeze(0)
+    device = next(hf_model.parameters()).device
+    tokens = torch.arange(CAUSAL_PROBE_LENGTH, device=device).remainder(vocab).unsqueeze(0)
     changed = tokens.clone()
     changed[:, half:] = (changed[:, half:] + 1).remainder(vocab)
-    device = next(hf_model.parameters()).device
     with torch.no_grad():
-        logits = hf_model(torch.cat([tokens, changed]).to(device)).logits[:, :half]
+        logits = hf_model(torch.cat([tokens, changed])).logits[:, :half]
     # a causal model computes the first half identically: allow rounding noise only
     tolerance = 16 * torch.finfo(logits.dtype).eps * (1 + float(logits[0].abs().max()))
     logits = logits.float()

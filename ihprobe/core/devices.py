@@ -1,0 +1,48 @@
+"""Where tensors live: the device of a model, tensors moved onto it, and the check that every
+parameter and buffer of a model is where it was asked to be.
+
+Every function of ihprobe runs on the model's device: the tensors it creates are created there
+(``tests/test_devices.py`` checks every tensor factory call of the package statically), tokens a
+caller passes on another device are moved there, and results come back as CPU numbers.
+
+>>> model = torch.nn.Linear(2, 2)
+>>> model_device(model), stray_tensors(model, "cpu")
+(device(type='cpu'), [])
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of ``model``: TransformerLens's ``cfg.device`` where it has one (bridges record
+    the device they run on), else that of its first parameter (CPU for a model with none)."""
+    cfg = getattr(model, "cfg", None)
+    if getattr(cfg, "device", None) is not None:
+        return torch.device(cfg.device)
+    first = next(iter(model.parameters()), None)
+    return torch.device("cpu") if first is None else first.device
+
+
+def stray_tensors(model: torch.nn.Module, device: str | torch.device) -> list[str]:
+    """Names of the parameters and buffers of ``model`` that are not on ``device``.
+
+    >>> stray_tensors(torch.nn.Linear(2, 2), "meta")
+    ['weight', 'bias']
+    """
+    device = torch.device(device)
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    return [name for name, t in tensors if not same_device(t.device, device)]
+
+
+def same_device(a: str | torch.device, b: str | torch.device) -> bool:
+    """Whether ``a`` and ``b`` name one device (``cuda`` without an index is the current one).
+
+    >>> same_device("cuda", "cuda:0"), same_device("cpu", "meta")
+    (True, False)
+    """
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    return a.index is None or b.index is None or a.index == b.index
