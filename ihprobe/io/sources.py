@@ -23,6 +23,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.files import check_name_lengths, looks_local
 from ihprobe.io.runs import Checkpoint, checkpoints, looks_like_run
 from ihprobe.io.validation import hf_loading
 
@@ -36,7 +37,7 @@ def resolve(
     when the hub is reachable right now. Offline, it fails at once with what to do.
     """
     text = str(source)
-    path = Path(text).expanduser()
+    path = check_name_lengths(Path(text).expanduser(), "source")
     if path.exists():
         if not path.is_dir():
             raise IhprobeError(
@@ -52,19 +53,12 @@ def resolve(
             )
             raise IhprobeError(f"{path} has no config.json.{hint}")
         return path
-    if _looks_like_path(text):
+    if looks_local(text):
         raise IhprobeError(
             f"{text} does not exist. Looked for a checkpoint directory at {path.resolve()}; "
             "pass an existing directory or a hub id such as EleutherAI/pythia-70m."
         )
     return _hub_snapshot(text, revision)
-
-
-def _looks_like_path(text: str) -> bool:
-    """Whether a missing ``text`` was meant as a local path rather than a hub id."""
-    if text.startswith(("/", ".", "~")) or "\\" in text or text.count("/") > 1:
-        return True
-    return "/" in text and Path(text.split("/")[0]).exists()
 
 
 def _hub_snapshot(repo_id: str, revision: str | None) -> Path:

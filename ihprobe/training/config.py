@@ -20,6 +20,7 @@ DEFAULT_STEPS = 2000  # updates when neither steps nor tokens is given
 # Fields that may change when a run is resumed: they do not change the weights it ends with.
 RESUMABLE_CHANGES = (
     "resume",
+    "resume_or_start",
     "device",
     "live_probes",
     "probe_batch",
@@ -68,6 +69,7 @@ class TrainConfig:
     n_checkpoints: int = 20  # checkpoints after step 0 for "log" and "linear"
     live_probes: bool = False  # max PS and AR accuracy at every checkpoint -> probes.jsonl
     resume: bool = False  # continue the run in `out` from its latest training state
+    resume_or_start: bool = False  # with resume: start a new run when `out` holds none
     device: str = "auto"  # "auto" (cuda when available) | "cpu" | "cuda" | "cuda:1" ...
     log_every: int = 10  # updates between metrics.jsonl lines
     state_every: int = 1000  # updates between training states for --resume (0: checkpoints only)
@@ -187,11 +189,17 @@ def check_config(config: TrainConfig, world_size: int = 1) -> None:
 TYPE_CHECKS = {
     "int": checks.integer,
     "int | None": lambda name, v: None if v is None else checks.integer(name, v),
-    "float": checks.number,
-    "float | None": lambda name, v: None if v is None else checks.number(name, v),
+    "float": lambda name, v: _finite(name, v),  # weight_decay=inf: refused here, not in training
+    "float | None": lambda name, v: None if v is None else _finite(name, v),
     "bool": checks.flag,
     "str": checks.text,
 }
+
+
+def _finite(name: str, value) -> float:
+    if not math.isfinite(checks.number(name, value)):
+        raise IhprobeError(f"bad training config: {name}={value} must be a finite number.")
+    return float(value)
 
 
 def check_types(config: TrainConfig) -> None:

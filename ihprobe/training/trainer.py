@@ -38,7 +38,14 @@ from ihprobe.training import checkpoints
 from ihprobe.training.config import DEFAULT_STEPS, TrainConfig, check_config, load_config
 from ihprobe.training.display import Display
 from ihprobe.training.live import LiveProbes, ProbeHook, listener
-from ihprobe.training.resume import Plan, plan_run, read_state, record_extension, restore
+from ihprobe.training.resume import (
+    Plan,
+    check_run_folder,
+    plan_run,
+    read_state,
+    record_extension,
+    restore,
+)
 from ihprobe.training.schedule import learning_rate
 from ihprobe.training.tally import Tally
 
@@ -96,6 +103,7 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
     """
     check_config(config, world_size())
     producer = make_run_producer(config)
+    check_run_folder(config)  # a new folder or a run, never a user's folder
     run = RunDir(config.out)
     check_writable_dir(config.out, "out")
     with run.lock() if is_main_process() else contextlib.nullcontext():

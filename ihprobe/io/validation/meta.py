@@ -21,7 +21,7 @@ from pathlib import Path
 from ihprobe.core.errors import IhprobeError
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
-COUNTS = ("step", "tokens")  # non-negative integers (or absent/null)
+COUNTS = ("step", "tokens", "format")  # non-negative integers (or absent/null)
 
 
 def check_meta(file: Path, meta) -> dict:
