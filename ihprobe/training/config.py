@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.memory import Shape, check_work, estimate
 from ihprobe.io.architectures import ARCHITECTURES
 from ihprobe.io.runs import RUN_META, run_meta
 from ihprobe.training.schedule import CHECKPOINT_SCHEDULES, LR_SCHEDULES
@@ -183,6 +184,24 @@ def check_config(config: TrainConfig, world_size: int = 1) -> None:
         )
     if problems:
         raise IhprobeError("bad training config: " + "; ".join(problems) + ".")
+
+
+def check_training_size(config: TrainConfig) -> None:
+    """Refuse a model and batch that cannot fit in memory before any tensor is made (the
+    estimate of :mod:`ihprobe.core.memory`, with the producer's vocabulary or 512), and say so
+    before more than a minute of estimated training."""
+    vocab = config.producer_options.get("vocab_size")
+    d_mlp = 4 * config.d_model if config.d_mlp is None else config.d_mlp
+    vocab = vocab if isinstance(vocab, int) and vocab > 0 else 512
+    shape = Shape(config.layers, config.heads, config.d_model, d_mlp, vocab, config.context)
+    found = estimate(shape, train_batch=config.batch_size // config.grad_accum,
+                     steps=config.total_steps)  # fmt: skip
+    check_work(
+        f"training {shape.parameters:.3g} parameters at B={config.batch_size}, C={config.context}",
+        found,
+        shrink="pass a smaller --d-model, --d-mlp, --layers, -C or -B (or --grad-accum)",
+        device=config.device,
+    )
 
 
 # A field's annotation -> the check of its type (ranges are check_config's).

@@ -35,7 +35,13 @@ from ihprobe.dynamics.forecast import FORECAST, LiveForecast, law_prior
 from ihprobe.io.architectures import build_model, causal_lm_loss, model_sizes
 from ihprobe.io.runs import METRICS, PROBES, RUN_META, RunDir
 from ihprobe.training import checkpoints
-from ihprobe.training.config import DEFAULT_STEPS, TrainConfig, check_config, load_config
+from ihprobe.training.config import (
+    DEFAULT_STEPS,
+    TrainConfig,
+    check_config,
+    check_training_size,
+    load_config,
+)
 from ihprobe.training.display import Display
 from ihprobe.training.live import LiveProbes, ProbeHook, listener
 from ihprobe.training.resume import (
@@ -102,8 +108,9 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
         >>> run = train(TrainConfig(out="runs/x", producer="iid", steps=50))  # doctest: +SKIP
     """
     check_config(config, world_size())
-    producer = make_run_producer(config)
     check_run_folder(config)  # a new folder or a run, never a user's folder
+    check_training_size(config)  # before any tensor: refused past memory, announced past 1 min
+    producer = make_run_producer(config)
     run = RunDir(config.out)
     check_writable_dir(config.out, "out")
     with run.lock() if is_main_process() else contextlib.nullcontext():
