@@ -197,6 +197,16 @@ def tokens(name: str, value, model, *, dims: tuple[int, ...] = (2,)) -> torch.Te
     return value
 
 
+def documents(value, name: str = "text") -> bool:
+    """Whether natural text ``value`` is token ids (checked as :func:`tokens`); a string or a
+    non-empty list of strings is text; anything else is refused naming ``name``."""
+    strings = isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value)
+    if not isinstance(value, (str, torch.Tensor)) and not strings:
+        raise IhprobeError(f"{name} must be a string, a list of strings or token ids "
+                           f"(got {_shown(value)}).")  # fmt: skip
+    return isinstance(value, torch.Tensor)
+
+
 def head(layer, head_index, n_layers: int, n_heads: int, name: str = "") -> tuple[int, int]:
     """``(layer, head)`` of a model of ``n_layers x n_heads``; negative indices are refused.
 
@@ -298,7 +308,7 @@ RULES = {
 }
 
 
-TOKEN_ARGUMENTS = ("tokens", "reference", "clean", "corrupted")  # token ids of the model, or None
+TOKEN_ARGUMENTS = ("tokens", "reference", "clean", "corrupted", "text")  # ids of the model, or None
 MEMORY = ("batch", "rows", "random", "draws", "groups")  # the scaling arguments: estimated first
 
 
@@ -320,7 +330,7 @@ def arguments(**values) -> None:
     for name, value in values.items():
         if name not in TOKEN_ARGUMENTS:
             RULES[name](value)
-        elif value is not None and hooked is not None:
+        elif value is not None and hooked is not None and (name != "text" or documents(value)):
             tokens(name, value, hooked)
     scaling = {k: values[k] for k in MEMORY if values.get(k) is not None}
     if hooked is None or not scaling:

@@ -92,6 +92,12 @@ def checkpoints(source: str | os.PathLike, revisions: list[str] | None = None) -
     """
     checks.source(source)
     if revisions is not None:
+        if not isinstance(revisions, (list, tuple)) or not all(
+            isinstance(r, str) and r.strip() for r in revisions
+        ):  # revisions="step1" would be read as the revisions s, t, e, p, 1
+            raise IhprobeError(
+                f"revisions must be a list of revision names (got {revisions!r:.60})."
+            )
         found = [Checkpoint(str(source), r, _digits(r)) for r in revisions]
         return sorted(found, key=lambda c: (c.step is None, c.step or 0))
     path = Path(source).expanduser()
