@@ -101,7 +101,7 @@ ROUND3 = {
         lambda m: ihprobe.checkpoints("org/m", revisions="step1"),
         "revisions",
     ),
-    "checkpoints(revisions=[1])": (lambda m: ihprobe.checkpoints("o/m", revisions=[1]), "revisions"),
+    "checkpoints(revisions=[1])": (lambda m: ihprobe.checkpoints("o/m", revisions=[1]), "revis"),
     "checkpoints(revisions=3)": (lambda m: ihprobe.checkpoints("org/m", revisions=3), "revisions"),
     "TrainConfig(weight_decay=inf)": (lambda m: TrainConfig(weight_decay=math.inf), "weight_decay"),
     "TrainConfig(warmup=nan)": (lambda m: TrainConfig(warmup=math.nan), "warmup"),
