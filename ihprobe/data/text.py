@@ -28,6 +28,7 @@ from transformers import AutoTokenizer
 
 from ihprobe.core import cache
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.network import hub_calls, hub_reachable
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.corpus import default_documents
 from ihprobe.data.options import ProducerOptions
@@ -253,7 +254,10 @@ def _dataset_documents(source: dict) -> list[str]:
                 )
             ds = datasets.load_dataset(builder, data_files=files, split=source["split"])
         else:
-            ds = datasets.load_dataset(source["dataset"], source["config"], split=source["split"])
+            with hub_calls(online=hub_reachable()):  # offline: one line at once, no retries
+                ds = datasets.load_dataset(
+                    source["dataset"], source["config"], split=source["split"]
+                )
     except (OSError, ConnectionError, ValueError) as err:
         if isinstance(err, IhprobeError):
             raise
