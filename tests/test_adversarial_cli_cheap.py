@@ -5,8 +5,9 @@ One Python process imports only ``ihprobe.cli`` and runs every case in turn: eac
 status 2, one line on stderr, and that torch, transformers and the hub client are still not
 imported after it (so no case before it imported them either: the refusals cost no model, no
 hub request and well under 2 s of CPU). The cases are every SOURCE-taking command with
-local-looking paths that cannot be a checkpoint (``/nonexistent/path``, ``./missing``, ``~/...``, a file, a name over 255 bytes), and
-every numeric flag of every command with values its type refuses.
+local-looking paths that cannot be a checkpoint (``/nonexistent/path``, ``./missing``,
+``~/...``, a file, a name over 255 bytes), and every numeric flag of every command with values
+its type refuses.
 
 The cache test starts two processes at once that write the same entry many times (a JSON entry
 and a directory entry) and checks that one whole, valid entry is left and no temporary file.
