@@ -83,7 +83,7 @@ def test_result_figure_and_single_checkpoint_report(run_dir, tmp_path):
     ],
 )
 def test_bad_flags_fail_in_one_line_before_loading(tmp_path, capsys, flags, message):
-    assert main(["ablate", str(tmp_path / "missing"), *flags]) == 2  # the source is never read
+    assert main(["ablate", "org/missing-model", *flags]) == 2  # the source is never read
     err = capsys.readouterr().err
     assert message in err and err.strip().count("\n") == 0
 

@@ -4,14 +4,13 @@ attribution patching against a finite difference, and input errors."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 import ihprobe
 from ihprobe.circuit.pairs import induction_pair, logit_diff, token_pair
 from ihprobe.circuit.patching import attribution_patch, patch, path_patch
+from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import keep
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.io.provenance import COLUMNS
@@ -245,9 +244,12 @@ def test_path_patching_equals_a_direct_two_pass_patch(random_model):
     assert set(frame["sender_layer"]) == {1} and set(frame["sender_head"]) == {1}
 
 
-def test_identical_clean_and_corrupted_rows_give_nan_fractions_not_infinities(random_model):
+def test_identical_clean_and_corrupted_rows_make_fractions_undefined_not_nan(random_model):
     rows = induction_pair(random_model, n=6, batch=2).clean
     result = patch(random_model, rows, rows)
-    assert result.clean == result.corrupted and result.fractions.isnan().all()
-    assert math.isnan(path_patch(random_model, [(0, 0)], [(1, 0)], "k", clean=rows,
-                                 corrupted=rows).fraction)  # fmt: skip
+    assert result.clean == result.corrupted and torch.isfinite(result.values).all()
+    with pytest.raises(IhprobeError, match="fraction restored is undefined"):
+        _ = result.fractions
+    path = path_patch(random_model, [(0, 0)], [(1, 0)], "k", clean=rows, corrupted=rows)
+    with pytest.raises(IhprobeError, match="fraction restored is undefined"):
+        _ = path.fraction

@@ -177,9 +177,9 @@ def test_an_output_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
     target = tmp_path / "taken"
     target.write_text("x")
     for argv in (
-        ["scan", "no/such/ckpt", "--out", str(target)],
-        ["ablate", "no/such/ckpt", "--out", str(target)],
-        ["emergence", "no/such/run", "--html", str(tmp_path)],
+        ["scan", "org/missing-ckpt", "--out", str(target)],
+        ["ablate", "org/missing-ckpt", "--out", str(target)],
+        ["emergence", "org/missing-run", "--html", str(tmp_path)],
         ["demo", "--out", str(target)],
         ["train", "--out", str(target), "--producer", "iid", "--steps", "1"],
     ):

@@ -213,7 +213,8 @@ def head_effects(
     if unknown:
         raise TypeError(f"head_effects() got unexpected keyword arguments {sorted(unknown)}")
     s = {**ROW_DEFAULTS, **rows}
-    checks.arguments(model=model, **{k: v for k, v in s.items() if k not in ("text", "tasks")})
+    checks.arguments(model=model, groups=model.cfg.n_layers * model.cfg.n_heads,
+                     **{k: v for k, v in s.items() if k not in ("text", "tasks")})  # fmt: skip
     check_settings(top=1, random=1, mode=mode, metrics=metrics)
     wanted = metrics_for(model, metrics)
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads

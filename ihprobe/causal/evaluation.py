@@ -143,6 +143,13 @@ def probes_for(model, wanted, *, n, batch, seed, bos, text, rows, tasks) -> list
         probes.append(natural_probe(model, text, rows=rows, natural_loss="natural_loss" in wanted))
     if any(m in wanted for m in TASK_METRICS):
         probes += task_probes(model, tasks, seed=seed)
+    elif tasks is not None:  # tasks given are never ignored without a word
+        why = (
+            "the model has token ids only (no tokenizer that reads text)"
+            if not reads_text(getattr(model, "tokenizer", None))
+            else f"the metrics include none of {', '.join(TASK_METRICS)}"
+        )
+        raise IhprobeError(f"tasks were given but {why}; drop the tasks or add a task metric.")
     return probes
 
 

@@ -32,6 +32,7 @@ import torch
 from einops import rearrange
 from jaxtyping import Float
 
+from ihprobe.core import checks
 from ihprobe.io.provenance import COLUMNS, CarriesProvenance, Provenance, with_provenance
 from ihprobe.probes.engine import METRIC_TABLE
 
@@ -104,7 +105,9 @@ class AblationResult(CarriesProvenance):
             >>> v.answer, str(v)                                            # doctest: +SKIP
             ('load-bearing', 'Ablating L1H3 changes ar_accuracy by -0.21 ...: load-bearing: ...')
         """
-        metric = metric or next((m for m in VERDICT_METRICS if m in self.values), self.metrics[0])
+        if metric is None:
+            metric = next((m for m in VERDICT_METRICS if m in self.values), self.metrics[0])
+        checks.choice("metric", metric, list(self.values))  # verdict(""): not the default
         row = self.summary().set_index("metric").loc[metric]
         return Verdict(*_answer(self, row), metric=metric, numbers=_numbers(self, row, metric))
 
@@ -298,11 +301,13 @@ class HeadEffects(CarriesProvenance):
 
     def change(self, metric: str) -> Float[torch.Tensor, "layer head"]:
         """``ablated - clean`` of every head."""
+        checks.choice("metric", metric, list(self.values))  # ranking("bogus"): one line
         v = self.values[metric].double()
         return rearrange(v[1:] - v[0], "(layer head) -> layer head", layer=self.shape[0])
 
     def harm(self, metric: str) -> Float[torch.Tensor, "layer head"]:
         """The change oriented so that positive is worse (the metric table's direction)."""
+        checks.choice("metric", metric, list(self.values))
         return metric_of(metric).harm_sign * self.change(metric) + 0.0  # no -0.0
 
     def ranking(self, metric: str) -> list[tuple[int, int, float]]:

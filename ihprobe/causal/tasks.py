@@ -105,8 +105,16 @@ def read_task(path: str | Path, name: str | None = None) -> Task:
     """
     path = Path(path)
     if not path.is_file():
-        raise IhprobeError(f"task file {path} does not exist; pass a file of (x, y) pairs.")
-    text = path.read_text(encoding="utf-8")
+        what = "is not a regular file" if path.exists() else "does not exist"
+        raise IhprobeError(f"task file {path} {what}; pass a file of (x, y) pairs.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise IhprobeError(
+            f"task file {path} is not UTF-8 text (byte {err.start}); save it as UTF-8."
+        ) from None
+    except OSError as err:
+        raise IhprobeError(f"cannot read task file {path}: {err.strerror or err}.") from None
     try:
         if path.suffix == ".json":
             data = json.loads(text)

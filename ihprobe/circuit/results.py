@@ -26,6 +26,7 @@ import torch
 from jaxtyping import Float
 
 from ihprobe.core import checks
+from ihprobe.core.errors import IhprobeError
 from ihprobe.io.provenance import CarriesProvenance, Provenance, with_provenance
 
 Head = tuple[int, int]
@@ -49,7 +50,8 @@ class PatchResult(CarriesProvenance):
 
     @property
     def fractions(self) -> Float[torch.Tensor, "layer head *pos"]:
-        """``(patched - corrupted) / (clean - corrupted)``; NaN when clean equals corrupted."""
+        """``(patched - corrupted) / (clean - corrupted)``; undefined (an :class:`IhprobeError`
+        saying why, never a tensor of NaN) when clean equals corrupted."""
         return (self.values - self.corrupted) / effect(self.clean, self.corrupted)
 
     def to_frame(self) -> pd.DataFrame:
@@ -84,7 +86,8 @@ class PathPatchResult(CarriesProvenance):
 
     @property
     def fraction(self) -> float:
-        """``(patched - corrupted) / (clean - corrupted)``; NaN when clean equals corrupted."""
+        """``(patched - corrupted) / (clean - corrupted)``; undefined (an :class:`IhprobeError`
+        saying why) when clean equals corrupted."""
         return (self.patched - self.corrupted) / effect(self.clean, self.corrupted)
 
     def to_frame(self) -> pd.DataFrame:
@@ -111,9 +114,20 @@ class PathPatchResult(CarriesProvenance):
 
 
 def effect(clean: float, corrupted: float) -> float:
-    """The clean-minus-corrupted difference a fraction divides by; NaN when there is none.
+    """The clean-minus-corrupted difference a fraction divides by; when there is none the
+    fraction restored is 0/0, undefined, and this says so.
 
-    >>> effect(2.0, 0.5), effect(1.0, 1.0)
-    (1.5, nan)
+    >>> effect(2.0, 0.5)
+    1.5
+    >>> effect(1.0, 1.0)                                                # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: the fraction restored is undefined: clean and corrupted ...
     """
-    return clean - corrupted if clean != corrupted else float("nan")
+    if clean == corrupted:
+        raise IhprobeError(
+            f"the fraction restored is undefined: clean and corrupted inputs give the same "
+            f"metric ({clean:.4g}), so there is no effect to restore (0/0); pass corrupted inputs "
+            "that change the metric (the patched values themselves are defined)."
+        )
+    return clean - corrupted

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.files import check_writable_dir, check_writable_file
+from ihprobe.core.files import check_local_source, check_writable_dir, check_writable_file
 
 INT64 = (-(2**63), 2**63 - 1)  # every integer flag lies here (torch and numpy take no more)
 TEXT_LIMIT = 256 * 2**20  # bytes of a --text file read into memory
@@ -127,12 +127,16 @@ def key_value(text: str) -> tuple[str, object]:
 
 
 def source(text: str) -> str:
-    """A SOURCE argument: not empty (``""`` would name the current directory)."""
+    """A SOURCE argument: not empty (``""`` would name the current directory), and not a local
+    path that cannot be a checkpoint (checked here, before any import or hub request)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(
             "an empty SOURCE: pass a checkpoint, run directory or hub id"
         )
-    return text
+    try:
+        return check_local_source(text)
+    except IhprobeError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def add_sources(p: argparse.ArgumentParser, *, out: str | None, many: bool = True) -> None:

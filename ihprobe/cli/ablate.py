@@ -90,6 +90,10 @@ def run(args) -> int:
         )
     if args.over_training and args.dtype != "float32":
         raise IhprobeError("--over-training caches float32 results; drop --dtype.")
+    from ihprobe.causal.tasks import read_task
+
+    for task in args.task or ():  # every task file read and checked before any model loads
+        read_task(task)
     out = Path(args.out)
     targets = [out / "ablation.csv", out / "report.html"]
     flags.refuse_overwrite(targets, args.force)

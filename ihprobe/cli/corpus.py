@@ -38,7 +38,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ihprobe.data.installed_docs import build_docs_corpus, default_directory
 
-    out = args.out or default_directory()
+    out = default_directory() if args.out is None else args.out  # --out '' is refused
     sources = tuple(s for s in args.sources.split(",") if s)
     manifest = build_docs_corpus(out, sources=sources, vocab_size=args.vocab_size)
     if args.json:

@@ -46,7 +46,7 @@ def point_kwargs(args) -> dict:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("emergence", help="find the emergence point of training runs")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories")
+    p.add_argument("runs", nargs="+", type=flags.source, metavar="RUN_DIR", help="run directories")
     add_point_options(p)
     flags.add_json(p)
     p.add_argument(

@@ -12,7 +12,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "fit-law", help="refit U = T / (B^b C^c) to the emergence points of several runs"
     )
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories")
+    p.add_argument("runs", nargs="+", type=flags.source, metavar="RUN_DIR", help="run directories")
     add_point_options(p)
     p.add_argument(
         "--b",

@@ -74,7 +74,7 @@ def run(args) -> int:
     from ihprobe.jobs.sweep import run_sweep
 
     if args.train:
-        check_grid(args.grid, args.out, tuple(args.train_args))
+        check_grid(args.grid, args.out, tuple(args.train_args), local=args.launcher == "local")
     written, failed = run_sweep(
         args.grid,
         args.out,
@@ -91,18 +91,20 @@ def run(args) -> int:
     return 1 if failed else 0
 
 
-def check_grid(grid: list[str], out: str, train_args: tuple[str, ...]) -> None:
+def check_grid(grid: list[str], out: str, train_args: tuple[str, ...], local: bool = True) -> None:
     """Every grid point parsed and checked as the ``ihprobe train`` it will run (flags, the
-    TrainConfig, the producer's options), so that a bad value is one line before any run starts.
+    TrainConfig and its memory estimate, the producer's options and, trained here, the device),
+    so that a bad value is one line before any run starts.
     """
     import contextlib
     import io
 
     from ihprobe.cli import build_parser
     from ihprobe.cli.train import config_from_args
+    from ihprobe.core.world import resolve_device
     from ihprobe.data.registry import producer_options
     from ihprobe.jobs.sweep import plan
-    from ihprobe.training.config import check_config
+    from ihprobe.training.config import check_config, check_training_size
 
     parser = build_parser()
     for run in plan(grid, out):
@@ -113,7 +115,10 @@ def check_grid(grid: list[str], out: str, train_args: tuple[str, ...]) -> None:
                 args = parser.parse_args(command[command.index("train") :])
             config = config_from_args(args)
             check_config(config)
+            check_training_size(config)
             producer_options(config.producer, config.producer_options)
+            if local:  # a cluster job's device is the node's, not this machine's
+                resolve_device(config.device)
         except SystemExit:
             reason = said.getvalue().strip().split(": error: ")[-1].split(" (see ")[0]
             raise IhprobeError(f"grid point {run.name}: {reason}") from None

@@ -263,6 +263,12 @@ def register(subparsers) -> None:
         help="continue the run in --out; with a larger --steps/--tokens, extends a finished "
         "constant-rate run (a cosine one is refused)",
     )
+    watch.add_argument(
+        "--resume-or-start",
+        dest="resume_or_start",
+        action="store_true",
+        help="--resume, or start a new run when --out holds none (--resume alone refuses)",
+    )
     watch.add_argument("--device", type=device, help="auto, cpu, cuda or cuda:N (default)")
     watch.add_argument(
         "--precision",
@@ -284,6 +290,8 @@ def config_from_args(args):
             options[flag.replace("-", "_")] = given.pop(flag.replace("-", "_"))
     if "law_from" in given:
         given["law_from"] = tuple(given["law_from"])
+    if given.get("resume_or_start"):
+        given["resume"] = True
     if given.get("resume") and run_meta(args.out) is not None:
         base = load_config(args.out)
         if options:

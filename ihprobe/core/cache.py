@@ -7,10 +7,13 @@ and the results of scans, ablations and LLC estimates per checkpoint (JSON files
 them (:func:`key`) and written atomically, so two processes building one entry never see half
 of it.
 
-An entry is trusted only after it passes its checks: a JSON entry carries the SHA-256 of its
-value (an edited number no longer matches), and every kind of entry is checked by its reader
-for schema, finite values and shape. An entry that fails is removed with a warning and built
-again, the same way for every kind.
+An entry is trusted only after it passes its checks: a JSON entry carries its format
+(:data:`FORMAT`; an entry without one is format 1) and the SHA-256 of its value (an edited
+number no longer matches), and every kind of entry is checked by its reader for schema, finite
+values and shape. An entry that fails, JSON nested too deep included, or that another format
+wrote, is removed with a warning and built again, the same way for every kind. Two processes
+that compute one entry at the same time each write a temporary file and rename it over the
+entry, so the entry is always one of theirs, whole.
 
 >>> key({"source": "default", "vocab_size": 512})
 '4571a7af4e22d413'
@@ -39,7 +42,8 @@ from ihprobe.core.files import atomic_directory, atomic_write
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-FAILED = (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError)  # a bad entry
+FAILED = (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
+FORMAT = 1  # the layout {"format", "sha256", "value"}; bump it when an entry's value changes shape
 SPEC_FILE = "spec.json"
 
 
@@ -69,8 +73,9 @@ def _digest(value: Any) -> str:
 
 
 def write(file: Path, value: Any) -> None:
-    """Store ``value`` (plain JSON: lists, dicts, numbers, strings) with its SHA-256, atomically."""
-    atomic_write(file, json.dumps({"sha256": _digest(value), "value": value}))
+    """Store ``value`` (plain JSON: lists, dicts, numbers, strings) with its format and SHA-256,
+    atomically (a temporary file renamed over ``file``)."""
+    atomic_write(file, json.dumps({"format": FORMAT, "sha256": _digest(value), "value": value}))
 
 
 def read(file: Path | None, check: Callable[[Any], T]) -> T | None:
@@ -84,7 +89,9 @@ def read(file: Path | None, check: Callable[[Any], T]) -> T | None:
         return None
     try:
         stored = json.loads(file.read_text())
-        if not isinstance(stored, dict) or _digest(stored["value"]) != stored["sha256"]:
+        if not isinstance(stored, dict) or stored.get("format", 1) != FORMAT:
+            raise ValueError(f"it is not an entry of cache format {FORMAT}")
+        if _digest(stored["value"]) != stored["sha256"]:
             raise ValueError("its checksum does not match its contents")
         return check(stored["value"])
     except FAILED as err:
@@ -112,7 +119,10 @@ def entry(
     try:
         with atomic_directory(final) as tmp:
             build(tmp)
-            (tmp / SPEC_FILE).write_text(json.dumps(spec, sort_keys=True, default=str, indent=1))
+            spec_text = json.dumps(
+                {**spec, "cache_format": FORMAT}, sort_keys=True, default=str, indent=1
+            )
+            (tmp / SPEC_FILE).write_text(spec_text)
     except IhprobeError:
         if not final.is_dir():  # a real failure, not a concurrent writer that won the race
             raise

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.memory import check_memory
+from ihprobe.core.memory import check_work, estimate, shape_of
 
 INT64_MAX = 2**63 - 1
 SEED_MAX = 2**62  # below int64 with room for the seeds derived from it (seed + 1, ...)
@@ -197,6 +197,16 @@ def tokens(name: str, value, model, *, dims: tuple[int, ...] = (2,)) -> torch.Te
     return value
 
 
+def documents(value, name: str = "text") -> bool:
+    """Whether natural text ``value`` is token ids (checked as :func:`tokens`); a string or a
+    non-empty list of strings is text; anything else is refused naming ``name``."""
+    strings = isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value)
+    if not isinstance(value, (str, torch.Tensor)) and not strings:
+        raise IhprobeError(f"{name} must be a string, a list of strings or token ids "
+                           f"(got {_shown(value)}).")  # fmt: skip
+    return isinstance(value, torch.Tensor)
+
+
 def head(layer, head_index, n_layers: int, n_heads: int, name: str = "") -> tuple[int, int]:
     """``(layer, head)`` of a model of ``n_layers x n_heads``; negative indices are refused.
 
@@ -298,21 +308,8 @@ RULES = {
 }
 
 
-# Bytes each unit of a scaling argument costs (random probe rows draw a key per vocabulary id).
-def _per_row(cfg) -> int:
-    return 4 * cfg.d_vocab + 64 * cfg.n_ctx
-
-
-def _per_group(cfg) -> int:
-    return 4 * cfg.n_layers * cfg.n_heads + 256
-
-
-def _per_draw(cfg) -> int:
-    return 8 * (4 * cfg.d_model * cfg.d_head + 8 * cfg.d_head**2)
-
-
-TOKEN_ARGUMENTS = ("tokens", "reference", "clean", "corrupted")  # token ids of the model, or None
-MEMORY = {"batch": _per_row, "rows": _per_row, "random": _per_group, "draws": _per_draw}
+TOKEN_ARGUMENTS = ("tokens", "reference", "clean", "corrupted", "text")  # ids of the model, or None
+MEMORY = ("batch", "rows", "random", "draws", "groups")  # the scaling arguments: estimated first
 
 
 def arguments(**values) -> None:
@@ -329,14 +326,26 @@ def arguments(**values) -> None:
         ihprobe.core.errors.IhprobeError: seed must be an integer from 0 to 4611686018427387904 (got 1.5).
     """  # noqa: E501
     hooked = model(values.pop("model")) if "model" in values else None
+    groups = values.pop("groups", 0)  # ablated head groups, set by the caller, not the user
     for name, value in values.items():
         if name not in TOKEN_ARGUMENTS:
             RULES[name](value)
-        elif value is not None and hooked is not None:
+        elif value is not None and hooked is not None and (name != "text" or documents(value)):
             tokens(name, value, hooked)
-    for name in set(values) & set(MEMORY) if hooked is not None else ():
-        estimate = values[name] * MEMORY[name](hooked.cfg)
-        check_memory(f"{name}={values[name]} on this model", estimate)
+    scaling = {k: values[k] for k in MEMORY if values.get(k) is not None}
+    if hooked is None or not scaling:
+        return
+    found = estimate(
+        shape_of(hooked.cfg),
+        rows=max(values.get("batch") or 0, values.get("rows") or 0),
+        chunk=values.get("chunk"),
+        groups=(values.get("random") or 0) + groups,
+        draws=values.get("draws") or 0,
+    )
+    shown = ", ".join(f"{k}={v}" for k, v in scaling.items())
+    device = str(getattr(hooked.cfg, "device", None) or "cpu")
+    check_work(f"{shown} on this model", found, shrink=f"pass a smaller {' or '.join(scaling)}",
+               device=device)  # fmt: skip
 
 
 def finite_fields(what: str, result, *names: str) -> None:

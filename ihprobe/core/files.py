@@ -26,7 +26,18 @@ from pathlib import Path
 from ihprobe.core.errors import IhprobeError
 
 TMP_PREFIX = ".tmp-"  # every temporary file or directory ihprobe writes starts with this
-SHARED_MODE = 0o644  # mkstemp makes files private; results are meant to be shared
+
+
+def shared_mode(directory: bool = False) -> int:
+    """The mode a new file (or directory) gets under the user's umask: mkstemp and mkdtemp make
+    them private (0600/0700), but results are meant to be shared as the user's umask allows.
+
+    >>> oct(shared_mode() & 0o700), oct(shared_mode(directory=True) & 0o700)
+    ('0o600', '0o700')
+    """
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
 
 
 def atomic_write(path: str | os.PathLike, content: str | bytes | Callable[[Path], object]) -> Path:
@@ -55,7 +66,7 @@ def atomic_write(path: str | os.PathLike, content: str | bytes | Callable[[Path]
                 fh.write(content)
         if callable(content):
             content(tmp)
-        os.chmod(tmp, SHARED_MODE)
+        os.chmod(tmp, shared_mode())
         os.replace(tmp, path)
     except Exception as err:
         _raise_write_error(path, err)
@@ -110,6 +121,7 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         _raise_write_error(path, err)
         raise
     try:
+        os.chmod(tmp, shared_mode(directory=True))
         yield tmp
         os.rename(tmp, path)
     except Exception as err:
@@ -152,7 +164,7 @@ def check_writable_dir(path: str | os.PathLike, what: str = "--out") -> Path:
         >>> check_writable_dir(tempfile.mkdtemp()).is_dir()
         True
     """
-    path = Path(path)
+    path = check_name_lengths(Path(path), what)
     if path.exists() and not path.is_dir():
         raise IhprobeError(f"{what} {path} is a file, not a directory; pass a directory.")
     existing = next(p for p in (path, *path.absolute().parents) if p.exists())
@@ -166,6 +178,60 @@ def check_writable_dir(path: str | os.PathLike, what: str = "--out") -> Path:
             f"{what} {path}: {existing} is not writable ({err.strerror}); choose another {what}."
         ) from err
     return path
+
+
+NAME_MAX = 255  # bytes in one part of a path on Linux file systems
+
+
+def check_name_lengths(path: str | os.PathLike, what: str = "--out") -> Path:
+    """``path`` when no part of it is longer than the file system allows (255 bytes).
+
+    >>> check_name_lengths("runs/" + "x" * 300)                         # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: --out: the name xxxx... is 300 bytes long; ...
+    """
+    for part in Path(path).parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise IhprobeError(
+                f"{what}: the name {part[:20]}... is {len(os.fsencode(part))} bytes long; file "
+                f"systems allow {NAME_MAX}: choose a shorter name."
+            )
+    return Path(path)
+
+
+def looks_local(text: str) -> bool:
+    """Whether a source names a local path rather than a hub id (``org/name``): it starts with
+    ``/``, ``.`` or ``~``, has a backslash or several slashes, or its first part exists here.
+
+    >>> looks_local("/data/ckpt"), looks_local("./ckpt"), looks_local("EleutherAI/pythia-70m")
+    (True, True, False)
+    """
+    if text.startswith(("/", ".", "~")) or "\\" in text or text.count("/") > 1:
+        return True
+    return "/" in text and Path(text.split("/")[0]).exists()
+
+
+def check_local_source(text: str) -> str:
+    """``text`` unless it names a local path that cannot be a checkpoint: a missing path that
+    looks local (never looked up on the hub), a file, or a name part over 255 bytes. Cheap: no
+    heavy import, no hub request.
+
+    >>> check_local_source("/no/such/checkpoint")                       # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: /no/such/checkpoint does not exist; ...
+    """
+    check_name_lengths(text, "SOURCE")
+    path = Path(text).expanduser()
+    if path.is_file() or (path.exists() and not path.is_dir()):
+        raise IhprobeError(f"{text} is a file; pass the checkpoint or run directory.")
+    if not path.exists() and looks_local(text):
+        raise IhprobeError(
+            f"{text} does not exist; pass an existing checkpoint or run directory, or a hub id "
+            "such as EleutherAI/pythia-70m."
+        )
+    return text
 
 
 def check_writable_file(path: str | os.PathLike, what: str = "--out") -> Path:

@@ -1,11 +1,17 @@
-"""Memory estimates checked before allocating: a request that cannot fit is one line, not a kill.
+"""Memory and work estimates checked before allocating: a request that cannot fit is one line,
+not a kill, and one that will take more than a minute says so before it starts.
 
 Anything whose size scales with a config or a flag (a model built from ``config.json``, a probe
 batch, random draws, a producer's tables) estimates its bytes first and calls
 :func:`check_memory`, which refuses an estimate above the memory available now (``MemAvailable``
-of ``/proc/meminfo``, else physical pages from ``os.sysconf``) with the estimate and the
-available memory. ``IHPROBE_NO_SIZE_LIMITS=1`` lifts these checks together with the size limits
-of checkpoint configs, for users who know better (swap, or an estimate that is too cautious).
+of ``/proc/meminfo``, lowered by the process's address-space limit (``ulimit -v``) and its
+cgroup's ``memory.max``) with the estimate and the available memory. :func:`estimate` is the one
+estimate of what a model shape and the flags cost (parameters, optimiser state, activations,
+probe rows, ablation groups, random draws), in bytes and in floating-point operations;
+:func:`check_work` refuses it past the available memory and logs a warning past
+:data:`ANNOUNCE_SECONDS` of estimated work. ``IHPROBE_NO_SIZE_LIMITS=1`` lifts these checks
+together with the size limits of checkpoint configs, for users who know better (swap, or an
+estimate that is too cautious).
 
 >>> check_memory("a probe batch of 10 rows", 1_000)
 >>> check_memory("a probe batch", 10**30)                     # doctest: +ELLIPSIS
@@ -16,14 +22,19 @@ ihprobe.core.errors.IhprobeError: a probe batch needs about 1e+21 GB but ... GB 
 
 from __future__ import annotations
 
+import logging
 import os
-
-import torch
+import resource
+from dataclasses import dataclass
 
 from ihprobe.core.errors import IhprobeError
 
+log = logging.getLogger(__name__)
 SIZE_LIMIT_ENV = "IHPROBE_NO_SIZE_LIMITS"  # set to 1 to lift size limits and memory checks
 MEMINFO = "/proc/meminfo"
+CGROUP = "/sys/fs/cgroup"  # cgroup v2: memory.max and memory.current
+ANNOUNCE_SECONDS = 60  # estimated work past this is announced before it starts
+FLOPS_PER_SECOND = {"cpu": 2e10, "cuda": 2e13}  # a cautious guess of sustained float32 speed
 
 
 def limits_on() -> bool:
@@ -31,35 +42,63 @@ def limits_on() -> bool:
     return os.environ.get(SIZE_LIMIT_ENV, "0") in ("0", "", "false")
 
 
-def available_bytes(device: str | torch.device = "cpu") -> int:
+def available_bytes(device="cpu") -> int:
     """Memory available to a new allocation on ``device`` now, in bytes: the host's for the
     CPU, the free memory of the GPU for cuda.
 
     >>> available_bytes() > 0
     True
     """
-    device = torch.device(device)
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
-    if device.type != "cpu":  # no way to ask (meta has no memory): the host's stands in
-        device = torch.device("cpu")
+    kind = getattr(device, "type", None) or str(device).split(":")[0]
+    if kind == "cuda":  # torch only here: the host's checks stay free of the heavy import
+        import torch
+
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    # any other device (meta has no memory of its own): the host's stands in
+    found = [_meminfo() or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")]
+    limit, _ = resource.getrlimit(resource.RLIMIT_AS)  # ulimit -v: the address space left
+    if limit != resource.RLIM_INFINITY:
+        found.append(max(limit - _status_bytes("VmSize:"), 0))
+    cap, used = _read_int(f"{CGROUP}/memory.max"), _read_int(f"{CGROUP}/memory.current")
+    if cap is not None and used is not None:
+        found.append(max(cap - used, 0))
+    return min(found)
+
+
+def _meminfo() -> int | None:
+    return _status_bytes("MemAvailable:", MEMINFO) or None
+
+
+def _status_bytes(field: str, file: str = "/proc/self/status") -> int:
+    """A ``kB`` field of a /proc file in bytes (0 when it cannot be read)."""
     try:
-        with open(MEMINFO) as handle:
+        with open(file) as handle:
             for line in handle:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return 0
 
 
-def check_memory(what: str, estimate: float, *, limits: bool | None = None) -> None:
+def _read_int(file: str) -> int | None:
+    try:
+        with open(file) as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):  # absent, or "max"
+        return None
+
+
+def check_memory(
+    what: str, estimate: float, *, limits: bool | None = None, shrink: str = "make it smaller"
+) -> None:
     """Refuse ``what`` when its ``estimate`` in bytes exceeds the available memory.
 
     Args:
         what: the allocation, for the message (``"scan with batch=1000000"``).
         estimate: its bytes.
         limits: check (default: unless ``IHPROBE_NO_SIZE_LIMITS=1``).
+        shrink: how to make it smaller, for the message (``"pass a smaller --batch"``).
     """
     if limits is None:
         limits = limits_on()
@@ -69,5 +108,128 @@ def check_memory(what: str, estimate: float, *, limits: bool | None = None) -> N
     if estimate > available:
         raise IhprobeError(
             f"{what} needs about {estimate / 1e9:.3g} GB but {available / 1e9:.3g} GB of memory "
-            f"is available; make it smaller, or set {SIZE_LIMIT_ENV}=1 if you know it fits."
+            f"is available; {shrink}, or set {SIZE_LIMIT_ENV}=1 if you know it fits."
         )
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What sizes a decoder-only model: ``layers x heads``, widths, vocabulary and context."""
+
+    layers: int
+    heads: int
+    d_model: int
+    d_mlp: int
+    vocab: int
+    context: int
+
+    @property
+    def parameters(self) -> int:
+        """Embedding, unembedding, positions, attention and MLP weights (norms and biases are
+        a rounding error).
+
+        >>> Shape(2, 4, 64, 256, 512, 64).parameters
+        167936
+        """
+        block = 4 * self.d_model**2 + 2 * self.d_model * self.d_mlp
+        return 2 * self.vocab * self.d_model + self.context * self.d_model + self.layers * block
+
+
+def shape_of(cfg) -> Shape:
+    """The :class:`Shape` of a loaded model's config (TransformerLens names)."""
+    d_mlp = getattr(cfg, "d_mlp", None)
+    d_mlp = d_mlp if isinstance(d_mlp, int) else 4 * cfg.d_model
+    return Shape(cfg.n_layers, cfg.n_heads, cfg.d_model, d_mlp, cfg.d_vocab, cfg.n_ctx)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Bytes held at once, and floating-point operations in all."""
+
+    bytes: float
+    flops: float
+
+    def seconds(self, device: str = "cpu") -> float:
+        return self.flops / FLOPS_PER_SECOND["cuda" if device.startswith("cuda") else "cpu"]
+
+
+def _activations(shape: Shape, rows: float, *, training: bool) -> float:
+    """Bytes of the activations of ``rows`` sequences in one pass (kept for backward when
+    ``training``): residual stream, MLP, attention scores, logits."""
+    per_token = shape.layers * (8 * shape.d_model + 2 * shape.d_mlp) + 2 * shape.vocab
+    attention = shape.layers * shape.heads * shape.context * 2
+    kept = 3 if training else 1
+    return 4 * kept * rows * shape.context * (per_token + attention)
+
+
+def estimate(
+    shape: Shape,
+    *,
+    train_batch: int = 0,
+    steps: int = 0,
+    rows: int = 0,
+    chunk: int | None = None,
+    groups: int = 0,
+    draws: int = 0,
+    bytes_per: int = 4,
+) -> Estimate:
+    """The one estimate of what a model of ``shape`` costs with these flags.
+
+    Args:
+        train_batch: sequences per update when training (weights, gradients and AdamW's two
+            moments, activations kept for backward); ``steps`` updates of it.
+        rows: probe rows evaluated (each held as token ids and a key per vocabulary id), in
+            chunks of ``chunk`` rows per pass; ``groups`` ablated head groups each re-run them.
+        draws: random weight draws (composition baselines), each a few ``d_model x d_head``
+            matrices.
+
+    Example:
+        >>> tiny = Shape(2, 4, 64, 256, 512, 64)
+        >>> estimate(tiny, rows=100).bytes < estimate(tiny, rows=10**6).bytes
+        True
+    """
+    params, d_head = shape.parameters, shape.d_model // max(shape.heads, 1)
+    held = params * bytes_per
+    per_row_flops = 2 * params * shape.context + 4 * shape.layers * shape.context**2 * shape.d_model
+    flops = 0.0
+    if train_batch:
+        held += 3 * params * 4 + _activations(shape, train_batch, training=True)
+        flops += 3 * per_row_flops * train_batch * max(steps, 1)
+    if rows:
+        held += rows * (4 * shape.vocab + 64 * shape.context)
+        held += _activations(shape, min(rows, chunk or rows), training=False)
+        flops += per_row_flops * rows * (1 + groups)
+    held += groups * (4 * shape.layers * shape.heads + 256)
+    held += draws * 8 * (4 * shape.d_model * d_head + 8 * d_head**2)
+    flops += draws * 8 * shape.d_model * d_head**2
+    return Estimate(float(held), float(flops))
+
+
+def check_work(what: str, found: Estimate, *, shrink: str, device: str = "cpu") -> None:
+    """Refuse ``found`` past the available memory (one line: the estimate and ``shrink``), and
+    log a warning before work estimated to take more than :data:`ANNOUNCE_SECONDS`.
+
+    >>> check_work("a scan", Estimate(1e3, 1e6), shrink="pass a smaller --batch")
+    """
+    check_memory(what, found.bytes, shrink=shrink)
+    seconds = found.seconds(device)
+    if seconds > ANNOUNCE_SECONDS:
+        log.warning(
+            "%s: about %s of work by a rough estimate (%.2g floating-point operations)",
+            what,
+            _duration(seconds),
+            found.flops,
+        )
+
+
+def _duration(seconds: float) -> str:
+    """``"3 min"``, ``"2.5 h"``, ``"40 days"``.
+
+    >>> _duration(200), _duration(9000), _duration(4e6)
+    ('3 min', '2.5 h', '46 days')
+    """
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 86400 * 2:
+        return f"{seconds / 3600:.2g} h"
+    return f"{seconds / 86400:.0f} days"

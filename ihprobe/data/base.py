@@ -13,6 +13,7 @@ resumed run continues exactly, and DDP ranks can each take their rows of the sam
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any, ClassVar
 import torch
 from jaxtyping import Int
 
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.data.options import ProducerOptions
 
@@ -58,6 +60,19 @@ class Producer(ABC):
         self.seed = seed  # with the step, fixes every random draw
         self.total_steps = total_steps  # T_total, for producers that anneal over training
         self.options = self.Options.from_json(options, self.name)  # checked and normalised
+
+    def __init_subclass__(cls, **kwargs):
+        """Every producer's ``sample`` checks its step at the door: ``sample(-1)`` or
+        ``sample(1.5)`` is one line naming ``step``, not a batch."""
+        super().__init_subclass__(**kwargs)
+        sample = cls.__dict__.get("sample")
+        if sample is not None and not getattr(sample, "__isabstractmethod__", False):
+
+            @functools.wraps(sample)
+            def checked(self, step, *args, **kw):
+                return sample(self, checks.count("step", step, low=0), *args, **kw)
+
+            cls.sample = checked
 
     @abstractmethod
     def sample(self, step: int) -> Batch:

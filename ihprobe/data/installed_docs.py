@@ -27,10 +27,12 @@ from pathlib import Path
 from ihprobe.core import cache
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import atomic_directory
+from ihprobe.core.outputs import MARKER, check_output_folder, foreign, mark
 from ihprobe.data.text import load_corpus
 
 HELD_OUT_PERCENT = 5
 SPLITS = ("train", "heldout")
+CORPUS = "corpus"  # the kind in the folder's marker (ihprobe.core.outputs)
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ def build_docs_corpus(
     if unknown or not sources:
         raise IhprobeError(f"unknown corpus sources {unknown}: choose from {sorted(SOURCES)}.")
     out = Path(out) if out is not None else default_directory()
+    out = check_output_folder(out, kind=CORPUS, ours=_older_corpus)  # never a user's folder
     manifest_path = out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
     if manifest is None or set(manifest["sources"]) != set(sources):
@@ -140,6 +143,21 @@ def build_docs_corpus(
     return manifest
 
 
+def _older_corpus(folder: Path) -> bool:
+    """A corpus built before folders carried ihprobe's marker: a manifest with ihprobe's fields
+    beside only the splits and tokenizers this module writes."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    names = set(foreign(folder)) - {MARKER, "manifest.json", *SPLITS}
+    return (
+        isinstance(manifest, dict)
+        and {"sources", "splits", "held_out_percent", "tokens"} <= set(manifest)
+        and all(name.startswith("tokenizer-bpe") for name in names)
+    )
+
+
 def _copy_documents(out: Path, sources: list[str]) -> dict:
     manifest = {
         "sources": {},
@@ -147,9 +165,10 @@ def _copy_documents(out: Path, sources: list[str]) -> dict:
         "held_out_percent": HELD_OUT_PERCENT,
         "tokens": {},
     }
-    if out.exists():
+    if out.exists():  # checked by check_output_folder: a corpus ihprobe built, or empty
         shutil.rmtree(out)
     with atomic_directory(out) as tmp:
+        mark(tmp, CORPUS)
         for name in sources:
             base, files = source_files(name)
             for path in files:

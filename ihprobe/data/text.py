@@ -28,6 +28,7 @@ from transformers import AutoTokenizer
 
 from ihprobe.core import cache
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.network import hub_calls, hub_reachable
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.corpus import default_documents
 from ihprobe.data.options import ProducerOptions
@@ -171,8 +172,15 @@ def _source_spec(text, dataset, dataset_config, split, column, docstrings) -> di
         spec = {"dataset": dataset, "config": dataset_config, "split": split, "column": column}
         return {**spec, "files": [_stat(f) for f in files]}
     if text is not None:
+        items = [text] if isinstance(text, str) else text
+        if not isinstance(items, (list, tuple)) or not items:
+            raise IhprobeError(
+                f"text={text!r} names no files: pass a file, a directory, a glob or a list of them."
+            )
         files = []
-        for item in [text] if isinstance(text, str) else list(text):
+        for item in items:
+            if not isinstance(item, str) or not item.strip():
+                raise IhprobeError(f"text holds {item!r}; each entry must be a path or glob.")
             found = _expand(item)
             if not found:
                 raise IhprobeError(
@@ -189,7 +197,9 @@ def _expand(item: str) -> list[Path]:
     if path.is_file():
         return [path.resolve()]
     if path.is_dir():
-        return sorted(p.resolve() for p in path.rglob("*") if p.suffix in TEXT_SUFFIXES)
+        # regular files only: a FIFO or device named *.txt would hang the reader
+        found = path.rglob("*")
+        return sorted(p.resolve() for p in found if p.suffix in TEXT_SUFFIXES and p.is_file())
     return sorted(
         Path(p).resolve() for p in glob.glob(str(path), recursive=True) if Path(p).is_file()
     )
@@ -213,7 +223,19 @@ def _documents(source: dict) -> list[str]:
         return default_documents(docstrings=source["docstrings"])
     if "dataset" in source:
         return _dataset_documents(source)
-    return [Path(f).read_text(encoding="utf-8", errors="replace") for f, _, _ in source["files"]]
+    return [_decoded(Path(f)) for f, _, _ in source["files"]]
+
+
+def _decoded(path: Path) -> str:
+    """A text file as UTF-8; bytes that are not UTF-8 are replaced (U+FFFD) with a warning
+    naming the file, so one stray Latin-1 byte in a corpus neither stops nor silently changes it.
+    """
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        log.warning("%s is not UTF-8 (byte %d); its bad bytes are read as U+FFFD", path, err.start)
+        return data.decode("utf-8", errors="replace")
 
 
 def _dataset_documents(source: dict) -> list[str]:
@@ -232,7 +254,10 @@ def _dataset_documents(source: dict) -> list[str]:
                 )
             ds = datasets.load_dataset(builder, data_files=files, split=source["split"])
         else:
-            ds = datasets.load_dataset(source["dataset"], source["config"], split=source["split"])
+            with hub_calls(online=hub_reachable()):  # offline: one line at once, no retries
+                ds = datasets.load_dataset(
+                    source["dataset"], source["config"], split=source["split"]
+                )
     except (OSError, ConnectionError, ValueError) as err:
         if isinstance(err, IhprobeError):
             raise

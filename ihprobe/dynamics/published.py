@@ -107,5 +107,17 @@ def predict_emergence(
             f"C={context!r})."
         )
     chosen = get_law(law, T=T, b=b, c=c)
-    updates = chosen.updates(batch_size, context)
-    return Prediction(updates, updates * batch_size * context, chosen, batch_size, context)
+    try:  # an extreme B, C or exponent: one line, never a raw OverflowError or ZeroDivisionError
+        updates = chosen.updates(batch_size, context)
+        tokens = updates * batch_size * context
+    except (OverflowError, ZeroDivisionError) as err:
+        updates = tokens = math.nan
+        why = err
+    else:
+        why = None
+    if why is not None or not (math.isfinite(updates) and math.isfinite(tokens) and updates > 0):
+        raise IhprobeError(
+            f"{chosen.name} at B={batch_size}, C={context} gives no finite positive number of "
+            f"updates ({why or updates}): the batch size, context or exponents are too extreme."
+        )
+    return Prediction(updates, tokens, chosen, batch_size, context)

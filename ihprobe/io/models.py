@@ -33,7 +33,7 @@ from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.model_bridge.generalized_components.joint_qkv_attention import (
     JointQKVAttentionBridge,
 )
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerBase
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
@@ -111,6 +111,11 @@ def load(
     """
     if processing not in PROCESSING:
         raise IhprobeError(f"processing={processing!r} is not one of {PROCESSING}.")
+    if tokenizer is not None and not isinstance(tokenizer, PreTrainedTokenizerBase):
+        raise IhprobeError(
+            f"tokenizer must be an HF tokenizer (AutoTokenizer.from_pretrained(...)) or None "
+            f"for the checkpoint's own (got {type(tokenizer).__name__} {tokenizer!r:.40})."
+        )
     dtype, device = parse_dtype(dtype), resolve_device(str(device))
     path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
     config = _checked_config(path, dtype, trust_remote_code)

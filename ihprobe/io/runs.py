@@ -34,7 +34,7 @@ import pandas as pd
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import append_line, atomic_write, remove_temporary
-from ihprobe.io.validation.meta import check_meta
+from ihprobe.io.validation.meta import check_meta, check_run_meta
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def checkpoint_meta(path: str | os.PathLike) -> dict:
         return {}
     try:
         meta = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (ValueError, RecursionError) as err:  # bad JSON or bytes, or nested too deep
         raise IhprobeError(f"{file} is not valid JSON ({err}); re-save the checkpoint.") from err
     return check_meta(file, meta)  # step, tokens and sha256 well formed
 
@@ -92,6 +92,7 @@ def checkpoints(source: str | os.PathLike, revisions: list[str] | None = None) -
     """
     checks.source(source)
     if revisions is not None:
+        revisions = [checks.text("revisions", r) for r in checks.sequence("revisions", revisions)]
         found = [Checkpoint(str(source), r, _digits(r)) for r in revisions]
         return sorted(found, key=lambda c: (c.step is None, c.step or 0))
     path = Path(source).expanduser()
@@ -149,11 +150,11 @@ def run_meta(run_dir: str | os.PathLike) -> dict | None:
         return None
     try:
         meta = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (ValueError, RecursionError) as err:  # bad JSON or bytes, or nested too deep
         raise IhprobeError(f"{file} is not valid JSON ({err}); the run cannot be read.") from err
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise IhprobeError(f"{file} has no 'config' object; it was not written by ihprobe train.")
-    return meta
+    return check_run_meta(file, meta)  # steps, checkpoint steps and extensions well formed
 
 
 def is_finished(run_dir: str | os.PathLike) -> bool:
@@ -291,7 +292,7 @@ class RunDir:
         lines = path.read_text().splitlines() if path.is_file() else []
         out = []
         for line in lines:
-            with contextlib.suppress(json.JSONDecodeError):
+            with contextlib.suppress(ValueError, RecursionError):
                 out.append(json.loads(line))
         return out
 

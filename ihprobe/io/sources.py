@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import socket
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +21,8 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.files import check_name_lengths, looks_local
+from ihprobe.core.network import hub_reachable
 from ihprobe.io.runs import Checkpoint, checkpoints, looks_like_run
 from ihprobe.io.validation import hf_loading
 
@@ -36,7 +36,7 @@ def resolve(
     when the hub is reachable right now. Offline, it fails at once with what to do.
     """
     text = str(source)
-    path = Path(text).expanduser()
+    path = check_name_lengths(Path(text).expanduser(), "source")
     if path.exists():
         if not path.is_dir():
             raise IhprobeError(
@@ -52,19 +52,12 @@ def resolve(
             )
             raise IhprobeError(f"{path} has no config.json.{hint}")
         return path
-    if _looks_like_path(text):
+    if looks_local(text):
         raise IhprobeError(
             f"{text} does not exist. Looked for a checkpoint directory at {path.resolve()}; "
             "pass an existing directory or a hub id such as EleutherAI/pythia-70m."
         )
     return _hub_snapshot(text, revision)
-
-
-def _looks_like_path(text: str) -> bool:
-    """Whether a missing ``text`` was meant as a local path rather than a hub id."""
-    if text.startswith(("/", ".", "~")) or "\\" in text or text.count("/") > 1:
-        return True
-    return "/" in text and Path(text.split("/")[0]).exists()
 
 
 def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
@@ -77,7 +70,7 @@ def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
         )
     except (LocalEntryNotFoundError, OSError, ValueError):
         pass
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false") or not _hub_reachable():
+    if not hub_reachable():  # offline, or HF_HUB_OFFLINE set
         rev = f" at revision {revision}" if revision else ""
         raise IhprobeError(
             f"{repo_id}{rev} is not in the local HF cache and the hub cannot be reached. "
@@ -88,16 +81,6 @@ def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
         return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
     except Exception as err:  # noqa: BLE001 - hub errors come in many types
         raise IhprobeError(f"could not fetch {repo_id} from the hub: {err}") from err
-
-
-def _hub_reachable(timeout: float = 2.0) -> bool:
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    host = re.sub(r"^https?://", "", endpoint).split("/")[0]
-    try:
-        with socket.create_connection((host, 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def causal_lm_config(path: Path, *, trust_remote_code: bool = False):

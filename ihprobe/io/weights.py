@@ -2,7 +2,9 @@
 
 Safetensors are read as data; ``.bin``/``.pt`` only through ``torch.load(weights_only=True)``,
 which refuses a pickle that would run code. A trainer checkpoint's ``ihprobe.json`` records the
-SHA-256 of each weight file, and :func:`verify_checksums` compares them.
+SHA-256 of each file that decides the numbers (format 2: the config, the tokenizer files and the
+weights; format 1, older checkpoints without a ``format`` field: the weights only), and
+:func:`verify_checksums` compares them.
 
 >>> weights_hash("runs/demo/checkpoints/step-000000")[:8]             # doctest: +SKIP
 '3f9a0c1e'
@@ -24,6 +26,19 @@ from ihprobe.io.sources import resolve
 from ihprobe.io.validation.files import check_directory, check_regular, check_weight_files
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
+CHECKSUM_FORMAT = 2  # ihprobe.json "format": 2 hashes the config and tokenizer files too
+# Files besides the weights whose edits change what a checkpoint computes or how text is read.
+DECISIVE = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "tokenizer.model",
+)
 
 
 def weight_files(path: Path) -> list[Path]:
@@ -122,6 +137,14 @@ def weight_checksums(path: str | os.PathLike) -> dict[str, str]:
     return {file.name: sha256_file(file) for file in weight_files(Path(path))}
 
 
+def checkpoint_checksums(path: str | os.PathLike) -> dict[str, str]:
+    """File name -> SHA-256 of every file of a checkpoint that decides its numbers: the weights,
+    the config and the tokenizer files (what ``ihprobe.json`` format 2 records)."""
+    path = Path(path)
+    decisive = {name: sha256_file(path / name) for name in DECISIVE if (path / name).is_file()}
+    return {**decisive, **weight_checksums(path)}
+
+
 def check_files(path: Path) -> list[Path]:
     """The weight files of ``path`` once their type, headers and checksums pass; every reader
     of a checkpoint's weights goes through this or :func:`ihprobe.io.models.validate_checkpoint`.
@@ -136,9 +159,19 @@ def check_files(path: Path) -> list[Path]:
 def verify_checksums(path: str | os.PathLike) -> None:
     """Raise naming the file whose SHA-256 differs from the one ``ihprobe.json`` recorded.
 
-    Checkpoints without recorded checksums (not written by ihprobe's trainer, or older) pass.
+    Checkpoints without recorded checksums (not written by ihprobe's trainer) pass; those of
+    format 1 (no ``format`` field, the weights alone recorded) are checked on their weights; from
+    format 2 on, a config or tokenizer file present but not recorded is refused too.
     """
-    recorded = checkpoint_meta(path).get("sha256") or {}  # names and digests well formed
+    meta = checkpoint_meta(path)
+    recorded = meta.get("sha256") or {}  # names and digests well formed
+    if meta.get("format", 1) >= CHECKSUM_FORMAT:
+        added = [n for n in DECISIVE if (Path(path) / n).exists() and n not in recorded]
+        if added:
+            raise IhprobeError(
+                f"{Path(path) / added[0]} is not recorded in {path}/ihprobe.json, which hashes "
+                "every file that decides the numbers: it was added later; remove it or re-save."
+            )
     for name, expected in sorted(recorded.items()):
         file = Path(path) / name
         if not file.is_file():

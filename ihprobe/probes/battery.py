@@ -133,7 +133,7 @@ def scan(
     """
     model = as_model(model)
     checks.arguments(model=model, n=n, batch=batch, seed=seed, bos=bos, chunk=chunk,
-                     snippet_length=snippet_length)  # fmt: skip
+                     snippet_length=snippet_length, text=text)  # fmt: skip
     requested = check_metrics(metrics)
     wanted = [m for m in requested if m != "icl_score" or text is not None]
     settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": [],
@@ -198,6 +198,10 @@ def check_metrics(metrics: Sequence[str] | str | None) -> list[str]:
         return list(METRICS)
     if isinstance(metrics, str):
         metrics = [m.strip() for m in metrics.split(",") if m.strip()]
+    if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
+        raise IhprobeError(
+            f"metrics must be a metric name or a list of names (got {metrics!r:.60})."
+        )
     unknown = [m for m in metrics if m not in METRICS]
     if unknown or not metrics:
         raise IhprobeError(

@@ -20,7 +20,7 @@ from ihprobe.core.files import atomic_directory, atomic_write
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.io.models import quiet_progress
 from ihprobe.io.runs import CHECKPOINT_META, RUN_META, RunDir, run_meta
-from ihprobe.io.weights import weight_checksums
+from ihprobe.io.weights import CHECKSUM_FORMAT, checkpoint_checksums
 from ihprobe.training.config import TrainConfig
 
 # The fields of a training state file and what each holds.
@@ -57,8 +57,8 @@ def _torch_save(state: dict, path: Path) -> None:
 
 def write_checkpoint(run: RunDir, step: int, model, producer, meta: dict) -> None:
     """An HF directory (weights, config, tokenizer) written under a temporary name and renamed
-    when complete; its ``ihprobe.json`` is ``meta`` plus the SHA-256 of each weight file, which
-    :func:`ihprobe.load` checks."""
+    when complete; its ``ihprobe.json`` is ``meta`` plus the SHA-256 of each file that decides
+    its numbers (config, tokenizer, weights), which :func:`ihprobe.load` checks."""
     with atomic_directory(run.checkpoint(step)) as tmp:
         with quiet_progress():
             model.save_pretrained(tmp)
@@ -66,7 +66,7 @@ def write_checkpoint(run: RunDir, step: int, model, producer, meta: dict) -> Non
             producer.save_tokenizer(tmp)
         else:
             id_tokenizer(producer.vocab_size).save_pretrained(str(tmp))
-        meta = {**meta, "sha256": weight_checksums(tmp)}
+        meta = {**meta, "format": CHECKSUM_FORMAT, "sha256": checkpoint_checksums(tmp)}
         atomic_write(tmp / CHECKPOINT_META, json.dumps(meta, indent=2) + "\n")
 
 

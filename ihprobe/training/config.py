@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.memory import Shape, check_work, estimate
 from ihprobe.io.architectures import ARCHITECTURES
 from ihprobe.io.runs import RUN_META, run_meta
 from ihprobe.training.schedule import CHECKPOINT_SCHEDULES, LR_SCHEDULES
@@ -23,6 +24,7 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 # Fields that may change when a run is resumed: they do not change the weights it ends with.
 RESUMABLE_CHANGES = (
     "resume",
+    "resume_or_start",
     "device",
     "compile",
     "live_probes",
@@ -72,6 +74,7 @@ class TrainConfig:
     n_checkpoints: int = 20  # checkpoints after step 0 for "log" and "linear"
     live_probes: bool = False  # max PS and AR accuracy at every checkpoint -> probes.jsonl
     resume: bool = False  # continue the run in `out` from its latest training state
+    resume_or_start: bool = False  # with resume: start a new run when `out` holds none
     device: str = "auto"  # "auto" (cuda when available) | "cpu" | "cuda" | "cuda:1" ...
     precision: str = "fp32"  # one of PRECISIONS
     compile: bool = False  # torch.compile the model's forward (same math, fused kernels)
@@ -191,15 +194,39 @@ def check_config(config: TrainConfig, world_size: int = 1) -> None:
         raise IhprobeError("bad training config: " + "; ".join(problems) + ".")
 
 
+def check_training_size(config: TrainConfig) -> None:
+    """Refuse a model and batch that cannot fit in memory before any tensor is made (the
+    estimate of :mod:`ihprobe.core.memory`, with the producer's vocabulary or 512), and say so
+    before more than a minute of estimated training."""
+    vocab = config.producer_options.get("vocab_size")
+    d_mlp = 4 * config.d_model if config.d_mlp is None else config.d_mlp
+    vocab = vocab if isinstance(vocab, int) and vocab > 0 else 512
+    shape = Shape(config.layers, config.heads, config.d_model, d_mlp, vocab, config.context)
+    found = estimate(shape, train_batch=config.batch_size // config.grad_accum,
+                     steps=config.total_steps)  # fmt: skip
+    check_work(
+        f"training {shape.parameters:.3g} parameters at B={config.batch_size}, C={config.context}",
+        found,
+        shrink="pass a smaller --d-model, --d-mlp, --layers, -C or -B (or --grad-accum)",
+        device=config.device,
+    )
+
+
 # A field's annotation -> the check of its type (ranges are check_config's).
 TYPE_CHECKS = {
     "int": checks.integer,
     "int | None": lambda name, v: None if v is None else checks.integer(name, v),
-    "float": checks.number,
-    "float | None": lambda name, v: None if v is None else checks.number(name, v),
+    "float": lambda name, v: _finite(name, v),  # weight_decay=inf: refused here, not in training
+    "float | None": lambda name, v: None if v is None else _finite(name, v),
     "bool": checks.flag,
     "str": checks.text,
 }
+
+
+def _finite(name: str, value) -> float:
+    if not math.isfinite(checks.number(name, value)):
+        raise IhprobeError(f"bad training config: {name}={value} must be a finite number.")
+    return float(value)
 
 
 def check_types(config: TrainConfig) -> None:

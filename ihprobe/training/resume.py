@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.outputs import check_output_folder
 from ihprobe.io.runs import RUN_META, RunDir, config_changes, run_meta
 from ihprobe.training.checkpoints import OPTIONAL_STATE_FIELDS, STATE_FIELDS
 from ihprobe.training.config import RESUMABLE_CHANGES, TrainConfig
@@ -40,6 +41,24 @@ class Plan:
     first_total: int
     schedule: list[int]
     extension: dict | None = None
+
+
+def check_run_folder(config: TrainConfig) -> None:
+    """Refuse an ``out`` that is not a new folder or an ihprobe run (a user's folder, a copy of
+    a checkpoint, ``''``, ``.``, ``~``), and ``resume`` when ``out`` holds no run to resume
+    (unless ``resume_or_start``), before anything is written.
+
+    >>> check_run_folder(TrainConfig(out="no/such/run", resume=True))   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: nothing to resume in no/such/run: ...
+    """
+    run = RunDir(check_output_folder(config.out, ours=lambda folder: RunDir(folder).exists()))
+    if config.resume and not config.resume_or_start and not run.exists():
+        raise IhprobeError(
+            f"nothing to resume in {config.out}: it holds no run ({RUN_META} or checkpoints/); "
+            "check the folder's name, or pass --resume-or-start to start a new run there."
+        )
 
 
 def plan_run(run: RunDir, config: TrainConfig) -> Plan:

@@ -31,15 +31,29 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import check_writable_dir
 from ihprobe.core.world import World, is_main_process, join_world, world_size
 from ihprobe.data import make_producer
+from ihprobe.data.registry import producer_options
 from ihprobe.dynamics.forecast import FORECAST, LiveForecast, law_prior
 from ihprobe.io.architectures import build_model, causal_lm_loss, model_sizes
 from ihprobe.io.runs import METRICS, PROBES, RUN_META, RunDir
 from ihprobe.training import checkpoints
-from ihprobe.training.config import DEFAULT_STEPS, TrainConfig, check_config, load_config
+from ihprobe.training.config import (
+    DEFAULT_STEPS,
+    TrainConfig,
+    check_config,
+    check_training_size,
+    load_config,
+)
 from ihprobe.training.display import Display
 from ihprobe.training.live import LiveProbes, ProbeHook, listener
 from ihprobe.training.precision import autocast, compiled, matmul_precision
-from ihprobe.training.resume import Plan, plan_run, read_state, record_extension, restore
+from ihprobe.training.resume import (
+    Plan,
+    check_run_folder,
+    plan_run,
+    read_state,
+    record_extension,
+    restore,
+)
 from ihprobe.training.schedule import learning_rate
 from ihprobe.training.tally import Tally
 
@@ -96,6 +110,9 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
         >>> run = train(TrainConfig(out="runs/x", producer="iid", steps=50))  # doctest: +SKIP
     """
     check_config(config, world_size())
+    check_run_folder(config)  # a new folder or a run, never a user's folder
+    producer_options(config.producer, config.producer_options)  # a bad option: one line first
+    check_training_size(config)  # before any tensor: refused past memory, announced past 1 min
     producer = make_run_producer(config)
     run = RunDir(config.out)
     check_writable_dir(config.out, "out")

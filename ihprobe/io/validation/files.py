@@ -27,7 +27,11 @@ DTYPE_BYTES = {
 
 
 def check_directory(path: Path) -> None:
-    """Refuse any entry of ``path`` that is not a regular file, a directory or an allowed link."""
+    """Refuse any entry of ``path`` that is not a regular file, a directory or an allowed link
+    (and ``path`` itself unless it is a directory)."""
+    if not Path(path).is_dir():
+        what = "does not exist" if not Path(path).exists() else "is not a directory"
+        raise IhprobeError(f"{path} {what}; pass a checkpoint directory (config.json + weights).")
     for entry in sorted(path.iterdir()):
         if entry.is_symlink():
             _check_link(entry, path)

@@ -21,7 +21,7 @@ from pathlib import Path
 from ihprobe.core.errors import IhprobeError
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
-COUNTS = ("step", "tokens")  # non-negative integers (or absent/null)
+COUNTS = ("step", "tokens", "format")  # non-negative integers (or absent/null)
 
 
 def check_meta(file: Path, meta) -> dict:
@@ -50,5 +50,40 @@ def check_meta(file: Path, meta) -> dict:
         if not isinstance(digest, str) or not SHA256.fullmatch(digest):
             raise IhprobeError(
                 f"{file}: the sha256 of {name} is {digest!r}, not 64 hex digits; {fix}"
+            )
+    return meta
+
+
+EXTENSION_FIELDS = ("from_steps", "to_steps", "from_tokens", "to_tokens")
+
+
+def check_run_meta(file: Path, meta: dict) -> dict:
+    """``meta`` (a run's parsed ``run.json``) when the fields a resume reads are well formed:
+    ``steps`` a count, ``checkpoint_steps`` a list of counts, ``extensions`` a list of
+    objects whose from/to fields are counts.
+
+    >>> check_run_meta(Path("run.json"), {"config": {}, "extensions": ["x"]})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: run.json: extensions[0] must be an object of from_steps, ...
+    """
+    fix = "restore run.json or start a new --out."
+
+    def count(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    if "steps" in meta and not count(meta["steps"]):
+        raise IhprobeError(f"{file}: steps must be a non-negative integer; {fix}")
+    listed = meta.get("checkpoint_steps", [])
+    if not isinstance(listed, list) or not all(count(s) for s in listed):
+        raise IhprobeError(f"{file}: checkpoint_steps must be a list of updates; {fix}")
+    extensions = meta.get("extensions") or []
+    if not isinstance(extensions, list):
+        raise IhprobeError(f"{file}: extensions must be a list; {fix}")
+    for i, entry in enumerate(extensions):
+        if not isinstance(entry, dict) or not all(count(entry.get(k)) for k in EXTENSION_FIELDS):
+            raise IhprobeError(
+                f"{file}: extensions[{i}] must be an object of {', '.join(EXTENSION_FIELDS)} "
+                f"as non-negative integers (got {entry!r:.60}); {fix}"
             )
     return meta
