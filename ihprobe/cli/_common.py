@@ -30,6 +30,7 @@ from ihprobe.core.files import check_writable_dir, check_writable_file
 INT64 = (-(2**63), 2**63 - 1)  # every integer flag lies here (torch and numpy take no more)
 TEXT_LIMIT = 256 * 2**20  # bytes of a --text file read into memory
 DTYPES = ("float32", "bfloat16", "float16")  # ihprobe.io.models.DTYPES, kept light here
+DEFAULT_THREADS = 1  # ihprobe.core.threads.DEFAULT_THREADS, kept light here (tests compare)
 
 
 # ----------------------------------------------------------------------------- value types
@@ -191,7 +192,7 @@ def add_seed(p, what: str = "seed", default: object = 0) -> None:
 
 
 def add_model_flags(p: argparse.ArgumentParser, *, dtype: bool = True) -> None:
-    """``--device`` (and ``--dtype``) of the models a command loads."""
+    """``--device`` (and ``--dtype``) of the models a command loads, and ``--threads``."""
     p.add_argument(
         "--device",
         type=device,
@@ -200,6 +201,19 @@ def add_model_flags(p: argparse.ArgumentParser, *, dtype: bool = True) -> None:
     )
     if dtype:
         p.add_argument("--dtype", choices=DTYPES, default="float32", help="parameter dtype")
+    add_threads(p)
+
+
+def add_threads(p: argparse.ArgumentParser) -> None:
+    """``--threads``: torch's CPU threads for the command (``ihprobe.core.threads``; the
+    default is the measured best in tokens per CPU-second, ``benchmarks/bench_threads.py``)."""
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=DEFAULT_THREADS,
+        help="CPU threads torch may use; more only pays for a large model on idle cores "
+        f"(default: {DEFAULT_THREADS}, the most tokens per CPU-second measured)",
+    )
 
 
 def add_quiet(p: argparse.ArgumentParser, what: str = "no progress bars or stage lines") -> None:

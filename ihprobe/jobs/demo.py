@@ -19,11 +19,9 @@ PosixPath('runs/demo/report.html')
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +33,8 @@ from ihprobe.causal.ablation import check_settings
 from ihprobe.causal.results import AblationResult, HeadEffects
 from ihprobe.circuit.positions import loss_by_position_over_run
 from ihprobe.core.files import atomic_write, check_writable_dir
+from ihprobe.core.stages import STAGE
+from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
 from ihprobe.dynamics.changepoint import EmergencePoint, emergence
 from ihprobe.dynamics.law import Prediction, predict_emergence
 from ihprobe.dynamics.trajectories import trajectory
@@ -92,8 +92,8 @@ class DemoConfig:
     compare: bool = False  # also train a Bi-Induct variant (balanced directions) for [B]
     progress: bool = True  # tqdm bars, on a terminal only (as the trainer's)
     # intra-op threads: a d_model-64 model gains nothing from more, and on shared cores the
-    # extra threads spin-wait (measured: 60 updates took 10 s with 1 thread, 116 s with 2)
-    threads: int = 1
+    # extra threads spin-wait (ihprobe.core.threads, benchmarks/bench_threads.py)
+    threads: int = DEFAULT_THREADS
 
 
 @dataclass
@@ -166,16 +166,18 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoResult:
 
 def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study:
     """One run: train (or reuse a finished run), trajectory, emergence, law, ablation."""
-    log.info("[%s] 1/4 training %d updates of %s", name, config.steps, producer)
+    log.info("[%s] 1/4 training %d updates of %s", name, config.steps, producer, extra=STAGE)
     run = _train(config, Path(config.out) / name, producer, options)
-    log.info("[%s] 2/4 scanning %d checkpoints", name, len(checkpoints(run)))
+    log.info("[%s] 2/4 scanning %d checkpoints", name, len(checkpoints(run)), extra=STAGE)
     # scans are cached (ihprobe.core.cache) by each checkpoint's weights: a rerun scans nothing
     bars = None if config.progress else False  # a bar only when stderr is a terminal
     table = trajectory(run, list(TRAJECTORY_METRICS), progress=bars, seed=config.seed)
-    log.info("[%s] 3/4 finding the emergence point", name)
+    log.info("[%s] 3/4 finding the emergence point", name, extra=STAGE)
     shape = {"batch_size": config.batch_size, "context": config.context}
     model = ihprobe.load(checkpoints(run)[-1].source)
-    log.info("[%s] 4/4 ablating the top heads against %d random draws", name, config.random)
+    log.info(
+        "[%s] 4/4 ablating the top heads against %d random draws", name, config.random, extra=STAGE
+    )
     scores = ihprobe.scan(model, seed=config.seed)
     ablations = _ablations(config, model, scores)
     study = Study(
@@ -256,17 +258,6 @@ def demo_run(out: str | os.PathLike = "runs/demo", config: DemoConfig = DemoConf
     producer, options = variants(config)["main"]
     with torch_threads(config.threads):
         return _train(replace(config, out=str(out)), Path(out) / "main", producer, options)
-
-
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run the block with ``n`` torch intra-op threads, then restore the previous number."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _train_config(config: DemoConfig, out: Path, producer: str, options: dict) -> TrainConfig:
