@@ -19,6 +19,7 @@ import math
 from ihprobe.cli._common import (
     INT64,
     add_option_flag,
+    add_threads,
     device,
     nonnegative_float,
     nonnegative_int,
@@ -225,7 +226,12 @@ def register(subparsers) -> None:
         help="continue the run in --out; with a larger --steps/--tokens, extends a finished "
         "constant-rate run (a cosine one is refused)",
     )
-    watch.add_argument("--device", type=device, help="auto, cpu, cuda or cuda:N (default: auto)")
+    watch.add_argument(
+        "--device",
+        type=device,
+        help="auto (cuda when available, else cpu), cpu, cuda or cuda:N (default: auto)",
+    )
+    add_threads(watch)
     p.set_defaults(func=run)
 
 
@@ -234,7 +240,8 @@ def config_from_args(args):
     from ihprobe.io.runs import run_meta
     from ihprobe.training.config import TrainConfig, load_config
 
-    given = {k: v for k, v in vars(args).items() if k not in ("func", "command", "verbose")}
+    skip = ("func", "command", "verbose", "threads")  # threads: the process's, not the run's
+    given = {k: v for k, v in vars(args).items() if k not in skip}
     options = dict(given.pop("option", []))
     for flag, _, _ in SHORTCUTS:
         if flag.replace("-", "_") in given:
