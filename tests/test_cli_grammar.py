@@ -144,8 +144,11 @@ def _takes_integers(kind) -> bool:
 def test_text_opens_regular_files_only(command, tmp_path, capsys):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    for path, said in ((fifo, "not a regular file"), (Path("/dev/zero"), "not a regular file"),
-                       (tmp_path, "names no text files")):  # a folder holding only the FIFO
+    for path, said in (
+        (fifo, "not a regular file"),
+        (Path("/dev/zero"), "not a regular file"),
+        (tmp_path, "names no text files"),
+    ):  # a folder holding only the FIFO
         started = time.monotonic()
         assert main([command, "x", "--text", str(path), "--out", str(tmp_path / "o")]) == 2
         assert said in one_line(capsys)

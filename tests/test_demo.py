@@ -44,8 +44,12 @@ def test_the_demo_ablation_can_reach_a_verdict(demo):
     summary's sentence and table count them from one field."""
     s = demo.summary.set_index("run").loc["main"]
     assert s.ar_accuracy_distinct_sets >= 19  # 1 / (19 + 1) = 0.05
-    assert s.ar_accuracy_p_distinct <= 0.05 or s.verdict != "inconclusive" or (
-        "neither rule" in s.verdict_reason  # the rule's own answer from enough draws
+    assert (
+        s.ar_accuracy_p_distinct <= 0.05
+        or s.verdict != "inconclusive"
+        or (
+            "neither rule" in s.verdict_reason  # the rule's own answer from enough draws
+        )
     )
     assert "distinct random sets exist" not in s.verdict_reason
     text = summary_text(demo)
