@@ -30,7 +30,7 @@ def run_dir(tmp_path_factory, tokenizer):
 @pytest.mark.slow
 def test_ablate_a_run_writes_csv_and_report(run_dir, tmp_path, capsys):
     out = tmp_path / "out"
-    argv = ["ablate", str(run_dir), "--out", str(out), "--random", "3", "--batch", "6",
+    argv = ["ablate", str(run_dir), "--out", str(out), "--draws", "3", "--batch", "6",
             "--metrics", "induction_loss,natural_loss", "--mode", "zero",
             "--all-checkpoints"]  # fmt: skip
     assert main(argv) == 0
@@ -77,7 +77,7 @@ def test_result_figure_and_single_checkpoint_report(run_dir, tmp_path):
         (["--scope", "model"], "--scope: invalid choice: 'model'"),
         (["--baseline", "matched"], "--baseline: invalid choice: 'matched'"),
         (["--mode", "half"], "--mode: invalid choice: 'half'"),
-        (["--random", "0"], "--random: '0' is not a positive integer"),
+        (["--draws", "0"], "--draws: '0' is not a positive integer"),
         (["--metrics", "bleu"], "unknown metric"),
         (["--by", "bleu"], "unknown head score --by bleu"),
     ],
@@ -95,7 +95,7 @@ def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeyp
 
     out = tmp_path / "over"
     argv = ["ablate", str(run_dir), "--out", str(out), "--over-training", "--scope", "global",
-            "--top", "1", "--random", "3", "--batch", "4",
+            "--top", "1", "--draws", "3", "--batch", "4",
             "--metrics", "induction_loss"]  # fmt: skip
     assert main(argv) == 0
     frame = pd.read_csv(out / "ablation.csv")

@@ -204,8 +204,8 @@ CLI_FLAGS = {
     ("scan", "--batch"): BAD_COUNT_TEXT + HUGE_COUNT_TEXT,
     ("scan", "--seed"): ("-1", "1.5", "nan", "x", "", "9223372036854775808", "1e400"),
     ("scan", "--chunk"): BAD_COUNT_TEXT,
-    ("scan", "--top"): BAD_COUNT_TEXT,
-    ("ablate", "--random"): BAD_COUNT_TEXT + HUGE_COUNT_TEXT,
+    ("scan", "--show"): BAD_COUNT_TEXT,
+    ("ablate", "--draws"): BAD_COUNT_TEXT + HUGE_COUNT_TEXT,
     ("ablate", "--batch"): BAD_COUNT_TEXT + HUGE_COUNT_TEXT,
     ("ablate", "--top"): ("0", "-1", "nan", "inf", "x", ""),
     ("ablate", "--seed"): ("-1", "1.5", "x", "9223372036854775808"),
@@ -263,7 +263,7 @@ def test_cli_sample_as_processes(gpt2, run, tmp_path):
     out = str(tmp_path / "out")
     sample = [
         ["scan", str(gpt2), "--seed", str(2**64), "--out", out],
-        ["ablate", str(gpt2), "--random", "1000000000000", "--out", out],
+        ["ablate", str(gpt2), "--draws", "1000000000000", "--out", out],
         ["composition", str(gpt2), "--draws", "1000000000", "--out", out],
         ["info", str(fifo_run)],
         ["emergence", str(fifo_run)],

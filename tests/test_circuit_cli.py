@@ -91,7 +91,7 @@ def test_patch_cli_writes_tables_and_a_report_that_opens_offline(checkpoint, tmp
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["patch", "{ckpt}", "--sender", "one"], "--sender takes LAYER.HEAD"),
+        (["patch", "{ckpt}", "--sender", "one"], "--sender is written L1H3 or 1.3"),
         (
             ["patch", "{ckpt}", "--sender", "0.9", "--receiver", "1.0"],
             "sender head must be an integer from 0 to 3",

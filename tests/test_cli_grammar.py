@@ -35,7 +35,11 @@ CANONICAL = {
     "force": ["--force"],
     "json": ["--json"],
     "all_checkpoints": ["--all-checkpoints"],
-}
+    "threads": ["--threads"],
+    "draws": ["--draws"],
+    "show": ["--show"],
+    "top": ["--top"],
+}  # tests/test_cli_names.py: one meaning per name, one default, head names, hints
 # commands that load models: each has --device (and, reading one skeleton, --dtype)
 LOADS_MODELS = {"scan", "ablate", "composition", "patch", "info", "emergence", "fit-law"}
 WITH_DTYPE = {"scan", "ablate", "composition", "patch", "info"}
@@ -140,10 +144,14 @@ def _takes_integers(kind) -> bool:
 def test_text_opens_regular_files_only(command, tmp_path, capsys):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    for path in (fifo, Path("/dev/zero"), tmp_path):
+    for path, said in (
+        (fifo, "not a regular file"),
+        (Path("/dev/zero"), "not a regular file"),
+        (tmp_path, "names no text files"),
+    ):  # a folder holding only the FIFO
         started = time.monotonic()
         assert main([command, "x", "--text", str(path), "--out", str(tmp_path / "o")]) == 2
-        assert "not a regular file" in one_line(capsys)
+        assert said in one_line(capsys)
         assert time.monotonic() - started < 30  # refused, not read
     assert main([command, "x", "--text", str(tmp_path / "missing"), "--out", str(tmp_path)]) == 2
     assert "cannot read --text" in one_line(capsys)
@@ -258,7 +266,7 @@ def test_every_csv_has_one_shape_and_run_directories_work_everywhere(run_dir, tm
     rows = ["-n", "4", "--batch", "4", "-q"]
     commands_run = {
         "scores.csv": ["scan", str(run_dir), "--metrics", "prefix_matching", *rows],
-        "ablation.csv": ["ablate", str(run_dir), "--random", "2", "--metrics", "ar_accuracy",
+        "ablation.csv": ["ablate", str(run_dir), "--draws", "2", "--metrics", "ar_accuracy",
                          *rows],
         "composition.csv": ["composition", str(run_dir), "--draws", "2", "-q"],
         "patch.csv": ["patch", str(run_dir), "--sender", "0.1", "--receiver", "1.2", *rows],
@@ -288,7 +296,7 @@ def test_every_csv_has_one_shape_and_run_directories_work_everywhere(run_dir, tm
 @pytest.mark.slow
 def test_ablate_all_checkpoints_and_the_contradiction_with_over_training(run_dir, tmp_path,
                                                                           capsys):  # fmt: skip
-    argv = ["ablate", str(run_dir), "--random", "2", "--metrics", "ar_accuracy", "-n", "4",
+    argv = ["ablate", str(run_dir), "--draws", "2", "--metrics", "ar_accuracy", "-n", "4",
             "--batch", "4", "-q", "--out", str(tmp_path / "a")]  # fmt: skip
     assert main([*argv, "--all-checkpoints"]) == 0
     assert set(pd.read_csv(tmp_path / "a" / "ablation.csv")["step"]) == {0, 100, 200}

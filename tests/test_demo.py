@@ -38,6 +38,24 @@ def test_default_demo_shows_the_phase_transition(demo):
     assert table.step.nunique() == 21  # step 0 and 20 linear checkpoints, all scanned
 
 
+def test_the_demo_ablation_can_reach_a_verdict(demo):
+    """The top set is tested against enough distinct random sets that p can reach 0.05 (with
+    2 x 4 heads only 3 sets existed and the verdict could only be inconclusive), and the
+    summary's sentence and table count them from one field."""
+    s = demo.summary.set_index("run").loc["main"]
+    assert s.ar_accuracy_distinct_sets >= 19  # 1 / (19 + 1) = 0.05
+    assert (
+        s.ar_accuracy_p_distinct <= 0.05
+        or s.verdict != "inconclusive"
+        or (
+            "neither rule" in s.verdict_reason  # the rule's own answer from enough draws
+        )
+    )
+    assert "distinct random sets exist" not in s.verdict_reason
+    text = summary_text(demo)
+    assert f"over {s.ar_accuracy_distinct_sets} distinct sets" in text
+
+
 def test_demo_report_renders_fits_the_page_and_labels_its_lines(demo):
     rendered = render(demo.report, width=1024)
     assert rendered.errors == []
@@ -78,7 +96,7 @@ def test_cli_demo_prints_where_files_are(tmp_path):
     out = tmp_path / "d"
     result = subprocess.run(
         [sys.executable, "-m", "ihprobe", "demo", "--out", str(out), "--steps", "20",
-         "--random", "2"],
+         "--draws", "2"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -88,7 +106,7 @@ def test_cli_demo_prints_where_files_are(tmp_path):
     assert "%|" not in result.stderr  # not a terminal (a log file) no progress bars
     last = result.stdout.strip().splitlines()[-1]  # the heads found and the one verdict
     assert re.fullmatch(
-        r"main: induction heads found: .+; verdict on its top head "
+        r"main: induction heads found: .+; verdict on its top heads "
         r"\(AR accuracy\): (" + "|".join(ANSWERS) + r")\.",
         last,
     ), last

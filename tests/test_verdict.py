@@ -86,7 +86,8 @@ def test_sets_that_exist_and_sets_drawn_are_told_apart():
     result = _result([0.9, 0.1, *[0.9 + e for e in NOISE]], draws, repeat=True)
     result.settings["distinct_sets"] = 4
     verdict = result.verdict()
-    assert "(only 4 distinct sets)" in str(verdict)
+    assert "(only 3 distinct sets drawn, of 4 that exist)" in str(verdict)  # the table's 3
+    assert result.summary().set_index("metric").loc["ar_accuracy", "distinct_sets"] == 3
     assert "only 4 distinct random sets exist (3 of them drawn)" in verdict.reason
 
 

@@ -95,8 +95,11 @@ def test_the_viewer_renders_in_jupyter_and_is_its_html_string(model):
     tokens = repeated_tokens(model, n=8, batch=1, seed=1)[0]
     viewer = attention_viewer(model, tokens, start=(1, 2))
     assert isinstance(viewer, AttentionViewer) and isinstance(viewer, str)
-    assert viewer._repr_html_() == viewer.html == str(viewer)
-    assert viewer.html.startswith("<style>") and 'class="ihp-viewer"' in viewer.html
+    assert viewer._repr_html_() == str(viewer) and str(viewer).startswith("<style>")
+    page = viewer.html  # a whole page around the fragment a report embeds
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert str(viewer) in page and "<title>" in page
+    assert "key position" in viewer and "query position" in viewer  # the pattern's axes
     assert repr(viewer).startswith("<AttentionViewer: ") and len(repr(viewer)) < 80
 
 
@@ -112,3 +115,16 @@ def test_viewer_ids_differ_on_a_page_and_repeat_when_the_notebook_reruns(model, 
     assert first != second  # the same data twice on one page: each script finds its own
     monkeypatch.setattr(viewer_module, "_RENDERED", itertools.count())  # a fresh kernel
     assert ids_of_two_equal_viewers() == [first, second]
+
+
+def test_the_viewer_opens_on_the_top_head_and_saves_a_page(model, tmp_path):
+    """By default the viewer opens on the head ``scan`` ranks first by prefix matching; a
+    ``start`` overrides it; ``save`` writes the whole page."""
+    tokens = repeated_tokens(model, n=8, batch=1, seed=1)[0]
+    layer, head, _ = ihprobe.scan(model, ["prefix_matching"], batch=20).top_heads(k=1)[0]
+    assert f'"start":[{layer},{head}]' in attention_viewer(model, tokens)
+    other = (layer, (head + 1) % model.cfg.n_heads)
+    assert f'"start":[{other[0]},{other[1]}]' in attention_viewer(model, tokens, start=other)
+    viewer = attention_viewer(model, tokens)
+    viewer.save(tmp_path / "v.html")
+    assert (tmp_path / "v.html").read_text(encoding="utf-8") == viewer.html

@@ -45,6 +45,7 @@ from ihprobe.causal.masks import (
 from ihprobe.causal.results import AblationResult, HeadEffects
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.heads import heads_of
 from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
 from ihprobe.probes.battery import scan
@@ -71,6 +72,7 @@ def ablate(
     *,
     by: str = "prefix_matching",
     top: float | int = 0.02,
+    heads: Sequence[tuple[int, int] | str] | None = None,
     scope: Scope = "layer",
     random: int = 20,
     baseline: Baseline = "layer-matched",
@@ -93,6 +95,9 @@ def ablate(
         model: a hooked model (``ihprobe.load``).
         by: the head score that ranks heads (any per-head metric of ``ihprobe.scan``).
         top: a fraction in (0, 1] (``max(1, ceil(top * heads))``) or a count k >= 1 of heads.
+        heads: the heads to test instead of a top set (``[(1, 3)]``, ``["L1H3"]`` or
+            ``["1.3"]``); ``top`` and ``scope`` are then unused, and ``by`` still scores every
+            head (the verdict and a score-matched baseline read it).
         scope: ``"layer"`` takes ``top`` of every layer ([B]'s protocol); ``"global"`` of the
             whole model.
         random: number of baseline draws.
@@ -131,6 +136,8 @@ def ablate(
     Example:
         >>> result = ablate(model, scope="global", top=1, metrics=["ar_accuracy"])
         ... # doctest: +SKIP
+        >>> mine = ablate(model, heads=["L1H3"], random=20)      # a head you picked
+        ... # doctest: +SKIP
         >>> summary = result.summary().set_index("metric")              # doctest: +SKIP
         >>> summary.loc["ar_accuracy", ["p_value", "load_bearing_index"]]  # doctest: +SKIP
     """
@@ -143,7 +150,7 @@ def ablate(
     scores = _scores(model, by, scores, n=n, batch=batch, seed=seed, bos=bos)
     if match is not None:
         match = _scores(model, by, match, name="match")
-    chosen = top_set(scores, top=top, scope=scope)
+    chosen = top_set(scores, top=top, scope=scope) if heads is None else chosen_heads(model, heads)
     draws = baseline_sets(scores, chosen, baseline=baseline, random=random, seed=seed, match=match)
     keeps = torch.stack([keep_mask(model, heads) for heads in [[], chosen, *draws.draws]])
     probes = probes_for(
@@ -151,13 +158,14 @@ def ablate(
     )
     values = evaluate(model, probes, keeps, wanted, mode=mode, reference=reference, seed=seed)
     settings = {
-        "by": by, "top": top, "scope": scope, "random": random, "baseline": baseline,
+        "by": by, "top": top if heads is None else "given", "scope": scope, "random": random,
+        "baseline": baseline,
         "mode": mode, "seed": seed, "n": n, "batch": batch, "bos": bos,
         "top_count": len(chosen), "distinct_sets": draws.distinct, "draws_repeat": draws.repeats,
         "reference": "given" if reference is not None else "each probe's own rows",
         "probes": {p.name: list(p.tokens.shape) for p in probes},  # rows, positions
     }  # fmt: skip
-    if scope == "layer":
+    if scope == "layer" and heads is None:
         settings["heads_per_layer"] = heads_per_layer(model.cfg.n_heads, top)
     if draws.repeats:
         note = (f"only {draws.distinct} distinct {baseline} baseline sets exist, so the "
@@ -241,6 +249,25 @@ def head_effects(
         "probes": {p.name: list(p.tokens.shape) for p in probes},
     }
     return HeadEffects(provenance(model), (n_layers, n_heads), values, settings)
+
+
+def chosen_heads(model, heads) -> list[tuple[int, int]]:
+    """The heads to test (``L1H3``, ``1.3`` or pairs), checked against the model, sorted, once
+    each; the others must leave the baseline something to draw."""
+    cfg = model.cfg
+    found = sorted(set(heads_of(heads, "heads")))
+    outside = [f"L{a}H{b}" for a, b in found if not (a < cfg.n_layers and b < cfg.n_heads)]
+    if outside:
+        raise IhprobeError(
+            f"heads {', '.join(outside)} do not exist: the model has {cfg.n_layers} layers of "
+            f"{cfg.n_heads} heads (L0H0 to L{cfg.n_layers - 1}H{cfg.n_heads - 1})."
+        )
+    if 2 * len(found) > cfg.n_layers * cfg.n_heads:
+        raise IhprobeError(
+            f"{len(found)} heads of {cfg.n_layers * cfg.n_heads} leave too few for the random "
+            "baseline; test at most half of the heads."
+        )
+    return found
 
 
 def check_settings(

@@ -189,8 +189,11 @@ def _numbers(result: AblationResult, row, metric: str) -> str:
     heads = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
     draws = f"{len(result.random_heads)} {s.get('baseline', 'layer-matched')} random draws"
     repeat = s.get("draws_repeat")
-    if repeat:
-        draws += f" (only {s.get('distinct_sets')} distinct sets)"
+    if repeat:  # the table's distinct_sets (drawn) first, then how many exist when more do
+        drawn, exist = int(row.distinct_sets), s.get("distinct_sets")
+        draws += f" (only {drawn} distinct sets" + (
+            f" drawn, of {exist} that exist)" if exist and exist != drawn else ")"
+        )
     return (
         f"Ablating {heads} changes {metric} by {row.change:+.3g} (random draws: "
         f"{row.random_change_mean:+.3g} on average; {draws}; p = {row.p_value:.2g}"

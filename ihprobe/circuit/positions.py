@@ -25,6 +25,7 @@ from jaxtyping import Float, Int
 from tqdm import tqdm
 
 from ihprobe.core import checks
+from ihprobe.core.stages import Counter
 from ihprobe.io.any_model import as_model
 from ihprobe.io.models import load_or_swap, provenance
 from ihprobe.io.sources import sources_of
@@ -115,7 +116,10 @@ def loss_by_position_over_run(
         >>> table = loss_by_position_over_run("runs/demo/main")            # doctest: +SKIP
     """
     model, frames = None, []
-    for checkpoint in tqdm(sources_of(source_or_sources, revisions), disable=not progress):
+    found = sources_of(source_or_sources, revisions)
+    counter = Counter(log, "loss by position", len(found))
+    for index, checkpoint in enumerate(tqdm(found, disable=not progress), 1):
+        counter.start(index, checkpoint.label)
         model = load_or_swap(model, checkpoint.source, revision=checkpoint.revision)
         frame = loss_by_position(model, **kwargs)
         frame["step"] = checkpoint.step if checkpoint.step is not None else frame["step"]

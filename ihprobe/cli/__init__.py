@@ -12,11 +12,13 @@ thing), accepts no abbreviated flags, and prints stage lines when stderr is not 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import logging
 import pkgutil
 import sys
+from collections.abc import Iterator
 
 from ihprobe import __version__
 from ihprobe.cli._common import DefaultsFormatter
@@ -63,6 +65,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+@contextlib.contextmanager
+def _threads(args: argparse.Namespace) -> Iterator[None]:
+    """The command runs with ``--threads`` torch threads, when it takes the flag."""
+    if getattr(args, "threads", None) is None:
+        yield
+        return
+    from ihprobe.core.threads import torch_threads
+
+    with torch_threads(args.threads):
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv)
@@ -75,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             handler.setLevel(level)
     try:
         quiet = getattr(args, "quiet", False) or getattr(args, "progress", True) is False
-        with stage_lines(args.command, enabled=False if quiet else None):
+        with stage_lines(args.command, enabled=False if quiet else None), _threads(args):
             return int(args.func(args) or 0)
     except IhprobeError as err:
         print(f"ihprobe {args.command}: error: {err}", file=sys.stderr)

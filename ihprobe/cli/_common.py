@@ -1,10 +1,12 @@
 """The one option grammar of every subcommand (not a subcommand: the name starts with '_').
 
 A thing has one flag name everywhere: ``-n/--n`` (half-length of the repeated tokens),
-``--batch``, ``--seed``, ``--device``, ``--dtype``, ``-q/--quiet``, ``--text``, ``--revision``,
-``--out``, ``--force``, ``--json``; each ``add_*`` function below adds one of them, so a
-subcommand that has the thing gets the same name, type, help and default. SOURCE arguments
-accept a checkpoint, a run directory or a hub id everywhere (:func:`checkpoints_of`).
+``--batch``, ``--seed``, ``--device``, ``--dtype``, ``--threads``, ``-q/--quiet``, ``--text``,
+``--revision``, ``--out``, ``--force``, ``--json``, ``--draws`` (random draws of a baseline),
+``--show`` (rows printed; ``--top`` is only ever the size of a top set); each ``add_*``
+function below adds one of them, so a subcommand that has the thing gets the same name, type,
+help and default. SOURCE arguments accept a checkpoint, a run directory or a hub id
+everywhere (:func:`checkpoints_of`).
 
 The argument types here are the one validation layer for command-line values: each refuses
 0, negatives, NaN, inf, integers beyond int64 or a wrong type where they make no sense, so
@@ -30,6 +32,8 @@ from ihprobe.core.files import check_local_source, check_writable_dir, check_wri
 INT64 = (-(2**63), 2**63 - 1)  # every integer flag lies here (torch and numpy take no more)
 TEXT_LIMIT = 256 * 2**20  # bytes of a --text file read into memory
 DTYPES = ("float32", "bfloat16", "float16")  # ihprobe.io.models.DTYPES, kept light here
+DEFAULT_THREADS = 1  # ihprobe.core.threads.DEFAULT_THREADS, kept light here (tests compare)
+DEFAULT_DEVICE = "auto"  # every command's --device, as TrainConfig.device (tests compare)
 
 
 # ----------------------------------------------------------------------------- value types
@@ -195,15 +199,29 @@ def add_seed(p, what: str = "seed", default: object = 0) -> None:
 
 
 def add_model_flags(p: argparse.ArgumentParser, *, dtype: bool = True) -> None:
-    """``--device`` (and ``--dtype``) of the models a command loads."""
+    """``--device`` (and ``--dtype``) of the models a command loads, and ``--threads``."""
     p.add_argument(
         "--device",
         type=device,
-        default="cpu",
-        help="auto, cpu, cuda or cuda:N; under torchrun cuda is each rank's own GPU",
+        default=DEFAULT_DEVICE,
+        help="auto (cuda when available, else cpu), cpu, cuda or cuda:N; under torchrun cuda is "
+        "each rank's own GPU",
     )
     if dtype:
         p.add_argument("--dtype", choices=DTYPES, default="float32", help="parameter dtype")
+    add_threads(p)
+
+
+def add_threads(p: argparse.ArgumentParser) -> None:
+    """``--threads``: torch's CPU threads for the command (``ihprobe.core.threads``; the
+    default is the measured best in tokens per CPU-second, ``benchmarks/bench_threads.py``)."""
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=DEFAULT_THREADS,
+        help="CPU threads torch may use; more only pays for a large model on idle cores "
+        f"(default: {DEFAULT_THREADS}, the most tokens per CPU-second measured)",
+    )
 
 
 def add_quiet(p: argparse.ArgumentParser, what: str = "no progress bars or stage lines") -> None:
@@ -211,10 +229,47 @@ def add_quiet(p: argparse.ArgumentParser, what: str = "no progress bars or stage
     p.add_argument("-q", "--quiet", action="store_true", help=what)
 
 
-def add_text(p: argparse.ArgumentParser, what: str = "ICL score") -> None:
+def add_text(
+    p: argparse.ArgumentParser, what: str = "ICL score", default: str = "none, skipped"
+) -> None:
+    """``--text PATH``: a UTF-8 text file, a directory of them or a glob, everywhere
+    (:func:`text_files`)."""
     p.add_argument(
-        "--text", metavar="FILE", help=f"UTF-8 text file for the {what} (default: none, skipped)"
+        "--text",
+        metavar="PATH",
+        help=f"UTF-8 text file, directory or glob for the {what} (default: {default})",
     )
+
+
+def text_files(path: str) -> list[Path]:
+    """The files ``--text PATH`` names: the file itself, a directory's files (recursively, in
+    order) or a glob's matches; a path that is none of these is returned as it is, so that
+    reading it says what is wrong.
+
+    >>> text_files("/no/such/*.txt")
+    []
+    """
+    import glob
+
+    if any(c in path for c in "*?["):
+        return [Path(p) for p in sorted(glob.glob(path, recursive=True)) if Path(p).is_file()]
+    if Path(path).is_dir():
+        return sorted(p for p in Path(path).rglob("*") if p.is_file())
+    return [Path(path)]
+
+
+def add_draws(p: argparse.ArgumentParser, what: str, default: int | str = 20) -> None:
+    """``--draws``: the random draws of a baseline (head sets, matrices), one name everywhere;
+    a string ``default`` is only said in the help (the library's own default applies)."""
+    if isinstance(default, str):
+        p.add_argument("--draws", type=positive_int, help=f"{what} (default: {default})")
+    else:
+        p.add_argument("--draws", type=positive_int, default=default, help=what)
+
+
+def add_show(p: argparse.ArgumentParser, what: str, default: int = 3) -> None:
+    """``--show``: how many rows a command prints (``--top`` is the size of a top set)."""
+    p.add_argument("--show", type=positive_int, default=default, help=what)
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -274,12 +329,27 @@ def refuse_overwrite(targets: list[Path], force: bool) -> None:
         check_writable_file(target)
 
 
-def read_text_option(path: str | None) -> str | None:
-    """The contents of a ``--text FILE`` option, or None when it was not given; only a regular
-    file of at most :data:`TEXT_LIMIT` bytes is opened (a FIFO or device would hang or never
-    end)."""
+def read_text_option(path: str | None) -> str | list[str] | None:
+    """The contents of a ``--text PATH`` option (a list of documents for a directory or glob),
+    or None when it was not given; only regular files of at most :data:`TEXT_LIMIT` bytes in
+    all are opened (a FIFO or device would hang or never end)."""
     if path is None:
         return None
+    files = text_files(path)
+    if not files:
+        raise IhprobeError(f"--text {path} names no text files; pass a file, directory or glob.")
+    if len(files) > 1 or files[0] != Path(path):
+        total = sum(f.stat().st_size for f in files)
+        if total > TEXT_LIMIT:
+            raise IhprobeError(
+                f"--text {path} holds {total:,} bytes, more than {TEXT_LIMIT:,}; pass fewer files."
+            )
+        return [_read_text_file(str(f)) for f in files]
+    return _read_text_file(path)
+
+
+def _read_text_file(path: str) -> str:
+    """One regular UTF-8 file's text (see :func:`read_text_option`)."""
     try:
         found = os.stat(path)
     except (OSError, ValueError) as err:

@@ -1,5 +1,6 @@
 """Stage lines: when stderr is not a terminal (a log file, a CI job), a command that runs long
-prints one line at least every :data:`EVERY_S` seconds saying how long it has run and what the
+prints a first line after :data:`FIRST_S` seconds, then one at least every :data:`EVERY_S`
+seconds, saying how long it has run and what the
 library last reported (its ``ihprobe.*`` INFO records marked as stages, :mod:`ihprobe.core.stages`:
 "scan 3/20: step-000300"; else its latest INFO record), so that a
 silent minute is never mistaken for a hang. On a terminal the progress bars do that job.
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 
 from ihprobe.core.stages import STAGE, is_stage
 
+FIRST_S = 3.0  # the first line, once the library has reported something
 EVERY_S = 10.0  # at most this long between two lines on stderr
 log = logging.getLogger("ihprobe.cli")
 
@@ -67,9 +69,11 @@ def stage_lines(command: str, *, enabled: bool | None = None) -> Iterator[None]:
     done, start = threading.Event(), time.monotonic()
 
     def tick() -> None:
-        while not done.wait(EVERY_S):
+        wait = min(FIRST_S, EVERY_S)
+        while not done.wait(wait):
             if latest.message is None:
                 continue  # still checking arguments: an error stays one line
+            wait = EVERY_S
             elapsed = time.monotonic() - start
             print(
                 f"ihprobe {command}: {elapsed:.0f} s, {latest.message}", file=sys.stderr, flush=True

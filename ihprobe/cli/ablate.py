@@ -36,8 +36,12 @@ def register(subparsers) -> None:
         default=0.02,
         help="fraction of heads (0.02) or a count (1) in the top set",
     )
+    p.add_argument(
+        "--heads",
+        help="test these heads instead of a top set, e.g. L1H3,L1H0 or 1.3,1.0 (default: none)",
+    )
     p.add_argument("--scope", choices=SCOPES, default="layer", help="layer ([B]'s) or global top")
-    p.add_argument("--random", type=flags.positive_int, default=20, help="random draws")
+    flags.add_draws(p, "random draws of the baseline")
     p.add_argument("--baseline", choices=BASELINES, default="layer-matched", help="random heads")
     p.add_argument("--mode", choices=MODES, default="mean", help="what ablated heads output")
     p.add_argument("--metrics", help="comma-separated metrics (default: all the model can run)")
@@ -66,15 +70,17 @@ def run(args) -> int:
     from ihprobe.causal.ablation import check_settings
     from ihprobe.core.errors import IhprobeError
     from ihprobe.core.files import atomic_write
+    from ihprobe.core.heads import heads_of
     from ihprobe.dynamics.trajectories import ablate_checkpoints
     from ihprobe.figures.ablation import write_ablation_report
     from ihprobe.io.provenance import csv_table
     from ihprobe.probes.battery import HEAD_METRICS
 
     metrics = args.metrics.split(",") if args.metrics else None
+    heads = heads_of(args.heads, "--heads") if args.heads is not None else None
     check_settings(
         top=args.top,
-        random=args.random,
+        random=args.draws,
         mode=args.mode,
         metrics=metrics,
         scope=args.scope,
@@ -100,8 +106,9 @@ def run(args) -> int:
     kwargs = {
         "by": args.by,
         "top": args.top,
+        "heads": heads,
         "scope": args.scope,
-        "random": args.random,
+        "random": args.draws,
         "baseline": args.baseline,
         "mode": args.mode,
         "metrics": metrics,

@@ -29,9 +29,7 @@ def register(subparsers) -> None:
         "composition", help="Q/K/V composition scores of every head pair; CSV + HTML"
     )
     flags.add_sources(p, out="composition", many=False)
-    p.add_argument(
-        "--draws", type=flags.positive_int, default=50, help="random-matrix draws for the baseline"
-    )
+    flags.add_draws(p, "random-matrix draws for the baseline", default=50)
     flags.add_seed(p, "seed of the baseline draws")
     p.add_argument(
         "--processing",
@@ -39,7 +37,7 @@ def register(subparsers) -> None:
         default="none",
         help="'tl' folds the norms' weights into W_Q/W_K/W_V first (TransformerLens style)",
     )
-    p.add_argument("--top", type=flags.positive_int, default=3, help="pairs printed")
+    flags.add_show(p, "pairs printed")
     flags.add_model_flags(p)
     flags.add_quiet(p)
     p.set_defaults(func=run)
@@ -71,7 +69,7 @@ def run(args) -> int:
     table = csv_table(_receiver_rows(frame), models.provenance(model), statistics=STATISTICS)
     atomic_write(targets[0], lambda tmp: table.to_csv(tmp, index=False))
     write_report(targets[1], f"ihprobe composition: {ckpt.label}", sections)
-    for row in frame.query("kind == 'k'").nlargest(args.top, "value").itertuples():
+    for row in frame.query("kind == 'k'").nlargest(args.show, "value").itertuples():
         print(
             f"K L{row.layer_from}H{row.head_from} -> L{row.layer_to}H{row.head_to}: "
             f"{row.value:+.4f} ({row.value / row.baseline_sd:+.1f} baseline SDs)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ihprobe.cli._common import positive_int
+from ihprobe.cli._common import add_quiet, positive_int
 
 
 def register(subparsers) -> None:
@@ -32,6 +32,7 @@ def register(subparsers) -> None:
         help="BPE ids, trained on train/ (held-out text uses it too)",
     )
     build.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    add_quiet(build, "no stage lines")
     p.set_defaults(func=run)
 
 

@@ -19,10 +19,7 @@ def register(subparsers) -> None:
         help="realised repetition, reliability, entropies and Zipf exponent of a token stream",
     )
     p.add_argument("--producer", default="natural", help="natural, bi-induct, semi-natural, ...")
-    p.add_argument(
-        "--text",
-        help="text file, directory or glob, natural-text sources (default: the producer's)",
-    )
+    flags.add_text(p, "natural-text producers", default="the producer's corpus")
     p.add_argument("--dataset", help="HF dataset name or local data file (default: none)")
     p.add_argument("--tokenizer", help="HF tokenizer directory (default: train a BPE)")
     p.add_argument(
@@ -49,6 +46,7 @@ def register(subparsers) -> None:
     flags.add_seed(p, "producer seed")
     flags.add_option_flag(p, "any other producer option")
     flags.add_json(p)
+    flags.add_quiet(p, "no stage lines")
     p.set_defaults(func=run)
 
 

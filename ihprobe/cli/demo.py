@@ -13,11 +13,8 @@ def register(subparsers) -> None:
     )
     flags.add_out(p, "runs/demo")
     p.add_argument("--steps", type=flags.positive_int, help="training updates (default: 500)")
-    p.add_argument(
-        "--random",
-        type=flags.positive_int,
-        help="random draws of the ablation baseline (default: 20)",
-    )
+    flags.add_draws(p, "random draws of the ablation baseline", "DemoConfig's")
+    flags.add_threads(p)
     flags.add_seed(p, "seed of training and probes")
     p.add_argument(
         "--compare",
@@ -41,8 +38,7 @@ def run(args) -> int:
         stages.setLevel(logging.INFO)
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("demo: %(message)s"))
-        stages.addHandler(handler)
-        stages.propagate = False
+        stages.addHandler(handler)  # the records still reach the stage lines ("4/4 ablating")
     config = DemoConfig(
         out=args.out,
         seed=args.seed,
@@ -51,8 +47,9 @@ def run(args) -> int:
     )
     if args.steps is not None:
         config = replace(config, steps=args.steps)
-    if args.random is not None:
-        config = replace(config, random=args.random)
+    config = replace(config, threads=args.threads)
+    if args.draws is not None:
+        config = replace(config, random=args.draws)
     result = run_demo(config)
     print(summary_text(result))
     return 0

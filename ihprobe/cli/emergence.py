@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from ihprobe.cli import _common as flags
+from ihprobe.cli._stages import stage
 
 
 def add_point_options(p) -> None:
@@ -23,15 +24,41 @@ def add_point_options(p) -> None:
     )
     flags.add_probe_rows(p, bos=False)
     p.add_argument("--no-cache", dest="cache", action="store_false", help="rescan everything")
-    p.add_argument(
-        "--device",
-        type=flags.device,
-        default="cpu",
-        help="where the checkpoints are scanned: auto, cpu, cuda or cuda:N",
-    )
+    flags.add_model_flags(p, dtype=False)
+
+
+# metrics that are shares (of attention or of correct tokens), so a threshold lies in (0, 1);
+# losses and ranks are positive; other scores (logit attributions, ICL score) can be any number
+SHARES = ("prefix_matching", "previous_token", "duplicate_token", "forward_induction_fixed",
+          "anti_induction", "forward_induction_varied", "backward_duplicate",
+          "backward_previous_token", "ar_accuracy", "backward_copy_accuracy")  # fmt: skip
+POSITIVE = ("induction_loss", "backward_copy_loss", "ar_mean_rank")
+
+
+def check_threshold(metric: str, threshold: float | None) -> None:
+    """Refuse a ``--threshold`` the metric can never cross, before any checkpoint is scanned.
+
+    >>> check_threshold("prefix_matching", 0.3)
+    """
+    from ihprobe.core.errors import IhprobeError
+
+    if threshold is None:
+        return
+    if metric in SHARES and not 0 < threshold < 1:
+        raise IhprobeError(
+            f"--threshold {threshold:g}: {metric} is a share between 0 and 1, so it can only "
+            "cross a level strictly between them (e.g. 0.3)."
+        )
+    if metric in POSITIVE and threshold <= 0:
+        raise IhprobeError(f"--threshold {threshold:g}: {metric} is positive; pass a level > 0.")
 
 
 def point_kwargs(args) -> dict:
+    """The keyword arguments of ``run_emergence`` the flags ask for, checked."""
+    from ihprobe.probes.battery import check_metrics
+
+    check_metrics([args.metric])
+    check_threshold(args.metric, args.threshold)
     scan = {"batch": args.batch, "seed": args.seed, "device": args.device}
     if args.n is not None:
         scan["n"] = args.n
@@ -87,6 +114,8 @@ def run(args) -> int:
     kwargs = point_kwargs(args)
     results, sections = [], []
     for run_dir in args.runs:
+        stage(f"{run_dir}: {args.metric} at every checkpoint, for the change point (cached scans "
+              "are reused)")  # fmt: skip
         point = run_emergence(run_dir, progress=flags.progress(args), **kwargs)
         shape = (point.batch_size, point.context)
         law = predict_emergence(*shape) if all(shape) else None
@@ -125,6 +154,7 @@ def _mechanism_notes(run_dir, point, kwargs: dict) -> list[str]:
         return []
     peak = point.curve.loc[point.curve["value"].idxmax()]
     step = None if pd.isna(peak["step"]) else int(peak["step"])  # unknown steps: the last
+    stage(f"{run_dir}: the peak checkpoint's heads, for content matching vs a fixed offset")
     scan = {k: v for k, v in kwargs.items() if k not in ("metric", "reduce", "threshold", "cache")}
     scores = mechanism_scores(run_dir, step, **scan)
     where = f"at the peak (step {step:,})" if step is not None else "at the last checkpoint"
@@ -133,7 +163,6 @@ def _mechanism_notes(run_dir, point, kwargs: dict) -> list[str]:
 
 def _section(run_dir, point, law, notes: list[str], kwargs: dict, bars: bool | None):
     """The run's trajectory figure (the point's metric, and AR accuracy beside it)."""
-    import pandas as pd
 
     from ihprobe.dynamics.forecast import read_forecasts
     from ihprobe.dynamics.trajectories import trajectory
@@ -143,10 +172,9 @@ def _section(run_dir, point, law, notes: list[str], kwargs: dict, bars: bool | N
     from ihprobe.io.runs import losses
 
     scan = {k: v for k, v in kwargs.items() if k not in ("metric", "reduce", "threshold")}
-    metrics = dict.fromkeys([point.metric, "ar_accuracy"])  # each cached on its own
-    table = pd.concat(
-        [trajectory(run_dir, [m], progress=bars, **scan) for m in metrics], ignore_index=True
-    )
+    metrics = list(dict.fromkeys([point.metric, "ar_accuracy"]))  # each cached on its own
+    stage(f"{run_dir}: {' and '.join(metrics)} at every checkpoint, for the --html figure")
+    table = trajectory(run_dir, metrics, progress=bars, **scan)
     said = [describe(point, kwargs), *(f"note: {note}" for note in notes)]
     blocks = [*said, trajectory_figure(table, point, law, losses(run_dir))]
     if table.loc[table["metric"] == point.metric, "layer"].notna().any():

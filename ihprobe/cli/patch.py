@@ -30,8 +30,8 @@ def register(subparsers) -> None:
         default="head",
         help="patch whole heads, or each head at each position",
     )
-    p.add_argument("--sender", help="previous-token head as LAYER.HEAD (default: found by scan)")
-    p.add_argument("--receiver", help="induction head as LAYER.HEAD (default: found by scan)")
+    p.add_argument("--sender", help="previous-token head, L0H1 or 0.1 (default: found by scan)")
+    p.add_argument("--receiver", help="induction head, L1H2 or 1.2 (default: found by scan)")
     flags.add_probe_rows(p, batch=20, bos=False)
     flags.add_model_flags(p)
     flags.add_quiet(p)
@@ -111,13 +111,7 @@ def _named_head(name: str) -> tuple[int, int]:
 
 
 def _head_option(value: str | None, flag: str) -> tuple[int, int] | None:
-    """``"1.2"`` -> ``(1, 2)``; None stays None."""
-    from ihprobe.core.errors import IhprobeError
+    """``"1.2"`` or ``"L1H2"`` -> ``(1, 2)``; None stays None."""
+    from ihprobe.core.heads import head_of
 
-    if value is None:
-        return None
-    try:
-        layer, head = (int(part) for part in value.split("."))
-    except ValueError:
-        raise IhprobeError(f"{flag} takes LAYER.HEAD, e.g. 1.2 (got {value!r}).") from None
-    return layer, head
+    return None if value is None else head_of(value, flag)

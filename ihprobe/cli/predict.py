@@ -42,6 +42,7 @@ def register(subparsers) -> None:
         "--c", type=flags.finite_float, help="override the context exponent (default: the law's)"
     )
     flags.add_json(p)
+    flags.add_quiet(p, "no stage lines")
     p.set_defaults(func=run)
 
 

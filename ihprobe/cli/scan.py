@@ -50,7 +50,7 @@ def register(subparsers) -> None:
         default="all",
         help="none: remove each hub revision from the HF cache once it is scanned",
     )
-    p.add_argument("--top", type=flags.positive_int, default=3, help="heads listed per source")
+    flags.add_show(p, "heads listed per source")
     flags.add_quiet(p)
     p.set_defaults(func=run)
 
@@ -84,7 +84,7 @@ def run(args) -> int:
     if not done.files:
         return 0  # a torchrun rank other than 0: rank 0 writes and prints
     for scores, duplicate in done.last:
-        _print_summary(scores, duplicate, args.top)
+        _print_summary(scores, duplicate, args.show)
     for name in done.table["duplicate_of"].dropna().unique():
         print(f"note: checkpoints with the same weights as {name} (column duplicate_of)")
     print(f"wrote {done.files[0]} ({len(done.table)} rows) and {done.files[1]}")

@@ -61,6 +61,7 @@ def register(subparsers) -> None:
         help="only summarise the runs already there",
     )
     add_point_options(p)
+    flags.add_quiet(p, "no stage lines")
     p.add_argument(
         "train_args",
         nargs="*",
@@ -119,11 +120,28 @@ def check_grid(grid: list[str], out: str, train_args: tuple[str, ...], local: bo
             producer_options(config.producer, config.producer_options)
             if local:  # a cluster job's device is the node's, not this machine's
                 resolve_device(config.device)
+            check_fit(config)
         except SystemExit:
             reason = said.getvalue().strip().split(": error: ")[-1].split(" (see ")[0]
             raise IhprobeError(f"grid point {run.name}: {reason}") from None
         except IhprobeError as err:
             raise IhprobeError(f"grid point {run.name}: {err}") from None
+
+
+def check_fit(config) -> None:
+    """Refuse a run with too few checkpoints for the change-point fit each run gets after
+    training (``emergence``: 3 segments need 6 checkpoints past step 0)."""
+    import inspect
+
+    from ihprobe.dynamics.changepoint import emergence
+
+    need = 2 * inspect.signature(emergence).parameters["segments"].default
+    saved = config.n_checkpoints if isinstance(config.checkpoints, str) else len(config.checkpoints)
+    if saved < need:
+        raise IhprobeError(
+            f"{saved} checkpoint(s) are too few for the change-point fit of each run (need "
+            f"{need}); pass --n-checkpoints {need} or more after --."
+        )
 
 
 def slurm_of(args):

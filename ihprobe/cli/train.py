@@ -21,6 +21,7 @@ from ihprobe.cli._common import (
     INT64,
     DefaultsFormatter,
     add_option_flag,
+    add_threads,
     device,
     nonnegative_float,
     nonnegative_int,
@@ -269,12 +270,17 @@ def register(subparsers) -> None:
         action="store_true",
         help="--resume, or start a new run when --out holds none (--resume alone refuses)",
     )
-    watch.add_argument("--device", type=device, help="auto, cpu, cuda or cuda:N (default)")
+    watch.add_argument(
+        "--device",
+        type=device,
+        help="auto (cuda when available, else cpu), cpu, cuda or cuda:N (default)",
+    )
     watch.add_argument(
         "--precision",
         help="fp32, tf32 (TF32 matmuls on cuda) or bf16 (bfloat16 autocast) (default)",
     )
     watch.add_argument("--compile", action="store_true", help="torch.compile the model's forward")
+    add_threads(watch)
     p.set_defaults(func=run)
 
 
@@ -283,7 +289,8 @@ def config_from_args(args):
     from ihprobe.io.runs import run_meta
     from ihprobe.training.config import TrainConfig, load_config
 
-    given = {k: v for k, v in vars(args).items() if k not in ("func", "command", "verbose")}
+    skip = ("func", "command", "verbose", "threads")  # threads: the process's, not the run's
+    given = {k: v for k, v in vars(args).items() if k not in skip}
     options = dict(given.pop("option", []))
     for flag, _, _ in SHORTCUTS:
         if flag.replace("-", "_") in given:

@@ -19,33 +19,41 @@ its own skeleton on its own device, and every rank returns the same table as one
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ihprobe import __version__
 from ihprobe.causal.ablation import AblationResult, ablate
-from ihprobe.core import cache, checks
+from ihprobe.core import checks
 from ihprobe.core.cache import root as cache_root
-from ihprobe.core.stages import STAGE
+from ihprobe.core.stages import Counter
+from ihprobe.dynamics.series_cache import (  # noqa: F401 - checked_rows: the cache's reader
+    ROW_COLUMNS,
+    Series,
+    checked_rows,
+    settings_key,
+)
 from ihprobe.dynamics.shard import each_share
-from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
+from ihprobe.io.hub_cache import check_keep, drop_revision
 from ihprobe.io.models import fill_provenance, load_or_swap
-from ihprobe.io.runs import Checkpoint, checkpoint_meta
+from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import resolve, sources_of
 from ihprobe.io.weights import weights_hash
-from ihprobe.probes.battery import scan
+from ihprobe.probes.battery import check_metrics, scan
 from ihprobe.probes.scores import HeadScores
 
 log = logging.getLogger(__name__)
 
-ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached scan row
-CACHE_VERSION = 2  # bump when the cached rows change meaning (2: checked entries)
+SCAN_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(scan).parameters.items()
+    if p.default is not inspect.Parameter.empty and name != "metrics"
+}
 
 
 def each_model(
@@ -67,11 +75,11 @@ def each_model(
         >>> for ckpt, model in each_model(checkpoints("runs/demo")):     # doctest: +SKIP
         ...     print(ckpt.step, model.cfg.n_layers)
     """
-    model = None
+    model, counter = None, Counter(log, desc, len(ckpts))
     bar = tqdm(ckpts, desc=desc, unit="ckpt", disable=None if progress is None else not progress)
     for index, ckpt in enumerate(bar, 1):
         bar.set_postfix_str(ckpt.label)
-        log.info("%s %d/%d: %s", desc, index, len(ckpts), ckpt.label, extra=STAGE)
+        counter.start(index, ckpt.label)
         where = {"revision": ckpt.revision, "device": device, "dtype": dtype}
         model = load_or_swap(model, ckpt.source, **where)
         fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
@@ -191,11 +199,14 @@ def trajectory(
         ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
     """
     checks.keywords("trajectory", scan_kwargs, scan, tokens_per_step=tokens_per_step)
+    settings = {**SCAN_DEFAULTS, **scan_kwargs}  # spelled out or left default: one entry
+    wanted = [m for m in check_metrics(metrics) if m != "icl_score" or settings["text"] is not None]
     return cached_sweep(
         sources_of(source_or_sources, revisions),
-        lambda where: _Scanner(metrics, scan_kwargs, where).scan,
+        lambda where: _Scanner(scan_kwargs, where).scan,
         "scans",
-        settings_key(metrics, scan_kwargs),
+        settings_key(None, settings),
+        parts=wanted,
         cache=cache,
         tokens_per_step=tokens_per_step,
         progress=progress,
@@ -216,6 +227,7 @@ def cached_sweep(
     device: str = "cpu",
     keep: str = "all",
     finite: bool = True,
+    parts: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
     ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
@@ -224,17 +236,19 @@ def cached_sweep(
     :func:`checked_rows` (``finite``: every value finite); otherwise it is computed again.
     ``make_compute(device)`` builds the function once per process; under torchrun each rank
     computes every N-th checkpoint (:mod:`ihprobe.dynamics.shard`) and every rank gets the whole
-    table. ``keep="none"`` streams hub revisions (see :func:`trajectory`)."""
+    table. ``keep="none"`` streams hub revisions (see :func:`trajectory`). With ``parts`` (metric
+    names) each metric is cached on its own and ``compute(ckpt, missing)`` computes the missing
+    ones (:class:`~ihprobe.dynamics.series_cache.Series`)."""
     keep = check_keep(keep)
 
     def share_rows(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
         """(weights hash, rows, checkpoint meta) of each checkpoint of this rank's share."""
         where = cache_root(cache)
-        series = _Series(where, make_compute(world.device), folder, settings, keep, finite)
+        series = Series(where, make_compute(world.device), folder, settings, keep, finite, parts)
         bar = None if progress is None else not (progress and world.main)
-        found = []
+        found, counter = [], Counter(log, folder, len(share))
         for index, ckpt in enumerate(tqdm(share, disable=bar), 1):
-            log.info("%s %d/%d: %s", folder, index, len(share), ckpt.label, extra=STAGE)
+            counter.start(index, ckpt.label)
             found.append(series.rows(ckpt))
         return found
 
@@ -264,136 +278,15 @@ def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_pe
     return frame
 
 
-class _Series:
-    """The rows of each checkpoint: from this call, the results cache, or ``compute``.
-
-    Hub revisions go through a :class:`~ihprobe.io.hub_cache.RevisionIndex`, so a revision whose
-    scan is cached is not fetched; with ``keep="none"`` a fetched revision leaves the HF cache
-    once it is scanned.
-    """
-
-    def __init__(self, directory, compute, folder: str, settings: str, keep: str, finite: bool):
-        self.directory, self.compute, self.keep, self.finite = directory, compute, keep, finite
-        self.folder, self.settings = folder, settings
-        self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
-        self.indexes: dict[str, RevisionIndex] = {}
-
-    def rows(self, ckpt: Checkpoint) -> tuple[str, pd.DataFrame, dict]:
-        """``(weights hash, scan rows, checkpoint metadata)`` of ``ckpt``."""
-        index = self._index(ckpt)
-        digest = index.get(ckpt.revision) if index is not None else None
-        rows = self._known(digest) if digest is not None else None
-        if rows is not None:
-            return digest, rows, {}
-        path = resolve(ckpt.source, revision=ckpt.revision)
-        digest = weights_hash(path)
-        rows = self._known(digest)
-        if rows is None:
-            rows = self.compute(ckpt)
-            if self.directory is not None:
-                cache.write(self._file(digest), _records(rows))
-        self.done[digest] = rows
-        if index is not None:
-            index.record(ckpt.revision, digest)
-        meta = checkpoint_meta(path)
-        if self.keep == "none":
-            drop_revision(path)
-        return digest, rows, meta
-
-    def _index(self, ckpt: Checkpoint) -> RevisionIndex | None:
-        if ckpt.revision is None:
-            return None
-        if ckpt.source not in self.indexes:
-            self.indexes[ckpt.source] = RevisionIndex(self.directory, ckpt.source)
-        return self.indexes[ckpt.source]
-
-    def _file(self, digest: str) -> Path:
-        return self.directory / self.folder / f"{digest[:32]}-{self.settings}.json"
-
-    def _known(self, digest: str) -> pd.DataFrame | None:
-        if digest in self.done:
-            return self.done[digest]
-        if self.directory is None:
-            return None
-        return cache.read(self._file(digest), lambda value: checked_rows(value, self.finite))
-
-
 class _Scanner:
     """Scans checkpoints, loading the first and swapping later weights into the same model."""
 
-    def __init__(self, metrics, scan_kwargs: dict, device: torch.device):
-        self.model, self.metrics, self.scan_kwargs = None, metrics, scan_kwargs
-        self.device = device
+    def __init__(self, scan_kwargs: dict, device: torch.device):
+        self.model, self.scan_kwargs, self.device = None, scan_kwargs, device
 
-    def scan(self, ckpt: Checkpoint) -> pd.DataFrame:
+    def scan(self, ckpt: Checkpoint, metrics: list[str]) -> pd.DataFrame:
         self.model = load_or_swap(
             self.model, ckpt.source, revision=ckpt.revision, device=self.device
         )
-        frame = scan(self.model, self.metrics, **self.scan_kwargs).to_frame()
+        frame = scan(self.model, metrics, **self.scan_kwargs).to_frame()
         return frame[ROW_COLUMNS].reset_index(drop=True)
-
-
-def settings_key(metrics, scan_kwargs: dict) -> str:
-    """A short hash of everything besides the weights that changes a scan's numbers."""
-
-    def plain(value):
-        if hasattr(value, "tolist"):  # tensors of user tokens
-            return value.tolist()
-        return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
-
-    key = {
-        "version": [__version__, CACHE_VERSION],
-        "metrics": sorted(metrics) if metrics is not None else None,
-        "scan": {k: plain(v) for k, v in sorted(scan_kwargs.items())},
-    }
-    return cache.key(key)
-
-
-def checked_rows(value, finite: bool = True) -> pd.DataFrame:
-    """Cached rows ``[[layer, head, metric, value], ...]`` as a table, or ValueError when they
-    are not rows of that schema, repeat a ``(layer, head, metric)``, cover a different grid of
-    heads for different metrics, or hold a non-finite value (with ``finite``).
-
-    Example:
-        >>> checked_rows([[0, 0, "m", 0.5], [0, 1, "m", 0.25], [None, None, "loss", 2.0]]).shape
-        (3, 4)
-        >>> checked_rows([[0, 0, "m", float("nan")]])
-        Traceback (most recent call last):
-        ValueError: nan is not finite
-    """
-    if not isinstance(value, list) or not value:
-        raise ValueError("no rows")
-    rows = []
-    for row in value:
-        if not isinstance(row, list) or len(row) != 4 or not isinstance(row[2], str):
-            raise ValueError(f"{row!r} is not a [layer, head, metric, value] row")
-        layer, head = cache.index(row[0]), cache.index(row[1])
-        if (layer is None) != (head is None):
-            raise ValueError(f"{row!r} names a layer without a head or a head without a layer")
-        rows.append((layer, head, row[2], cache.number(row[3], finite=finite)))
-    if len({row[:3] for row in rows}) != len(rows):
-        raise ValueError("a (layer, head, metric) appears twice")
-    grids = {}
-    for layer, head, metric, _ in rows:
-        if layer is not None:
-            grids.setdefault(metric, set()).add((layer, head))
-    shapes = {frozenset(grid) for grid in grids.values()}
-    if len(shapes) > 1 or any(_holes(grid) for grid in shapes):
-        raise ValueError("the head rows do not cover one full grid of layers and heads")
-    frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
-    frame[["layer", "head"]] = frame[["layer", "head"]].astype("Int64")
-    return frame
-
-
-def _holes(grid: frozenset) -> bool:
-    """Whether ``grid`` misses some (layer, head) of ``range(layers) x range(heads)``."""
-    layers, heads = max(layer for layer, _ in grid) + 1, max(head for _, head in grid) + 1
-    return len(grid) != layers * heads
-
-
-def _records(rows: pd.DataFrame) -> list[list]:
-    """The rows as JSON lists ``[layer or None, head or None, metric, value]``."""
-    return [
-        [None if pd.isna(layer) else int(layer), None if pd.isna(head) else int(head), m, float(v)]
-        for layer, head, m, v in rows.itertuples(index=False)
-    ]

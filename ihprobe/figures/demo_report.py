@@ -70,7 +70,7 @@ SUMMARY_HOWTO = {
     "log(tokens); empty when no transition was detected.",
     "induction heads": f"heads whose prefix matching reaches {THRESHOLD}, the level that counts "
     "as formed.",
-    "verdict": "the one verdict on the top head: its ablation against random heads (AR "
+    "verdict": "the one verdict on the top heads: their ablation against random heads (AR "
     "accuracy), by the rule stated in the Ablation section below.",
     "law": "the updates Aoyama et al.'s law U = 750,000 / (B^0.37 C^0.62) predicts for this B "
     "and C (fitted to far larger models, see below).",
@@ -227,13 +227,14 @@ def _ablation_section(prefix: str, study: dict) -> Section:
             }
         ),
         how_to_read(ABLATION_HOWTO),
-        f"For reference, [B]'s per-layer protocol (the top 2% of every layer, so one head per "
-        f"layer here, against layer-matched draws): {html.escape(str(per_layer.verdict(metric)))}",
+        "For reference, [B]'s per-layer protocol (the top 2% of every layer, so one head per "
+        "layer here, against layer-matched draws): "
+        f"{html.escape(str(per_layer.verdict(metric)))}",
         head_sets_figure(per_layer),
     ]
     top = ", ".join(f"L{layer}H{head}" for layer, head in main.top_heads)
     return Section(
-        f"{prefix}Ablation: the top prefix-matching head ({top}) vs random heads", blocks
+        f"{prefix}Ablation: the top prefix-matching heads ({top}) vs random heads", blocks
     )
 
 

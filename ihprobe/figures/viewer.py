@@ -10,12 +10,14 @@ CircuitsVis is not used: its ``render`` checks for internet access by requesting
 and loads its JavaScript from unpkg, and its bundled script is 1.3 MB.
 
 ``attention_viewer`` returns an :class:`AttentionViewer`: a notebook cell ending in it shows
-the viewer (``_repr_html_``), and it is the HTML string itself (``.html``, ``str()``, a report
-block, ``Path("v.html").write_text(viewer)``).
+the viewer (``_repr_html_``); ``str()`` is the fragment a report embeds, and ``.html`` is a whole
+page (``Path("v.html").write_text(viewer.html)``, or ``viewer.save("v.html")``). It opens on the
+model's top head by prefix matching unless ``start`` names another, and the pattern's axes are
+labelled (rows: query positions, columns: key positions).
 
 >>> viewer = attention_viewer(model, tokens[0])                             # doctest: +SKIP
 >>> viewer       # as a cell's last line, the notebook shows the viewer      # doctest: +SKIP
->>> viewer.html.startswith("<style>")                                       # doctest: +SKIP
+>>> viewer.html.startswith("<!doctype html>")                               # doctest: +SKIP
 True
 """
 
@@ -33,6 +35,7 @@ from jaxtyping import Int
 from ihprobe.core import checks
 from ihprobe.figures.attention import attention_patterns, token_labels
 from ihprobe.io.any_model import as_model
+from ihprobe.probes.battery import scan
 
 _STYLE = """
 .ihp-viewer { font-family: system-ui, sans-serif; font-size: .85rem; margin: .8rem 0; }
@@ -43,6 +46,9 @@ _STYLE = """
            font-family: ui-monospace, monospace; white-space: pre; }
 .ihp-tok.ihp-query { outline: 2px solid #d62728; }
 .ihp-info { color: #555; margin-left: .5rem; }
+.ihp-matrix { display: grid; grid-template-columns: auto auto; align-items: center; }
+.ihp-xlabel { grid-column: 2; text-align: center; color: #333; margin-bottom: .2rem; }
+.ihp-ylabel { writing-mode: vertical-rl; color: #333; margin-right: .3rem; text-align: center; }
 """
 
 _SCRIPT = """
@@ -99,16 +105,30 @@ _SCRIPT = """
 
 
 class AttentionViewer(str):
-    """The viewer's self-contained HTML; it renders itself in Jupyter.
+    """The viewer's self-contained HTML fragment; it renders itself in Jupyter, and ``.html`` is
+    a whole page around it.
 
     >>> viewer = AttentionViewer("<b>v</b>")
-    >>> viewer.html, viewer._repr_html_(), str(viewer)
-    ('<b>v</b>', '<b>v</b>', '<b>v</b>')
+    >>> viewer._repr_html_(), str(viewer)
+    ('<b>v</b>', '<b>v</b>')
+    >>> viewer.html.startswith("<!doctype html>") and viewer.html.endswith("</html>")
+    True
     """
 
     @property
     def html(self) -> str:
-        return str(self)
+        """A whole HTML page holding the viewer (it fetches nothing)."""
+        return (
+            '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            "<title>ihprobe attention viewer</title></head>"
+            f"<body>{self}</body></html>"
+        )
+
+    def save(self, path) -> None:
+        """Write :attr:`html` to ``path``."""
+        from pathlib import Path
+
+        Path(path).write_text(self.html, encoding="utf-8")
 
     def _repr_html_(self) -> str:
         return str(self)
@@ -122,7 +142,7 @@ def attention_viewer(
     tokens: Int[torch.Tensor, " pos"],
     *,
     layers: Sequence[int] | None = None,
-    start: tuple[int, int] = (0, 0),
+    start: tuple[int, int] | None = None,
     title: str = "",
 ) -> AttentionViewer:
     """A self-contained HTML fragment: choose layer and head, hover a token to see its attention.
@@ -130,7 +150,8 @@ def attention_viewer(
     Args:
         tokens: one row of token ids.
         layers: layers to include (all by default; every head of each).
-        start: ``(layer, head)`` shown first.
+        start: ``(layer, head)`` shown first; default the head with the highest prefix-matching
+            score (``ihprobe.scan`` on 20 rows of repeated random tokens).
 
     Example:
         >>> page = attention_viewer(model, repeated[0], start=(1, 2))      # doctest: +SKIP
@@ -138,6 +159,7 @@ def attention_viewer(
     model = as_model(model)
     cfg = checks.model(model).cfg
     checks.tokens("tokens", tokens, model, dims=(1,))
+    start = top_head(model) if start is None else start
     start = checks.heads("start", [start], cfg.n_layers, cfg.n_heads)[0]
     pick = range(cfg.n_layers) if layers is None else checks.sequence("layers", layers)
     layers = [checks.count("layers", i, low=0, high=cfg.n_layers - 1) for i in pick]
@@ -158,10 +180,19 @@ def attention_viewer(
         f'<div class="ihp-viewer" id="{element}">{heading}'
         '<select class="ihp-layer"></select><select class="ihp-head"></select>'
         '<span class="ihp-info"></span>'
-        '<div class="ihp-body"><div class="ihp-tokens"></div><canvas></canvas></div>'
+        '<div class="ihp-body"><div class="ihp-tokens"></div><div class="ihp-matrix">'
+        '<div class="ihp-xlabel">key position (attended to) &rarr;</div>'
+        '<div class="ihp-ylabel">query position (attending) &rarr;</div><canvas></canvas>'
+        "</div></div>"
         f'<script type="application/json">{payload}</script></div>'
         f"<script>{_SCRIPT % {'id': json.dumps(element)}}</script>"
     )
+
+
+def top_head(model) -> tuple[int, int]:
+    """The head with the highest prefix-matching score (20 rows of repeated random tokens)."""
+    layer, head, _ = scan(model, ["prefix_matching"], batch=20).top_heads("prefix_matching", 1)[0]
+    return layer, head
 
 
 _RENDERED = itertools.count()  # viewers made in this process, so equal data get distinct ids

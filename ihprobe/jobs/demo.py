@@ -6,8 +6,9 @@
    period (content-based induction is the only way to predict them), with checkpoints;
 2. scan every checkpoint (prefix matching, AR accuracy, ...) into one trajectory table;
 3. find the emergence point and put the law's prediction beside it;
-4. ablate the top prefix-matching head of the final checkpoint against 20 layer-matched and
-   20 score-matched random draws, every head alone, and [B]'s per-layer top 2% for reference;
+4. ablate the top 3 prefix-matching heads of the final checkpoint against 20 layer-matched
+   and 20 score-matched random draws, every head alone, and [B]'s per-layer top 2% for
+   reference;
 5. write ``report.html`` and the CSVs.
 
 ``compare=True`` also trains a Bi-Induct variant at matched compute ([B]'s comparison).
@@ -19,11 +20,9 @@ PosixPath('runs/demo/report.html')
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +34,8 @@ from ihprobe.causal.ablation import check_settings
 from ihprobe.causal.results import AblationResult, HeadEffects
 from ihprobe.circuit.positions import loss_by_position_over_run
 from ihprobe.core.files import atomic_write, check_writable_dir
+from ihprobe.core.stages import STAGE
+from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
 from ihprobe.dynamics.changepoint import EmergencePoint, emergence
 from ihprobe.dynamics.law import Prediction, predict_emergence
 from ihprobe.dynamics.trajectories import trajectory
@@ -59,8 +60,8 @@ ABLATION_METRICS = ("ar_accuracy", "induction_loss", "ar_mean_rank")
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """What the demo trains and how it probes it. The defaults finish in about a minute on
-    2 cores (benchmarks/bench_demo.py); heads form after about 330 updates (seed 0).
+    """What the demo trains and how it probes it. The defaults finish in about a minute and
+    a half on 2 cores (benchmarks/bench_demo.py); heads form after a few hundred updates.
 
     Random tokens are the background because only copying can predict them: a tiny model
     forms its induction heads within a few hundred updates, where over natural text it first
@@ -78,8 +79,12 @@ class DemoConfig:
         }
     )
     layers: int = 2  # Elhage et al.: induction needs two layers (composition)
-    heads: int = 4
-    d_model: int = 64
+    # ten heads per layer (of 8 dimensions): a top set of 3 in layer 1 leaves C(7, 3) = 35
+    # distinct layer-matched sets, enough for a permutation p-value to reach 1/20 (with 4
+    # heads per layer only 3 sets existed, so p could not go below 1/4)
+    heads: int = 10
+    d_model: int = 80
+    d_mlp: int | None = None  # 4 * d_model; 0: attention-only
     context: int = 64  # C
     batch_size: int = 32  # B
     steps: int = 500  # updates
@@ -87,13 +92,14 @@ class DemoConfig:
     schedule: str = "constant"  # a cosine decay slows the transition past the end of the run
     checkpoints: str = "linear"  # the transition is late in a short run: resolve it evenly
     n_checkpoints: int = 20  # plus step 0
+    top: int = 3  # the top set: the model's 3 highest prefix-matching heads
     random: int = 20  # random draws of the ablation baseline
     seed: int = 0
     compare: bool = False  # also train a Bi-Induct variant (balanced directions) for [B]
     progress: bool = True  # tqdm bars, on a terminal only (as the trainer's)
     # intra-op threads: a d_model-64 model gains nothing from more, and on shared cores the
-    # extra threads spin-wait (measured: 60 updates took 10 s with 1 thread, 116 s with 2)
-    threads: int = 1
+    # extra threads spin-wait (ihprobe.core.threads, benchmarks/bench_threads.py)
+    threads: int = DEFAULT_THREADS
 
 
 @dataclass
@@ -110,7 +116,7 @@ class Study:
     prediction: Prediction  # the law's, for the run's B and C
     model: torch.nn.Module  # the final checkpoint, loaded
     scores: HeadScores  # of the final checkpoint
-    ablation: AblationResult  # global top-1 vs layer-matched draws (summary.csv's numbers)
+    ablation: AblationResult  # global top-k vs layer-matched draws (summary.csv's numbers)
     ablations: dict[str, AblationResult]  # layer-matched, score-matched, per-layer
     effects: HeadEffects  # every head ablated alone
     positions: pd.DataFrame  # loss by token position at every checkpoint
@@ -166,16 +172,18 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoResult:
 
 def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study:
     """One run: train (or reuse a finished run), trajectory, emergence, law, ablation."""
-    log.info("[%s] 1/4 training %d updates of %s", name, config.steps, producer)
+    log.info("[%s] 1/4 training %d updates of %s", name, config.steps, producer, extra=STAGE)
     run = _train(config, Path(config.out) / name, producer, options)
-    log.info("[%s] 2/4 scanning %d checkpoints", name, len(checkpoints(run)))
+    log.info("[%s] 2/4 scanning %d checkpoints", name, len(checkpoints(run)), extra=STAGE)
     # scans are cached (ihprobe.core.cache) by each checkpoint's weights: a rerun scans nothing
     bars = None if config.progress else False  # a bar only when stderr is a terminal
     table = trajectory(run, list(TRAJECTORY_METRICS), progress=bars, seed=config.seed)
-    log.info("[%s] 3/4 finding the emergence point", name)
+    log.info("[%s] 3/4 finding the emergence point", name, extra=STAGE)
     shape = {"batch_size": config.batch_size, "context": config.context}
     model = ihprobe.load(checkpoints(run)[-1].source)
-    log.info("[%s] 4/4 ablating the top heads against %d random draws", name, config.random)
+    log.info(
+        "[%s] 4/4 ablating the top heads against %d random draws", name, config.random, extra=STAGE
+    )
     scores = ihprobe.scan(model, seed=config.seed)
     ablations = _ablations(config, model, scores)
     study = Study(
@@ -229,19 +237,20 @@ def _summary(name: str, study: Study) -> dict:
 
 
 def _ablations(config: DemoConfig, model, scores) -> dict:
-    """The question at this scale: the model's top prefix-matching head (global scope, k = 1)
-    against layer-matched and score-matched draws, and [B]'s per-layer top 2% for reference.
+    """The question at this scale: the model's top ``config.top`` prefix-matching heads (global
+    scope) against layer-matched and score-matched draws, and [B]'s per-layer top 2% for
+    reference.
 
-    k = 1 because a 2 x 4 model has too few heads for larger sets: when every head of layer 1
-    shows the signature (seed 0 does), a top set of all of them leaves no other head to draw.
+    Layer-matched draws take as many heads from each layer as the top set holds there, so the
+    number of distinct sets is C(others in the layer, k): 35 for 3 of layer 1's 10 heads, while
+    a permutation p-value needs 19 or more to reach 1/20 (the result says how many there are).
     """
     common = {"metrics": ABLATION_METRICS, "random": config.random, "seed": config.seed,
               "scores": scores.head_metric("prefix_matching")}  # fmt: skip
+    top = {"scope": "global", "top": config.top}
     return {
-        "layer-matched": ihprobe.ablate(model, scope="global", top=1, **common),
-        "score-matched": ihprobe.ablate(
-            model, scope="global", top=1, baseline="score-matched", **common
-        ),
+        "layer-matched": ihprobe.ablate(model, **top, **common),
+        "score-matched": ihprobe.ablate(model, **top, baseline="score-matched", **common),
         "per-layer": ihprobe.ablate(model, **common),
     }
 
@@ -258,21 +267,10 @@ def demo_run(out: str | os.PathLike = "runs/demo", config: DemoConfig = DemoConf
         return _train(replace(config, out=str(out)), Path(out) / "main", producer, options)
 
 
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run the block with ``n`` torch intra-op threads, then restore the previous number."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _train_config(config: DemoConfig, out: Path, producer: str, options: dict) -> TrainConfig:
     return TrainConfig(
         out=str(out), producer=producer, producer_options=options, layers=config.layers,
-        heads=config.heads, d_model=config.d_model, context=config.context,
+        heads=config.heads, d_model=config.d_model, d_mlp=config.d_mlp, context=config.context,
         batch_size=config.batch_size, steps=config.steps, lr=config.lr, seed=config.seed,
         schedule=config.schedule, checkpoints=config.checkpoints,
         n_checkpoints=config.n_checkpoints, progress=config.progress,
@@ -384,7 +382,7 @@ def _heads_words(s: dict) -> str:
 def _conclusion(s: dict) -> str:
     """The run's last line: the heads found and the one verdict."""
     heads = s["induction_heads"].replace(" ", ", ") or "none"
-    verdict = f"; verdict on its top head (AR accuracy): {s['verdict']}" if "verdict" in s else ""
+    verdict = f"; verdict on its top heads (AR accuracy): {s['verdict']}" if "verdict" in s else ""
     return f"{s['run']}: induction heads found: {heads}{verdict}."
 
 

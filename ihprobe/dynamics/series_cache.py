@@ -1,0 +1,170 @@
+"""The results cache of a checkpoint sweep: rows ``layer, head, metric, value`` of each
+checkpoint, stored under its weights hash and a key of the settings (``ihprobe.core.cache``), and
+checked when read (:func:`checked_rows`). Used by :func:`ihprobe.trajectory` (one entry per
+metric) and :func:`ihprobe.ablation_trajectory` (one entry per checkpoint).
+
+>>> settings_key(["prefix_matching"], {"batch": 100}) == settings_key(["prefix_matching"],
+...                                                                   {"batch": 100})
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from ihprobe import __version__
+from ihprobe.core import cache
+from ihprobe.io.hub_cache import RevisionIndex, drop_revision
+from ihprobe.io.runs import Checkpoint, checkpoint_meta
+from ihprobe.io.sources import resolve
+from ihprobe.io.weights import weights_hash
+
+ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached scan row
+CACHE_VERSION = 3  # bump when the cached rows change meaning (2: checked; 3: one per metric)
+
+
+class Series:
+    """The rows of each checkpoint: from this call, the results cache, or ``compute``. With
+    ``parts`` (metric names) each metric has its own entry, so a scan of some metrics serves
+    every later request for any of them.
+
+    Hub revisions go through a :class:`~ihprobe.io.hub_cache.RevisionIndex`, so a revision whose
+    scan is cached is not fetched; with ``keep="none"`` a fetched revision leaves the HF cache
+    once it is scanned.
+    """
+
+    def __init__(self, directory, compute, folder: str, settings: str, keep: str, finite: bool,
+                 parts: Sequence[str] | None = None):  # fmt: skip
+        self.directory, self.compute, self.keep, self.finite = directory, compute, keep, finite
+        self.folder, self.settings, self.parts = folder, settings, parts
+        self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
+        self.indexes: dict[str, RevisionIndex] = {}
+
+    def rows(self, ckpt: Checkpoint) -> tuple[str, pd.DataFrame, dict]:
+        """``(weights hash, scan rows, checkpoint metadata)`` of ``ckpt``."""
+        index = self._index(ckpt)
+        digest = index.get(ckpt.revision) if index is not None else None
+        rows = self._known(digest) if digest is not None else None
+        if rows is not None:
+            return digest, rows, {}
+        path = resolve(ckpt.source, revision=ckpt.revision)
+        digest = weights_hash(path)
+        rows = self._known(digest)
+        if rows is None and self.parts is None:
+            rows = self.compute(ckpt)
+            if self.directory is not None:
+                cache.write(self._file(digest), _records(rows))
+        elif rows is None:
+            rows = self._by_part(ckpt, digest)
+        self.done[digest] = rows
+        if index is not None:
+            index.record(ckpt.revision, digest)
+        meta = checkpoint_meta(path)
+        if self.keep == "none":
+            drop_revision(path)
+        return digest, rows, meta
+
+    def _index(self, ckpt: Checkpoint) -> RevisionIndex | None:
+        if ckpt.revision is None:
+            return None
+        if ckpt.source not in self.indexes:
+            self.indexes[ckpt.source] = RevisionIndex(self.directory, ckpt.source)
+        return self.indexes[ckpt.source]
+
+    def _file(self, digest: str, part: str | None = None) -> Path:
+        name = f"{digest[:32]}-{self.settings}" + (f"-{part}" if part else "")
+        return self.directory / self.folder / f"{name}.json"
+
+    def _known(self, digest: str, part: str | None = None) -> pd.DataFrame | None:
+        """The rows of ``digest`` (of one ``part``) from this call or the cache, else None."""
+        if digest in self.done and part is None:
+            return self.done[digest]
+        if self.directory is None:
+            return None
+        if self.parts is not None and part is None:  # every part cached, or None
+            found = [self._known(digest, name) for name in self.parts]
+            return None if any(f is None for f in found) else pd.concat(found, ignore_index=True)
+        check = lambda value: checked_rows(value, self.finite)  # noqa: E731
+        return cache.read(self._file(digest, part), check)
+
+    def _by_part(self, ckpt: Checkpoint, digest: str) -> pd.DataFrame:
+        """Each part (a metric) from its own cache entry; the missing ones computed together
+        (``compute(ckpt, missing)``), so any later call that asks for a subset reuses them."""
+        found = {part: self._known(digest, part) for part in self.parts}
+        missing = [part for part, rows in found.items() if rows is None]
+        if missing:
+            computed = self.compute(ckpt, missing)
+            for part in missing:
+                found[part] = computed[computed["metric"] == part].reset_index(drop=True)
+                if self.directory is not None and len(found[part]):
+                    cache.write(self._file(digest, part), _records(found[part]))
+        return pd.concat([found[part] for part in self.parts], ignore_index=True)
+
+
+def settings_key(metrics, scan_kwargs: dict) -> str:
+    """A short hash of everything besides the weights that changes a scan's numbers."""
+
+    def plain(value):
+        if hasattr(value, "tolist"):  # tensors of user tokens
+            return value.tolist()
+        return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+
+    key = {
+        "version": [__version__, CACHE_VERSION],
+        "metrics": sorted(metrics) if metrics is not None else None,
+        "scan": {k: plain(v) for k, v in sorted(scan_kwargs.items())},
+    }
+    return cache.key(key)
+
+
+def checked_rows(value, finite: bool = True) -> pd.DataFrame:
+    """Cached rows ``[[layer, head, metric, value], ...]`` as a table, or ValueError when they
+    are not rows of that schema, repeat a ``(layer, head, metric)``, cover a different grid of
+    heads for different metrics, or hold a non-finite value (with ``finite``).
+
+    Example:
+        >>> checked_rows([[0, 0, "m", 0.5], [0, 1, "m", 0.25], [None, None, "loss", 2.0]]).shape
+        (3, 4)
+        >>> checked_rows([[0, 0, "m", float("nan")]])
+        Traceback (most recent call last):
+        ValueError: nan is not finite
+    """
+    if not isinstance(value, list) or not value:
+        raise ValueError("no rows")
+    rows = []
+    for row in value:
+        if not isinstance(row, list) or len(row) != 4 or not isinstance(row[2], str):
+            raise ValueError(f"{row!r} is not a [layer, head, metric, value] row")
+        layer, head = cache.index(row[0]), cache.index(row[1])
+        if (layer is None) != (head is None):
+            raise ValueError(f"{row!r} names a layer without a head or a head without a layer")
+        rows.append((layer, head, row[2], cache.number(row[3], finite=finite)))
+    if len({row[:3] for row in rows}) != len(rows):
+        raise ValueError("a (layer, head, metric) appears twice")
+    grids = {}
+    for layer, head, metric, _ in rows:
+        if layer is not None:
+            grids.setdefault(metric, set()).add((layer, head))
+    shapes = {frozenset(grid) for grid in grids.values()}
+    if len(shapes) > 1 or any(_holes(grid) for grid in shapes):
+        raise ValueError("the head rows do not cover one full grid of layers and heads")
+    frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
+    frame[["layer", "head"]] = frame[["layer", "head"]].astype("Int64")
+    return frame
+
+
+def _holes(grid: frozenset) -> bool:
+    """Whether ``grid`` misses some (layer, head) of ``range(layers) x range(heads)``."""
+    layers, heads = max(layer for layer, _ in grid) + 1, max(head for _, head in grid) + 1
+    return len(grid) != layers * heads
+
+
+def _records(rows: pd.DataFrame) -> list[list]:
+    """The rows as JSON lists ``[layer or None, head or None, metric, value]``."""
+    return [
+        [None if pd.isna(layer) else int(layer), None if pd.isna(head) else int(head), m, float(v)]
+        for layer, head, m, v in rows.itertuples(index=False)
+    ]
