@@ -38,6 +38,8 @@ def frame(share: float, index: float, hits: float, natural_ps=0.4, seeds=contras
                 "per-layer:load_bearing_index": (index if is_natural else 1.0) + jitter,
                 "hits@1": (hits if is_natural else 0.10) + jitter,
             })  # fmt: skip
+            rows[-1]["max_forward_induction_varied"] = rows[-1]["max_ps"]  # a head's, or none
+            rows[-1]["per-layer:relative_change"] = rows[-1]["max_ps"] / 2
             for column in (*contrast_claims.SHOWN.values(), "train_s"):  # the other claims' columns
                 rows[-1].setdefault(column, 0.1 + jitter)
     return pd.DataFrame(rows)

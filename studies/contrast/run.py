@@ -88,7 +88,7 @@ from ihprobe.jobs.grid import (
     write_result,
 )
 from ihprobe.training.trainer import TrainConfig
-from studies.contrast import docs
+from studies.contrast import docs, heads
 from studies.contrast.cells import ARMS, SEEDS, SHAPE
 from studies.contrast.claims import FORMED, arm_table, verdicts
 from studies.contrast.measure import ablations
@@ -282,12 +282,14 @@ def report(args) -> None:
         "Each claim's region is declared in the script before the data (a difference between",
         "arms above 0, Welch's t; anti-induction below a formed head's score): 'agrees' when the",
         "whole 95% interval lies inside it, 'disagrees' when wholly outside, else inconclusive;",
-        f"a head counts as formed at an attention score of {FORMED}.",
+        f"a head counts as formed at an attention score of {FORMED}. Post hoc (issue 43): a claim",
+        "about heads is judged only over the seeds that have a head (the section below).",
         "",
         *markdown(
             pd.DataFrame(verdicts(frame, args.recipe), columns=["[B]'s claim", "here", "why"])
         ),
         "",
+        *heads.section(frame, ARMS),
     ]
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md.name} and {out_csv.name}")
