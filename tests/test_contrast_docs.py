@@ -142,7 +142,8 @@ def test_the_recipe_scores_the_pilot_run_and_trains_bi_induct_on_its_config(tiny
 
     report = (tiny_pilot / "RESULTS_papers_contrast-docs.md").read_text()
     assert "Recipe `--recipe docs`" in report
-    assert f"| {CENTRAL.format('forward')} | pending: 1 of 5 seeds |" in report
+    # a tiny pilot forms no head: the claim on heads waits for seeds with one (post hoc, issue 43)
+    assert f"| {CENTRAL.format('forward')} | pending: 0 of 5 seeds | no seed of " in report
     assert f"| {CENTRAL.format('backward')} | pending: 0 of 5 seeds | arm(s) backward: no" in report
 
     (tiny_pilot / "contrast/natural/seed0/result.json").unlink()  # its folder gone: the CSV row
