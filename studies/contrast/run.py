@@ -52,7 +52,10 @@ The arm's table gives each number's mean over seeds with a Student-t 95% interva
 (``verdicts.py``, the rules every validation script shares), and [B]'s reported direction beside
 it. Each claim of [B] is judged on the interval of a difference between arms (Welch's t) or of
 one arm's mean, against a region declared in ``contrast_claims.py`` before the data; a claim
-resting on an arm with fewer than 5 seeds is "pending: n of 5 seeds".
+resting on an arm with fewer than 5 seeds is "pending: n of 5 seeds". Post hoc (issue 43): a
+claim about heads is judged only over the seeds that have an induction head by the recorded-column
+proxy of ``heads.py``, and [B]'s own scale, the relative rise of induction loss with the top heads
+ablated, is reported beside the index (the results files' last section).
 
 Run from the repository root (a killed run resumes; finished arms are reused)::
 
