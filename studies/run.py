@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -38,11 +39,27 @@ def record(study: Study) -> pd.DataFrame:
     folder, else the row the CSV already holds (its folder gone), else pending."""
     saved = saved_results(study.csv)
     rows = []
-    for cell, seed in study.grid.pairs():
+    for cell, seed in pairs(study, saved):
         result = read_result(study.grid.folder(cell, seed))
         row = status_row({"cell": cell, "seed": seed}, result)
         rows.append(saved.get((cell, seed), row) if result is None else row)
     return pd.DataFrame(rows)
+
+
+def pairs(study: Study, saved: dict) -> list[tuple[str, int]]:
+    """The grid's declared (cell, seed) pairs, then any other seed of a declared cell that has
+    run (a finished folder, or a row the CSV keeps): a seed run beyond the declared ones is
+    recorded, never dropped."""
+    declared = study.grid.pairs()
+    extra = {key for key in saved if key not in declared and key[0] in study.grid.cells}
+    for cell in study.grid.cells:
+        for folder in sorted(Path(study.grid.root, cell).glob("seed*")):
+            seed = folder.name[4:]
+            if seed.isdigit() and read_result(folder) is not None:
+                extra.add((cell, int(seed)))
+    extra -= set(declared)
+    order = {cell: i for i, cell in enumerate(study.grid.cells)}
+    return declared + sorted(extra, key=lambda k: (k[1], order[k[0]]))
 
 
 def write(study: Study, frame: pd.DataFrame, provenance: Provenance | list[str]) -> None:

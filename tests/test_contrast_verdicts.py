@@ -27,6 +27,8 @@ def contrast_frame(natural_ps: float, backward_anti: float, seeds=contrast.SEEDS
                 + jitter,
                 "natural_perplexity": (natural_perplexity if arm == "natural" else 8.0) + jitter,
             })  # fmt: skip
+            rows[-1]["max_forward_induction_varied"] = rows[-1]["max_ps"]  # a head's, or none
+            rows[-1]["per-layer:relative_change"] = rows[-1]["max_ps"] / 2
             for column in (*contrast_claims.SHOWN.values(), "train_s"):  # the table's other columns
                 rows[-1].setdefault(column, 0.1 + jitter)
     return pd.DataFrame(rows)

@@ -20,14 +20,18 @@ FOLDER = ROOT / "studies" / "natural_law"
 
 
 def test_the_declared_grid_spans_what_the_issue_asks():
-    Bs = {c["batch_size"] for c in cells.CELLS.values()}
-    Cs = {c["context"] for c in cells.CELLS.values()}
-    assert len(cells.CELLS) >= 16 and max(Bs) / min(Bs) >= 8 and max(Cs) / min(Cs) >= 4
+    Bs = {c["batch_size"] for c in cells.CPU_CELLS.values()}
+    Cs = {c["context"] for c in cells.CPU_CELLS.values()}
+    assert len(cells.CPU_CELLS) >= 16 and max(Bs) / min(Bs) >= 8 and max(Cs) / min(Cs) >= 4
+    assert max(c["batch_size"] for c in cells.GPU_CELLS.values()) == 128
+    assert max(c["context"] for c in cells.GPU_CELLS.values()) == 1024
     for name, c in cells.CELLS.items():  # every budget is 2x the law's updates
         law = cells.predict_emergence(c["batch_size"], c["context"]).updates
         assert c["steps"] == math.ceil(2 * law), name
-    spent = [cells.tokens(name) for name in cells.CELLS]
-    assert spent == sorted(spent)  # cheapest first
+    for group in (cells.CPU_CELLS, cells.GPU_CELLS):
+        spent = [cells.tokens(name) for name in group]
+        assert spent == sorted(spent)  # cheapest first
+    assert list(cells.CELLS) == [*cells.CPU_CELLS, *cells.GPU_CELLS]
     grid = load("natural_law").grid
     config = grid.config("B4-C256", 0)
     assert (config.batch_size, config.context, config.d_model, config.lr) == (4, 256, 128, 3e-3)
@@ -153,3 +157,22 @@ def test_the_size_arm_judges_each_ratio_both_ways_and_waits_for_five_seeds():
     moved = size.ratio_lines(size_frame(3.0, 5))
     assert "**disagrees**" in moved[0] and "**agrees**" in moved[1]
     assert all("pending" in line for line in size.ratio_lines(size_frame(1.0, 3)))
+
+
+def test_a_seed_run_beyond_the_declared_ones_is_recorded(tmp_path):
+    from ihprobe.jobs.grid import Grid, write_result
+    from ihprobe.training.config import TrainConfig
+    from studies.run import record
+    from studies.study import Study
+
+    grid = Grid(tmp_path / "runs", TrainConfig(steps=10), {"a": {}, "b": {}}, seeds=(0,))
+    for cell, seed in (("a", 0), ("b", 1)):
+        grid.folder(cell, seed).mkdir(parents=True)
+        write_result(grid.folder(cell, seed), {"x": seed})
+    study = Study("t", "q", tmp_path, ("R.md", "r.csv"), grid)
+    frame = record(study)
+    assert frame[["cell", "seed", "status"]].values.tolist() == [
+        ["a", 0, "done"],
+        ["b", 0, "pending"],
+        ["b", 1, "done"],
+    ]

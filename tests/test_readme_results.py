@@ -8,7 +8,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
+
+from studies.contrast import heads
 
 ROOT = Path(__file__).resolve().parent.parent
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
@@ -223,3 +226,37 @@ def test_every_readme_verdict_is_its_results_files_verdict():
     results = results_files()
     cells = verdict_cells(validation_section((ROOT / "README.md").read_text()))
     assert missing_verdicts(cells, results) == []
+
+
+def test_the_readme_quotes_the_natural_pilots_numbers_from_their_csv():
+    """Post hoc corrections (issue 43): the first recipe's max PS at 30M tokens and the wall
+    times per seed, read from the pilots' CSV of record."""
+    readme = (ROOT / "README.md").read_text()
+    pilots = pd.read_csv(ROOT / "studies" / "natural" / "RESULTS_papers_natural.csv")
+    first = pilots[pilots.pilot == "d128-lr3e-3"].set_index("seed")
+    at_30m = [
+        dict(item.split(": ") for item in first.loc[seed, "curve"].split(", "))["30.0"].split()[0]
+        for seed in (1, 2, 4)
+    ]
+    assert f"they had {at_30m[0]}, {at_30m[1]} and {at_30m[2]}" in readme
+    minutes = {
+        name: pilots[pilots.pilot == name].train_s / 60 for name in ("d128-lr3e-3", "d256-lr1e-3")
+    }
+    first_recipe, wide = (f"{m.min():.0f}-{m.max():.0f}" for m in minutes.values())
+    assert f"{wide} minutes of one core a seed against {first_recipe} for d_model 128" in readme
+
+
+def test_the_readme_names_the_contrast_seeds_with_a_head_and_the_indices_left_out():
+    readme = validation_section((ROOT / "README.md").read_text())
+    frame = pd.read_csv(ROOT / "studies" / "contrast" / "RESULTS_papers_contrast-docs.csv")
+    yes, no = heads.headed_seeds(frame, "natural")
+    assert f"natural seeds {' and '.join(map(str, yes))} pass" in readme
+    natural = frame[frame.arm == "natural"].set_index("seed")
+    left_out = ", ".join(f"{natural.loc[s, 'per-layer:load_bearing_index']:.2f}" for s in no)
+    assert f"their indices ({left_out}) no longer count" in readme
+
+
+def test_the_readme_says_whether_the_law_reruns_csv_exists():
+    readme = (ROOT / "README.md").read_text()
+    exists = (ROOT / "studies" / "law" / "RESULTS_papers_law_reruns.csv").exists()
+    assert ("none exist now" in readme) != exists

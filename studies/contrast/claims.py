@@ -6,9 +6,10 @@ interval over seeds beside what [B] reports for the arm (:data:`B_DIRECTION`). E
 one arm's mean, t) and a region declared here before the data; :func:`verdicts` judges it by
 the rules every validation script shares (``verdicts.py``), "pending: n of 5 seeds" while an
 arm it needs has fewer than 5 seeds run (a claim on heads: "inconclusive at this scale" once
-all have run but fewer than 5 give a defined index or share), and "inconclusive at this scale"
-for a claim about natural text's heads when natural text formed none (max PS below
-:data:`FORMED`). The issue-25 claims on the snippet scores (:func:`snippet_claims`) wait for
+all have run but fewer than 5 give a defined index or share). A claim about heads
+(:data:`NEEDS_HEADS`) is judged only over the seeds that have an induction head by the post hoc
+proxy of ``heads.py`` (issue 43), and is "inconclusive at this scale" when an arm it compares
+has none. The issue-25 claims on the snippet scores (:func:`snippet_claims`) wait for
 rescored seeds (:func:`scored`).
 
 >>> frame = pd.DataFrame({"arm": ["natural", "natural", "forward"],
@@ -33,7 +34,7 @@ from ihprobe.dynamics.verdicts import (
     welch,
 )
 from ihprobe.probes.engine import METRIC_TABLE
-from studies.contrast import docs
+from studies.contrast import docs, heads
 from studies.contrast.docs import values as scored  # finite done values; none where never rescored
 
 B_DIRECTION = {  # what [B] reports for each arm
@@ -137,9 +138,10 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
     """(claim of [B], verdict, why) for each claim of :func:`claims_of`: the interval of a
     difference between arms (Welch's t) or of one arm's mean (t) against the claim's region; a
     claim of several parts (lists) judged part by part and joined by ``judge_all``; an arm has
-    started when it has a done seed."""
-    natural_ps = t_mean(of(frame, "natural", "max_ps"))
-    no_heads = len(of(frame, "natural", "max_ps")) > 0 and natural_ps.high < FORMED
+    started when it has a done seed. A claim about heads (:data:`NEEDS_HEADS`) is judged over
+    the seeds that have a head (``heads.with_heads``, post hoc, issue 43)."""
+    headed = heads.with_heads(frame)
+    on_heads = claims_of(headed, recipe)
     out = []
     for claim, (needs, what, estimate, region) in claims_of(frame, recipe).items():
         waiting = [arm for arm in needs if len(of(frame, arm, "max_ps")) == 0]
@@ -150,27 +152,36 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
         on_index = any(word in claim for word in NEEDS_HEADS)  # these claims read an index
         # a claim on heads with every seed run: an index or share still missing is undefined
         final = on_index and all(len(of(frame, arm, "max_ps")) >= MIN_SEEDS for arm in needs)
+        source = headed if on_index else frame
+        if on_index:
+            needs, what, estimate, region = on_heads[claim]
+        headless = [arm for arm in needs if on_index and len(of(headed, arm, "max_ps")) == 0]
+        if headless:
+            verdict = f"pending: 0 of {MIN_SEEDS} seeds" if not final else INCONCLUSIVE
+            why = (
+                f"no seed of {' or '.join(headless)} has an induction head ({heads.LABEL}; "
+                f"{headless[0]}'s max PS {t_mean(of(frame, headless[0], 'max_ps')).text('.2g')}): "
+                "nothing to compare"
+            )
+            out.append((claim, verdict, why))
+            continue
         if isinstance(region, list):
             parts = zip(estimate(), region, strict=True)
             verdict, why = judge_all([judge(e, r, final=final) for e, r in parts])
         else:
             verdict, why = judge(estimate(), region, final=final)
         why = f"{what}: {why}"
-        undefined = sum(int((~np.isfinite(of(frame, arm, INDEX))).sum()) for arm in needs)
+        undefined = sum(int((~np.isfinite(of(source, arm, INDEX))).sum()) for arm in needs)
         if any(word in claim for word in READS_INDEX) and undefined:
             why += (
                 f"; {undefined} seed(s) without a defined index (the top set leaves one "
                 "distinct random set), left out"
             )
+        if on_index:
+            counts = ", ".join(f"{arm} {len(of(headed, arm, 'max_ps'))}" for arm in needs)
+            why += f"; over the seeds with a head ({heads.LABEL}): {counts}"
         if final and "defined values" in why:
             why += f"; every arm ran {MIN_SEEDS} seeds"
-        if no_heads and on_index:
-            if not verdict.startswith("pending"):
-                verdict = INCONCLUSIVE
-            why = (
-                f"no induction head formed from natural text (max PS {natural_ps.text('.2g')}, "
-                f"below {FORMED}): nothing to compare"
-            )
         out.append((claim, verdict, why))
     return out
 

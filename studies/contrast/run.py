@@ -52,7 +52,10 @@ The arm's table gives each number's mean over seeds with a Student-t 95% interva
 (``verdicts.py``, the rules every validation script shares), and [B]'s reported direction beside
 it. Each claim of [B] is judged on the interval of a difference between arms (Welch's t) or of
 one arm's mean, against a region declared in ``contrast_claims.py`` before the data; a claim
-resting on an arm with fewer than 5 seeds is "pending: n of 5 seeds".
+resting on an arm with fewer than 5 seeds is "pending: n of 5 seeds". Post hoc (issue 43): a
+claim about heads is judged only over the seeds that have an induction head by the recorded-column
+proxy of ``heads.py``, and [B]'s own scale, the relative rise of induction loss with the top heads
+ablated, is reported beside the index (the results files' last section).
 
 Run from the repository root (a killed run resumes; finished arms are reused)::
 
@@ -88,7 +91,7 @@ from ihprobe.jobs.grid import (
     write_result,
 )
 from ihprobe.training.trainer import TrainConfig
-from studies.contrast import docs
+from studies.contrast import docs, heads
 from studies.contrast.cells import ARMS, SEEDS, SHAPE
 from studies.contrast.claims import FORMED, arm_table, verdicts
 from studies.contrast.measure import ablations
@@ -282,12 +285,14 @@ def report(args) -> None:
         "Each claim's region is declared in the script before the data (a difference between",
         "arms above 0, Welch's t; anti-induction below a formed head's score): 'agrees' when the",
         "whole 95% interval lies inside it, 'disagrees' when wholly outside, else inconclusive;",
-        f"a head counts as formed at an attention score of {FORMED}.",
+        f"a head counts as formed at an attention score of {FORMED}. Post hoc (issue 43): a claim",
+        "about heads is judged only over the seeds that have a head (the section below).",
         "",
         *markdown(
             pd.DataFrame(verdicts(frame, args.recipe), columns=["[B]'s claim", "here", "why"])
         ),
         "",
+        *heads.section(frame, ARMS),
     ]
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md.name} and {out_csv.name}")

@@ -1,0 +1,72 @@
+"""The natural-text grid's queue for a lent GPU: K runs at a time on one device until a time
+budget is spent, each one resumable (a run killed at the deadline resumes next time).
+
+``python -m studies.natural_law.queue --per-device 8 --seconds 300`` trains, in this order, the
+GPU cells' first seeds (the wide corners, cheapest first), then a second seed of every cell
+(CPU cells first), skipping finished ones; each run is one ``python -m studies natural_law
+--cell C --seed S`` process, so its result is measured and recorded like any other.
+
+>>> todo = pending(finished=set())
+>>> todo[0], todo[len(GPU_CELLS)]
+(('B1-C1024', 0), ('B1-C64', 1))
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from studies.natural_law.cells import CELLS, GPU_CELLS
+
+
+def pending(finished: set[tuple[str, int]]) -> list[tuple[str, int]]:
+    """(cell, seed) pairs still to run on a GPU, in the order above."""
+    order = [(cell, 0) for cell in GPU_CELLS] + [(cell, 1) for cell in CELLS]
+    return [pair for pair in order if pair not in finished]
+
+
+def finished_pairs() -> set[tuple[str, int]]:
+    from ihprobe.jobs.grid import read_result
+    from studies.study import load
+
+    grid = load("natural_law").grid
+    pairs = [(cell, seed) for cell in CELLS for seed in (0, 1)]
+    return {(c, s) for c, s in pairs if read_result(grid.folder(c, s)) is not None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m studies.natural_law.queue")
+    p.add_argument("--per-device", type=int, default=8, help="runs at once on the device")
+    p.add_argument("--seconds", type=float, default=300, help="stop starting runs after this")
+    p.add_argument("--dry-run", action="store_true", help="print the commands only")
+    args = p.parse_args(argv)
+    todo = pending(finished_pairs())
+    command = [sys.executable, "-m", "studies", "natural_law"]
+    if args.dry_run:
+        for cell, seed in todo:
+            print(" ".join(["python", *command[1:], "--cell", cell, "--seed", str(seed)]))
+        return 0
+    deadline = time.monotonic() + args.seconds
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    running: list[subprocess.Popen] = []
+    while (todo or running) and time.monotonic() < deadline:
+        running = [r for r in running if r.poll() is None]
+        while todo and len(running) < args.per_device:
+            cell, seed = todo.pop(0)
+            running.append(
+                subprocess.Popen([*command, "--cell", cell, "--seed", str(seed)], env=env)
+            )
+        time.sleep(1)
+    for r in running:  # the budget is spent: each resumes from its last state next time
+        r.terminate()
+    for r in running:
+        r.wait()
+    print(f"natural_law queue: {len(pending(finished_pairs()))} runs left", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
