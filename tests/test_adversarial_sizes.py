@@ -166,3 +166,49 @@ def test_the_readme_states_the_suite_case_count():
 
 
 README = (ROOT / "README.md").read_text()
+
+
+def test_available_memory_honours_the_address_space_limit():
+    """``ulimit -v`` lowers what the estimates compare against (a 3 GB limit, as the battery's)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30)); "
+        "from ihprobe.core.memory import available_bytes; print(available_bytes())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert 0 <= int(done.stdout) < 3 * 2**30
+
+
+def test_sweep_on_a_missing_device_is_refused_before_training(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the sweep would train")
+    argv = ["sweep", "--grid", "batch_size=4,8", "--out", str(tmp_path / "s"), "--",
+            "--device", "cuda", "--steps", "1"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no CUDA device" in err, err
+    assert not (tmp_path / "s" / "runs").exists()
+
+
+@pytest.mark.slow  # imports datasets in a fresh process: seconds
+def test_a_missing_hub_dataset_is_one_line_at_once(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_OFFLINE": "1",
+        "IHPROBE_CACHE": str(tmp_path),
+    }
+    argv = [sys.executable, "-m", "ihprobe", "data-stats", "--dataset", "org/missing"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "org/missing" in done.stderr
