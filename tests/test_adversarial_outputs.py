@@ -13,10 +13,6 @@ CLI), a documented warning, or a result checked against a reference.
 * Task files, producer text options and ``run.json``: bad bytes, empty lists, FIFOs, extension
   entries such as ``"x"`` and JSON nested too deep are one line; a Latin-1 byte in a corpus file
   is a documented warning.
-* The cache: an entry nested too deep, of another format or with a wrong checksum is dropped and
-  recomputed.
-* Sizes: training flags far past memory are refused with the estimate and how to shrink it; long
-  work is announced as a warning; ``--resume`` with nothing to resume is one line.
 """
 
 from __future__ import annotations
@@ -27,20 +23,18 @@ import os
 import shutil
 import stat
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
 import ihprobe
 from ihprobe.cli import main
-from ihprobe.core import cache, checks, memory
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import atomic_directory, atomic_write
 from ihprobe.core.outputs import check_output_folder, mark
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.io.runs import checkpoint_meta, run_meta
 from ihprobe.io.weights import CHECKSUM_FORMAT, checkpoint_checksums, verify_checksums
-from ihprobe.training.config import TrainConfig, check_training_size
+from ihprobe.training.config import TrainConfig
 from tests.conftest import save_checkpoint, tiny_hf_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -357,113 +351,3 @@ def test_resume_of_a_run_with_extension_x_is_one_line(tmp_path, capsys):
 def test_damaged_ihprobe_json_is_one_line(tmp_path, case):
     (tmp_path / "ihprobe.json").write_bytes(RUN_BYTES[case])
     one_line(lambda: checkpoint_meta(tmp_path))
-
-
-# ----------------------------------------------------------------------------- cache entries
-
-ENTRIES = {
-    "nested too deep": b"[" * 100_000 + b"]" * 100_000,
-    "another format": json.dumps({"format": 99, "sha256": "0", "value": [1]}).encode(),
-    "wrong checksum": json.dumps({"format": 1, "sha256": "0" * 64, "value": [1]}).encode(),
-    "not an object": b"[1, 2]",
-    "old layout": json.dumps({"rows": [[0, 1, "m", 0.5]]}).encode(),
-}
-
-
-@pytest.mark.parametrize("case", ENTRIES)
-def test_bad_cache_entries_are_dropped_with_a_warning(tmp_path, caplog, case):
-    file = tmp_path / "scans" / "entry.json"
-    file.parent.mkdir()
-    file.write_bytes(ENTRIES[case])
-    with caplog.at_level(logging.WARNING):
-        assert cache.read(file, check=lambda value: value) is None
-    assert not file.exists() and "dropping the bad cache entry" in caplog.text
-
-
-def test_an_entry_without_a_format_is_format_1_and_reads(tmp_path):
-    file = tmp_path / "entry.json"
-    value = [[0, 1, "prefix_matching", 0.5]]
-    digest = cache._digest(value)
-    file.write_text(json.dumps({"sha256": digest, "value": value}))
-    assert cache.read(file, check=lambda v: v) == value
-    cache.write(file, value)
-    assert json.loads(file.read_text())["format"] == cache.FORMAT
-
-
-# ----------------------------------------------------------------------------- sizes and resume
-
-GB = 2**30
-HUGE = {
-    "--d-model 1e6 --heads 1": {"d_model": 10**6, "heads": 1},
-    "--d-mlp 1e9": {"d_mlp": 10**9},
-    "--layers 1e5": {"layers": 100_000},
-    "-C 1e8": {"context": 10**8},
-    "-B 1e9": {"batch_size": 10**9},
-    "--heads 512 --d-model 512 -C 65536": {"heads": 512, "d_model": 512, "context": 65536},
-    "vocab_size 1e9": {"producer_options": {"vocab_size": 10**9}},
-}
-
-
-@pytest.mark.parametrize("case", HUGE)
-def test_training_past_memory_is_refused_before_any_tensor(case):
-    with mock.patch.object(memory, "available_bytes", lambda: 3 * GB):
-        message = one_line(lambda: check_training_size(TrainConfig(**HUGE[case])))
-    assert "GB but" in message and "--d-model" in message and memory.SIZE_LIMIT_ENV in message
-
-
-def test_the_default_training_fits_and_the_override_lifts_the_check(monkeypatch):
-    with mock.patch.object(memory, "available_bytes", lambda: 3 * GB):
-        check_training_size(TrainConfig())
-        monkeypatch.setenv(memory.SIZE_LIMIT_ENV, "1")
-        check_training_size(TrainConfig(layers=100_000))
-
-
-def test_the_estimate_grows_with_every_flag():
-    base = memory.Shape(2, 4, 64, 256, 512, 64)
-    one = memory.estimate(base, train_batch=32, steps=10)
-    for field, value in [("layers", 4), ("d_model", 128), ("d_mlp", 512), ("vocab", 1024),
-                         ("context", 128)]:  # fmt: skip
-        bigger = memory.Shape(**{**base.__dict__, field: value})
-        grown = memory.estimate(bigger, train_batch=32, steps=10)
-        assert grown.bytes > one.bytes and grown.flops > one.flops, field
-    assert memory.estimate(base, train_batch=64, steps=10).bytes > one.bytes
-    assert memory.estimate(base, rows=100, groups=10).flops > memory.estimate(base, rows=100).flops
-
-
-def test_long_work_is_announced_before_it_starts(caplog):
-    """``ablate --random 100000``: the estimate warns; nothing runs here (a stand-in model)."""
-    from types import SimpleNamespace
-
-    import torch
-
-    cfg = SimpleNamespace(n_layers=2, n_heads=8, d_model=128, d_mlp=512, d_vocab=512, n_ctx=256,
-                          device="cpu")  # fmt: skip
-    model = torch.nn.Linear(1, 1)
-    model.cfg = cfg
-    with caplog.at_level(logging.WARNING):
-        checks.arguments(model=model, random=100_000, batch=100)
-    assert "of work by a rough estimate" in caplog.text
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
-        checks.arguments(model=model, random=2, batch=4)
-    assert "of work" not in caplog.text
-
-
-@pytest.mark.parametrize("folder", ["missing", "empty"])
-def test_resume_with_nothing_to_resume_is_one_line(tmp_path, capsys, folder):
-    out = tmp_path / folder
-    if folder == "empty":
-        out.mkdir()
-    assert main(["train", "--out", str(out), "--resume", "--producer", "iid"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "nothing to resume" in err, err
-    assert not (out / "run.json").exists()
-
-
-def test_resume_or_start_starts_a_new_run(tmp_path, capsys):
-    out = tmp_path / "new"
-    flags = ["--producer", "iid", "--layers", "1", "--d-model", "16", "-C", "8", "-B", "2",
-             "--steps", "2", "--n-checkpoints", "1", "-q"]  # fmt: skip
-    assert main(["train", "--out", str(out), "--resume-or-start", *flags]) == 0
-    assert (out / "run.json").is_file()
-    assert main(["train", "--out", str(out), "--resume", *flags]) == 0  # now there is a run

@@ -5,7 +5,8 @@ Every option has a default (a tiny 2-layer model on semi-natural data), so
 ``--option KEY=VALUE`` (values are read as JSON when they parse, e.g.
 ``--option repetition=0.9 --option vocab_size=256``).
 ``--resume`` with no other flags continues the run with the settings in its ``run.json``;
-with a larger ``--steps``/``--tokens`` it extends a finished constant-rate run.
+with a larger ``--steps``/``--tokens`` it extends a finished constant-rate run. ``--resume``
+where ``--out`` holds no run is one line (a mistyped folder); ``--resume-or-start`` starts one.
 ``--live-probes --forecast [--law-from RUN ...]`` forecasts the emergence point as it trains
 (``docs/forecast.md``).
 Under ``torchrun --nproc_per_node N -m ihprobe train ...`` it trains with DDP.

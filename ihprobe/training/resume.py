@@ -23,7 +23,7 @@ import torch
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.outputs import check_output_folder
-from ihprobe.io.runs import RUN_META, RunDir, config_changes, run_meta
+from ihprobe.io.runs import LOCK, RUN_META, RunDir, config_changes, run_meta
 from ihprobe.training.checkpoints import OPTIONAL_STATE_FIELDS, STATE_FIELDS
 from ihprobe.training.config import RESUMABLE_CHANGES, TrainConfig
 from ihprobe.training.schedule import checkpoint_steps
@@ -54,6 +54,11 @@ def check_run_folder(config: TrainConfig) -> None:
     ihprobe.core.errors.IhprobeError: nothing to resume in no/such/run: ...
     """
     run = RunDir(check_output_folder(config.out, ours=lambda folder: RunDir(folder).exists()))
+    if not (run.root / LOCK).exists():  # a run being started: its lock says by whom
+        _check_something_to_resume(run, config)
+
+
+def _check_something_to_resume(run: RunDir, config: TrainConfig) -> None:
     if config.resume and not config.resume_or_start and not run.exists():
         raise IhprobeError(
             f"nothing to resume in {config.out}: it holds no run ({RUN_META} or checkpoints/); "
@@ -70,6 +75,7 @@ def plan_run(run: RunDir, config: TrainConfig) -> Plan:
             one under a cosine schedule.
     """
     per_update = config.tokens_per_update
+    _check_something_to_resume(run, config)  # again, holding the lock
     if not run.exists():
         total = config.total_steps
         schedule = checkpoint_steps(

@@ -31,7 +31,6 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import check_writable_dir
 from ihprobe.core.world import World, is_main_process, join_world, world_size
 from ihprobe.data import make_producer
-from ihprobe.data.registry import producer_options
 from ihprobe.dynamics.forecast import FORECAST, LiveForecast, law_prior
 from ihprobe.io.architectures import build_model, causal_lm_loss, model_sizes
 from ihprobe.io.runs import METRICS, PROBES, RUN_META, RunDir
@@ -111,9 +110,8 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
     """
     check_config(config, world_size())
     check_run_folder(config)  # a new folder or a run, never a user's folder
-    producer_options(config.producer, config.producer_options)  # a bad option: one line first
-    check_training_size(config)  # before any tensor: refused past memory, announced past 1 min
-    producer = make_run_producer(config)
+    producer = make_run_producer(config)  # its options checked, its tables estimated
+    check_training_size(config)  # before any model tensor: refused past memory, announced
     run = RunDir(config.out)
     check_writable_dir(config.out, "out")
     with run.lock() if is_main_process() else contextlib.nullcontext():
