@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from ihprobe.causal.results import ANSWERS, VERDICT_RULE
+from ihprobe.io.provenance import CSV_COLUMNS
 from ihprobe.jobs.demo import DemoConfig, run_demo, summary_text
 from tests.browser import network_requests, render, screenshot
 
@@ -36,6 +37,19 @@ def test_default_demo_shows_the_phase_transition(demo):
     assert s.emergence_low <= s.emergence_updates <= s.emergence_high
     table = pd.read_csv(demo.tables["main/trajectory"])
     assert table.step.nunique() == 21  # step 0 and 20 linear checkpoints, all scanned
+
+
+def test_the_demo_csvs_have_the_documented_shapes(demo):
+    """Every table but summary.csv has the one long shape, the statistic in its own column;
+    summary.csv is one wide row per run (README)."""
+    for name in ("main/trajectory", "main/ablation"):
+        table = pd.read_csv(demo.tables[name])
+        assert list(table.columns) == list(CSV_COLUMNS), name
+    ablation = pd.read_csv(demo.tables["main/ablation"])
+    assert not ablation["metric"].str.contains(r"\.").any()
+    assert {"clean", "p_value", "load_bearing_index"} <= set(ablation["statistic"].dropna())
+    summary = pd.read_csv(demo.tables["summary"])
+    assert list(summary["run"]) == ["main"] and "verdict" in summary.columns
 
 
 def test_the_demo_ablation_can_reach_a_verdict(demo):
@@ -68,7 +82,8 @@ def test_demo_report_renders_fits_the_page_and_labels_its_lines(demo):
     assert network_requests(demo.report) == []  # the page fetches nothing
     assert rendered.overflow <= 0  # nothing wider than a 1024 px window
     labels = " ".join(rendered.annotations)
-    assert "emergence ~" in labels and "law (fitted)" in labels  # the log-axis lines' labels
+    assert "emergence ~" in labels and "published law" in labels  # named, not called a fit
+    assert "law (fitted)" not in labels
     assert rendered.dom.count("How to read this") >= 2 and "Verdict." in rendered.dom
     assert "uniform-guess loss" in rendered.dom
     verdict = demo.summary.set_index("run").loc["main", "verdict"]

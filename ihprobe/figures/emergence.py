@@ -70,9 +70,18 @@ def trajectory_figure(
         at = f"{'>=' if point.at_edge else '~'}{point.updates:,.0f}"  # >=: a lower bound
         labelled_vline(fig, point.tokens, f"emergence {at} updates",
                        {"color": "darkorange"}, y=1.0, left=law_right)  # fmt: skip
-    if prediction is not None:
+    last = float(table["tokens"].max()) if table["tokens"].notna().any() else None
+    if prediction is not None and last and prediction.tokens > OFF_AXIS * last:
+        fig.add_annotation(  # far beyond the run: said at the edge, not drawn on a long axis
+            x=1, y=0.08, xref="paper", yref="paper", xanchor="right", yanchor="top",
+            text=f"{law_label(prediction.law.name)}: {prediction.updates:,.0f} updates "
+            f"({prediction.tokens:,.3g} tokens), {prediction.tokens / last:,.0f}x past this "
+            "run's end, off this axis &rarr;",
+            showarrow=False, bgcolor="rgba(255,255,255,0.8)",
+        )  # fmt: skip
+    elif prediction is not None:
         labelled_vline(fig, prediction.tokens,
-                       f"law ({prediction.law.name}): {prediction.updates:,.0f} updates",
+                       f"{law_label(prediction.law.name)}: {prediction.updates:,.0f} updates",
                        {"color": "black", "dash": "dash"}, y=0.08,
                        left=placed and not law_right)  # fmt: skip
     fig.update_xaxes(type="log", title_text="training tokens")
@@ -83,6 +92,19 @@ def trajectory_figure(
     fig.update_layout(title=heading, hovermode="x unified", template="plotly_white",
                       legend={"orientation": "h", "y": -0.25})  # fmt: skip
     return fig
+
+
+OFF_AXIS = 10  # a prediction this many times past the last checkpoint is named, not drawn
+
+
+def law_label(name: str) -> str:
+    """How a figure names a law: the published one is not a fit to this run.
+
+    >>> law_label("fitted"), law_label("refit")
+    ("[A]'s published law", 'the law refit on your runs')
+    """
+    return {"fitted": "[A]'s published law", "sqrt": "[A]'s sqrt law",
+            "refit": "the law refit on your runs"}.get(name, f"law ({name})")  # fmt: skip
 
 
 def emergence_band(fig: go.Figure, low: float, high: float, axis: str) -> None:
