@@ -368,7 +368,7 @@ def summary_text(result: DemoResult) -> str:
                 f"[{s['ar_accuracy_index_low']:.2g}, {s['ar_accuracy_index_high']:.2g}]"
             )
             lines.append(f"  verdict               {s['verdict']}: {s['verdict_reason']}")
-    note = compare_note(result.summary)
+    note = compare_note(result.summary, default_steps=DemoConfig.steps)
     lines += ["", f"report: {result.report}"]
     lines += [f"  {name + ':':<20} {path}" for name, path in result.tables.items()]
     lines += ["", *([note] if note else []), *map(_conclusion, result.summary.to_dict("records"))]
