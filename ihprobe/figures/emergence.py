@@ -76,7 +76,7 @@ def trajectory_figure(
             x=1, y=0.08, xref="paper", yref="paper", xanchor="right", yanchor="top",
             text=f"{law_label(prediction.law.name)}: {prediction.updates:,.0f} updates "
             f"({prediction.tokens:,.3g} tokens), {prediction.tokens / last:,.0f}x past this "
-            "run's end, off this axis &rarr;",
+            "run's end, off this axis →",
             showarrow=False, bgcolor="rgba(255,255,255,0.8)",
         )  # fmt: skip
     elif prediction is not None:
