@@ -90,7 +90,7 @@ def test_demo_report_renders_fits_the_page_and_labels_its_lines(demo):
     assert "uniform-guess loss" in rendered.dom
     verdict = demo.summary.set_index("run").loc["main", "verdict"]
     assert verdict in ANSWERS  # the library's one verdict, in the summary and on the page
-    assert re.search(r"<b>Verdict\.</b> Ablating L\dH\d [^<]*: " + verdict + ":", rendered.dom)
+    assert re.search(r"<b>Verdict\.</b> Ablating L\dH\d[^<]*: " + verdict + ":", rendered.dom)
     assert html.escape(VERDICT_RULE, quote=False) in rendered.dom  # its rule, in How to read
     assert "first copy" in labels and "second copy" in labels  # loss by position's halves
     screenshot(demo.report, "demo-report.png")
@@ -153,7 +153,7 @@ DEMO_CLAIMS = {
         s.emergence_high],
     r"AR accuracy N% vs N% on average for 20 layer-matched draws of 3 other layer-1 heads "
     r"\(N distinct sets exist; p = N, the least 20 draws can give\), load-bearing index N "
-    r"\[N, N\]": lambda d, s: [
+    r"\(95% interval N to N\)": lambda d, s: [
         100 * s.ar_accuracy_relative_change, 100 * s.ar_accuracy_random_relative_change,
         math.comb(DemoConfig().heads - DemoConfig().top, DemoConfig().top), s.ar_accuracy_p,
         s.ar_accuracy_index, s.ar_accuracy_index_low, s.ar_accuracy_index_high],
@@ -178,7 +178,7 @@ def test_every_number_the_readme_quotes_from_the_demo_is_what_the_demo_wrote(dem
         wrong = [(q, round(v, 4)) for q, v in zip(found.groups(), values, strict=True)
                  if not _agrees(q, v)]  # fmt: skip
         assert not wrong, (sentence, wrong)
-    verdict = re.search(r"load-bearing index [^:|]+: ([a-z -]+) \(`summary.csv`\)", README)
+    verdict = re.search(r"load-bearing index [^:|]+: ([a-z -]+) \(the demo's `summary.csv`", README)
     assert verdict and verdict.group(1) == s.verdict  # the verdict the demo chose
 
 
