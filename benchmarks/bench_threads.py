@@ -2,11 +2,11 @@
 
 ``ihprobe train --threads`` (and every command that runs torch) defaults to
 ``ihprobe.core.threads.DEFAULT_THREADS``; this script measures what that default should be. Each
-thread count trains the demo's model (GPT-NeoX 2 x 4 heads, d_model 64, B=32, C=64, the demo's
-repeats data) for ``--steps`` updates, interleaved over ``--repeats`` rounds so that a busy
-machine slows every setting alike, and counts the process's CPU time (all its threads) and the
-wall time; the best round of each setting counts. It prints the table and whether the default
-is within 10% of the best tokens per CPU-second.
+thread count trains the demo's model (``DemoConfig``: GPT-NeoX 2 x 10 heads, d_model 80,
+B=32, C=64, the demo's repeats data) for ``--steps`` updates, interleaved over ``--repeats``
+rounds so that a busy machine slows every setting alike, and counts the process's CPU time (all
+its threads) and the wall time; the best round of each setting counts. It prints the table and
+whether the default is within 10% of the best tokens per CPU-second.
 
     .venv/bin/python benchmarks/bench_threads.py [--steps 100] [--repeats 2] [--write]
 
@@ -20,11 +20,13 @@ import os
 import platform
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
+from ihprobe.jobs.demo import DemoConfig, _train_config, variants
 from ihprobe.training.trainer import TrainConfig, train
 
 RESULTS = Path(__file__).with_name("RESULTS_threads.md")
@@ -32,12 +34,10 @@ TARGET = 0.9  # the default's tokens per CPU-second, at least this fraction of t
 
 
 def demo_model(out: str, steps: int) -> TrainConfig:
-    """The demo's model and data (ihprobe.jobs.demo.DemoConfig), two checkpoints only."""
-    options = {"base": "iid", "vocab_size": 64, "period": (4, 16), "start": (0, 4)}
-    return TrainConfig(out=out, producer="repeats", producer_options=options, layers=2, heads=4,
-                       d_model=64, context=64, batch_size=32, steps=steps, lr=3e-3,
-                       schedule="constant", checkpoints="linear", n_checkpoints=1,
-                       progress=False, device="cpu")  # fmt: skip
+    """The demo's model and data (``ihprobe.jobs.demo.DemoConfig``), two checkpoints only."""
+    demo = DemoConfig(out=out, steps=steps, checkpoints="linear", n_checkpoints=1, progress=False)
+    producer, options = variants(demo)["main"]
+    return replace(_train_config(demo, Path(out), producer, options), device="cpu")
 
 
 def measure(threads: int, steps: int, tmp: str) -> tuple[float, float]:
@@ -70,7 +70,8 @@ def main() -> None:
     lines = [
         "# Threads benchmark",
         "",
-        f"`ihprobe.train` of the demo model, {args.steps} updates of B=32 x C=64, best of "
+        f"`ihprobe.train` of the demo model (2 x 10 heads, d_model 80), {args.steps} updates of "
+        "B=32 x C=64, best of "
         f"{args.repeats} interleaved rounds (torch {torch.__version__}, {platform.machine()}, "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end).",
         "",

@@ -64,6 +64,18 @@ _EXPORTS: dict[str, str] = {
     "head_check": "ihprobe.causal.head_check",
     "HeadCheck": "ihprobe.causal.head_check",
     "ablation_trajectory": "ihprobe.dynamics.ablation_series",
+    # figures (ihprobe.figures) and the demo's run, as the notebooks use them
+    "head_heatmap": "ihprobe.figures.heads",
+    "checkpoint_slider": "ihprobe.figures.heads",
+    "attention_figure": "ihprobe.figures.attention",
+    "trajectory_figure": "ihprobe.figures.emergence",
+    "head_strip_figure": "ihprobe.figures.emergence",
+    "drop_figure": "ihprobe.figures.ablation",
+    "head_effects_figure": "ihprobe.figures.ablation",
+    "composition_figure": "ihprobe.figures.circuit",
+    "patch_figure": "ihprobe.figures.circuit",
+    "loss_by_position_figure": "ihprobe.figures.circuit",
+    "demo_run": "ihprobe.jobs.demo",
     # errors
     "IhprobeError": "ihprobe.core.errors",
 }

@@ -4,15 +4,18 @@ renders in a browser with every figure and no JavaScript errors."""
 from __future__ import annotations
 
 import html
+import math
 import re
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from ihprobe.causal.results import ANSWERS, VERDICT_RULE
+from ihprobe.io.provenance import CSV_COLUMNS
 from ihprobe.jobs.demo import DemoConfig, run_demo, summary_text
 from tests.browser import network_requests, render, screenshot
 
@@ -36,6 +39,19 @@ def test_default_demo_shows_the_phase_transition(demo):
     assert s.emergence_low <= s.emergence_updates <= s.emergence_high
     table = pd.read_csv(demo.tables["main/trajectory"])
     assert table.step.nunique() == 21  # step 0 and 20 linear checkpoints, all scanned
+
+
+def test_the_demo_csvs_have_the_documented_shapes(demo):
+    """Every table but summary.csv has the one long shape, the statistic in its own column;
+    summary.csv is one wide row per run (README)."""
+    for name in ("main/trajectory", "main/ablation"):
+        table = pd.read_csv(demo.tables[name])
+        assert list(table.columns) == list(CSV_COLUMNS), name
+    ablation = pd.read_csv(demo.tables["main/ablation"])
+    assert not ablation["metric"].str.contains(r"\.").any()
+    assert {"clean", "p_value", "load_bearing_index"} <= set(ablation["statistic"].dropna())
+    summary = pd.read_csv(demo.tables["summary"])
+    assert list(summary["run"]) == ["main"] and "verdict" in summary.columns
 
 
 def test_the_demo_ablation_can_reach_a_verdict(demo):
@@ -68,12 +84,13 @@ def test_demo_report_renders_fits_the_page_and_labels_its_lines(demo):
     assert network_requests(demo.report) == []  # the page fetches nothing
     assert rendered.overflow <= 0  # nothing wider than a 1024 px window
     labels = " ".join(rendered.annotations)
-    assert "emergence ~" in labels and "law (fitted)" in labels  # the log-axis lines' labels
+    assert "emergence ~" in labels and "published law" in labels  # named, not called a fit
+    assert "law (fitted)" not in labels
     assert rendered.dom.count("How to read this") >= 2 and "Verdict." in rendered.dom
     assert "uniform-guess loss" in rendered.dom
     verdict = demo.summary.set_index("run").loc["main", "verdict"]
     assert verdict in ANSWERS  # the library's one verdict, in the summary and on the page
-    assert re.search(r"<b>Verdict\.</b> Ablating L\dH\d [^<]*: " + verdict + ":", rendered.dom)
+    assert re.search(r"<b>Verdict\.</b> Ablating L\dH\d[^<]*: " + verdict + ":", rendered.dom)
     assert html.escape(VERDICT_RULE, quote=False) in rendered.dom  # its rule, in How to read
     assert "first copy" in labels and "second copy" in labels  # loss by position's halves
     screenshot(demo.report, "demo-report.png")
@@ -111,3 +128,60 @@ def test_cli_demo_prints_where_files_are(tmp_path):
         last,
     ), last
     assert (out / "report.html").is_file() and (out / "main-trajectory.csv").is_file()
+
+
+# ----------------------------------------------------------------------------- the README's numbers
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+NUMBER = r"(-?[\d,]+(?:\.\d+)?)"
+
+
+def _ps_at(demo, step: int) -> float:
+    table = pd.read_csv(demo.tables["main/trajectory"])
+    return float(table[(table.metric == "prefix_matching") & (table.step == step)].value.max())
+
+
+# each sentence of the README that quotes the demo, and what the demo wrote for its numbers
+DEMO_CLAIMS = {
+    r"max PS N at update 350, N at 400, N\s+at 425 and N at 500": lambda d, s: [
+        _ps_at(d, 350), _ps_at(d, 400), _ps_at(d, 425), _ps_at(d, 500)],
+    r"one seed: max PS N -> N and AR accuracy N -> N \(induction loss N -> N, uniform guess "
+    r"ln 64 = N\), steep segment from about N updates \(between checkpoints N and N\)":
+    lambda d, s: [
+        s.ps_start, s.ps_final, s.ar_start, s.ar_final, s.induction_loss_start,
+        s.induction_loss_final, s.induction_loss_chance, s.emergence_updates, s.emergence_low,
+        s.emergence_high],
+    r"AR accuracy N% vs N% on average for 20 layer-matched draws of 3 other layer-1 heads "
+    r"\(N distinct sets exist; p = N, the least 20 draws can give\), load-bearing index N "
+    r"\(95% interval N to N\)": lambda d, s: [
+        100 * s.ar_accuracy_relative_change, 100 * s.ar_accuracy_random_relative_change,
+        math.comb(DemoConfig().heads - DemoConfig().top, DemoConfig().top), s.ar_accuracy_p,
+        s.ar_accuracy_index, s.ar_accuracy_index_low, s.ar_accuracy_index_high],
+}  # fmt: skip
+
+
+def _agrees(quoted: str, value: float) -> bool:
+    """``value`` printed with ``quoted``'s digits is ``quoted``, or within 5% of it (a CPU
+    other than this project's can train a slightly different model)."""
+    q = float(quoted.replace(",", ""))
+    digits = len(quoted.split(".")[1]) if "." in quoted else 0
+    return abs(value - q) <= max(0.5 * 10**-digits + 1e-12, 0.05 * abs(value))
+
+
+def test_every_number_the_readme_quotes_from_the_demo_is_what_the_demo_wrote(demo):
+    s = demo.summary.set_index("run").loc["main"]
+    for sentence, computed in DEMO_CLAIMS.items():
+        found = re.search(sentence.replace("N", NUMBER), README)
+        assert found, f"the README no longer says: {sentence}"
+        values = computed(demo, s)
+        assert len(values) == len(found.groups())
+        wrong = [(q, round(v, 4)) for q, v in zip(found.groups(), values, strict=True)
+                 if not _agrees(q, v)]  # fmt: skip
+        assert not wrong, (sentence, wrong)
+    verdict = re.search(r"load-bearing index [^:|]+: ([a-z -]+) \(the demo's `summary.csv`", README)
+    assert verdict and verdict.group(1) == s.verdict  # the verdict the demo chose
+
+
+def test_the_readme_check_fails_on_a_number_the_demo_did_not_write():
+    assert _agrees("0.598", 0.598344) and _agrees("368", 367.95)
+    assert not _agrees("0.88", 0.598344) and not _agrees("342", 367.95)

@@ -99,16 +99,17 @@ def test_figures_mark_the_point_and_the_prediction():
     table = pd.DataFrame(rows, columns=["step", "tokens", "layer", "head", "metric", "value"])
     table = table.assign(model="run", revision=None)
     point = emergence(table)
+    near = dataclasses.replace(predict_emergence(4, 25), tokens=point.tokens * 3)
     fig = trajectory_figure(
         table,
         point,
-        predict_emergence(4, 25),
+        near,
         losses=pd.DataFrame({"tokens": tokens[1:], "loss": np.linspace(5, 2, 10)}),
     )
     assert {t.name for t in fig.data} == {"max prefix matching", "AR accuracy", "training loss"}
     assert fig.layout.yaxis2.tickmode == "auto"  # the loss axis's own ticks, not the score's
     lines = [s for s in fig.layout.shapes if s.type == "line"]
-    assert sorted(s.x0 for s in lines) == sorted([point.tokens, predict_emergence(4, 25).tokens])
+    assert sorted(s.x0 for s in lines) == sorted([point.tokens, near.tokens])
     band = [(s.x0, s.x1, s.yref) for s in fig.layout.shapes if s.type == "rect"]
     assert band == [(point.tokens_low, point.tokens_high, "y domain")]
     for factor, law_later in ((0.1, False), (10, True)):  # a law before, then after, the point
@@ -117,10 +118,16 @@ def test_figures_mark_the_point_and_the_prediction():
         sides = {a.text.split()[0]: a.xanchor for a in labels}
         # the two labels face away from each other, so neither line crosses the other's text
         away = ("right", "left") if law_later else ("left", "right")
-        assert (sides["emergence"], sides["law"]) == away
+        assert (sides["emergence"], sides["[A]'s"]) == away
+        assert "published law" in " ".join(a.text for a in labels)  # not called a fit
     flat = dataclasses.replace(point, transition=False, tokens=None, updates=None)
-    labels = trajectory_figure(table, flat, predict_emergence(4, 25)).layout.annotations
-    assert [a.text.split()[0] for a in labels] == ["law"]  # no point to place: the law alone
+    labels = trajectory_figure(table, flat, near).layout.annotations
+    assert [a.text.split()[0] for a in labels] == ["[A]'s"]  # no point to place: the law alone
+    # a prediction far past the run is named at the axis edge, not drawn on a stretched axis
+    far = dataclasses.replace(near, tokens=float(tokens.max()) * 40)
+    figure = trajectory_figure(table, point, far)
+    assert [s.x0 for s in figure.layout.shapes if s.type == "line"] == [point.tokens]
+    assert any("off this axis" in a.text for a in figure.layout.annotations)
     strip = head_strip_figure(table)
     assert strip.data[0].z.shape == (2, len(tokens)) and strip.data[0].y == ("L1H0", "L1H1")
     fit = fit_law([(4, 32, 3000), (8, 32, 2000), (8, 64, 1500), (16, 64, 1000)])

@@ -102,6 +102,7 @@ def test_two_process_trajectory_returns_the_one_process_table_and_cache(tmp_path
         name: [(f.name, f.read_bytes()) for f in sorted((tmp_path / name / "scans").iterdir())]
         for name in ("cache-one", "cache-two")
     }
-    assert len(entries["cache-one"]) == 3  # 4 checkpoints, two with one set of weights
+    # 4 checkpoints, two with one set of weights; one entry per metric (issue 47: reused alone)
+    assert len(entries["cache-one"]) == 3 * len(kwargs["metrics"])
     assert entries["cache-two"] == entries["cache-one"]
     assert one.loc[one.step == 20, "duplicate_of"].notna().all()

@@ -132,3 +132,11 @@ def test_compare_note_says_what_budget_the_law_asks_for_when_an_arm_forms_no_hea
     assert "8.2M tokens" in note  # the measured runs that formed none
     rows[1]["ps_final"] = 0.5
     assert compare_note(pd.DataFrame(rows)) is None  # both formed: nothing to say
+
+
+def test_a_demo_run_too_short_is_pointed_to_the_demo_budget_not_the_law():
+    rows = [{"run": "main", "producer": "repeats", "ps_final": 0.03, "steps": 100,
+             "law_updates": 15788.0}]  # fmt: skip
+    note = compare_note(pd.DataFrame(rows), default_steps=500)
+    assert "--steps 500" in note and "--steps 15800" not in note
+    assert "--steps 15800" in compare_note(pd.DataFrame(rows))  # no default known: the law's

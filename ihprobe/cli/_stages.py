@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 from ihprobe.core.stages import STAGE, is_stage
 
-FIRST_S = 3.0  # the first line, once the library has reported something
+FIRST_S = 5.0  # the first line, once the library has reported something
 EVERY_S = 10.0  # at most this long between two lines on stderr
 log = logging.getLogger("ihprobe.cli")
 

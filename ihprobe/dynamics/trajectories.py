@@ -32,6 +32,7 @@ from ihprobe.causal.ablation import AblationResult, ablate
 from ihprobe.core import checks
 from ihprobe.core.cache import root as cache_root
 from ihprobe.core.stages import Counter
+from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
 from ihprobe.dynamics.series_cache import (  # noqa: F401 - checked_rows: the cache's reader
     ROW_COLUMNS,
     Series,
@@ -169,6 +170,7 @@ def trajectory(
     progress: bool | None = True,
     device: str = "cpu",
     keep: str = "all",
+    threads: int | None = DEFAULT_THREADS,
     **scan_kwargs,
 ) -> pd.DataFrame:
     """Scan every checkpoint and return one long table ordered by training tokens.
@@ -187,6 +189,8 @@ def trajectory(
             one from the HF cache once it is scanned, before the next is fetched (hundreds of
             checkpoints would fill a disk). A revision scanned before is not fetched again:
             an interrupted series resumes from the results cache.
+        threads: torch's CPU threads for the sweep (``ihprobe.core.threads``: one gives the
+            most checkpoints per CPU-second on small models); None leaves torch's setting.
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
     Returns:
@@ -207,6 +211,7 @@ def trajectory(
         "scans",
         settings_key(None, settings),
         parts=wanted,
+        threads=threads,
         cache=cache,
         tokens_per_step=tokens_per_step,
         progress=progress,
@@ -228,6 +233,7 @@ def cached_sweep(
     keep: str = "all",
     finite: bool = True,
     parts: Sequence[str] | None = None,
+    threads: int | None = DEFAULT_THREADS,
 ) -> pd.DataFrame:
     """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
     ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
@@ -238,7 +244,8 @@ def cached_sweep(
     computes every N-th checkpoint (:mod:`ihprobe.dynamics.shard`) and every rank gets the whole
     table. ``keep="none"`` streams hub revisions (see :func:`trajectory`). With ``parts`` (metric
     names) each metric is cached on its own and ``compute(ckpt, missing)`` computes the missing
-    ones (:class:`~ihprobe.dynamics.series_cache.Series`)."""
+    ones (:class:`~ihprobe.dynamics.series_cache.Series`). The sweep runs with ``threads`` torch
+    threads (None: torch's setting)."""
     keep = check_keep(keep)
 
     def share_rows(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
@@ -254,9 +261,9 @@ def cached_sweep(
 
     duplicates = Duplicates()
     frames = []
-    for ckpt, (digest, rows, meta) in zip(
-        ckpts, each_share(share_rows, ckpts, device), strict=True
-    ):
+    with torch_threads(threads):
+        found = each_share(share_rows, ckpts, device)
+    for ckpt, (digest, rows, meta) in zip(ckpts, found, strict=True):
         frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
         frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
     table = pd.concat(frames, ignore_index=True)

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import torch
@@ -149,16 +150,25 @@ def spaced_labels(
     return out
 
 
-def loss_by_position_figure(table: pd.DataFrame) -> go.Figure:
+def loss_by_position_figure(table: pd.DataFrame, lines: int | None = 5) -> go.Figure:
     """Loss against token position, one line per checkpoint (darker = later), one panel per
     input the table holds (natural text only when it was measured). Positions are linear, and
     on repeated tokens a dotted line splits the first copy from the second, where induction
-    acts."""
+    acts. At most ``lines`` checkpoints are drawn (None: all): the first, the last and those
+    whose mean loss is nearest to evenly spaced levels between them, so that the lines differ
+    (most checkpoints of a run lie on one of a few curves).
+
+    >>> table = pd.DataFrame({"input": "repeated", "position": [1, 2] * 3, "step": [0, 0, 1, 1,
+    ...                       2, 2], "tokens": None, "loss": [4.0, 4.0, 4.0, 3.9, 1.0, 0.5]})
+    >>> len(loss_by_position_figure(table, lines=2).data)
+    2
+    """
     inputs = [name for name in ("natural", "repeated") if name in set(table["input"])]
     titles = inputs if len(inputs) > 1 else None  # one panel: its input is in the title
     fig = make_subplots(rows=1, cols=len(inputs), subplot_titles=titles, shared_yaxes=True)
     order = table["tokens"].fillna(table["step"]).fillna(0)
-    checkpoints = sorted(order.unique())
+    every = sorted(order.unique())
+    checkpoints = spread_checkpoints(table, order, lines)
     for column, name in enumerate(inputs, start=1):
         for rank, when in enumerate(checkpoints):
             rows = table[(table["input"] == name) & (order == when)]
@@ -179,13 +189,32 @@ def loss_by_position_figure(table: pd.DataFrame) -> go.Figure:
         if name == "repeated":
             _mark_halves(fig, second_half(table), column)
     fig.update_yaxes(title_text="loss (nats)", row=1, col=1)
+    shown = (
+        "each checkpoint"
+        if len(checkpoints) == len(every)
+        else (f"{len(checkpoints)} of {len(every)} checkpoints")
+    )
     fig.update_layout(
-        title="Loss by token position at each checkpoint"
-        + ("" if titles else f" ({inputs[0]} tokens)"),
+        title=f"Loss by token position at {shown}" + ("" if titles else f" ({inputs[0]} tokens)"),
         width=480 * len(inputs) + 200,
         height=440,
     )
     return fig
+
+
+def spread_checkpoints(table: pd.DataFrame, order: pd.Series, lines: int | None) -> list:
+    """The checkpoints (values of ``order``) a figure of ``lines`` lines draws: the first, the
+    last, and those whose mean loss lies nearest to evenly spaced levels between theirs."""
+    every = sorted(order.unique())
+    if lines is None or len(every) <= lines:
+        return every
+    mean = table.groupby(order)["loss"].mean()
+    levels = np.linspace(mean[every[0]], mean[every[-1]], lines)[1:-1]
+    chosen = {every[0], every[-1]}
+    for level in levels:
+        free = mean.drop(list(chosen))
+        chosen.add((free - level).abs().idxmin())
+    return sorted(chosen)
 
 
 def second_half(table: pd.DataFrame) -> int:

@@ -202,8 +202,9 @@ def _positions_section(prefix: str, study) -> Section:
     table = study.positions
     natural = "natural text and " if "natural" in set(table["input"]) else ""
     text = (
-        f"Next-token loss at each position of {natural}repeated random tokens, one line per "
-        f"checkpoint (darker is later). {positions_text(table)}"
+        f"Next-token loss at each position of {natural}repeated random tokens, at the first and "
+        "last checkpoints and a few between, chosen so that their mean losses are evenly "
+        f"spaced (darker is later). {positions_text(table)}"
     )
     return Section(f"{prefix}Loss by token position", [text, loss_by_position_figure(table)])
 

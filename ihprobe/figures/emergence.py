@@ -71,10 +71,7 @@ def trajectory_figure(
         labelled_vline(fig, point.tokens, f"emergence {at} updates",
                        {"color": "darkorange"}, y=1.0, left=law_right)  # fmt: skip
     if prediction is not None:
-        labelled_vline(fig, prediction.tokens,
-                       f"law ({prediction.law.name}): {prediction.updates:,.0f} updates",
-                       {"color": "black", "dash": "dash"}, y=0.08,
-                       left=placed and not law_right)  # fmt: skip
+        _law_mark(fig, prediction, table, left=placed and not law_right)
     fig.update_xaxes(type="log", title_text="training tokens")
     fig.update_yaxes(title_text="score", secondary_y=False)
     heading = title or (f"{point.model}" if point is not None and point.model else "trajectory")
@@ -83,6 +80,36 @@ def trajectory_figure(
     fig.update_layout(title=heading, hovermode="x unified", template="plotly_white",
                       legend={"orientation": "h", "y": -0.25})  # fmt: skip
     return fig
+
+
+OFF_AXIS = 10  # a prediction this many times past the last checkpoint is named, not drawn
+
+
+def _law_mark(fig: go.Figure, prediction, table: pd.DataFrame, left: bool) -> None:
+    """The law's prediction: a dashed line, or, far past the run's last checkpoint, a note at
+    the axis edge (a line there would stretch the log axis far beyond the data)."""
+    last = float(table["tokens"].max()) if table["tokens"].notna().any() else None
+    said = f"{law_label(prediction.law.name)}: {prediction.updates:,.0f} updates"
+    if last and prediction.tokens > OFF_AXIS * last:
+        fig.add_annotation(
+            x=1, y=0.08, xref="paper", yref="paper", xanchor="right", yanchor="top",
+            text=f"{said} ({prediction.tokens:,.3g} tokens), {prediction.tokens / last:,.0f}x "
+            "past this run's end, off this axis →",
+            showarrow=False, bgcolor="rgba(255,255,255,0.8)",
+        )  # fmt: skip
+    else:
+        labelled_vline(fig, prediction.tokens, said, {"color": "black", "dash": "dash"}, y=0.08,
+                       left=left)  # fmt: skip
+
+
+def law_label(name: str) -> str:
+    """How a figure names a law: the published one is not a fit to this run.
+
+    >>> law_label("fitted"), law_label("refit")
+    ("[A]'s published law", 'the law refit on your runs')
+    """
+    return {"fitted": "[A]'s published law", "sqrt": "[A]'s sqrt law",
+            "refit": "the law refit on your runs"}.get(name, f"law ({name})")  # fmt: skip
 
 
 def emergence_band(fig: go.Figure, low: float, high: float, axis: str) -> None:

@@ -41,6 +41,7 @@ from ihprobe.dynamics.law import Prediction, predict_emergence
 from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.figures.demo_report import write_demo_report
 from ihprobe.figures.demo_text import THRESHOLD, compare_note
+from ihprobe.io.provenance import csv_table
 from ihprobe.io.runs import checkpoints, config_changes, is_finished, losses
 from ihprobe.probes.engine import METRIC_TABLE
 from ihprobe.probes.inputs import default_n
@@ -160,8 +161,9 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoResult:
         }
     tables = {}
     for name, study in studies.items():
-        tables[f"{name}/trajectory"] = _csv(study.table, out / f"{name}-trajectory.csv")
-        tables[f"{name}/ablation"] = _csv(study.ablation.to_frame(), out / f"{name}-ablation.csv")
+        tables[f"{name}/trajectory"] = _csv(csv_table(study.table), out / f"{name}-trajectory.csv")
+        ablation = csv_table(study.ablation.to_frame())  # statistic in its own column
+        tables[f"{name}/ablation"] = _csv(ablation, out / f"{name}-ablation.csv")
     summary = pd.DataFrame([study.summary for study in studies.values()])
     tables["summary"] = _csv(summary, out / "summary.csv")
     report = write_demo_report(out / "report.html", config, studies, summary)
@@ -366,7 +368,7 @@ def summary_text(result: DemoResult) -> str:
                 f"[{s['ar_accuracy_index_low']:.2g}, {s['ar_accuracy_index_high']:.2g}]"
             )
             lines.append(f"  verdict               {s['verdict']}: {s['verdict_reason']}")
-    note = compare_note(result.summary)
+    note = compare_note(result.summary, default_steps=DemoConfig.steps)
     lines += ["", f"report: {result.report}"]
     lines += [f"  {name + ':':<20} {path}" for name, path in result.tables.items()]
     lines += ["", *([note] if note else []), *map(_conclusion, result.summary.to_dict("records"))]
