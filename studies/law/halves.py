@@ -42,8 +42,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ihprobe.dynamics.changepoint import EmergencePoint, emergence
-from ihprobe.dynamics.trajectories import trajectory
+from ihprobe import EmergencePoint, emergence, trajectory
 from ihprobe.dynamics.verdicts import (
     AGREES,
     DISAGREES,

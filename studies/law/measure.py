@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ihprobe.dynamics.changepoint import EmergencePoint, run_emergence
+from ihprobe import EmergencePoint
+from ihprobe.dynamics.changepoint import run_emergence
 from studies.law import control
 
 

@@ -68,6 +68,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ihprobe import TrainConfig
 from ihprobe.jobs.grid import (
     read_result,
     report_lock,
@@ -77,7 +78,6 @@ from ihprobe.jobs.grid import (
     train_or_reuse,
     write_result,
 )
-from ihprobe.training.trainer import TrainConfig
 from studies.law import control, halves
 from studies.law.cells import (
     CONTEXTS,
