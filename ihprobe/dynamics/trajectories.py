@@ -1,17 +1,12 @@
 """Trajectories: the probe battery over every checkpoint of a run, as one tidy table.
 
-Each checkpoint's scan is cached under its weights hash (and the scan settings), in
-``$IHPROBE_CACHE`` or ``~/.cache/ihprobe``: re-running after new checkpoints appear scans only
-the new ones, and a checkpoint whose weights equal an earlier one's is flagged in the
-``duplicate_of`` column (published series sometimes save one state under two steps).
-
-:func:`each_model` is the checkpoint sweep every command shares: it loads the first checkpoint
-and swaps the weights of the next ones into the same model.
-
-Under ``torchrun --nproc-per-node N`` :func:`scan_checkpoints` and :func:`trajectory` share the
-checkpoints out over the ranks (:mod:`ihprobe.dynamics.shard`): each rank scans every N-th
-checkpoint in
-its own skeleton on its own device, and every rank returns the same table as one process would.
+Each checkpoint's scan is cached under its weights hash and the scan settings
+(:mod:`ihprobe.series.cache`): re-running after new checkpoints appear scans only the new ones,
+and a checkpoint whose weights equal an earlier one's is flagged in the ``duplicate_of`` column.
+Every function here is a call of the one loop over checkpoints
+(:func:`ihprobe.series.sweep.map_checkpoints`); under ``torchrun --nproc-per-node N`` each rank
+scans every N-th checkpoint on its own device, and every rank returns the same table as one
+process would.
 
 >>> table = trajectory("runs/demo", metrics=["prefix_matching", "ar_accuracy"])  # doctest: +SKIP
 >>> table.query("metric == 'ar_accuracy'")[["step", "tokens", "value"]]          # doctest: +SKIP
@@ -19,79 +14,21 @@ its own skeleton on its own device, and every rank returns the same table as one
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
-from ihprobe import __version__
 from ihprobe.causal.ablation import AblationResult, ablate
-from ihprobe.core import cache, checks
-from ihprobe.core.cache import root as cache_root
-from ihprobe.core.stages import STAGE
-from ihprobe.dynamics.shard import each_share
-from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
-from ihprobe.io.models import fill_provenance, load_or_swap
-from ihprobe.io.runs import Checkpoint, checkpoint_meta
+from ihprobe.core import checks
+from ihprobe.io.hub_cache import check_keep, drop_revision
+from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import resolve, sources_of
-from ihprobe.io.weights import weights_hash
 from ihprobe.probes.battery import scan
 from ihprobe.probes.scores import HeadScores
-
-log = logging.getLogger(__name__)
-
-ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached scan row
-CACHE_VERSION = 2  # bump when the cached rows change meaning (2: checked entries)
-
-
-def each_model(
-    ckpts: Sequence[Checkpoint],
-    *,
-    progress: bool | None = False,
-    desc: str = "checkpoints",
-    device: str | torch.device = "cpu",
-    dtype: str | torch.dtype = "float32",
-) -> Iterator[tuple[Checkpoint, object]]:
-    """Each checkpoint with its loaded model on ``device``, built once and re-filled
-    (``load_or_swap``).
-
-    ``progress``: a tqdm bar (None: only on a terminal).
-
-    The model's provenance gets the checkpoint's step and tokens where its files do not say.
-
-    Example:
-        >>> for ckpt, model in each_model(checkpoints("runs/demo")):     # doctest: +SKIP
-        ...     print(ckpt.step, model.cfg.n_layers)
-    """
-    model = None
-    bar = tqdm(ckpts, desc=desc, unit="ckpt", disable=None if progress is None else not progress)
-    for index, ckpt in enumerate(bar, 1):
-        bar.set_postfix_str(ckpt.label)
-        log.info("%s %d/%d: %s", desc, index, len(ckpts), ckpt.label, extra=STAGE)
-        where = {"revision": ckpt.revision, "device": device, "dtype": dtype}
-        model = load_or_swap(model, ckpt.source, **where)
-        fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
-        yield ckpt, model
-
-
-class Duplicates:
-    """Finds checkpoints whose weights equal an earlier one's; logs a warning for each."""
-
-    def __init__(self):
-        self.first: dict[str, str] = {}  # weights hash -> label of the first checkpoint
-
-    def check(self, ckpt: Checkpoint, digest: str) -> str | None:
-        """The earlier checkpoint with the same weights hash ``digest``, or None."""
-        earlier = self.first.get(digest)
-        if earlier is not None:
-            log.warning("%s has the same weights as %s", ckpt.label, earlier)
-        label = f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source
-        self.first.setdefault(digest, label)
-        return earlier
+from ihprobe.series.cache import cached_map, settings_key
+from ihprobe.series.sweep import Duplicates, checkpoint_hash, map_checkpoints
 
 
 def scan_checkpoints(
@@ -112,25 +49,22 @@ def scan_checkpoints(
     Example:
         >>> [s.step for s, _ in scan_checkpoints(checkpoints("runs/demo"))]   # doctest: +SKIP
     """
-
     keep = check_keep(keep)
+    several = len(ckpts) > 1
 
-    def scan_share(share: list[Checkpoint], world) -> list[tuple[HeadScores, str | None]]:
-        bars = progress if world.main else False
-        swept = each_model(share, progress=bars, desc="scan", device=world.device, dtype=dtype)
-        out = []
-        for ckpt, model in swept:
-            out.append(
-                (scan(model, metrics, **scan_kwargs), _hash(ckpt) if len(ckpts) > 1 else None)
-            )
-            if keep == "none":
-                drop_revision(resolve(ckpt.source, revision=ckpt.revision))
-        return out
+    def scan_one(ckpt: Checkpoint, model) -> tuple[HeadScores, str | None]:
+        found = (scan(model, metrics, **scan_kwargs), checkpoint_hash(ckpt) if several else None)
+        if keep == "none":
+            drop_revision(resolve(ckpt.source, revision=ckpt.revision))
+        return found
 
+    swept = map_checkpoints(
+        ckpts, scan_one, progress=progress, desc="scan", device=device, dtype=dtype
+    )
     duplicates = Duplicates()
     return [
         (scores, duplicates.check(ckpt, digest) if digest else None)
-        for ckpt, (scores, digest) in zip(ckpts, each_share(scan_share, ckpts, device), strict=True)
+        for ckpt, (scores, digest) in swept
     ]
 
 
@@ -143,12 +77,9 @@ def ablate_checkpoints(
     **ablate_kwargs,
 ) -> list[AblationResult]:
     """:func:`ihprobe.ablate` of every checkpoint, in order, on ``device`` in ``dtype``."""
-    swept = each_model(ckpts, progress=progress, desc="ablate", device=device, dtype=dtype)
-    return [ablate(model, **ablate_kwargs) for _, model in swept]
-
-
-def _hash(ckpt: Checkpoint) -> str:
-    return weights_hash(resolve(ckpt.source, revision=ckpt.revision))
+    where = {"progress": progress, "desc": "ablate", "device": device, "dtype": dtype}
+    swept = map_checkpoints(ckpts, lambda _, model: ablate(model, **ablate_kwargs), **where)
+    return [result for _, result in swept]
 
 
 def trajectory(
@@ -191,9 +122,9 @@ def trajectory(
         ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
     """
     checks.keywords("trajectory", scan_kwargs, scan, tokens_per_step=tokens_per_step)
-    return cached_sweep(
+    return cached_map(
         sources_of(source_or_sources, revisions),
-        lambda where: _Scanner(metrics, scan_kwargs, where).scan,
+        lambda model: scan(model, metrics, **scan_kwargs).to_frame(),
         "scans",
         settings_key(metrics, scan_kwargs),
         cache=cache,
@@ -202,198 +133,3 @@ def trajectory(
         device=device,
         keep=keep,
     )
-
-
-def cached_sweep(
-    ckpts: Sequence[Checkpoint],
-    make_compute: Callable[[torch.device], Callable[[Checkpoint], pd.DataFrame]],
-    folder: str,
-    settings: str,
-    *,
-    cache: bool | str | os.PathLike | None = True,
-    tokens_per_step: int | None = None,
-    progress: bool | None = False,
-    device: str = "cpu",
-    keep: str = "all",
-    finite: bool = True,
-) -> pd.DataFrame:
-    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
-    ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
-    tokens, with provenance and ``duplicate_of`` (used by :func:`trajectory` and
-    :func:`ihprobe.ablation_trajectory`). A cached entry is used only when it passes
-    :func:`checked_rows` (``finite``: every value finite); otherwise it is computed again.
-    ``make_compute(device)`` builds the function once per process; under torchrun each rank
-    computes every N-th checkpoint (:mod:`ihprobe.dynamics.shard`) and every rank gets the whole
-    table. ``keep="none"`` streams hub revisions (see :func:`trajectory`)."""
-    keep = check_keep(keep)
-
-    def share_rows(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
-        """(weights hash, rows, checkpoint meta) of each checkpoint of this rank's share."""
-        where = cache_root(cache)
-        series = _Series(where, make_compute(world.device), folder, settings, keep, finite)
-        bar = None if progress is None else not (progress and world.main)
-        found = []
-        for index, ckpt in enumerate(tqdm(share, disable=bar), 1):
-            log.info("%s %d/%d: %s", folder, index, len(share), ckpt.label, extra=STAGE)
-            found.append(series.rows(ckpt))
-        return found
-
-    duplicates = Duplicates()
-    frames = []
-    for ckpt, (digest, rows, meta) in zip(
-        ckpts, each_share(share_rows, ckpts, device), strict=True
-    ):
-        frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
-        frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
-    table = pd.concat(frames, ignore_index=True)
-    order = "tokens" if table["tokens"].notna().all() else "step"
-    return table.sort_values(order, kind="stable").reset_index(drop=True)
-
-
-def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
-    """The scan rows of one checkpoint with its model, revision, step and tokens in front."""
-    step = ckpt.step if ckpt.step is not None else meta.get("step")
-    tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
-    if tokens is None and tokens_per_step and step is not None:
-        tokens = step * tokens_per_step
-    frame = rows.copy()
-    frame.insert(0, "model", str(meta.get("run") or ckpt.run or ckpt.source))
-    frame.insert(1, "revision", ckpt.revision)
-    frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
-    frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
-    return frame
-
-
-class _Series:
-    """The rows of each checkpoint: from this call, the results cache, or ``compute``.
-
-    Hub revisions go through a :class:`~ihprobe.io.hub_cache.RevisionIndex`, so a revision whose
-    scan is cached is not fetched; with ``keep="none"`` a fetched revision leaves the HF cache
-    once it is scanned.
-    """
-
-    def __init__(self, directory, compute, folder: str, settings: str, keep: str, finite: bool):
-        self.directory, self.compute, self.keep, self.finite = directory, compute, keep, finite
-        self.folder, self.settings = folder, settings
-        self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
-        self.indexes: dict[str, RevisionIndex] = {}
-
-    def rows(self, ckpt: Checkpoint) -> tuple[str, pd.DataFrame, dict]:
-        """``(weights hash, scan rows, checkpoint metadata)`` of ``ckpt``."""
-        index = self._index(ckpt)
-        digest = index.get(ckpt.revision) if index is not None else None
-        rows = self._known(digest) if digest is not None else None
-        if rows is not None:
-            return digest, rows, {}
-        path = resolve(ckpt.source, revision=ckpt.revision)
-        digest = weights_hash(path)
-        rows = self._known(digest)
-        if rows is None:
-            rows = self.compute(ckpt)
-            if self.directory is not None:
-                cache.write(self._file(digest), _records(rows))
-        self.done[digest] = rows
-        if index is not None:
-            index.record(ckpt.revision, digest)
-        meta = checkpoint_meta(path)
-        if self.keep == "none":
-            drop_revision(path)
-        return digest, rows, meta
-
-    def _index(self, ckpt: Checkpoint) -> RevisionIndex | None:
-        if ckpt.revision is None:
-            return None
-        if ckpt.source not in self.indexes:
-            self.indexes[ckpt.source] = RevisionIndex(self.directory, ckpt.source)
-        return self.indexes[ckpt.source]
-
-    def _file(self, digest: str) -> Path:
-        return self.directory / self.folder / f"{digest[:32]}-{self.settings}.json"
-
-    def _known(self, digest: str) -> pd.DataFrame | None:
-        if digest in self.done:
-            return self.done[digest]
-        if self.directory is None:
-            return None
-        return cache.read(self._file(digest), lambda value: checked_rows(value, self.finite))
-
-
-class _Scanner:
-    """Scans checkpoints, loading the first and swapping later weights into the same model."""
-
-    def __init__(self, metrics, scan_kwargs: dict, device: torch.device):
-        self.model, self.metrics, self.scan_kwargs = None, metrics, scan_kwargs
-        self.device = device
-
-    def scan(self, ckpt: Checkpoint) -> pd.DataFrame:
-        self.model = load_or_swap(
-            self.model, ckpt.source, revision=ckpt.revision, device=self.device
-        )
-        frame = scan(self.model, self.metrics, **self.scan_kwargs).to_frame()
-        return frame[ROW_COLUMNS].reset_index(drop=True)
-
-
-def settings_key(metrics, scan_kwargs: dict) -> str:
-    """A short hash of everything besides the weights that changes a scan's numbers."""
-
-    def plain(value):
-        if hasattr(value, "tolist"):  # tensors of user tokens
-            return value.tolist()
-        return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
-
-    key = {
-        "version": [__version__, CACHE_VERSION],
-        "metrics": sorted(metrics) if metrics is not None else None,
-        "scan": {k: plain(v) for k, v in sorted(scan_kwargs.items())},
-    }
-    return cache.key(key)
-
-
-def checked_rows(value, finite: bool = True) -> pd.DataFrame:
-    """Cached rows ``[[layer, head, metric, value], ...]`` as a table, or ValueError when they
-    are not rows of that schema, repeat a ``(layer, head, metric)``, cover a different grid of
-    heads for different metrics, or hold a non-finite value (with ``finite``).
-
-    Example:
-        >>> checked_rows([[0, 0, "m", 0.5], [0, 1, "m", 0.25], [None, None, "loss", 2.0]]).shape
-        (3, 4)
-        >>> checked_rows([[0, 0, "m", float("nan")]])
-        Traceback (most recent call last):
-        ValueError: nan is not finite
-    """
-    if not isinstance(value, list) or not value:
-        raise ValueError("no rows")
-    rows = []
-    for row in value:
-        if not isinstance(row, list) or len(row) != 4 or not isinstance(row[2], str):
-            raise ValueError(f"{row!r} is not a [layer, head, metric, value] row")
-        layer, head = cache.index(row[0]), cache.index(row[1])
-        if (layer is None) != (head is None):
-            raise ValueError(f"{row!r} names a layer without a head or a head without a layer")
-        rows.append((layer, head, row[2], cache.number(row[3], finite=finite)))
-    if len({row[:3] for row in rows}) != len(rows):
-        raise ValueError("a (layer, head, metric) appears twice")
-    grids = {}
-    for layer, head, metric, _ in rows:
-        if layer is not None:
-            grids.setdefault(metric, set()).add((layer, head))
-    shapes = {frozenset(grid) for grid in grids.values()}
-    if len(shapes) > 1 or any(_holes(grid) for grid in shapes):
-        raise ValueError("the head rows do not cover one full grid of layers and heads")
-    frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
-    frame[["layer", "head"]] = frame[["layer", "head"]].astype("Int64")
-    return frame
-
-
-def _holes(grid: frozenset) -> bool:
-    """Whether ``grid`` misses some (layer, head) of ``range(layers) x range(heads)``."""
-    layers, heads = max(layer for layer, _ in grid) + 1, max(head for _, head in grid) + 1
-    return len(grid) != layers * heads
-
-
-def _records(rows: pd.DataFrame) -> list[list]:
-    """The rows as JSON lists ``[layer or None, head or None, metric, value]``."""
-    return [
-        [None if pd.isna(layer) else int(layer), None if pd.isna(head) else int(head), m, float(v)]
-        for layer, head, m, v in rows.itertuples(index=False)
-    ]

@@ -1,0 +1,237 @@
+"""The results cache over training: each checkpoint's rows (``layer, head, metric, value``)
+cached under its weights hash and the settings that change them, in ``$IHPROBE_CACHE`` or
+``~/.cache/ihprobe``. Re-running after new checkpoints appear computes only the new ones, and a
+checkpoint whose weights equal an earlier one's is flagged in ``duplicate_of`` (published
+series sometimes save one state under two steps). Hub revisions whose rows are cached are not
+fetched again; with ``keep="none"`` each fetched revision leaves the HF cache once computed.
+
+>>> checked_rows([[0, 0, "m", 0.5], [0, 1, "m", 0.25]]).shape
+(2, 4)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ihprobe import __version__
+from ihprobe.core import cache
+from ihprobe.core.cache import root as cache_root
+from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
+from ihprobe.io.models import load_or_swap
+from ihprobe.io.runs import Checkpoint, checkpoint_meta
+from ihprobe.io.sources import resolve
+from ihprobe.io.weights import weights_hash
+from ihprobe.series.shard import each_share
+from ihprobe.series.sweep import Duplicates, walk
+
+log = logging.getLogger(__name__)
+
+ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached row
+CACHE_VERSION = 2  # bump when the cached rows change meaning (2: checked entries)
+
+
+def cached_map(
+    ckpts: Sequence[Checkpoint],
+    fn: Callable[[object], pd.DataFrame],
+    folder: str,
+    settings: str,
+    **options,
+) -> pd.DataFrame:
+    """``fn(model)`` (rows ``layer, head, metric, value``) at every checkpoint, cached (see
+    :func:`cached_sweep` for ``options``); one model per process, re-filled with each
+    checkpoint's weights only when its rows are not cached."""
+    return cached_sweep(ckpts, lambda device: Loaded(fn, device), folder, settings, **options)
+
+
+class Loaded:
+    """``fn`` of each checkpoint's model: the first loaded, later weights swapped in."""
+
+    def __init__(self, fn: Callable[[object], pd.DataFrame], device: torch.device):
+        self.model, self.fn, self.device = None, fn, device
+
+    def __call__(self, ckpt: Checkpoint) -> pd.DataFrame:
+        where = {"revision": ckpt.revision, "device": self.device}
+        self.model = load_or_swap(self.model, ckpt.source, **where)
+        return self.fn(self.model)[ROW_COLUMNS].reset_index(drop=True)
+
+
+def cached_sweep(
+    ckpts: Sequence[Checkpoint],
+    make_compute: Callable[[torch.device], Callable[[Checkpoint], pd.DataFrame]],
+    folder: str,
+    settings: str,
+    *,
+    cache: bool | str | os.PathLike | None = True,
+    tokens_per_step: int | None = None,
+    progress: bool | None = False,
+    device: str = "cpu",
+    keep: str = "all",
+    finite: bool = True,
+) -> pd.DataFrame:
+    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
+    ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
+    tokens, with provenance and ``duplicate_of`` (used by :func:`ihprobe.trajectory` and
+    :func:`ihprobe.ablation_trajectory`). A cached entry is used only when it passes
+    :func:`checked_rows` (``finite``: every value finite); otherwise it is computed again.
+    ``make_compute(device)`` builds the function once per process; under torchrun each rank
+    computes every N-th checkpoint (:mod:`ihprobe.series.shard`) and every rank gets the whole
+    table. ``keep="none"`` streams hub revisions (see :func:`ihprobe.trajectory`)."""
+    keep = check_keep(keep)
+
+    def share_rows(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
+        """(weights hash, rows, checkpoint meta) of each checkpoint of this rank's share."""
+        where = cache_root(cache)
+        series = _Series(where, make_compute(world.device), folder, settings, keep, finite)
+        bars = progress if world.main else False
+        return [series.rows(ckpt) for ckpt in walk(share, progress=bars, desc=folder)]
+
+    duplicates = Duplicates()
+    frames = []
+    for ckpt, (digest, rows, meta) in zip(
+        ckpts, each_share(share_rows, ckpts, device), strict=True
+    ):
+        frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
+        frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
+    table = pd.concat(frames, ignore_index=True)
+    order = "tokens" if table["tokens"].notna().all() else "step"
+    return table.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
+    """The scan rows of one checkpoint with its model, revision, step and tokens in front."""
+    step = ckpt.step if ckpt.step is not None else meta.get("step")
+    tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
+    if tokens is None and tokens_per_step and step is not None:
+        tokens = step * tokens_per_step
+    frame = rows.copy()
+    frame.insert(0, "model", str(meta.get("run") or ckpt.run or ckpt.source))
+    frame.insert(1, "revision", ckpt.revision)
+    frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
+    frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
+    return frame
+
+
+class _Series:
+    """The rows of each checkpoint: from this call, the results cache, or ``compute``.
+
+    Hub revisions go through a :class:`~ihprobe.io.hub_cache.RevisionIndex`, so a revision whose
+    scan is cached is not fetched; with ``keep="none"`` a fetched revision leaves the HF cache
+    once it is scanned.
+    """
+
+    def __init__(self, directory, compute, folder: str, settings: str, keep: str, finite: bool):
+        self.directory, self.compute, self.keep, self.finite = directory, compute, keep, finite
+        self.folder, self.settings = folder, settings
+        self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
+        self.indexes: dict[str, RevisionIndex] = {}
+
+    def rows(self, ckpt: Checkpoint) -> tuple[str, pd.DataFrame, dict]:
+        """``(weights hash, scan rows, checkpoint metadata)`` of ``ckpt``."""
+        index = self._index(ckpt)
+        digest = index.get(ckpt.revision) if index is not None else None
+        rows = self._known(digest) if digest is not None else None
+        if rows is not None:
+            return digest, rows, {}
+        path = resolve(ckpt.source, revision=ckpt.revision)
+        digest = weights_hash(path)
+        rows = self._known(digest)
+        if rows is None:
+            rows = self.compute(ckpt)
+            if self.directory is not None:
+                cache.write(self._file(digest), _records(rows))
+        self.done[digest] = rows
+        if index is not None:
+            index.record(ckpt.revision, digest)
+        meta = checkpoint_meta(path)
+        if self.keep == "none":
+            drop_revision(path)
+        return digest, rows, meta
+
+    def _index(self, ckpt: Checkpoint) -> RevisionIndex | None:
+        if ckpt.revision is None:
+            return None
+        if ckpt.source not in self.indexes:
+            self.indexes[ckpt.source] = RevisionIndex(self.directory, ckpt.source)
+        return self.indexes[ckpt.source]
+
+    def _file(self, digest: str) -> Path:
+        return self.directory / self.folder / f"{digest[:32]}-{self.settings}.json"
+
+    def _known(self, digest: str) -> pd.DataFrame | None:
+        if digest in self.done:
+            return self.done[digest]
+        if self.directory is None:
+            return None
+        return cache.read(self._file(digest), lambda value: checked_rows(value, self.finite))
+
+
+def settings_key(metrics, scan_kwargs: dict) -> str:
+    """A short hash of everything besides the weights that changes a scan's numbers."""
+
+    def plain(value):
+        if hasattr(value, "tolist"):  # tensors of user tokens
+            return value.tolist()
+        return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+
+    key = {
+        "version": [__version__, CACHE_VERSION],
+        "metrics": sorted(metrics) if metrics is not None else None,
+        "scan": {k: plain(v) for k, v in sorted(scan_kwargs.items())},
+    }
+    return cache.key(key)
+
+
+def checked_rows(value, finite: bool = True) -> pd.DataFrame:
+    """Cached rows ``[[layer, head, metric, value], ...]`` as a table, or ValueError when they
+    are not rows of that schema, repeat a ``(layer, head, metric)``, cover a different grid of
+    heads for different metrics, or hold a non-finite value (with ``finite``).
+
+    Example:
+        >>> checked_rows([[0, 0, "m", 0.5], [0, 1, "m", 0.25], [None, None, "loss", 2.0]]).shape
+        (3, 4)
+        >>> checked_rows([[0, 0, "m", float("nan")]])
+        Traceback (most recent call last):
+        ValueError: nan is not finite
+    """
+    if not isinstance(value, list) or not value:
+        raise ValueError("no rows")
+    rows = []
+    for row in value:
+        if not isinstance(row, list) or len(row) != 4 or not isinstance(row[2], str):
+            raise ValueError(f"{row!r} is not a [layer, head, metric, value] row")
+        layer, head = cache.index(row[0]), cache.index(row[1])
+        if (layer is None) != (head is None):
+            raise ValueError(f"{row!r} names a layer without a head or a head without a layer")
+        rows.append((layer, head, row[2], cache.number(row[3], finite=finite)))
+    if len({row[:3] for row in rows}) != len(rows):
+        raise ValueError("a (layer, head, metric) appears twice")
+    grids = {}
+    for layer, head, metric, _ in rows:
+        if layer is not None:
+            grids.setdefault(metric, set()).add((layer, head))
+    shapes = {frozenset(grid) for grid in grids.values()}
+    if len(shapes) > 1 or any(_holes(grid) for grid in shapes):
+        raise ValueError("the head rows do not cover one full grid of layers and heads")
+    frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
+    frame[["layer", "head"]] = frame[["layer", "head"]].astype("Int64")
+    return frame
+
+
+def _holes(grid: frozenset) -> bool:
+    """Whether ``grid`` misses some (layer, head) of ``range(layers) x range(heads)``."""
+    layers, heads = max(layer for layer, _ in grid) + 1, max(head for _, head in grid) + 1
+    return len(grid) != layers * heads
+
+
+def _records(rows: pd.DataFrame) -> list[list]:
+    """The rows as JSON lists ``[layer or None, head or None, metric, value]``."""
+    return [
+        [None if pd.isna(layer) else int(layer), None if pd.isna(head) else int(head), m, float(v)]
+        for layer, head, m, v in rows.itertuples(index=False)
+    ]
