@@ -255,9 +255,14 @@ def _making(recipe: dict) -> list[str]:
         "",
         f"`make reference` runs `{recipe['script']}`. The run it trains, `{recipe['run']}`, "
         f"holds the full series of {len(steps)} checkpoints (step 0 and every {steps[1]:,} "
-        "updates); training is deterministic per seed on a CPU, so the same command reproduces "
-        "them, ending with the weights whose SHA-256 `ihprobe.json` records "
-        f"(`{recipe['sha256']['model.safetensors'][:16]}...`).",
+        "updates); training is deterministic per seed on one machine, but not across machines: "
+        "another CPU (or another torch build) can order floating-point sums differently, and "
+        "over 30M tokens the run can drift to another model. So the command trains the same "
+        "recipe and seed, not necessarily these weights; compare the SHA-256 that `ihprobe.json` "
+        f"records (`{recipe['sha256']['model.safetensors'][:16]}...`) to know whether it did. A "
+        "retrain of one of the contrast's Bi-Induct seeds on another CPU formed no head by 30M "
+        "tokens where the recorded run had one, so treat this folder, not the command, as the "
+        "reference.",
         "",
         "Files: the final checkpoint (`config.json`, `generation_config.json`, "
         "`model.safetensors`, `tokenizer.json`, `tokenizer_config.json`, `ihprobe.json`), the "
