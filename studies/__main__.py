@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ihprobe.core.errors import IhprobeError
+from ihprobe import IhprobeError
 from studies import run
 from studies.study import STUDIES, load
 

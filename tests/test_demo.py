@@ -16,7 +16,8 @@ import pytest
 
 from ihprobe.causal.results import ANSWERS, VERDICT_RULE
 from ihprobe.io.provenance import CSV_COLUMNS
-from ihprobe.jobs.demo import DemoConfig, run_demo, summary_text
+from ihprobe.jobs.demo import DemoConfig, run_demo
+from ihprobe.jobs.demo_summary import summary_text
 from tests.browser import network_requests, render, screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo-run")]  # `demo` runs once

@@ -133,3 +133,16 @@ def test_seeds_whose_folders_are_gone_are_read_from_the_csv_not_retrained(
     assert contrast.run_arm("natural", 3, args)["max_ps"] == 0.4
     with pytest.raises(pytest.fail.Exception):  # not recorded: it trains
         contrast.run_arm("natural", 4, args)
+
+
+def test_the_natural_text_preset_is_the_reference_pilots_recipe():
+    from dataclasses import replace
+
+    from ihprobe.training.presets import NATURAL_TEXT
+
+    config = natural.config_of("d128-lr3e-3", 0)  # the pilot make reference exports
+    text = {**NATURAL_TEXT.producer_options, "text": config.producer_options["text"]}
+    assert config == replace(NATURAL_TEXT, out=config.out, producer_options=text, progress=False)
+    assert natural.config_of("d128-B16", 0) != replace(
+        config, out=natural.config_of("d128-B16", 0).out
+    )

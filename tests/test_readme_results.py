@@ -74,7 +74,7 @@ def test_every_interval_in_the_readme_validation_section_is_in_a_results_file():
 
 # the results files: the studies' and the speed benchmarks'
 RESULTS_FILES = sorted(
-    [*(ROOT / "studies").rglob("RESULTS_*.md"), *(ROOT / "benchmarks").glob("RESULTS_*.md")]
+    [*(ROOT / "studies").rglob("RESULTS*.md"), *(ROOT / "benchmarks").glob("RESULTS_*.md")]
 )
 LAW, CONTRAST = "RESULTS_papers_law.md", "RESULTS_papers_contrast.md"
 NATURAL, DOCS = "RESULTS_papers_natural.md", "RESULTS_papers_contrast-docs.md"

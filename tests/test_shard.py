@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 import ihprobe
-import ihprobe.dynamics.shard
+import ihprobe.series.shard
 from ihprobe.cli import main
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.world import World
-from ihprobe.dynamics.shard import each_share, share
+from ihprobe.series.shard import each_share, share
 from tests.helpers import fake_run
 
 # -n, not --n: torchrun reads --n as an abbreviation of its own flags anywhere on the line
@@ -34,7 +34,7 @@ def test_each_rank_takes_every_nth_item_and_one_process_takes_all():
     ]
     with pytest.raises(IhprobeError, match="bad"):
         each_share(lambda items, world: (_ for _ in ()).throw(IhprobeError("bad")), [1])
-    assert doctest.testmod(ihprobe.dynamics.shard).failed == 0
+    assert doctest.testmod(ihprobe.series.shard).failed == 0
 
 
 def _run(tmp_path):

@@ -10,10 +10,13 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from ihprobe.jobs.grid import markdown
 from studies.__main__ import main as studies_main
 from studies.contrast import run as contrast
+from studies.forecast import run as forecast
 from studies.law import run as law
 from studies.natural import run as natural
 from studies.study import STUDIES, load
@@ -99,3 +102,29 @@ def test_every_study_loads_and_names_results_files_that_exist(capsys):
     listed = capsys.readouterr().out
     assert all(f"  {name} " in listed for name in STUDIES)
     assert studies_main(["no-such-study"]) == 2
+
+
+def block_in(lines: list[str], text: str) -> bool:
+    """Whether ``lines`` stand in ``text`` as one contiguous block."""
+    return "\n".join(lines) in text
+
+
+def test_the_forecast_tables_rerender_from_their_csvs():
+    """The forecast's header names its runs' wall times and refitted prior, which only the run
+    folders hold; its tables and the natural pilots' section are the CSVs' own."""
+    folder = ROOT / "studies" / "forecast"
+    text = (folder / "RESULTS_forecast.md").read_text()
+    table = pd.read_csv(folder / "RESULTS_forecast.csv")
+    natural_rows = pd.read_csv(folder / "RESULTS_forecast_natural.csv")
+    summary = markdown(forecast.summary(table.drop(columns="command")))
+    assert len(summary) > 4 and block_in(summary, text)
+    assert block_in(forecast.natural_lines(natural_rows), text)
+    assert text.endswith("\n".join(forecast.natural_lines(natural_rows)))
+
+
+def test_the_llc_table_rerenders_from_its_csv():
+    """The LLC's change point needs the run; its table of estimates is the CSV's own."""
+    folder = ROOT / "studies" / "llc"
+    text = (folder / "RESULTS_llc.md").read_text()
+    frame = pd.read_csv(folder / "RESULTS_llc.csv").drop(columns="command")
+    assert len(frame) > 10 and block_in(markdown(frame), text)

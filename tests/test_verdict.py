@@ -111,7 +111,7 @@ def test_the_rule_names_every_answer_and_every_view_states_it_verbatim():
     assert f"<b>Verdict.</b> {html.escape(str(result.verdict()))}" in page
 
 
-@pytest.mark.parametrize("view", ["ihprobe/cli/ablate.py", "ihprobe/jobs/demo.py",
+@pytest.mark.parametrize("view", ["ihprobe/cli/ablate.py", "ihprobe/jobs/demo_summary.py",
                                   "ihprobe/figures/demo_report.py"])  # fmt: skip
 def test_views_call_the_results_verdict_and_keep_no_rule_of_their_own(view):
     source = (ROOT / view).read_text()

@@ -22,16 +22,15 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
-from tqdm import tqdm
 
 from ihprobe.core import checks
-from ihprobe.core.stages import Counter
 from ihprobe.io.any_model import as_model
-from ihprobe.io.models import load_or_swap, provenance
+from ihprobe.io.models import provenance
 from ihprobe.io.sources import sources_of
 from ihprobe.probes import inputs
 from ihprobe.probes.engine import Probe, reads_text, run_probe, token_rows
 from ihprobe.probes.recall import token_losses
+from ihprobe.series.sweep import map_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +114,14 @@ def loss_by_position_over_run(
     Example:
         >>> table = loss_by_position_over_run("runs/demo/main")            # doctest: +SKIP
     """
-    model, frames = None, []
-    found = sources_of(source_or_sources, revisions)
-    counter = Counter(log, "loss by position", len(found))
-    for index, checkpoint in enumerate(tqdm(found, disable=not progress), 1):
-        counter.start(index, checkpoint.label)
-        model = load_or_swap(model, checkpoint.source, revision=checkpoint.revision)
+
+    def at(checkpoint, model) -> pd.DataFrame:
         frame = loss_by_position(model, **kwargs)
         frame["step"] = checkpoint.step if checkpoint.step is not None else frame["step"]
         frame["tokens"] = checkpoint.tokens if checkpoint.tokens is not None else frame["tokens"]
-        frames.append(frame)
+        return frame
+
+    ckpts = sources_of(source_or_sources, revisions)
+    swept = map_checkpoints(ckpts, at, progress=progress, desc="loss by position")
+    frames = [frame for _, frame in swept]
     return pd.concat(frames, ignore_index=True)

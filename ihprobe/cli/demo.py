@@ -31,7 +31,8 @@ def run(args) -> int:
     import sys
     from dataclasses import replace
 
-    from ihprobe.jobs.demo import DemoConfig, run_demo, summary_text
+    from ihprobe.jobs.demo import DemoConfig, run_demo
+    from ihprobe.jobs.demo_summary import summary_text
 
     if not args.quiet:  # one line per stage on stderr, beside the progress bars
         stages = logging.getLogger("ihprobe.jobs.demo")

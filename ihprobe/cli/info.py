@@ -58,8 +58,8 @@ def run(args) -> int:
 
 def _checkpoint_rows(found) -> list[dict]:
     """One row per checkpoint; ``duplicate_of`` from the weights hash."""
-    from ihprobe.dynamics.trajectories import Duplicates
     from ihprobe.io.weights import weights_hash
+    from ihprobe.series.sweep import Duplicates
 
     duplicates, rows = Duplicates(), []
     for index, c in enumerate(found, 1):

@@ -21,10 +21,8 @@ import pandas as pd
 
 from ihprobe.causal.ablation import ROW_DEFAULTS, ablate, check_settings, head_effects
 from ihprobe.core import checks
-from ihprobe.dynamics.trajectories import ROW_COLUMNS, cached_sweep, settings_key
-from ihprobe.io.models import load_or_swap
-from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import sources_of
+from ihprobe.series.cache import ROW_COLUMNS, cached_map, settings_key
 
 ABLATE_SIGNATURE = inspect.signature(ablate)
 EFFECT_SETTINGS = ("metrics", "mode", *ROW_DEFAULTS)  # what head_effects takes beside the model
@@ -67,9 +65,9 @@ def ablation_trajectory(
     check_settings(
         **{k: settings[k] for k in ("top", "random", "mode", "metrics", "scope", "baseline")}
     )
-    return cached_sweep(
+    return cached_map(
         sources_of(source_or_sources, revisions),
-        lambda where: _Ablator(ablate_kwargs, effects, where).rows,
+        lambda model: _rows(model, ablate_kwargs, effects),
         "ablations",
         settings_key(["ablation", f"effects={effects}"], settings),
         cache=cache,
@@ -80,22 +78,12 @@ def ablation_trajectory(
     )
 
 
-class _Ablator:
-    """Ablates checkpoints, loading the first and swapping later weights into the same model."""
-
-    def __init__(self, ablate_kwargs: dict, effects: bool, device="cpu"):
-        self.model, self.ablate_kwargs, self.effects = None, ablate_kwargs, effects
-        self.device = device
-
-    def rows(self, ckpt: Checkpoint) -> pd.DataFrame:
-        """``layer, head, metric, value`` of one checkpoint's ablation and per-head effects."""
-        self.model = load_or_swap(
-            self.model, ckpt.source, revision=ckpt.revision, device=self.device
-        )
-        parts = [ablate(self.model, **self.ablate_kwargs).to_frame()]
-        if self.effects:
-            kwargs = {k: v for k, v in self.ablate_kwargs.items() if k in EFFECT_SETTINGS}
-            parts.append(head_effects(self.model, **kwargs).to_long())
-        frame = pd.concat(parts, ignore_index=True)[ROW_COLUMNS]
-        # both parts report the clean value of the same rows ({metric}.clean): keep it once
-        return frame.drop_duplicates(["layer", "head", "metric"], ignore_index=True)
+def _rows(model, ablate_kwargs: dict, effects: bool) -> pd.DataFrame:
+    """``layer, head, metric, value`` of one checkpoint's ablation and per-head effects."""
+    parts = [ablate(model, **ablate_kwargs).to_frame()]
+    if effects:
+        kwargs = {k: v for k, v in ablate_kwargs.items() if k in EFFECT_SETTINGS}
+        parts.append(head_effects(model, **kwargs).to_long())
+    frame = pd.concat(parts, ignore_index=True)[ROW_COLUMNS]
+    # both parts report the clean value of the same rows ({metric}.clean): keep it once
+    return frame.drop_duplicates(["layer", "head", "metric"], ignore_index=True)

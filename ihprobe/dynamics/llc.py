@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm, trange
+from tqdm.auto import trange
 
 from ihprobe.core import cache as results_cache  # `cache` is an argument here
 from ihprobe.core import checks
@@ -39,6 +39,7 @@ from ihprobe.dynamics.changepoint import EmergencePoint, emergence
 from ihprobe.io.models import load_hf
 from ihprobe.io.runs import RUN_META, checkpoints, run_meta
 from ihprobe.io.weights import weights_hash
+from ihprobe.series.sweep import walk
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ def llc_trajectory(
     )
     directory = results_cache.root(cache)
     frames, traces = [], []
-    for ckpt in tqdm(checkpoints(run), disable=not progress, desc="LLC"):
+    for ckpt in walk(checkpoints(run), progress=progress, desc="LLC"):
         file = None
         if directory is not None:
             file = directory / "llc" / f"{weights_hash(ckpt.source)[:32]}-{settings_key}.json"

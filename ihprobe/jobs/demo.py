@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import pandas as pd
@@ -40,13 +40,12 @@ from ihprobe.dynamics.changepoint import EmergencePoint, emergence
 from ihprobe.dynamics.law import Prediction, predict_emergence
 from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.figures.demo_report import write_demo_report
-from ihprobe.figures.demo_text import THRESHOLD, compare_note
 from ihprobe.io.provenance import csv_table
 from ihprobe.io.runs import checkpoints, config_changes, is_finished, losses
-from ihprobe.probes.engine import METRIC_TABLE
-from ihprobe.probes.inputs import default_n
+from ihprobe.jobs.demo_summary import summary_row
 from ihprobe.probes.scores import HeadScores
 from ihprobe.training.config import TrainConfig, check_config
+from ihprobe.training.presets import DEMO
 from ihprobe.training.trainer import train
 
 log = logging.getLogger(__name__)
@@ -61,46 +60,44 @@ ABLATION_METRICS = ("ar_accuracy", "induction_loss", "ar_mean_rank")
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """What the demo trains and how it probes it. The defaults finish in about a minute and
-    a half on 2 cores (benchmarks/bench_demo.py); heads form after a few hundred updates.
-
-    Random tokens are the background because only copying can predict them: a tiny model
-    forms its induction heads within a few hundred updates, where over natural text it first
-    spends thousands learning bigrams (measured: no heads after 600 updates).
+    """What the demo trains (the :data:`~ihprobe.training.presets.DEMO` preset unless a field
+    says otherwise) and how it probes it. The defaults finish in about a minute and a half on
+    2 cores (benchmarks/bench_demo.py); heads form after a few hundred updates.
     """
 
-    out: str = "runs/demo"  # output directory: runs, CSVs and report.html
-    producer: str = "repeats"  # rows that turn periodic at a random point (README)
-    producer_options: dict = field(
-        default_factory=lambda: {
-            "base": "iid",  # uniform random tokens before and inside the repeats
-            "vocab_size": 64,
-            "period": (4, 16),  # period drawn per row: no fixed offset solves the repeats
-            "start": (0, 4),  # where a row turns periodic, drawn per row
-        }
-    )
-    layers: int = 2  # Elhage et al.: induction needs two layers (composition)
-    # ten heads per layer (of 8 dimensions): a top set of 3 in layer 1 leaves C(7, 3) = 35
-    # distinct layer-matched sets, enough for a permutation p-value to reach 1/20 (with 4
-    # heads per layer only 3 sets existed, so p could not go below 1/4)
-    heads: int = 10
-    d_model: int = 80
-    d_mlp: int | None = None  # 4 * d_model; 0: attention-only
-    context: int = 64  # C
-    batch_size: int = 32  # B
-    steps: int = 500  # updates
-    lr: float = 3e-3
-    schedule: str = "constant"  # a cosine decay slows the transition past the end of the run
-    checkpoints: str = "linear"  # the transition is late in a short run: resolve it evenly
-    n_checkpoints: int = 20  # plus step 0
+    # the run (ihprobe.training.presets.DEMO holds the values and says why)
+    out: str = DEMO.out  # output directory: runs, CSVs and report.html
+    producer: str = DEMO.producer
+    producer_options: dict = field(default_factory=lambda: dict(DEMO.producer_options))
+    layers: int = DEMO.layers
+    heads: int = DEMO.heads
+    d_model: int = DEMO.d_model
+    d_mlp: int | None = DEMO.d_mlp  # 4 * d_model; 0: attention-only
+    context: int = DEMO.context  # C
+    batch_size: int = DEMO.batch_size  # B
+    steps: int = DEMO.steps  # updates
+    lr: float = DEMO.lr
+    schedule: str = DEMO.schedule
+    checkpoints: str = DEMO.checkpoints
+    n_checkpoints: int = DEMO.n_checkpoints  # plus step 0
+    seed: int = DEMO.seed
+    # what the demo does with it
     top: int = 3  # the top set: the model's 3 highest prefix-matching heads
     random: int = 20  # random draws of the ablation baseline
-    seed: int = 0
     compare: bool = False  # also train a Bi-Induct variant (balanced directions) for [B]
     progress: bool = True  # tqdm bars, on a terminal only (as the trainer's)
-    # intra-op threads: a d_model-64 model gains nothing from more, and on shared cores the
+    # intra-op threads: a model this small gains nothing from more, and on shared cores the
     # extra threads spin-wait (ihprobe.core.threads, benchmarks/bench_threads.py)
     threads: int = DEFAULT_THREADS
+
+
+# the DemoConfig fields that set the run (out and the data are set per run)
+RUN_FIELDS = tuple(
+    f.name
+    for f in fields(DemoConfig)
+    if f.name in {g.name for g in fields(TrainConfig)}
+    and f.name not in ("out", "producer", "producer_options")
+)
 
 
 @dataclass
@@ -205,37 +202,8 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study
         summary={},
         positions=loss_by_position_over_run(run, rows=8, seed=config.seed),
     )
-    study.summary = _summary(name, study)
+    study.summary = summary_row(name, study)
     return study
-
-
-def _summary(name: str, study: Study) -> dict:
-    """The demo's numbers of a run (a row of ``summary.csv``)."""
-    table, point, ar_point, model = study.table, study.point, study.ar_point, study.model
-    first, final = checkpoints(study.run)[0], checkpoints(study.run)[-1]
-    return {
-        "run": name,
-        "producer": study.producer,
-        "steps": final.step,
-        "tokens": final.tokens,
-        "ps_start": _max_at(table, "prefix_matching", first.step),
-        "ps_final": _max_at(table, "prefix_matching", final.step),
-        "ar_start": _value_at(table, "ar_accuracy", first.step),
-        "ar_final": _value_at(table, "ar_accuracy", final.step),
-        "induction_loss_start": _value_at(table, "induction_loss", first.step),
-        "induction_loss_final": _value_at(table, "induction_loss", final.step),
-        "anti_induction_final": _max_at(table, "anti_induction", final.step),
-        **chance_levels(model.cfg.d_vocab, default_n(model.cfg.n_ctx)),
-        "emergence_updates": point.updates if point.transition else None,
-        "emergence_low": point.updates_low if point.transition else None,
-        "emergence_high": point.updates_high if point.transition else None,
-        "threshold_step": point.threshold_step,
-        "ar_emergence_updates": ar_point.updates if ar_point.transition else None,
-        "law_updates": study.prediction.updates,
-        "final_loss": _final_loss(study.losses),
-        "induction_heads": " ".join(induction_heads(study.scores)),
-        **_ablation_summary(study.ablation),
-    }
 
 
 def _ablations(config: DemoConfig, model, scores) -> dict:
@@ -247,8 +215,12 @@ def _ablations(config: DemoConfig, model, scores) -> dict:
     number of distinct sets is C(others in the layer, k): 35 for 3 of layer 1's 10 heads, while
     a permutation p-value needs 19 or more to reach 1/20 (the result says how many there are).
     """
-    common = {"metrics": ABLATION_METRICS, "random": config.random, "seed": config.seed,
-              "scores": scores.head_metric("prefix_matching")}  # fmt: skip
+    common = {
+        "metrics": ABLATION_METRICS,
+        "random": config.random,
+        "seed": config.seed,
+        "scores": scores.head_metric("prefix_matching"),
+    }
     top = {"scope": "global", "top": config.top}
     return {
         "layer-matched": ihprobe.ablate(model, **top, **common),
@@ -270,13 +242,10 @@ def demo_run(out: str | os.PathLike = "runs/demo", config: DemoConfig = DemoConf
 
 
 def _train_config(config: DemoConfig, out: Path, producer: str, options: dict) -> TrainConfig:
-    return TrainConfig(
-        out=str(out), producer=producer, producer_options=options, layers=config.layers,
-        heads=config.heads, d_model=config.d_model, d_mlp=config.d_mlp, context=config.context,
-        batch_size=config.batch_size, steps=config.steps, lr=config.lr, seed=config.seed,
-        schedule=config.schedule, checkpoints=config.checkpoints,
-        n_checkpoints=config.n_checkpoints, progress=config.progress,
-    )  # fmt: skip
+    """The demo's preset with this config's run settings (the DemoConfig fields that are
+    TrainConfig fields)."""
+    settings = {name: getattr(config, name) for name in RUN_FIELDS}
+    return replace(DEMO, **settings, out=str(out), producer=producer, producer_options=options)
 
 
 def _train(config: DemoConfig, out: Path, producer: str, options: dict) -> Path:
@@ -290,110 +259,6 @@ def _train(config: DemoConfig, out: Path, producer: str, options: dict) -> Path:
         log.warning("%s holds an unfinished or different run; training it again", out)
         shutil.rmtree(out)
     return train(train_config)
-
-
-def _max_at(table: pd.DataFrame, metric: str, step: int) -> float:
-    rows = table[(table.metric == metric) & (table.step == step)]
-    return float(rows.value.max())
-
-
-def _value_at(table: pd.DataFrame, metric: str, step: int) -> float:
-    rows = table[(table.metric == metric) & (table.step == step)]
-    return float(rows.value.iloc[0])
-
-
-def _final_loss(losses: pd.DataFrame) -> float | None:
-    return float(losses.loss.tail(5).mean()) if len(losses) else None
-
-
-def chance_levels(d_vocab: int, n: int) -> dict[str, float]:
-    """The demo's metrics without induction (the metric table's chance levels): a uniform
-    head's prefix-matching score, 1/V accuracy, and the uniform-guess loss ln V.
-
-    Example:
-        >>> round(chance_levels(64, 32)["induction_loss_chance"], 3)  # ln 64
-        4.159
-    """
-    return {f"{m}_chance": METRIC_TABLE[m].chance(d_vocab, n)
-            for m in ("prefix_matching", "ar_accuracy", "induction_loss")}  # fmt: skip
-
-
-def induction_heads(scores: HeadScores) -> list[str]:
-    """Names ``L{layer}H{head}`` of the heads whose prefix matching reaches the formed threshold."""
-    ps = scores.head_metric("prefix_matching")
-    formed = torch.nonzero(ps >= THRESHOLD).tolist()
-    return [f"L{layer}H{head}" for layer, head in formed]
-
-
-def _ablation_summary(result: AblationResult) -> dict:
-    frame = result.summary()
-    verdict = result.verdict("ar_accuracy")
-    out = {"verdict": verdict.answer, "verdict_reason": verdict.reason}
-    for metric in ("ar_accuracy", "induction_loss"):
-        if metric in frame.metric.values:
-            row = frame[frame.metric == metric].iloc[0]
-            out[f"{metric}_relative_change"] = float(row.relative_change)
-            out[f"{metric}_random_relative_change"] = float(row.random_relative_change_mean)
-            out[f"{metric}_p"] = float(row.p_value)
-            out[f"{metric}_p_distinct"] = float(row.p_distinct)
-            out[f"{metric}_distinct_sets"] = int(row.distinct_sets)
-            out[f"{metric}_index"] = float(row.load_bearing_index)
-            out[f"{metric}_index_low"] = float(row.load_bearing_lo)
-            out[f"{metric}_index_high"] = float(row.load_bearing_hi)
-    return out
-
-
-def summary_text(result: DemoResult) -> str:
-    """The demo's findings in a few lines per run, then where the files are."""
-    lines = []
-    for s in result.summary.to_dict("records"):
-        lines += [
-            f"{s['run']}: {s['producer']}, {s['steps']:,} updates, {s['tokens']:,} tokens",
-            f"  max prefix matching   {s['ps_start']:.3f} -> {s['ps_final']:.3f}"
-            f"   (chance {s['prefix_matching_chance']:.3f})",
-            f"  AR accuracy           {s['ar_start']:.3f} -> {s['ar_final']:.3f}"
-            f"   (chance {s['ar_accuracy_chance']:.3f})",
-            f"  induction loss        {s['induction_loss_start']:.2f} -> "
-            f"{s['induction_loss_final']:.2f}   (uniform guess {s['induction_loss_chance']:.2f})",
-            f"  emergence             {_emergence_words(s)}",
-            f"  induction heads       {_heads_words(s)}",
-        ]
-        if "ar_accuracy_p" in s:
-            lines.append(
-                f"  ablation              AR accuracy {s['ar_accuracy_relative_change']:+.1%} "
-                f"(random heads {s['ar_accuracy_random_relative_change']:+.1%}), "
-                f"p = {s['ar_accuracy_p']:.2g} ({s['ar_accuracy_p_distinct']:.2g} over "
-                f"{s['ar_accuracy_distinct_sets']} distinct sets), "
-                f"load-bearing index {s['ar_accuracy_index']:.2g} "
-                f"[{s['ar_accuracy_index_low']:.2g}, {s['ar_accuracy_index_high']:.2g}]"
-            )
-            lines.append(f"  verdict               {s['verdict']}: {s['verdict_reason']}")
-    note = compare_note(result.summary, default_steps=DemoConfig.steps)
-    lines += ["", f"report: {result.report}"]
-    lines += [f"  {name + ':':<20} {path}" for name, path in result.tables.items()]
-    lines += ["", *([note] if note else []), *map(_conclusion, result.summary.to_dict("records"))]
-    return "\n".join(lines)
-
-
-def _heads_words(s: dict) -> str:
-    if not s["induction_heads"]:
-        return f"none (no head's prefix matching reaches {THRESHOLD})"
-    return f"{s['induction_heads'].replace(' ', ', ')} (prefix matching >= {THRESHOLD})"
-
-
-def _conclusion(s: dict) -> str:
-    """The run's last line: the heads found and the one verdict."""
-    heads = s["induction_heads"].replace(" ", ", ") or "none"
-    verdict = f"; verdict on its top heads (AR accuracy): {s['verdict']}" if "verdict" in s else ""
-    return f"{s['run']}: induction heads found: {heads}{verdict}."
-
-
-def _emergence_words(s: dict) -> str:
-    law = f"the law predicts {s['law_updates']:,.0f}"
-    if s["emergence_updates"] is None or pd.isna(s["emergence_updates"]):
-        return f"no transition detected ({law})"
-    return (f"~{s['emergence_updates']:,.0f} updates (between {s['emergence_low']:,.0f} and "
-            f"{s['emergence_high']:,.0f}); {law}")  # fmt: skip
 
 
 def _csv(frame: pd.DataFrame, path: Path) -> Path:

@@ -52,14 +52,14 @@ import pandas as pd
 import torch
 
 import ihprobe
+from ihprobe import Checkpoint, TrainConfig, checkpoints
 from ihprobe.data.text import TEXT_SUFFIXES
 from ihprobe.dynamics.verdicts import above, t_mean, welch
-from ihprobe.io.runs import Checkpoint, checkpoints, config_changes, is_finished, run_meta
+from ihprobe.io.runs import config_changes, is_finished, run_meta
 from ihprobe.jobs.grid import markdown
 from ihprobe.probes.engine import METRIC_TABLE, token_rows
 from ihprobe.probes.recall import token_losses
 from ihprobe.training.config import RESUMABLE_CHANGES
-from ihprobe.training.trainer import TrainConfig
 from studies.natural import run as natural
 
 PILOT = "d128-lr3e-3"

@@ -80,6 +80,7 @@ from pathlib import Path
 import pandas as pd
 
 import ihprobe
+from ihprobe import TrainConfig
 from ihprobe.dynamics.verdicts import MIN_SEEDS
 from ihprobe.jobs.grid import (
     markdown,
@@ -90,7 +91,6 @@ from ihprobe.jobs.grid import (
     train_or_reuse,
     write_result,
 )
-from ihprobe.training.trainer import TrainConfig
 from studies.contrast import docs, heads
 from studies.contrast.cells import ARMS, SEEDS, SHAPE
 from studies.contrast.claims import FORMED, arm_table, verdicts

@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 import ihprobe
+from ihprobe import checkpoints
 from ihprobe.dynamics.verdicts import t_mean
-from ihprobe.io.runs import checkpoints
 from ihprobe.probes.engine import METRIC_TABLE
 from studies.contrast.claims import scored
 

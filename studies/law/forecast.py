@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ihprobe.dynamics.changepoint import EmergencePoint, curve
-from ihprobe.dynamics.forecast import law_prior
+from ihprobe import EmergencePoint, law_prior
+from ihprobe.dynamics.changepoint import curve
 from ihprobe.jobs.grid import markdown
 from studies.forecast.run import AT, coverage_row, judged
 from studies.law.probe_length import flag

@@ -42,8 +42,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ihprobe.dynamics.changepoint import EmergencePoint, emergence
-from ihprobe.dynamics.trajectories import trajectory
+from ihprobe import EmergencePoint, emergence, trajectory
 from ihprobe.dynamics.verdicts import (
     AGREES,
     DISAGREES,
@@ -329,7 +328,7 @@ def section_lines(frame: pd.DataFrame, law: pd.DataFrame, source: str = "") -> l
     return [*head, *halves_lines(frame, law), *probe_lines(frame), *forecast_lines(frame)]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Refit run folders outside the grid as one cell: rows in ``--csv``, the section on
     stdout."""
     parser = argparse.ArgumentParser(description=main.__doc__.split(":")[0])
@@ -337,7 +336,7 @@ def main() -> None:
     parser.add_argument("--cell", required=True, help="the name the runs are shown under")
     parser.add_argument("--csv", type=Path, required=True, help="rows, resumable")
     parser.add_argument("--long", action="store_true", help="also probe with n = C/2")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     unfinished = [str(run) for run in args.runs if not is_finished(run)]
     if unfinished:
         parser.exit(2, f"not finished ihprobe runs: {unfinished}; pass finished run folders.\n")
@@ -363,10 +362,6 @@ def main() -> None:
     print("\n".join(section_lines(frame, frame.assign(status="done"), source)))
 
 
-if __name__ == "__main__":
-    main()
-
-
 def induction_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The halves rows of cells that form induction heads: the i.i.d. control's "emergence
     points" are fixed-offset drift (``papers_law_control``), not a seed's emergence.
@@ -375,3 +370,7 @@ def induction_rows(rows: pd.DataFrame) -> pd.DataFrame:
     ['semi-natural']
     """
     return rows[rows.grid != "control"] if "grid" in rows else rows
+
+
+if __name__ == "__main__":
+    main()

@@ -68,7 +68,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ihprobe.dynamics.changepoint import run_emergence
+from ihprobe import TrainConfig
 from ihprobe.jobs.grid import (
     read_result,
     report_lock,
@@ -78,7 +78,6 @@ from ihprobe.jobs.grid import (
     train_or_reuse,
     write_result,
 )
-from ihprobe.training.trainer import TrainConfig
 from studies.law import control, halves
 from studies.law.cells import (
     CONTEXTS,
@@ -90,6 +89,7 @@ from studies.law.cells import (
     cells,
 )
 from studies.law.claims import report_lines
+from studies.law.measure import control_fields, emergence_fields
 from studies.law.regime import natural_repetition, regime_lines
 from studies.study import ROOT, header
 
@@ -148,7 +148,7 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
         print(f"{name} seed {seed}: reused (finished earlier)", flush=True)
         return done
     started = time.perf_counter()
-    point = run_emergence(run, n=16, batch=50, cache=run / "trajectory-cache")
+    point, measured = emergence_fields(run)
     previous = done or {}
     result = {
         "cell": name,
@@ -162,22 +162,14 @@ def run_cell(name: str, cell: dict, seed: int, args, factor: int = 1) -> dict:
         "lr": config.lr,
         "warmup": config.warmup,
         "steps": config.total_steps,
-        "transition": bool(point.transition),
-        "updates": point.updates if point.transition else None,
-        "updates_low": point.updates_low if point.transition else None,
-        "updates_high": point.updates_high if point.transition else None,
-        "threshold_step": point.threshold_step,
-        "max_ps": float(point.curve.value.max()),
-        "censored": point.at_edge,  # the run ended inside its rise (EmergencePoint.at_edge)
+        **measured,
         "train_s": previous.get("train_s", 0.0) + seconds,
         "probe_s": time.perf_counter() - started,
         "how": previous.get("how", how) if how == "reused" else how,
         "budget_factor": factor,
     }
     if cell["grid"] == "control":
-        result.update(control.peak_check(run, point.curve))
-        result.update(control.base_check(run_dir(args.out, control.BASE, seed)))
-        result.update(control.loss_check(run, cell["options"]))
+        result.update(control_fields(run, point, cell, run_dir(args.out, control.BASE, seed)))
     write_result(run, result)
     print(f"{name} seed {seed}: {how}, {result}", flush=True)
     return result

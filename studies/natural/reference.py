@@ -3,7 +3,7 @@
 :func:`export` copies a run's final checkpoint (weights, config, tokenizer, and ``ihprobe.json``
 with this machine's paths made portable), its ``probes.jsonl``, a ``recipe.json`` (the training
 config, the corpus, what was measured) and a model card ``README.md`` written from those numbers.
-``make reference`` calls it through ``validate_papers_natural.py --pilot d128-lr3e-3 --seed 0
+``make reference`` calls it through ``python -m studies natural --pilot d128-lr3e-3 --seed 0
 --export reference/natural-docs``.
 
 >>> portable({"text": str(cache.root() / "corpora" / "docs" / "train"), "n": [1]})
@@ -23,13 +23,14 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
+from ihprobe import checkpoints
 from ihprobe.core import cache
 from ihprobe.core.files import atomic_directory
 from ihprobe.data.installed_docs import default_directory
 from ihprobe.data.text import load_corpus
 from ihprobe.io.architectures import causal_lm_loss
 from ihprobe.io.models import load_hf
-from ihprobe.io.runs import CHECKPOINT_META, PROBES, RunDir, checkpoints, is_finished, run_meta
+from ihprobe.io.runs import CHECKPOINT_META, PROBES, RunDir, is_finished, run_meta
 from studies.study import ROOT
 
 RECIPE = "recipe.json"
@@ -81,7 +82,7 @@ def recipe_of(run: Path, pilot: str, summary: dict, out: Path) -> dict:
     with safe_open(final / "model.safetensors", "pt") as weights:
         parameters = sum(math.prod(weights.get_slice(k).get_shape()) for k in weights.keys())
     command = (
-        "nice -n 10 .venv/bin/python benchmarks/validate_papers_natural.py --pilot "
+        "nice -n 10 .venv/bin/python -m studies natural --pilot "
         f"{pilot} --seed {meta['config']['seed']} --export {portable(str(out.resolve()))}"
     )
     return {
@@ -229,8 +230,8 @@ def _recipe(recipe: dict) -> list[str]:
         f"B and C), {c['n_checkpoints']} evenly spaced checkpoints, each probed as it was "
         f"written. Trained on a CPU with torch {recipe['versions']['torch']}: "
         f"{x['train_seconds'] / 3600:.1f} core-hours on a shared machine. Pilot "
-        f"`{recipe['pilot']}` of `benchmarks/validate_papers_natural.py`; every pilot and its "
-        "outcome is in `benchmarks/RESULTS_papers_natural.md`.",
+        f"`{recipe['pilot']}` of `studies/natural`; every pilot and its "
+        "outcome is in `studies/natural/RESULTS_papers_natural.md`.",
         "",
         f"Corpus: the documentation that {packages} install, built by `make corpus` (`ihprobe "
         f"corpus build`): {corpus['train_tokens']:,} training tokens and "
@@ -254,9 +255,14 @@ def _making(recipe: dict) -> list[str]:
         "",
         f"`make reference` runs `{recipe['script']}`. The run it trains, `{recipe['run']}`, "
         f"holds the full series of {len(steps)} checkpoints (step 0 and every {steps[1]:,} "
-        "updates); training is deterministic per seed on a CPU, so the same command reproduces "
-        "them, ending with the weights whose SHA-256 `ihprobe.json` records "
-        f"(`{recipe['sha256']['model.safetensors'][:16]}...`).",
+        "updates); training is deterministic per seed on one machine, but not across machines: "
+        "another CPU (or another torch build) can order floating-point sums differently, and "
+        "over 30M tokens the run can drift to another model. So the command trains the same "
+        "recipe and seed, not necessarily these weights; compare the SHA-256 that `ihprobe.json` "
+        f"records (`{recipe['sha256']['model.safetensors'][:16]}...`) to know whether it did. A "
+        "retrain of one of the contrast's Bi-Induct seeds on another CPU formed no head by 30M "
+        "tokens where the recorded run had one, so treat this folder, not the command, as the "
+        "reference.",
         "",
         "Files: the final checkpoint (`config.json`, `generation_config.json`, "
         "`model.safetensors`, `tokenizer.json`, `tokenizer_config.json`, `ihprobe.json`), the "

@@ -41,15 +41,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ihprobe.core.errors import IhprobeError
+from ihprobe import IhprobeError, TrainConfig, emergence, train
 from ihprobe.data.installed_docs import default_directory
-from ihprobe.dynamics.changepoint import emergence
 from ihprobe.dynamics.law import predict_emergence
 from ihprobe.dynamics.verdicts import MIN_SEEDS, seed_target
 from ihprobe.io.architectures import model_sizes
 from ihprobe.io.runs import is_finished, run_meta
 from ihprobe.jobs.grid import markdown, report_lock, saved_results, train_or_reuse
-from ihprobe.training.trainer import TrainConfig, train
 from studies.natural.cells import BASE, PILOTS
 from studies.natural.law import natural_b_lines
 from studies.natural.reference import export

@@ -18,7 +18,7 @@ from studies.natural_law.figure import onset_svg
 FIGURE = Path(__file__).resolve().parent / "onsets.svg"
 COMMAND = "python -m studies {} --cell {} --seed {}"
 
-DESIGN = [
+DECLARED = [
     "## Declared design (written before the first run)",
     "",
     "- Question: does [A]'s law, U = 750k / (B^0.37 C^0.62) updates, fitted on [A]'s natural "
@@ -117,7 +117,7 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
         "",
         *provenance,
         "",
-        *DESIGN,
+        *DECLARED,
         "## Runs",
         "",
         f"{len(done)} of {len(frame)} runs finished. `onset`: updates at the onset (`>=`: "

@@ -46,10 +46,9 @@ GRID = (  # (batch_size, context, d_model)
 
 def train_grid(tokens: float, checkpoints: int, out: str) -> pd.DataFrame:
     """Train every cell once; one row per cell."""
-    from ihprobe import data
+    from ihprobe import TrainConfig, data, train
     from ihprobe.dynamics.changepoint import run_emergence
     from ihprobe.dynamics.law import predict_emergence
-    from ihprobe.training.trainer import TrainConfig, train
 
     data.PRODUCERS["periodic"] = Periodic
     rows = []

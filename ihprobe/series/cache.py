@@ -1,43 +1,140 @@
-"""The results cache of a checkpoint sweep: rows ``layer, head, metric, value`` of each
-checkpoint, stored under its weights hash and a key of the settings (``ihprobe.core.cache``), and
-checked when read (:func:`checked_rows`). Used by :func:`ihprobe.trajectory` (one entry per
-metric) and :func:`ihprobe.ablation_trajectory` (one entry per checkpoint).
+"""The results cache over training: each checkpoint's rows (``layer, head, metric, value``)
+cached under its weights hash and the settings that change them, in ``$IHPROBE_CACHE`` or
+``~/.cache/ihprobe``. Re-running after new checkpoints appear computes only the new ones, and a
+checkpoint whose weights equal an earlier one's is flagged in ``duplicate_of`` (published
+series sometimes save one state under two steps). Hub revisions whose rows are cached are not
+fetched again; with ``keep="none"`` each fetched revision leaves the HF cache once computed.
 
->>> settings_key(["prefix_matching"], {"batch": 100}) == settings_key(["prefix_matching"],
-...                                                                   {"batch": 100})
-True
+>>> checked_rows([[0, 0, "m", 0.5], [0, 1, "m", 0.25]]).shape
+(2, 4)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from ihprobe import __version__
 from ihprobe.core import cache
-from ihprobe.io.hub_cache import RevisionIndex, drop_revision
+from ihprobe.core.cache import root as cache_root
+from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
+from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
+from ihprobe.io.models import load_or_swap
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.sources import resolve
 from ihprobe.io.weights import weights_hash
+from ihprobe.series.shard import each_share
+from ihprobe.series.sweep import Duplicates, walk
 
-ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached scan row
+log = logging.getLogger(__name__)
+
+ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached row
 CACHE_VERSION = 3  # bump when the cached rows change meaning (2: checked; 3: one per metric)
 
 
-class Series:
-    """The rows of each checkpoint: from this call, the results cache, or ``compute``. With
-    ``parts`` (metric names) each metric has its own entry, so a scan of some metrics serves
-    every later request for any of them.
+def cached_map(
+    ckpts: Sequence[Checkpoint],
+    fn: Callable[[object], pd.DataFrame],
+    folder: str,
+    settings: str,
+    **options,
+) -> pd.DataFrame:
+    """``fn(model)`` (rows ``layer, head, metric, value``) at every checkpoint, cached (see
+    :func:`cached_sweep` for ``options``); one model per process, re-filled with each
+    checkpoint's weights only when its rows are not cached. With ``parts=`` (metric names)
+    ``fn(model, missing)`` computes only the metrics whose entries are missing."""
+    return cached_sweep(ckpts, lambda device: Loaded(fn, device), folder, settings, **options)
+
+
+class Loaded:
+    """``fn`` of each checkpoint's model: the first loaded, later weights swapped in."""
+
+    def __init__(self, fn: Callable[[object], pd.DataFrame], device: torch.device):
+        self.model, self.fn, self.device = None, fn, device
+
+    def __call__(self, ckpt: Checkpoint, *missing) -> pd.DataFrame:
+        where = {"revision": ckpt.revision, "device": self.device}
+        self.model = load_or_swap(self.model, ckpt.source, **where)
+        return self.fn(self.model, *missing)[ROW_COLUMNS].reset_index(drop=True)
+
+
+def cached_sweep(
+    ckpts: Sequence[Checkpoint],
+    make_compute: Callable[[torch.device], Callable[[Checkpoint], pd.DataFrame]],
+    folder: str,
+    settings: str,
+    *,
+    cache: bool | str | os.PathLike | None = True,
+    tokens_per_step: int | None = None,
+    progress: bool | None = False,
+    device: str = "cpu",
+    keep: str = "all",
+    finite: bool = True,
+    parts: Sequence[str] | None = None,
+    threads: int | None = DEFAULT_THREADS,
+) -> pd.DataFrame:
+    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
+    ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
+    tokens, with provenance and ``duplicate_of`` (used by :func:`ihprobe.trajectory` and
+    :func:`ihprobe.ablation_trajectory`). A cached entry is used only when it passes
+    :func:`checked_rows` (``finite``: every value finite); otherwise it is computed again.
+    ``make_compute(device)`` builds the function once per process; under torchrun each rank
+    computes every N-th checkpoint (:mod:`ihprobe.series.shard`) and every rank gets the whole
+    table. ``keep="none"`` streams hub revisions (see :func:`ihprobe.trajectory`). With ``parts``
+    (metric names) each metric is cached on its own and ``compute(ckpt, missing)`` computes the
+    missing ones, so a later call asking for any subset reuses them. The sweep runs with
+    ``threads`` torch threads (``ihprobe.core.threads``; None: torch's setting)."""
+    keep = check_keep(keep)
+
+    def share_rows(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
+        """(weights hash, rows, checkpoint meta) of each checkpoint of this rank's share."""
+        where = cache_root(cache)
+        series = _Series(where, make_compute(world.device), folder, settings, keep, finite, parts)
+        bars = progress if world.main else False
+        return [series.rows(ckpt) for ckpt in walk(share, progress=bars, desc=folder)]
+
+    duplicates = Duplicates()
+    frames = []
+    with torch_threads(threads):
+        found = each_share(share_rows, ckpts, device)
+    for ckpt, (digest, rows, meta) in zip(ckpts, found, strict=True):
+        frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
+        frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
+    table = pd.concat(frames, ignore_index=True)
+    order = "tokens" if table["tokens"].notna().all() else "step"
+    return table.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
+    """The scan rows of one checkpoint with its model, revision, step and tokens in front."""
+    step = ckpt.step if ckpt.step is not None else meta.get("step")
+    tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
+    if tokens is None and tokens_per_step and step is not None:
+        tokens = step * tokens_per_step
+    frame = rows.copy()
+    frame.insert(0, "model", str(meta.get("run") or ckpt.run or ckpt.source))
+    frame.insert(1, "revision", ckpt.revision)
+    frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
+    frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
+    return frame
+
+
+class _Series:
+    """The rows of each checkpoint: from this call, the results cache, or ``compute``.
 
     Hub revisions go through a :class:`~ihprobe.io.hub_cache.RevisionIndex`, so a revision whose
     scan is cached is not fetched; with ``keep="none"`` a fetched revision leaves the HF cache
-    once it is scanned.
+    once it is scanned. With ``parts`` (metric names) each metric has its own entry.
     """
 
-    def __init__(self, directory, compute, folder: str, settings: str, keep: str, finite: bool,
-                 parts: Sequence[str] | None = None):  # fmt: skip
+    def __init__(
+        self, directory, compute, folder: str, settings: str, keep: str, finite: bool, parts=None
+    ):
         self.directory, self.compute, self.keep, self.finite = directory, compute, keep, finite
         self.folder, self.settings, self.parts = folder, settings, parts
         self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
