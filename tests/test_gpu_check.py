@@ -1,12 +1,16 @@
-"""benchmarks/gpu_check.sh parses, and the Python it runs imports and records sections."""
+"""The device job: benchmarks/gpu_check.sh parses, the benchmarks it runs import, its harness
+turns a failure or a timeout into one row, and its CPU mode (``--device cpu --tiny``) runs every
+step and passes, so that the job cannot rot where no GPU is lent."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -28,11 +32,13 @@ def test_gpu_check_script_parses():
     assert done.returncode == 0, done.stderr
 
 
-def test_benchmarks_the_script_runs_import():
+def test_benchmarks_the_job_runs_import():
     scale, train = module("bench_scale"), module("bench_train")
     assert set(scale.TASKS) <= set(scale.MEASURES) and callable(train.main)
-    for size, cfg in scale.PYTHIA.items():  # every Pythia model has 64-dimensional heads
-        assert cfg["hidden_size"] // cfg["num_attention_heads"] == 64, size
+    heads = {"70m": 64, "160m": 64, "410m": 64, "1.4b": 128}  # d_head of EleutherAI/pythia-*
+    for size, d_head in heads.items():
+        cfg = scale.PYTHIA[size]
+        assert cfg["hidden_size"] // cfg["num_attention_heads"] == d_head, size
 
 
 def test_write_section_replaces_only_its_own_section(tmp_path):
@@ -46,3 +52,46 @@ def test_write_section_replaces_only_its_own_section(tmp_path):
     assert "not yet measured" not in text and "H200: 1.1x" not in text
     assert text.startswith("# title\n") and "tail\n" in text
     assert text.count("H200: 1.0x") == 1 and text.count("2 cores: 1.2x") == 1
+
+
+@pytest.mark.slow  # three child processes: a few seconds each
+def test_a_failed_or_timed_out_step_is_one_row_and_the_natural_step_is_a_no_op(monkeypatch):
+    job = module("device_job")
+    opts = SimpleNamespace(device="cpu", tiny=True)
+    monkeypatch.delenv(job.NATURAL_GPU, raising=False)
+    noop = job.run_step("natural-study", opts, 60)
+    assert "no-op" in noop["text"]
+    unknown = job.run_step("no-such-step", opts, 60)  # the child raises: recorded, not fatal
+    assert unknown["error"].startswith("ValueError")
+    monkeypatch.setenv(job.NATURAL_GPU, f"{sys.executable} -c 'import time; time.sleep(30)'")
+    slow = job.run_step("natural-study", opts, 1)
+    assert "timed out after 1 s" in job.markdown("natural-study", slow)
+
+
+def test_compare_holds_numbers_to_the_tolerance():
+    import pandas as pd
+
+    job = module("device_job")
+    cpu = pd.DataFrame({"model": ["m", "m"], "value": [1.0, float("nan")]})
+    assert job.compare(cpu.assign(value=[1.00001, float("nan")]), cpu, job.FP32)[1]
+    worst, ok = job.compare(cpu.assign(value=[1.1, float("nan")]), cpu, job.FP32)
+    assert not ok and abs(worst - 0.1) < 1e-9
+    assert job.compare(cpu.iloc[:1], cpu, job.FP32) == (pytest.approx(float("nan"), nan_ok=True),
+                                                         False)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_cpu_mode_of_the_device_job_runs_every_step_and_passes(tmp_path):
+    results = tmp_path / "RESULTS_device.md"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("IHPROBE_NATURAL_GPU", None)
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "device_job.py"), "--device", "cpu",
+                           "--tiny", "--results", str(results)], capture_output=True, text=True,
+                          env=env, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = results.read_text()
+    job = module("device_job")
+    for name, _, _ in job.STEPS:
+        assert f"### {name} (" in text, name
+    assert "failed:" not in text and "FAIL" not in text, text
+    assert "| natural-docs | load (logits) | float32 |" in text and "CPU cores" in text
