@@ -43,8 +43,8 @@ def register(subparsers) -> None:
         dest="per_device",
         type=flags.positive_int,
         metavar="K",
-        help="K runs at once on each device (every GPU, else the CPU), each given its --device "
-        "(local; instead of --jobs)",
+        help="K runs at once on each device (every GPU, else the CPU), each given its --device; "
+        "local, instead of --jobs (default: none, --jobs decides)",
     )
     p.add_argument(
         "--launcher",
