@@ -18,9 +18,10 @@ a timeout is one row of the results, never the end of the job):
 3. ``speed-scale``: ``bench_scale.py`` (scan and ablate against the bare forward, bfloat16,
    at 160m, 410m and 1.4b);
 4. ``speed-train``: ``bench_train.py`` (ihprobe train against a bare loop and HF Trainer);
-5. ``speed-seeds``: the aggregate tokens/s of K runs sharing the device
-   (``ihprobe sweep --per-device K``) at K = 1, 4, 8, 16, in the shape of the natural-text
-   recipe ``d128-B16`` (iid tokens of its 512-id vocabulary: the speed depends on the shape);
+5. ``seeds-K``: the aggregate tokens/s of K runs sharing the device, one step per K
+   (``ihprobe sweep --per-device K``) at K = 1, 4, 8, 16 (``--tiny``: 1, 2), in the shape of
+   the natural-text recipe ``d128-B16`` (iid tokens of its 512-id vocabulary: the speed
+   depends on the shape, not the text);
 6. ``natural-study``: whatever time is left goes to the command in ``$IHPROBE_NATURAL_GPU``
    (the natural-text study's GPU configuration, resumable: it must skip what it finished);
    without it, the step is a no-op row.
@@ -36,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,10 +60,13 @@ LOSS = 0.05  # nats: a training loss on two devices after the same updates
 ROWS = {"batch": 8}
 NATURAL_GPU = "IHPROBE_NATURAL_GPU"  # the natural-text study's GPU step (a shell command)
 # (name, seconds on a GPU, seconds in --tiny): 8 minutes in all on one H200
-STEPS = (("correct-natural", 40, 90), ("correct-160m", 100, 60), ("correct-train", 75, 120),
-         ("speed-scale", 120, 120), ("speed-train", 50, 90), ("speed-seeds", 90, 120),
-         ("natural-study", 0, 0))  # fmt: skip
-BUDGET = {"gpu": 480, "tiny": 600}
+# (None: not in that mode; 0: whatever time is left)
+STEPS = (("correct-natural", 40, 90), ("correct-160m", 80, 60), ("correct-train", 60, 120),
+         ("speed-scale", 110, 120), ("speed-train", 50, 90), ("seeds-1", 25, 60),
+         ("seeds-2", None, 90), ("seeds-4", 30, None), ("seeds-8", 35, None),
+         ("seeds-16", 50, None), ("natural-study", 0, 0))  # fmt: skip
+SEED_STEPS = 2000  # updates of one run alone; K runs take SEED_STEPS / K each (at least 300)
+BUDGET = {"gpu": 480, "tiny": 720}
 RECIPE = ("--arch", "gpt-neox", "--layers", "2", "--heads", "4", "--d-model", "128",
           "--context", "256", "--batch-size", "16", "--lr", "3e-3", "--producer", "iid",
           "--vocab-size", "512", "--schedule", "constant", "--checkpoints", "linear",
@@ -209,32 +214,39 @@ def random_160m(tiny: bool) -> Path:
     return directory
 
 
-def speed_seeds(device: str, tiny: bool) -> list[dict]:
-    """Aggregate tokens/s of K runs of the recipe on the device: the sum of each run's speed in
-    its last log line (they run side by side), and all tokens over the wall time."""
+def speed_seeds(k: int, device: str, tiny: bool) -> list[dict]:
+    """Aggregate tokens/s of ``k`` runs of the recipe side by side on the device: the sum of
+    each run's median speed over its log lines (the loop alone), and all their tokens over the
+    wall time (process starts included)."""
     from ihprobe.io.runs import RunDir
     from ihprobe.jobs import sweep
 
-    ks, steps, rows = ((1, 2), 15, []) if tiny else ((1, 4, 8, 16), 1500, [])
     tiny_shape = ("--d-model", "32", "--context", "64", "--batch-size", "4") if tiny else ()
-    for k in ks:
-        out = Path(tempfile.mkdtemp())
-        runs = sweep.plan([f"seed={','.join(str(s) for s in range(k))}"], out)
-        begin = time.perf_counter()
-        flags = (*RECIPE, *tiny_shape, "--steps", str(max(steps, steps * 4 // k)))
-        status = sweep.train_all(runs, flags, per_device=k)
-        wall = time.perf_counter() - begin
-        records = [RunDir(r.out).records("metrics.jsonl") for r in runs]
-        inner = sum(r[-1]["tokens_per_s"] for r in records if r)
-        tokens = sum(r[-1]["tokens"] for r in records if r)
-        ok = all(code == 0 for code in status.values()) and len(status) == k
-        rows.append({"K": k, "runs finished": sum(c == 0 for c in status.values()),
-                     "tokens/s (sum in loop)": round(inner), "tokens/s (wall)":
-                     round(tokens / wall), "wall s": round(wall, 1), "ok": ok})  # fmt: skip
-    one = rows[0]["tokens/s (sum in loop)"] or float("nan")
+    steps = 60 if tiny else max(SEED_STEPS // k, 300)
+    runs = sweep.plan([f"seed={','.join(str(s) for s in range(k))}"], Path(tempfile.mkdtemp()))
+    begin = time.perf_counter()
+    status = sweep.train_all(runs, (*RECIPE, *tiny_shape, "--steps", str(steps)), per_device=k)
+    wall = time.perf_counter() - begin
+    records = [RunDir(r.out).records("metrics.jsonl") for r in runs]
+    inner = sum(float(np.median([x["tokens_per_s"] for x in r])) for r in records if r)
+    tokens = sum(r[-1]["tokens"] for r in records if r)
+    finished = sum(code == 0 for code in status.values())
+    return [{"K": k, "updates per run": steps, "runs finished": finished,
+             "tokens/s (sum in loop)": round(inner), "tokens/s (wall)": round(tokens / wall),
+             "wall s": round(wall, 1)}]  # fmt: skip
+
+
+def seeds_table(results: dict[str, dict]) -> str:
+    """The K-seed steps as one table, each K against one process (K = 1)."""
+    rows = [r for name, res in results.items() if name.startswith("seeds-") for r in res.get(
+        "rows", [])]  # fmt: skip
+    one = next((r["tokens/s (sum in loop)"] for r in rows if r["K"] == 1), None)
     for r in rows:
-        r["x one process"] = round(r["tokens/s (sum in loop)"] / one, 2)
-    return rows
+        r["x one process"] = round(r["tokens/s (sum in loop)"] / one, 2) if one else None
+    failed = [f"{n}: {r['error']}" for n, r in results.items() if n.startswith("seeds-")
+              and "error" in r]  # fmt: skip
+    text = markdown("speed-seeds", {"rows": rows, "seconds": "-"}) if rows else ""
+    return text + "".join(f"\nfailed: {f}\n" for f in failed)
 
 
 def step(name: str, device: str, tiny: bool, limit: float) -> dict:
@@ -247,8 +259,8 @@ def step(name: str, device: str, tiny: bool, limit: float) -> dict:
         return {"rows": correct_model(random_160m(tiny), label, device, tiny)}
     if name == "correct-train":
         return {"rows": correct_train(device, tiny)}
-    if name == "speed-seeds":
-        return {"rows": speed_seeds(device, tiny)}
+    if name.startswith("seeds-"):
+        return {"rows": speed_seeds(int(name.split("-")[1]), device, tiny)}
     if name == "speed-scale":
         sizes, rows = ("tiny", "4") if tiny else ("160m,410m,1.4b", "100")
         dtype = "float32" if device == "cpu" else "bfloat16"
@@ -263,20 +275,38 @@ def step(name: str, device: str, tiny: bool, limit: float) -> dict:
         command = os.environ.get(NATURAL_GPU)
         if not command:
             return {"text": f"not run: ${NATURAL_GPU} names no command (no-op)."}
-        done = subprocess.run(command, shell=True, cwd=ROOT, timeout=max(1, limit))
-        return {"text": f"`{command}`: exit {done.returncode} within {limit:.0f} s."}
+        code, _, _ = run_group(["bash", "-c", f"cd {ROOT} && {command}"], max(1, limit))
+        said = "stopped at the time limit (resumable)" if code is None else f"exit {code}"
+        return {"text": f"`{command}`: {said} within {limit:.0f} s."}
     raise ValueError(name)
 
 
 def _script(name: str, argv: list[str], limit: float) -> str:
-    """The table another benchmark prints (the lines from its first ``|`` row on)."""
-    done = subprocess.run([sys.executable, str(HERE / name), *argv], capture_output=True,
-                          text=True, timeout=max(1, limit - 5))  # fmt: skip
-    if done.returncode:
-        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr else "failed")
-    lines = done.stdout.strip().splitlines()
+    """The table another benchmark prints (the lines from its first ``|`` row on); what it
+    printed so far when it runs out of time."""
+    code, out, err = run_group([sys.executable, str(HERE / name), *argv], max(1, limit - 5))
+    if code is None:
+        return f"timed out after {limit - 5:.0f} s; measured so far:\n\n```\n{out}```"
+    if code:
+        raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else "failed")
+    lines = out.strip().splitlines()
     first = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
     return "\n".join(lines[max(0, first - 2) :])
+
+
+def run_group(argv: list[str], limit: float) -> tuple[int | None, str, str]:
+    """(exit status, stdout, stderr) of ``argv`` run in a process group of its own; past
+    ``limit`` seconds the whole group is killed (the runs a step started go with it) and the
+    status is None."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=limit)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return None, out, err
 
 
 def run_step(name: str, opts, limit: float) -> dict:
@@ -286,14 +316,14 @@ def run_step(name: str, opts, limit: float) -> dict:
     argv = [sys.executable, __file__, "--step", name, "--device", opts.device, "--limit",
             str(limit), "--step-out", str(out), *(["--tiny"] if opts.tiny else [])]  # fmt: skip
     begin = time.perf_counter()
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=limit + 10)
-        result = json.loads(out.read_text()) if out.stat().st_size else {}
-        if done.returncode or not result:
-            tail = done.stderr.strip().splitlines()[-1:] if done.stderr else ["no output"]
-            result = {"error": f"exit {done.returncode}: {tail[0][:200]}"}
-    except subprocess.TimeoutExpired:
+    code, _, err = run_group(argv, limit + 10)
+    if code is None:
         result = {"error": f"timed out after {limit:.0f} s"}
+    else:
+        result = json.loads(out.read_text()) if out.stat().st_size else {}
+        if code or not result:
+            tail = err.strip().splitlines()[-1:] or ["no output"]
+            result = {"error": f"exit {code}: {tail[0][:200]}"}
     result["seconds"] = round(time.perf_counter() - begin, 1)
     out.unlink(missing_ok=True)
     return result
@@ -348,15 +378,17 @@ def main() -> None:
 
     chosen = opts.steps.split(",") if opts.steps else [name for name, _, _ in STEPS]
     budget = BUDGET["tiny" if opts.tiny else "gpu"]
-    begin, parts = time.perf_counter(), []
+    begin, parts, results = time.perf_counter(), [], {}
     for name, gpu_s, tiny_s in STEPS:
-        if name not in chosen:
+        limit = tiny_s if opts.tiny else gpu_s
+        if name not in chosen or limit is None:
             continue
         left = budget - (time.perf_counter() - begin)
-        limit = (tiny_s if opts.tiny else gpu_s) or left  # 0: whatever time is left
-        result = run_step(name, opts, max(1.0, min(limit, left)))
-        parts.append(markdown(name, result))
-        print(parts[-1], flush=True)
+        results[name] = run_step(name, opts, max(1.0, min(limit or left, left)))  # 0: the rest
+        print(name, json.dumps(results[name], default=str)[:300], flush=True)
+        if not name.startswith("seeds-"):
+            parts.append(markdown(name, results[name]))
+    parts.insert(len(parts) - ("natural-study" in results), seeds_table(results))
     header = (f"{where(opts.device)}; torch {torch.__version__}; "
               f"{'tiny models' if opts.tiny else 'full job'}; "
               f"{time.perf_counter() - begin:.0f} s in all.\n\n")  # fmt: skip

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -63,9 +64,27 @@ def test_a_failed_or_timed_out_step_is_one_row_and_the_natural_step_is_a_no_op(m
     assert "no-op" in noop["text"]
     unknown = job.run_step("no-such-step", opts, 60)  # the child raises: recorded, not fatal
     assert unknown["error"].startswith("ValueError")
-    monkeypatch.setenv(job.NATURAL_GPU, f"{sys.executable} -c 'import time; time.sleep(30)'")
-    slow = job.run_step("natural-study", opts, 1)
-    assert "timed out after 1 s" in job.markdown("natural-study", slow)
+    assert "failed: ValueError" in job.markdown("no-such-step", unknown)
+
+
+@pytest.mark.slow
+def test_a_step_past_its_limit_is_killed_with_everything_it_started(tmp_path):
+    job = module("device_job")
+    pid_file = tmp_path / "grandchild"
+    parent = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+              "'import time; time.sleep(60)']); open(sys.argv[1], 'w').write(str(p.pid)); "
+              "time.sleep(60)")  # fmt: skip
+    code, _, _ = job.run_group([sys.executable, "-c", parent, str(pid_file)], 8)
+    assert code is None
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):  # killed at once; reaped by init a moment later
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"process {grandchild} outlived its step")
 
 
 def test_compare_holds_numbers_to_the_tolerance():
