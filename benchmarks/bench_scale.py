@@ -1,8 +1,12 @@
-"""Pythia-sized models on CPU: load, swap, scan, ablate and head effects vs bare forward passes.
+"""Pythia-sized models: load, swap, scan, ablate and head effects vs bare forward passes.
 
-Randomly initialised GPT-NeoX models with the configurations of Pythia-70m, 160m and 410m are
-written once with ``save_pretrained`` (nothing is downloaded) under ``$IHPROBE_CACHE/bench`` or
-``/tmp/ihprobe-bench``. Every measurement runs in its own subprocess, so that its peak memory
+Randomly initialised GPT-NeoX models with the configurations of Pythia-70m, 160m, 410m and 1.4b
+(and a ``tiny`` one for the CPU mode of the device job). The steps that time ihprobe against a
+bare forward (scan, ablate, head effects, memory) build their model directly on the device, in
+its dtype, and bridge it (``ihprobe.io.any_model.as_model``): nothing is written or read. Only
+load and swap, which time reading checkpoints, write theirs once with ``save_pretrained``
+(built on the GPU when there is one) under ``$IHPROBE_CACHE/bench`` or ``/tmp/ihprobe-bench``;
+nothing is downloaded. Every measurement runs in its own subprocess, so that its peak memory
 (``ru_maxrss``) is its own, and each operation is timed side by side with bare forward passes
 (``model(tokens)``, the same rows, the same chunk) in the same process:
 
@@ -36,6 +40,13 @@ PYTHIA = {  # GPTNeoXConfig values of EleutherAI/pythia-*
     "70m": {"num_hidden_layers": 6, "hidden_size": 512, "num_attention_heads": 8},
     "160m": {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12},
     "410m": {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16},
+    "1.4b": {"num_hidden_layers": 24, "hidden_size": 2048, "num_attention_heads": 16},
+    "tiny": {
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "vocab_size": 512,
+    },  # the device job's CPU mode
 }
 SHARED = {"vocab_size": 50304, "rotary_pct": 0.25, "max_position_embeddings": 2048,
           "use_parallel_residual": True, "rotary_emb_base": 10000, "bos_token_id": 0,
@@ -52,16 +63,24 @@ def bench_dir() -> Path:
     return Path(root) / "bench" if root else Path("/tmp/ihprobe-bench")
 
 
-def checkpoint(size: str, seed: int = 0) -> Path:
-    """The randomly initialised ``size`` model of ``seed``, written once."""
+def random_model(size: str, seed: int = 0, device: str = "cpu", dtype: str = "float32"):
+    """The randomly initialised HF ``size`` model of ``seed``, built on ``device`` in ``dtype``
+    (initialised there: a 1.4b model takes seconds on a GPU, minutes on a CPU)."""
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
+    torch.manual_seed(seed)
+    d = PYTHIA[size]["hidden_size"]
+    cfg = GPTNeoXConfig(**{**SHARED, **PYTHIA[size]}, intermediate_size=4 * d)
+    with torch.device(device):
+        return GPTNeoXForCausalLM(cfg).to(getattr(torch, dtype)).eval()
+
+
+def checkpoint(size: str, seed: int = 0) -> Path:
+    """The randomly initialised ``size`` model of ``seed``, written once (for load and swap)."""
     directory = bench_dir() / f"pythia-{size}-random-{seed}"
     if not (directory / "config.json").is_file():
-        torch.manual_seed(seed)
-        d = PYTHIA[size]["hidden_size"]
-        cfg = GPTNeoXConfig(**PYTHIA[size], **SHARED, intermediate_size=4 * d)
-        GPTNeoXForCausalLM(cfg).save_pretrained(directory)
+        where = "cuda" if torch.cuda.is_available() else "cpu"
+        random_model(size, seed, where).save_pretrained(directory)
     return directory
 
 
@@ -92,6 +111,15 @@ def load_model(size: str, device: str, dtype: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ihprobe.load(checkpoint(size), device=device, dtype=dtype)
+
+
+def built_model(size: str, device: str, dtype: str):
+    """The bridge around a random ``size`` model built on ``device`` (no file written)."""
+    from ihprobe.io.any_model import as_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return as_model(random_model(size, 0, device, dtype))
 
 
 def read_safetensors(path: Path) -> None:
@@ -138,7 +166,7 @@ def measure_scan(metrics):
         import ihprobe
         from ihprobe.probes.engine import DEFAULT_CHUNK
 
-        model = load_model(size, device, dtype)
+        model = built_model(size, device, dtype)
         runs = scan_rows(model, rows, n)
         if metrics is not None:  # attention metrics only: the snippet rows and repeated rows
             pass
@@ -171,7 +199,7 @@ def measure_ablate(size, device, dtype, rows, n, repeats, ranked: bool = False) 
     from ihprobe.probes import inputs
     from ihprobe.probes.engine import DEFAULT_CHUNK
 
-    model = load_model(size, device, dtype)
+    model = built_model(size, device, dtype)
     tokens = inputs.repeated_tokens(model, n=n, batch=rows, seed=1)
     groups = 2 + RANDOM  # clean, top, random draws
     metrics = ["ar_accuracy", "induction_loss"]
@@ -193,7 +221,7 @@ def measure_head_effects(size, device, dtype, rows, n, repeats) -> dict:
     from ihprobe.probes import inputs
     from ihprobe.probes.engine import DEFAULT_CHUNK
 
-    model = load_model(size, device, dtype)
+    model = built_model(size, device, dtype)
     rows = min(rows, EFFECT_ROWS)  # L x H + 1 groups: few rows keep it within minutes on CPU
     tokens = inputs.repeated_tokens(model, n=n, batch=rows, seed=1)
     heads = model.cfg.n_layers * model.cfg.n_heads
@@ -212,7 +240,7 @@ def measure_memory(size, device, dtype, rows, n, repeats) -> dict:
     import ihprobe
     from ihprobe.probes.engine import DEFAULT_CHUNK
 
-    model = load_model(size, device, dtype)
+    model = built_model(size, device, dtype)
     loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     op = timed(lambda: ihprobe.scan(model, n=n, batch=DEFAULT_CHUNK))
     return {"op_s": op, "ref_s": float("nan"), "ref": f"peak RSS after load {loaded:.2f} GB"}
@@ -258,7 +286,13 @@ def run_worker(task: str, size: str, opts) -> dict:
 
 
 def weights_gb(size: str) -> float:
-    return sum(f.stat().st_size for f in checkpoint(size).glob("*.safetensors")) / 2**30
+    """The size of the model's float32 weights (its parameters x 4 bytes, from the config)."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    d = PYTHIA[size]["hidden_size"]
+    cfg = GPTNeoXConfig(**{**SHARED, **PYTHIA[size]}, intermediate_size=4 * d)
+    with torch.device("meta"):
+        return GPTNeoXForCausalLM(cfg).num_parameters() * 4 / 2**30
 
 
 def table(results: dict, opts) -> str:
@@ -304,7 +338,8 @@ def main() -> None:
                       opts.repeats)  # fmt: skip
     results = {}
     for size in opts.sizes.split(","):
-        checkpoint(size), checkpoint(size, seed=1)
+        if {"load", "swap"} & set(opts.tasks.split(",")):
+            checkpoint(size), checkpoint(size, seed=1)
         for task in opts.tasks.split(","):
             results[size, task] = run_worker(task, size, opts)
             print(size, task, results[size, task], flush=True)

@@ -27,13 +27,15 @@ from pathlib import Path
 import torch
 
 from ihprobe.data import make_producer
+from ihprobe.training.precision import autocast, matmul_precision
 from ihprobe.training.trainer import TrainConfig, build_model, causal_lm_loss, train
 
 RESULTS = Path(__file__).with_name("RESULTS_train.md")
 
 
-def config(out: str, steps: int, device: str = "cpu") -> TrainConfig:
+def config(out: str, steps: int, device: str = "cpu", precision: str = "fp32") -> TrainConfig:
     return TrainConfig(
+        precision=precision,
         out=out,
         producer="iid",
         producer_options={"vocab_size": 128},
@@ -62,9 +64,11 @@ def time_ihprobe(cfg: TrainConfig, tmp: str) -> float:
 def time_bare(cfg: TrainConfig, data: list[torch.Tensor]) -> float:
     model = build_model(cfg, vocab_size=128).to(cfg.device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0, fused=True)
+    device = torch.device(cfg.device)
     begin = time.perf_counter()
     for tokens in data:
-        loss = causal_lm_loss(model, tokens.to(cfg.device))
+        with autocast(cfg.precision, device):  # the same precision as ihprobe's run
+            loss = causal_lm_loss(model, tokens.to(cfg.device))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -90,6 +94,8 @@ def time_hf_trainer(cfg: TrainConfig, data: list[torch.Tensor], tmp: str) -> flo
         save_strategy="no",
         report_to=[],
         use_cpu=cfg.device == "cpu",
+        bf16=cfg.precision == "bf16",
+        tf32=cfg.precision == "tf32" or None,
         dataloader_num_workers=0,
         disable_tqdm=True,
         seed=cfg.seed,
@@ -107,25 +113,27 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="write benchmarks/RESULTS_train.md")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (benchmarks/gpu_check.sh)")
+    parser.add_argument("--precision", default="fp32", help="fp32, tf32 or bf16 (all three)")
     opts = parser.parse_args()
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = config(tmp, opts.steps, opts.device)
+        cfg = config(tmp, opts.steps, opts.device, opts.precision)
         data = batches(cfg)
         tokens = cfg.total_steps * cfg.tokens_per_update
         best = {"ihprobe train": [], "HF Trainer": [], "bare loop": []}
         for _ in range(opts.repeats):
             best["ihprobe train"].append(time_ihprobe(cfg, tmp))
             best["HF Trainer"].append(time_hf_trainer(cfg, data, tmp))
-            best["bare loop"].append(time_bare(cfg, data))
+            with matmul_precision(cfg.precision, torch.device(cfg.device)):
+                best["bare loop"].append(time_bare(cfg, data))
     speed = {name: tokens / min(times) for name, times in best.items()}
     ours = speed["ihprobe train"]
     lines = [
         f"Training throughput, {opts.steps} updates of B=32 x C=64 tokens, GPT-NeoX 2x4 heads, "
-        f"d_model 64, best of {opts.repeats} (torch {torch.__version__}, "
+        f"d_model 64, {opts.precision}, best of {opts.repeats} (torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}).",
         "",
         "| trainer | tokens/s | ihprobe train / this |",

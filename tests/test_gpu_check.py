@@ -1,12 +1,17 @@
-"""benchmarks/gpu_check.sh parses, and the Python it runs imports and records sections."""
+"""The device job: benchmarks/gpu_check.sh parses, the benchmarks it runs import, its harness
+turns a failure or a timeout into one row, and its CPU mode (``--device cpu --tiny``) runs every
+step and passes, so that the job cannot rot where no GPU is lent."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -28,11 +33,13 @@ def test_gpu_check_script_parses():
     assert done.returncode == 0, done.stderr
 
 
-def test_benchmarks_the_script_runs_import():
+def test_benchmarks_the_job_runs_import():
     scale, train = module("bench_scale"), module("bench_train")
     assert set(scale.TASKS) <= set(scale.MEASURES) and callable(train.main)
-    for size, cfg in scale.PYTHIA.items():  # every Pythia model has 64-dimensional heads
-        assert cfg["hidden_size"] // cfg["num_attention_heads"] == 64, size
+    heads = {"70m": 64, "160m": 64, "410m": 64, "1.4b": 128}  # d_head of EleutherAI/pythia-*
+    for size, d_head in heads.items():
+        cfg = scale.PYTHIA[size]
+        assert cfg["hidden_size"] // cfg["num_attention_heads"] == d_head, size
 
 
 def test_write_section_replaces_only_its_own_section(tmp_path):
@@ -46,3 +53,71 @@ def test_write_section_replaces_only_its_own_section(tmp_path):
     assert "not yet measured" not in text and "H200: 1.1x" not in text
     assert text.startswith("# title\n") and "tail\n" in text
     assert text.count("H200: 1.0x") == 1 and text.count("2 cores: 1.2x") == 1
+
+
+@pytest.mark.slow  # three child processes: a few seconds each
+def test_a_failed_or_timed_out_step_is_one_row_and_the_natural_step_is_a_no_op(monkeypatch):
+    job = module("device_job")
+    opts = SimpleNamespace(device="cpu", tiny=True)
+    monkeypatch.delenv(job.NATURAL_GPU, raising=False)
+    noop = job.run_step("natural-study", opts, 60)
+    assert "no-op" in noop["text"]
+    unknown = job.run_step("no-such-step", opts, 60)  # the child raises: recorded, not fatal
+    assert unknown["error"].startswith("ValueError")
+    assert "failed: ValueError" in job.markdown("no-such-step", unknown)
+
+
+@pytest.mark.slow
+def test_a_step_past_its_limit_is_killed_with_everything_it_started(tmp_path):
+    job = module("device_job")
+    pid_file = tmp_path / "grandchild"
+    parent = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+              "'import time; time.sleep(60)']); open(sys.argv[1], 'w').write(str(p.pid)); "
+              "time.sleep(60)")  # fmt: skip
+    code, _, _ = job.run_group([sys.executable, "-c", parent, str(pid_file)], 8)
+    assert code is None
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):  # killed at once; reaped by init a moment later
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"process {grandchild} outlived its step")
+
+
+def test_compare_holds_numbers_to_the_tolerance():
+    import pandas as pd
+
+    job = module("device_job")
+    cpu = pd.DataFrame({"model": ["m", "m"], "value": [1.0, float("nan")]})
+    assert job.compare(cpu.assign(value=[1.00001, float("nan")]), cpu, job.FP32)[1]
+    worst, ok = job.compare(cpu.assign(value=[1.1, float("nan")]), cpu, job.FP32)
+    assert not ok and abs(worst - 0.1) < 1e-9
+    assert job.compare(cpu.iloc[:1], cpu, job.FP32) == (pytest.approx(float("nan"), nan_ok=True),
+                                                         False)  # fmt: skip
+
+
+# The whole CPU mode takes 5-8 minutes on two shared cores; the suite runs the steps whose code
+# is the job's own (correctness, training, the harness, a speed table read from a benchmark):
+# correct-natural runs the same code as correct-160m, and speed-seeds the per-device launcher
+# of tests/test_sweep_devices.py.
+IN_SUITE = ("correct-160m", "correct-train", "speed-train", "natural-study")
+
+
+@pytest.mark.slow
+def test_the_cpu_mode_of_the_device_job_runs_its_steps_and_passes(tmp_path):
+    results = tmp_path / "RESULTS_device.md"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("IHPROBE_NATURAL_GPU", None)
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "device_job.py"), "--device", "cpu",
+                           "--tiny", "--results", str(results), "--steps", ",".join(IN_SUITE)],
+                          capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = results.read_text()
+    for name in IN_SUITE:
+        assert f"### {name} (" in text, name
+    assert "failed:" not in text and "FAIL" not in text, text
+    assert "| tiny random | load (logits) | float32 |" in text and "CPU cores" in text
+    assert "| ihprobe train |" in text and "| demo | demo (device auto) |" in text

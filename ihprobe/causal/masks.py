@@ -97,7 +97,7 @@ def mean_z(
         torch.Size([2, 4, 16])
     """
     cfg = model.cfg
-    device = tokens.device
+    device = torch.device(cfg.device)  # sums stay on the model's device: no host sync
     sums = torch.zeros(cfg.n_layers, cfg.n_heads, cfg.d_head, dtype=torch.float64, device=device)
     weights = torch.ones(tokens.shape, device=device) if valid is None else valid.to(device)
     weights = weights.to(torch.float64)
@@ -105,7 +105,7 @@ def mean_z(
     def make_hooks(rows, store):
         weight = weights[rows.to(device)]
 
-        def add(z, hook, layer):  # reduce and accumulate (float64) on the device: no host sync
+        def add(z, hook, layer):  # reduce, and accumulate in float64, on the device
             w = weight.to(z.device, torch.float32)
             sums[layer] += torch.einsum("bphd,bp->hd", z.float(), w).double().to(sums.device)
             return z

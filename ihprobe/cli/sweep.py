@@ -5,6 +5,10 @@ interrupted ones resumed), finds each run's emergence point and writes ``DIR/swe
 ``DIR/law.json`` (when B and C vary) and ``DIR/sweep.html`` (law fit; frontier map when
 ``repetition`` and ``reliability`` vary). Flags after ``--`` go to every ``ihprobe train``.
 
+``--per-device K`` trains K runs at once on each device of this machine (every GPU, else the
+CPU), each told its ``--device``: K small runs fill one GPU (``benchmarks/device_job.py``
+measures the aggregate tokens/s at several K).
+
 ``--launcher slurm`` submits each unfinished run as a Slurm job through submitit
 (``pip install 'ihprobe[cluster]'``), waits for them and reports the same way; a run with
 ``--gpus-per-run`` above 1 trains under torchrun. Rerunning resubmits only unfinished runs.
@@ -33,6 +37,14 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--jobs", type=flags.positive_int, default=1, help="runs trained at once (local)"
+    )
+    p.add_argument(
+        "--per-device",
+        dest="per_device",
+        type=flags.positive_int,
+        metavar="K",
+        help="K runs at once on each device (every GPU, else the CPU), each given its --device; "
+        "local, instead of --jobs (default: none, --jobs decides)",
     )
     p.add_argument(
         "--launcher",
@@ -81,6 +93,7 @@ def run(args) -> int:
         args.out,
         train_args=tuple(args.train_args),
         jobs=args.jobs,
+        per_device=args.per_device,
         train=args.train,
         slurm=slurm_of(args),
         **point_kwargs(args),
@@ -149,6 +162,9 @@ def slurm_of(args):
     from ihprobe.jobs.cluster import Slurm
 
     given = [flag for key, flag in SLURM_FLAGS.items() if getattr(args, key) is not None]
+    if args.per_device is not None and (args.launcher != "local" or args.jobs != 1):
+        raise IhprobeError("--per-device sets how many runs train at once: drop --jobs and "
+                           "use --launcher local.")  # fmt: skip
     if args.launcher == "local":
         if given:
             raise IhprobeError(f"{given[0]} is for --launcher slurm; add it or drop {given[0]}.")

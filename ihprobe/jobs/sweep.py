@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import atomic_write, check_writable_dir
@@ -122,30 +123,61 @@ def plan(axes: list[str], out: str | os.PathLike) -> list[Run]:
     return runs
 
 
-def train_all(runs: list[Run], extra: tuple[str, ...] = (), jobs: int = 1) -> dict[str, int]:
-    """Train the runs that are not finished, ``jobs`` processes at a time.
+def train_all(
+    runs: list[Run], extra: tuple[str, ...] = (), jobs: int = 1, per_device: int | None = None
+) -> dict[str, int]:
+    """Train the runs that are not finished, ``jobs`` processes at a time, or with
+    ``per_device`` K processes sharing each device of this machine (:func:`device_slots`:
+    every GPU, else the CPU), each told its device with ``--device``.
 
     Returns the exit status per trained run name (0 = success); logs go to ``RUN.log``
     beside each run directory.
     """
     if jobs < 1:
         raise IhprobeError(f"jobs={jobs}: train at least 1 run at a time.")
+    slots: list[str | None] = device_slots(per_device) if per_device else [None] * jobs
+    env = _env(len(slots)) if per_device else None
+    if per_device and "--device" in extra:
+        raise IhprobeError("--per-device places each run on a device; drop --device.")
     status: dict[str, int] = {}
-    running: list[tuple[Run, subprocess.Popen]] = []
+    running: list[tuple[Run, subprocess.Popen, str | None]] = []
     queue = unfinished(runs)
     while queue or running:
-        while queue and len(running) < jobs:
-            run = queue.pop(0)
+        while queue and slots:
+            run, slot = queue.pop(0), slots.pop(0)
             run.out.parent.mkdir(parents=True, exist_ok=True)
             with open(run.log, "a") as logfile:
-                cmd = run.train_command(extra)
+                cmd = run.train_command((*extra, *(("--device", slot) if slot else ())))
                 log.info("training %s: %s", run.name, " ".join(cmd))
-                running.append((run, subprocess.Popen(cmd, stdout=logfile, stderr=logfile)))
-        run, proc = running.pop(0)
+                proc = subprocess.Popen(cmd, stdout=logfile, stderr=logfile, env=env)
+                running.append((run, proc, slot))
+        run, proc, slot = running.pop(0)  # K alike runs end about in the order they began
         status[run.name] = proc.wait()
+        slots.append(slot)
         if status[run.name]:
             log.warning("%s failed (exit %d); see its .log", run.name, status[run.name])
     return status
+
+
+def device_slots(per_device: int) -> list[str]:
+    """``per_device`` places on each device of this machine: every GPU, else the CPU.
+
+    >>> len(device_slots(2)) == 2 * max(1, torch.cuda.device_count())
+    True
+    """
+    if per_device < 1:
+        raise IhprobeError(f"per_device={per_device}: run at least 1 process per device.")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    devices = [f"cuda:{i}" for i in range(count)] or ["cpu"]
+    return [device for _ in range(per_device) for device in devices]
+
+
+def _env(processes: int) -> dict[str, str] | None:
+    """Processes running at once split the CPU's cores (unless the caller set OMP_NUM_THREADS):
+    the producers draw on the CPU even when the models train on GPUs."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return None
+    return {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes))}
 
 
 def unfinished(runs: list[Run]) -> list[Run]:
@@ -241,6 +273,7 @@ def run_sweep(
     *,
     train_args: tuple[str, ...] = (),
     jobs: int = 1,
+    per_device: int | None = None,
     train: bool = True,
     slurm: Slurm | None = None,
     **point_kwargs,
@@ -248,7 +281,7 @@ def run_sweep(
     """Plan the grid, train its unfinished runs, summarise and report them.
 
     ``slurm``: submit each unfinished run as a job through submitit instead of training
-    ``jobs`` local processes at a time.
+    ``jobs`` local processes at a time; ``per_device``: K local processes on each device.
 
     Returns the files written (:func:`report`) and why each run that failed failed.
 
@@ -266,6 +299,6 @@ def run_sweep(
     elif slurm is not None:
         failed = submit_all(unfinished(runs), train_args, slurm, Path(out) / "slurm")
     else:
-        status = train_all(runs, train_args, jobs)
+        status = train_all(runs, train_args, jobs, per_device)
         failed = {name: f"exit {code}" for name, code in status.items() if code}
     return report(summarize(runs, **point_kwargs), out), failed

@@ -151,15 +151,11 @@ def composition(
         weights = _weights(model)
         checks.finite_result("composition", **weights)  # NaN weights would score 0, not fail
         n_layers, n_heads = weights["W_Q"].shape[:2]
-        raw = torch.full(
-            (n_layers, n_heads, n_layers, n_heads), torch.nan, dtype=torch.float64, device="cpu"
-        )  # the result table
-        chosen = (
-            torch.ones(n_layers, n_heads, dtype=torch.bool, device="cpu")
-            if senders is None
-            else senders.cpu()
-        )
-        checks.mask("senders", chosen, (n_layers, n_heads))
+        shape = (n_layers, n_heads)
+        raw = torch.full(shape * 2, torch.nan, dtype=torch.float64, device="cpu")  # the table
+        chosen = torch.ones(shape, dtype=torch.bool, device="cpu") if senders is None else senders
+        checks.mask("senders", chosen, shape)
+        chosen = chosen.cpu()  # indexes the table
         reader = _reader(weights, kind)
         for sender, receiver in torch.combinations(torch.arange(n_layers, device="cpu")).tolist():
             heads = chosen[sender].nonzero().flatten()  # one layer pair at a time bounds memory
@@ -167,10 +163,8 @@ def composition(
             right = (reader[0][receiver][None], reader[1][receiver][None])
             raw[sender, heads, receiver] = pair_scores(left, right).cpu()
         baseline = random_baseline(weights, kind, draws, seed)
-    earlier = torch.ones(n_layers, n_layers, dtype=torch.bool, device="cpu").triu(1)[
-        :, None, :, None
-    ]
-    defined = raw[(chosen[:, :, None, None] & earlier).expand_as(raw)]  # earlier senders
+    earlier = torch.ones(n_layers, n_layers, dtype=torch.bool, device="cpu").triu(1)
+    defined = raw[(chosen[:, :, None, None] & earlier[:, None, :, None]).expand_as(raw)]
     checks.finite_result("composition", scores=defined, baseline=baseline)
     return Composition(
         kind=kind,

@@ -131,7 +131,8 @@ def load_config(run_dir: str | os.PathLike, **overrides) -> TrainConfig:
 
 
 def check_config(config: TrainConfig, world_size: int = 1) -> None:
-    """Raise :class:`IhprobeError` for a config that cannot train, before anything runs."""
+    """Raise :class:`IhprobeError` for a config that cannot train, before anything runs.
+    (Over 60 lines: one flat check per field, every problem listed at once.)"""
     problems = []
     if config.arch not in ARCHITECTURES:
         problems.append(f"arch={config.arch!r} is not one of {', '.join(ARCHITECTURES)}")
