@@ -135,7 +135,7 @@ SLOTS = [
     Slot("attention_viewer.layers", lambda m, v: ihprobe.attention_viewer(m, ids(1, 2), layers=v),
          ([7], [-1], [0.5], 1, "0")),
     Slot("attention_viewer.start", lambda m, v: ihprobe.attention_viewer(m, ids(1, 2), start=v),
-         ((0, -1), (3, 0), (0,), None)),
+         ((0, -1), (3, 0), (0,), "L9H9")),  # None is the top head (the default)
     Slot("make_producer.batch_size",
          lambda m, v: ihprobe.make_producer("iid", batch_size=v, context=8), BAD_COUNTS),
     Slot("make_producer.context",
