@@ -50,6 +50,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ihprobe.jobs.grid import markdown as table
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "RESULTS_device.md"
@@ -333,12 +335,8 @@ def markdown(name: str, result: dict) -> str:
     head = f"### {name} ({result['seconds']} s)\n\n"
     if "error" in result:
         return head + f"failed: {result['error']}\n"
-    if "rows" in result:
-        rows = result["rows"]
-        columns = list(dict.fromkeys(k for r in rows for k in r))
-        lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-        lines += ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
-        return head + "\n".join(lines) + "\n"
+    if "rows" in result:  # columns in the order the rows first name them
+        return head + "\n".join(table(pd.DataFrame(result["rows"]).map(_cell))) + "\n"
     return head + result["text"] + "\n"
 
 

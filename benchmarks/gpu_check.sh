@@ -19,4 +19,7 @@ fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export HF_HUB_OFFLINE=1
 export IHPROBE_CACHE=${IHPROBE_CACHE:-$(mktemp -d)}
+# the natural-text law grid's GPU cells and second seeds, K at a time, for the time left
+# (resumable: finished runs are reused); set IHPROBE_NATURAL_GPU= (empty) to skip it
+export IHPROBE_NATURAL_GPU=${IHPROBE_NATURAL_GPU-"$PYTHON -m studies.natural_law.queue --per-device 8 --seconds 240"}
 exec "$PYTHON" benchmarks/device_job.py "$@"

@@ -176,3 +176,17 @@ def test_a_seed_run_beyond_the_declared_ones_is_recorded(tmp_path):
         ["b", 0, "pending"],
         ["b", 1, "done"],
     ]
+
+
+def test_the_readme_row_quotes_the_verdicts_the_csv_gives():
+    said = claims.verdicts(pd.read_csv(FOLDER / "results.csv"))
+    row = next(
+        line
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("| [A]'s law on natural text")
+    )
+    assert row.endswith(f"| b: {said['b']}; c: {said['c']} |")
+    done = pd.read_csv(FOLDER / "results.csv").query("status == 'done'")
+    for cell in done.cell:  # every finished cell is named in the row
+        B, C = cell[1:].split("-C")
+        assert f"B = {B}, C = {C}" in row

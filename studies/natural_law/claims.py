@@ -74,6 +74,20 @@ def fits(runs: pd.DataFrame) -> dict | None:
     return {"model": censored_fit(runs, clustered=False), "clustered": censored_fit(runs)}
 
 
+def verdicts(frame: pd.DataFrame) -> dict[str, str]:
+    """The verdict on each of b and c from the CSV of record (what the README quotes).
+
+    >>> verdicts(pd.DataFrame({"cell": ["B1-C64"], "status": ["pending"]}))
+    {'b': 'pending: 0 of 16 cells', 'c': 'pending: 0 of 16 cells'}
+    """
+    runs = runs_of(frame)
+    cells, fit = runs.cell.nunique(), fits(runs)
+    if fit is None:
+        said = f"pending: {cells} of {MIN_CELLS} cells" if cells < MIN_CELLS else "no fit"
+        return {"b": said, "c": said}
+    return {name: verdict(fit["model"][name], name, cells)[0] for name in ("b", "c")}
+
+
 def verdict(estimate: Estimate, claim: str, cells: int) -> tuple[str, str]:
     """The claim's verdict, pending while fewer than ``MIN_CELLS`` cells have run.
 
@@ -94,9 +108,10 @@ def fit_lines(frame: pd.DataFrame) -> list[str]:
     cells = runs.cell.nunique()
     fit = fits(runs)
     if fit is None:
+        said = f"pending: {cells} of {MIN_CELLS} cells" if cells < MIN_CELLS else "no fit"
         return [
-            f"- Fit: not yet possible ({len(runs)} finished runs, "
-            f"{int((~runs.censored).sum())} placed)."
+            f"- b and c: **{said}** (the fit needs 4 runs, 3 of them placed, over 2 B and 2 C; "
+            f"{len(runs)} finished, {int((~runs.censored).sum())} placed)."
         ]
     lines = []
     for name in ("b", "c"):

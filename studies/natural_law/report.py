@@ -109,8 +109,14 @@ def _markdown(frame: pd.DataFrame) -> list[str]:
     ]
 
 
+# how this grid's runs are trained: one at a time beside other work (the shared header says two)
+SHARED = "two processes at a time (one per core, `OMP_NUM_THREADS=1`)"
+OURS = "one process at a time (`OMP_NUM_THREADS=1`) on a machine shared with other work"
+
+
 def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIGURE) -> str:
     """The results file; also writes the onset figure to ``figure`` (None: not written)."""
+    provenance = [line.replace(SHARED, OURS) for line in provenance]
     done = frame[frame.status == "done"] if "status" in frame else frame.iloc[:0]
     lines = [
         "# [A]'s law on natural text: the (B, C) grid",

@@ -60,6 +60,7 @@ def ratio_lines(frame: pd.DataFrame) -> list[str]:
 
 
 def _report(frame: pd.DataFrame, provenance: list[str]) -> str:
+    provenance = [line.replace(report.SHARED, report.OURS) for line in provenance]
     lines = [
         "# [A]'s size independence on natural text: one cell, four sizes",
         "",
