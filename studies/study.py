@@ -64,6 +64,21 @@ class Study:
         return self.folder / self.results[1]
 
 
+def scripted(name: str, init_file: str, results: Sequence[str]) -> Study:
+    """A study with a command line of its own (``studies/NAME/run.py``'s ``main``), declared
+    from its package's ``__init__.py`` (``init_file``: that file's ``__file__``).
+
+    >>> scripted("llc", "studies/llc/__init__.py", ("R.md", "r.csv")).folder.name
+    'llc'
+    """
+
+    def main(argv: list[str] | None = None) -> object:
+        return importlib.import_module(f"studies.{name}.run").main(argv)
+
+    folder = Path(init_file).resolve().parent
+    return Study(name, STUDIES[name][1], folder, tuple(results), main=main)
+
+
 def load(name: str) -> Study:
     """The study called ``name`` (its module imported now)."""
     if name not in STUDIES:

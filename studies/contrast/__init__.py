@@ -8,22 +8,12 @@ Modules: ``run`` (the arms, training, the report), ``claims`` (the arm table and
 
 from __future__ import annotations
 
-from pathlib import Path
+from studies.study import scripted
 
-from studies.study import STUDIES, Study
-
-
-def main(argv: list[str] | None = None) -> None:
-    from studies.contrast.run import main as run
-
-    run(argv)
-
-
-STUDY = Study(
-    name="contrast",
-    question=STUDIES["contrast"][1],
-    folder=Path(__file__).resolve().parent,
-    results=(
+STUDY = scripted(
+    "contrast",
+    __file__,
+    (
         "RESULTS_papers_contrast.md",
         "RESULTS_papers_contrast.csv",
         "RESULTS_papers_contrast-vimdoc.md",
@@ -31,5 +21,4 @@ STUDY = Study(
         "RESULTS_papers_contrast-docs.md",
         "RESULTS_papers_contrast-docs.csv",
     ),
-    main=main,
 )

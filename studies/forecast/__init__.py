@@ -7,25 +7,14 @@ Modules: ``run`` (training the demo seeds, replaying their probes, the report).
 
 from __future__ import annotations
 
-from pathlib import Path
+from studies.study import scripted
 
-from studies.study import STUDIES, Study
-
-
-def main(argv: list[str] | None = None) -> None:
-    from studies.forecast.run import main as run
-
-    run(argv)
-
-
-STUDY = Study(
-    name="forecast",
-    question=STUDIES["forecast"][1],
-    folder=Path(__file__).resolve().parent,
-    results=(
+STUDY = scripted(
+    "forecast",
+    __file__,
+    (
         "RESULTS_forecast.md",
         "RESULTS_forecast.csv",
         "RESULTS_forecast_natural.csv",
     ),
-    main=main,
 )

@@ -10,22 +10,12 @@ no training), ``regime`` (the repeat share the grid matches).
 
 from __future__ import annotations
 
-from pathlib import Path
+from studies.study import scripted
 
-from studies.study import STUDIES, Study
-
-
-def main(argv: list[str] | None = None) -> None:
-    from studies.law.run import main as run
-
-    run(argv)
-
-
-STUDY = Study(
-    name="law",
-    question=STUDIES["law"][1],
-    folder=Path(__file__).resolve().parent,
-    results=(
+STUDY = scripted(
+    "law",
+    __file__,
+    (
         "RESULTS_papers_law.md",
         "RESULTS_papers_law.csv",
         "RESULTS_papers_law_halves.csv",
@@ -33,5 +23,4 @@ STUDY = Study(
         "RESULTS_papers_law_halves_demo.csv",
         "RESULTS_papers_law_halves_natural.csv",
     ),
-    main=main,
 )

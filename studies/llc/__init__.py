@@ -6,24 +6,13 @@ Modules: ``run`` (the SGLD estimates and the report).
 
 from __future__ import annotations
 
-from pathlib import Path
+from studies.study import scripted
 
-from studies.study import STUDIES, Study
-
-
-def main(argv: list[str] | None = None) -> None:
-    from studies.llc.run import main as run
-
-    run(argv)
-
-
-STUDY = Study(
-    name="llc",
-    question=STUDIES["llc"][1],
-    folder=Path(__file__).resolve().parent,
-    results=(
+STUDY = scripted(
+    "llc",
+    __file__,
+    (
         "RESULTS_llc.md",
         "RESULTS_llc.csv",
     ),
-    main=main,
 )

@@ -8,24 +8,13 @@ Modules: ``run`` (the pilots, training, the report), ``law`` (b from two pilots)
 
 from __future__ import annotations
 
-from pathlib import Path
+from studies.study import scripted
 
-from studies.study import STUDIES, Study
-
-
-def main(argv: list[str] | None = None) -> None:
-    from studies.natural.run import main as run
-
-    run(argv)
-
-
-STUDY = Study(
-    name="natural",
-    question=STUDIES["natural"][1],
-    folder=Path(__file__).resolve().parent,
-    results=(
+STUDY = scripted(
+    "natural",
+    __file__,
+    (
         "RESULTS_papers_natural.md",
         "RESULTS_papers_natural.csv",
     ),
-    main=main,
 )

@@ -6,24 +6,13 @@ Modules: ``run`` (the grid, training, the report), ``periodic`` (the data).
 
 from __future__ import annotations
 
-from pathlib import Path
+from studies.study import scripted
 
-from studies.study import STUDIES, Study
-
-
-def main(argv: list[str] | None = None) -> None:
-    from studies.toy_law.run import main as run
-
-    run(argv)
-
-
-STUDY = Study(
-    name="toy_law",
-    question=STUDIES["toy_law"][1],
-    folder=Path(__file__).resolve().parent,
-    results=(
+STUDY = scripted(
+    "toy_law",
+    __file__,
+    (
         "RESULTS_law.md",
         "RESULTS_law.csv",
     ),
-    main=main,
 )
