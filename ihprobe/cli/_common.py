@@ -26,12 +26,12 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from ihprobe.core.dtypes import DTYPE_NAMES as DTYPES
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import check_local_source, check_writable_dir, check_writable_file
 
 INT64 = (-(2**63), 2**63 - 1)  # every integer flag lies here (torch and numpy take no more)
 TEXT_LIMIT = 256 * 2**20  # bytes of a --text file read into memory
-DTYPES = ("float32", "bfloat16", "float16")  # ihprobe.io.models.DTYPES, kept light here
 DEFAULT_THREADS = 1  # ihprobe.core.threads.DEFAULT_THREADS, kept light here (tests compare)
 DEFAULT_DEVICE = "auto"  # every command's --device, as TrainConfig.device (tests compare)
 

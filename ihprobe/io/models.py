@@ -38,6 +38,7 @@ from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
 from ihprobe.core.devices import stray_tensors
+from ihprobe.core.dtypes import DTYPE_NAMES
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.world import resolve_device
 from ihprobe.io.provenance import Provenance
@@ -56,7 +57,7 @@ from ihprobe.io.weights import (
 log = logging.getLogger(__name__)
 
 PROCESSING = ("none", "tl")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # name -> torch dtype
 # tensor names on disk that HF renames when it loads them (GPT-NeoX/Pythia's output layer)
 SAVED_NAMES = {"embed_out.weight": "lm_head.weight"}
 CONFIG_NAMES = ("_name_or_path", "transformers_version")  # config keys that name, not shape
