@@ -259,8 +259,13 @@ def emergence(
         >>> p.transition, p.tokens_low, p.tokens_high, p.threshold_tokens
         (True, 32000.0, 64000.0, 64000.0)
     """
-    checks.arguments(segments=segments, threshold=threshold, min_rise=min_rise,
-                     batch_size=batch_size, context=context)  # fmt: skip
+    checks.arguments(
+        segments=segments,
+        threshold=threshold,
+        min_rise=min_rise,
+        batch_size=batch_size,
+        context=context,
+    )
     full, data, axis = _measured(table, metric, reduce, include_duplicates, segments)
     model = str(table["model"].iloc[0]) if "model" in table and len(table) else None
     sign = -1.0 if metric in DECREASING else 1.0
@@ -270,8 +275,12 @@ def emergence(
     x, y = np.log10(_floats(fit_rows[axis])), sign * _floats(fit_rows["value"])
     fit = steepest(x, y, segments)
     floor = MIN_RISE.get(metric, 0.0) if min_rise is None else min_rise
-    base.update(rise=fit.rise, noise=fit.noise, breaks=tuple(float(10**b) for b in fit.breaks),
-                slopes=tuple(float(s) for s in fit.slopes))  # fmt: skip
+    base.update(
+        rise=fit.rise,
+        noise=fit.noise,
+        breaks=tuple(float(10**b) for b in fit.breaks),
+        slopes=tuple(float(s) for s in fit.slopes),
+    )
     reason = _no_transition(metric, sign, fit, x, y, floor)
     half = float(fit.levels[fit.steep] + fit.levels[fit.steep + 1]) / 2  # of the steep segment
     if threshold is None:
