@@ -128,7 +128,7 @@ def test_cli_choices_are_the_librarys():
 
 
 def test_load_bearing_curve_marks_index_two_on_its_own_axis():
-    from ihprobe.figures.ablation import load_bearing_figure
+    from ihprobe.figures.ablation_series import load_bearing_figure
 
     rows = []
     for tokens, ps, index in ((1024, 0.02, 0.5), (2048, 0.6, 14.0), (4096, 0.9, -3.0)):

@@ -140,7 +140,7 @@ def _over_training(args, kwargs: dict, targets) -> int:
     """``--over-training``: ablation_trajectory, its table and the over-training report."""
     from ihprobe.core.files import atomic_write
     from ihprobe.dynamics.ablation_series import ablation_trajectory
-    from ihprobe.figures.ablation import write_trajectory_report
+    from ihprobe.figures.ablation_series import write_trajectory_report
     from ihprobe.io.provenance import csv_table
 
     table = ablation_trajectory(

@@ -20,15 +20,20 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ihprobe.causal.results import (
-    LOAD_BEARING_INDEX,
     VERDICT_RULE,
     AblationResult,
     HeadEffects,
     changes,
     metric_of,
 )
+from ihprobe.figures.ablation_series import (
+    PAGE_WIDTH,
+    RANDOM_COLOR,
+    TOP_COLOR,
+    curve_metric,
+    load_bearing_figure,
+)
 from ihprobe.figures.heads import (
-    OWN_TICKS,
     color_range,
     colorbar_of,
     fit_title,
@@ -38,8 +43,6 @@ from ihprobe.figures.heads import (
 )
 from ihprobe.figures.report import Section, write_report
 
-TOP_COLOR, RANDOM_COLOR, SIGNATURE_COLOR = "#d62728", "#7f7f7f", "#1f77b4"
-PAGE_WIDTH = 900  # px: the report's column, so that no figure overflows it
 PANELS_PER_ROW = 3
 
 
@@ -177,96 +180,6 @@ def head_sets_figure(result) -> go.Figure:
     return fig
 
 
-def load_bearing_figure(frame: pd.DataFrame, metric: str, by: str) -> go.Figure:
-    """Signature vs load-bearing over training, from the concatenated ``to_frame`` tables.
-
-    Left axis: the largest ``by`` score of any head (the signature). Right axis: the
-    load-bearing index of ``metric`` with its bootstrap 95% interval (2 marks a top set that
-    hurts two random-draw sds more than the draws do).
-
-    Example:
-        >>> frame = pd.concat([r.to_frame() for r in results])         # doctest: +SKIP
-        >>> load_bearing_figure(frame, "induction_loss", "prefix_matching").show()  # doctest: +SKIP
-    """
-    x = "tokens" if frame["tokens"].notna().all() else "step"
-    signature = frame[frame.metric == by].groupby(x).value.max()
-    stats = frame[frame.metric.str.startswith(metric + ".")].copy()
-    stats["stat"] = stats.metric.str.slice(len(metric) + 1)
-    table = stats.pivot_table(index=x, columns="stat", values="value", dropna=False).sort_index()
-    table = table.replace([np.inf, -np.inf], np.nan)
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_scatter(
-        x=signature.index,
-        y=signature.values,
-        name=f"max {by} (signature)",
-        mode="lines+markers",
-        line={"color": SIGNATURE_COLOR},
-    )
-    fig.add_scatter(
-        x=list(table.index) + list(table.index[::-1]),
-        y=list(table.load_bearing_hi) + list(table.load_bearing_lo[::-1]),
-        fill="toself",
-        fillcolor="rgba(214,39,40,0.15)",
-        line={"width": 0},
-        name="index 95% interval",
-        hoverinfo="skip",
-        secondary_y=True,
-    )
-    fig.add_scatter(
-        x=table.index,
-        y=table["load_bearing_index"],
-        name="load-bearing index",
-        mode="lines+markers",
-        line={"color": TOP_COLOR},
-        secondary_y=True,
-    )
-    line = LOAD_BEARING_INDEX
-    fig.add_hline(y=line, line={"color": RANDOM_COLOR, "dash": "dot"}, secondary_y=True)
-    fig.add_annotation(text=f"index {line:g}", x=0, xref="paper", y=line, yref="y2",
-                       showarrow=False, xanchor="left", yanchor="bottom",
-                       font={"color": RANDOM_COLOR})  # fmt: skip
-    if x == "tokens" and (table.index > 0).all():
-        fig.update_xaxes(type="log")
-    fig.update_xaxes(title_text=f"training {x}")
-    fig.update_yaxes(title_text=f"max {by}", secondary_y=False)
-    fig.update_yaxes(title_text=f"{metric}: load-bearing index", secondary_y=True, **OWN_TICKS)
-    fig.update_layout(
-        title=f"Signature vs load-bearing over training ({metric})", template="plotly_white",
-        height=480, width=PAGE_WIDTH, legend={"orientation": "h", "y": -0.25},
-    )  # fmt: skip
-    return fig
-
-
-def head_effects_over_training(frame: pd.DataFrame, metric: str) -> go.Figure:
-    """Each head's change of ``metric`` when ablated alone (rows ``L{layer}H{head}``) at every
-    checkpoint (columns), from :func:`ihprobe.ablation_trajectory`'s table.
-
-    Example:
-        >>> head_effects_over_training(table, "ar_accuracy").show()         # doctest: +SKIP
-    """
-    rows = frame[frame.metric == f"{metric}.head_change"].copy()
-    x = "tokens" if rows["tokens"].notna().all() else "step"
-    rows["head_label"] = "L" + rows["layer"].astype(str) + "H" + rows["head"].astype(str)
-    table = rows.pivot_table(index="head_label", columns=x, values="value", sort=False)
-    bound = float(np.nanmax(np.abs(table.values))) if table.size else 1.0
-    colors = "RdBu_r" if metric_of(metric).harm_sign > 0 else "RdBu"
-    fig = go.Figure(
-        go.Heatmap(
-            z=table.values, x=[str(c) for c in table.columns], y=list(table.index),
-            colorscale=colors, zmid=0, zmin=-bound, zmax=bound,
-            colorbar=colorbar_of(f"{metric} change"),
-            hovertemplate="%{y} at %{x}: %{z:.3g}<extra></extra>",
-        )
-    )  # fmt: skip
-    fig.update_layout(
-        title=f"{metric}: change when each head alone is ablated, over training",
-        xaxis_title=f"training {x}", template="plotly_white", width=PAGE_WIDTH,
-        height=max(300, 120 + 18 * len(table)),
-    )  # fmt: skip
-    fig.update_yaxes(autorange="reversed")
-    return fig
-
-
 METHOD = """
 <p>Every head is scored by <code>{by}</code>; the top set is {top_rule} ({mode} ablation of
 <code>hook_z</code>, the head's output before <code>W_O</code>{mean_note}). Each metric's change
@@ -280,23 +193,18 @@ bootstrap 95% interval. A head set that scores high but costs no more than rando
 """
 
 TABLE_COLUMNS = {
-    "change": "change", "relative_change": "relative", "random_change_mean": "draws: change",
-    "random_change_lo": "2.5%", "random_change_hi": "97.5%", "p_value": "p",
-    "p_distinct": "p (distinct sets)", "distinct_sets": "distinct sets",
-    "load_bearing_index": "index", "load_bearing_lo": "index 2.5%",
+    "change": "change",
+    "relative_change": "relative",
+    "random_change_mean": "draws: change",
+    "random_change_lo": "2.5%",
+    "random_change_hi": "97.5%",
+    "p_value": "p",
+    "p_distinct": "p (distinct sets)",
+    "distinct_sets": "distinct sets",
+    "load_bearing_index": "index",
+    "load_bearing_lo": "index 2.5%",
     "load_bearing_hi": "index 97.5%",
-}  # fmt: skip
-CURVE_METRICS = ("induction_loss", "ar_accuracy", "icl_score", "ar_mean_rank", "hits@1")
-
-
-def _curve_metric(frame: pd.DataFrame, metrics: list[str]) -> str:
-    """The metric of the over-training curve: the first of ``CURVE_METRICS`` whose index is
-    finite at every checkpoint (accuracy is 0 early in training, so its index may not be)."""
-    for metric in [m for m in CURVE_METRICS if m in metrics] + metrics:
-        index = frame[frame.metric == f"{metric}.load_bearing_index"].value
-        if len(index) and np.isfinite(index).all():
-            return metric
-    return metrics[0]
+}
 
 
 def _top_rule(s: dict) -> str:
@@ -322,7 +230,7 @@ def _label(result) -> str:
 def report_sections(results: Sequence, metric: str | None = None) -> list:
     """Sections of the ablation report: method, per-checkpoint charts and numbers, and for
     every model with several checkpoints (known step or tokens) the signature-vs-load-bearing
-    curve of ``metric`` (default: the first of ``CURVE_METRICS`` defined at every checkpoint).
+    curve of ``metric`` (default: :func:`~ihprobe.figures.ablation_series.curve_metric`).
 
     Example:
         >>> write_report("r.html", "ablation", report_sections([result]))  # doctest: +SKIP
@@ -336,21 +244,27 @@ def report_sections(results: Sequence, metric: str | None = None) -> list:
     )
     notes = "".join(f" <br><i>{html.escape(n)}.</i>" for n in s.get("notes", []))
     method = METHOD.format(
-        by=first.by, top_rule=_top_rule(s), mode=s.get("mode"), random=s.get("random"),
-        baseline=s.get("baseline", "layer-matched"), seed=s.get("seed"), mean_note=mean_note,
-        rule=html.escape(VERDICT_RULE), notes=notes,
-    )  # fmt: skip
+        by=first.by,
+        top_rule=_top_rule(s),
+        mode=s.get("mode"),
+        random=s.get("random"),
+        baseline=s.get("baseline", "layer-matched"),
+        seed=s.get("seed"),
+        mean_note=mean_note,
+        rule=html.escape(VERDICT_RULE),
+        notes=notes,
+    )
     sections = [Section("Method", [method])]
     for model in dict.fromkeys(r.model_name for r in results):  # one curve per training run
         run = [r for r in results if r.model_name == model]
         if len(run) < 2 or any(r.step is None and r.tokens is None for r in run):
             continue
         frame = pd.concat([r.to_frame() for r in run], ignore_index=True)
-        curve_metric = metric or _curve_metric(frame, list(first.values))
+        shown = metric or curve_metric(frame, list(first.values))
         sections.append(
             Section(
                 f"Signature vs load-bearing over training: {model}",
-                [load_bearing_figure(frame, curve_metric, first.by)],
+                [load_bearing_figure(frame, shown, first.by)],
             )
         )
     for result in results:
@@ -374,27 +288,3 @@ def write_ablation_report(
     return write_report(
         path, "ihprobe ablate: causal ablation of heads", report_sections(results, metric)
     )
-
-
-def write_trajectory_report(
-    path: str | os.PathLike, table: pd.DataFrame, by: str = "prefix_matching"
-) -> Path:
-    """The report of :func:`ihprobe.ablation_trajectory`: per metric, signature vs load-bearing
-    over training and every head's effect over training.
-
-    Example:
-        >>> write_trajectory_report("out/report.html", ablation_trajectory("runs/demo"))
-        ... # doctest: +SKIP
-    """
-    metrics = list(dict.fromkeys(
-        m.rsplit(".", 1)[0] for m in table.metric if m.endswith(".load_bearing_index")
-    ))  # fmt: skip
-    sections = []
-    for model in table.model.unique():
-        run = table[table.model == model]
-        for metric in metrics:
-            blocks = [load_bearing_figure(run, metric, by)]
-            if (run.metric == f"{metric}.head_change").any():
-                blocks.append(head_effects_over_training(run, metric))
-            sections.append(Section(f"{model}: {metric}", blocks))
-    return write_report(path, "ihprobe ablate --over-training", sections)
