@@ -288,6 +288,6 @@ def test_no_module_edits_sys_path():
     """Scripts and tests import the package and studies/ by name from the repository root."""
     sources = sources_under("ihprobe", "studies", "benchmarks", "tests", "notebooks", "hooks")
     edits = [path for path, source in sources.items() if SYS_PATH_EDIT.search(source)]
-    edits.remove("tests/test_architecture.py")  # this rule's own pattern
     assert edits == []
-    assert SYS_PATH_EDIT.search('sys.path.insert(0, "benchmarks")')
+    planted = "sys." + 'path.insert(0, "benchmarks")'  # spelled apart: this file edits nothing
+    assert SYS_PATH_EDIT.search(planted)

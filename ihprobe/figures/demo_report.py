@@ -100,7 +100,7 @@ VIEWER_NOTE = (
 
 
 def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Path:
-    """Write the demo report for ``studies`` (run name -> ``ihprobe.jobs.demo.Study``)."""
+    """Write the demo report for ``studies`` (run name -> ``ihprobe.jobs.demo_summary.Study``)."""
     table = by_run(summary[[c for c in SUMMARY_COLUMNS if c in summary]])
     intro = INTRO.format(producer=html.escape(config.producer), **_fields(config))
     sections = [Section("What ran", [intro, table, how_to_read(SUMMARY_HOWTO)])]

@@ -27,23 +27,20 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 import ihprobe
 from ihprobe.causal.ablation import check_settings
-from ihprobe.causal.results import AblationResult, HeadEffects
 from ihprobe.circuit.positions import loss_by_position_over_run
 from ihprobe.core.files import atomic_write, check_writable_dir
 from ihprobe.core.stages import STAGE
 from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
-from ihprobe.dynamics.changepoint import EmergencePoint, emergence
-from ihprobe.dynamics.law import Prediction, predict_emergence
+from ihprobe.dynamics.changepoint import emergence
+from ihprobe.dynamics.law import predict_emergence
 from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.figures.demo_report import write_demo_report
 from ihprobe.io.provenance import csv_table
 from ihprobe.io.runs import checkpoints, config_changes, is_finished, losses
-from ihprobe.jobs.demo_summary import summary_row
-from ihprobe.probes.scores import HeadScores
+from ihprobe.jobs.demo_summary import DemoResult, Study, summary_row
 from ihprobe.training.config import TrainConfig, check_config
 from ihprobe.training.presets import DEMO
 from ihprobe.training.trainer import train
@@ -98,37 +95,6 @@ RUN_FIELDS = tuple(
     if f.name in {g.name for g in fields(TrainConfig)}
     and f.name not in ("out", "producer", "producer_options")
 )
-
-
-@dataclass
-class Study:
-    """Everything the demo found about one run, as the report draws it."""
-
-    run: Path
-    producer: str
-    options: dict
-    table: pd.DataFrame  # trajectory of TRAJECTORY_METRICS over every checkpoint
-    losses: pd.DataFrame  # training loss (ihprobe.io.runs.losses)
-    point: EmergencePoint  # prefix matching
-    ar_point: EmergencePoint  # AR accuracy
-    prediction: Prediction  # the law's, for the run's B and C
-    model: torch.nn.Module  # the final checkpoint, loaded
-    scores: HeadScores  # of the final checkpoint
-    ablation: AblationResult  # global top-k vs layer-matched draws (summary.csv's numbers)
-    ablations: dict[str, AblationResult]  # layer-matched, score-matched, per-layer
-    effects: HeadEffects  # every head ablated alone
-    positions: pd.DataFrame  # loss by token position at every checkpoint
-    summary: dict  # the run's row of summary.csv
-
-
-@dataclass
-class DemoResult:
-    """Paths the demo wrote and the numbers it found, per run."""
-
-    report: Path
-    runs: dict[str, Path]
-    tables: dict[str, Path]
-    summary: pd.DataFrame
 
 
 def variants(config: DemoConfig) -> dict[str, tuple[str, dict]]:

@@ -1,5 +1,6 @@
-"""The demo's numbers and words: one row of ``summary.csv`` per run (:func:`summary_row`) and
-the lines the command prints (:func:`summary_text`). The verdicts are the results' own
+"""The demo's results (:class:`Study` per run, :class:`DemoResult`) and its numbers and words: one
+row of ``summary.csv`` per run (:func:`summary_row`) and the lines the command prints
+(:func:`summary_text`). The verdicts are the results' own
 (``AblationResult.verdict``).
 
 >>> round(chance_levels(64, 32)["ar_accuracy_chance"], 4)
@@ -8,12 +9,15 @@ the lines the command prints (:func:`summary_text`). The verdicts are the result
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import torch
 
-from ihprobe.causal.results import AblationResult
+from ihprobe.causal.results import AblationResult, HeadEffects
+from ihprobe.dynamics.changepoint import EmergencePoint
+from ihprobe.dynamics.law import Prediction
 from ihprobe.figures.demo_text import THRESHOLD, compare_note
 from ihprobe.io.runs import checkpoints
 from ihprobe.probes.engine import METRIC_TABLE
@@ -21,8 +25,36 @@ from ihprobe.probes.inputs import default_n
 from ihprobe.probes.scores import HeadScores
 from ihprobe.training.presets import DEMO
 
-if TYPE_CHECKING:
-    from ihprobe.jobs.demo import DemoResult, Study
+
+@dataclass
+class Study:
+    """Everything the demo found about one run, as the report draws it."""
+
+    run: Path
+    producer: str
+    options: dict
+    table: pd.DataFrame  # trajectory of TRAJECTORY_METRICS over every checkpoint
+    losses: pd.DataFrame  # training loss (ihprobe.io.runs.losses)
+    point: EmergencePoint  # prefix matching
+    ar_point: EmergencePoint  # AR accuracy
+    prediction: Prediction  # the law's, for the run's B and C
+    model: torch.nn.Module  # the final checkpoint, loaded
+    scores: HeadScores  # of the final checkpoint
+    ablation: AblationResult  # global top-k vs layer-matched draws (summary.csv's numbers)
+    ablations: dict[str, AblationResult]  # layer-matched, score-matched, per-layer
+    effects: HeadEffects  # every head ablated alone
+    positions: pd.DataFrame  # loss by token position at every checkpoint
+    summary: dict  # the run's row of summary.csv
+
+
+@dataclass
+class DemoResult:
+    """Paths the demo wrote and the numbers it found, per run."""
+
+    report: Path
+    runs: dict[str, Path]
+    tables: dict[str, Path]
+    summary: pd.DataFrame
 
 
 def summary_row(name: str, study: Study) -> dict:
