@@ -151,7 +151,7 @@ def measure_load(size, device, dtype, rows, n, repeats) -> dict:
 
 
 def measure_swap(size, device, dtype, rows, n, repeats) -> dict:
-    from ihprobe.io.models import load_weights
+    from ihprobe.io.swap import load_weights
 
     model = load_model(size, device, dtype)
     other = checkpoint(size, seed=1)

@@ -41,7 +41,7 @@ def test_load_puts_every_parameter_and_buffer_on_the_requested_device(
     assert {p.dtype for p in model.parameters()} == {models.parse_dtype(dtype)}
     assert torch.device(model.cfg.device) == META
     # load_weights copies into the tensors the model runs with, not left-behind CPU copies
-    hf_tensors = models._LOADED[model].hf_tensors
+    hf_tensors = models.LOADED[model].hf_tensors
     assert {t.device for t in hf_tensors.values()} == {META}
 
 

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, BertConfig, BertModel
 
 import ihprobe
 from ihprobe.core.errors import IhprobeError
-from ihprobe.io import models, weights
+from ihprobe.io import models, swap, weights
 from ihprobe.io.validation.tensors import check_finite_files
 from tests.helpers import save_checkpoint, tiny_hf_model
 
@@ -191,7 +191,7 @@ def test_load_weights_reuses_one_skeleton(tmp_path):
     run = _fake_run(tmp_path / "run", [0, 10])
     first, second = ihprobe.checkpoints(run)
     model = ihprobe.load(first.source)
-    models.load_weights(model, second.source)
+    swap.load_weights(model, second.source)
     tokens = torch.randint(0, 512, (2, 16))
     with torch.no_grad():
         assert torch.allclose(model(tokens), _hf_logits(second.source, tokens), atol=1e-4)
@@ -242,14 +242,14 @@ def test_cli_info_describes_a_checkpoint(tiny_checkpoint):
 def test_load_or_swap_reuses_a_skeleton_and_reloads_another_architecture(tmp_path):
     run = _fake_run(tmp_path / "run", [0, 10])
     first, second = ihprobe.checkpoints(run)
-    model = models.load_or_swap(None, first.source)
-    swapped = models.load_or_swap(model, second.source)
+    model = swap.load_or_swap(None, first.source)
+    swapped = swap.load_or_swap(model, second.source)
     assert swapped is model
     tokens = torch.randint(0, 512, (2, 16))
     with torch.no_grad():
         assert torch.allclose(swapped(tokens), _hf_logits(second.source, tokens), atol=1e-4)
     other = save_checkpoint(tiny_hf_model("llama"), tmp_path / "llama")
-    fresh = models.load_or_swap(model, other)
+    fresh = swap.load_or_swap(model, other)
     assert fresh is not model and type(fresh.original_model).__name__ == "LlamaForCausalLM"
 
 
@@ -257,4 +257,4 @@ def test_load_weights_refuses_another_architecture(tmp_path):
     model = ihprobe.load(save_checkpoint(tiny_hf_model("gpt-neox"), tmp_path / "neox"))
     other = save_checkpoint(tiny_hf_model("llama"), tmp_path / "llama")
     with pytest.raises(IhprobeError, match="another architecture"):
-        models.load_weights(model, other)
+        swap.load_weights(model, other)

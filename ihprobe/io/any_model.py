@@ -25,9 +25,10 @@ from transformers import PreTrainedModel
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
-from ihprobe.io.models import bridge, load, remember, swap_weights
+from ihprobe.io.models import bridge, load, remember
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.sources import supported_architectures
+from ihprobe.io.swap import swap_weights
 from ihprobe.io.tokenizers import has_tokenizer, on_disk, tokenizer_for
 
 _BRIDGED: weakref.WeakKeyDictionary[torch.nn.Module, TransformerBridge] = (

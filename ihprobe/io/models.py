@@ -8,8 +8,8 @@ from safetensors, or from ``.bin``/``.pt`` files only through ``torch.load(weigh
 ``trust_remote_code=True``.
 
 What ihprobe knows about a loaded model (its :class:`Provenance` and the HF tensors that
-:func:`load_weights` copies into) is kept beside it in a weak-key map, never as attributes of
-TransformerLens's object.
+:func:`~ihprobe.io.swap.load_weights` copies into) is kept beside it in a weak-key map
+(``LOADED``), never as attributes of TransformerLens's object.
 
 >>> model = load("runs/demo/checkpoints/step-001000")        # doctest: +SKIP
 >>> provenance(model).step                                    # doctest: +SKIP
@@ -30,11 +30,7 @@ from pathlib import Path
 
 import torch
 from transformer_lens.model_bridge import TransformerBridge
-from transformer_lens.model_bridge.generalized_components.joint_qkv_attention import (
-    JointQKVAttentionBridge,
-)
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerBase
-from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
 from ihprobe.core.devices import stray_tensors
@@ -49,7 +45,6 @@ from ihprobe.io.validation import check_checkpoint, check_loaded, hf_loading
 from ihprobe.io.validation.build import check_build
 from ihprobe.io.weights import (
     has_safetensors,
-    read_state_dict,
     verify_checksums,
     weight_files,
 )
@@ -58,9 +53,6 @@ log = logging.getLogger(__name__)
 
 PROCESSING = ("none", "tl")
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # name -> torch dtype
-# tensor names on disk that HF renames when it loads them (GPT-NeoX/Pythia's output layer)
-SAVED_NAMES = {"embed_out.weight": "lm_head.weight"}
-CONFIG_NAMES = ("_name_or_path", "transformers_version")  # config keys that name, not shape
 
 
 @dataclass
@@ -71,7 +63,7 @@ class _Loaded:
     hf_tensors: dict[str, torch.Tensor]  # HF names -> the bridge's parameters, for load_weights
 
 
-_LOADED: weakref.WeakKeyDictionary[torch.nn.Module, _Loaded] = weakref.WeakKeyDictionary()
+LOADED: weakref.WeakKeyDictionary[torch.nn.Module, _Loaded] = weakref.WeakKeyDictionary()
 
 
 # ----------------------------------------------------------------------------- loading
@@ -124,7 +116,7 @@ def load(
         tokenizer = tokenizer_for(path, config, trust_remote_code)
     # on the device before the bridge wraps it: boot_transformers leaves a given model where it
     # is, and the tensors load_weights copies into must be the ones the model ends up using
-    hf_model = _hf_model(path, config, dtype, trust_remote_code).to(device)
+    hf_model = build_hf_model(path, config, dtype, trust_remote_code).to(device)
     hf_tensors = dict(hf_model.state_dict(keep_vars=True))  # HF names, before the bridge rewires
     with tempfile.TemporaryDirectory() as tmp:  # TransformerLens re-opens tokenizers by path
         model = bridge(hf_model, str(source), on_disk(tokenizer, tmp), device, dtype)
@@ -139,8 +131,8 @@ def load(
 
 def remember(model: TransformerBridge, prov: Provenance, hf_tensors: dict) -> None:
     """Record what ihprobe knows about a bridge it built (for :func:`provenance` and
-    :func:`load_weights`)."""
-    _LOADED[model] = _Loaded(prov, hf_tensors)
+    :func:`~ihprobe.io.swap.load_weights`)."""
+    LOADED[model] = _Loaded(prov, hf_tensors)
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -182,10 +174,10 @@ def load_hf(path: str | os.PathLike, dtype: str | torch.dtype = "float32") -> to
         >>> hf = load_hf("runs/demo/main/checkpoints/step-1000")            # doctest: +SKIP
     """
     path, dtype = Path(path), parse_dtype(dtype)
-    return _hf_model(path, _checked_config(path, dtype), dtype)
+    return build_hf_model(path, _checked_config(path, dtype), dtype)
 
 
-def _hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = False):
+def build_hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = False):
     """The HF model of a checked checkpoint directory (HF maps old tensor names)."""
     with warnings.catch_warnings(), quiet_progress(), hf_loading(path):
         warnings.simplefilter("ignore")
@@ -239,136 +231,9 @@ def bridge(hf_model, name: str, tokenizer, device, dtype):
         ) from err
 
 
-def load_weights(
-    model: TransformerBridge, source: str | os.PathLike, *, revision: str | None = None
-) -> None:
-    """Copy the weights of another checkpoint into an already loaded ``model``, in place.
-
-    Sweeping the checkpoints of one run this way reuses one skeleton instead of rebuilding the
-    model per checkpoint. The checkpoint must have the same architecture and shapes, and
-    ``model`` must come from :func:`load` with ``processing="none"``.
-    """
-    loaded = _LOADED.get(model)
-    if loaded is None or getattr(model, "compatibility_mode", False):
-        raise IhprobeError(
-            "load_weights needs a model from ihprobe.load(..., processing='none'); "
-            "load the checkpoint with ihprobe.load instead."
-        )
-    path = resolve(source, revision=revision)
-    validate_checkpoint(path)
-    config = causal_lm_config(path)
-    _check_same_config(model, path, config)
-    targets = loaded.hf_tensors
-    state = _state_for(targets, path, config, model.cfg.dtype)
-    mismatched = sorted(k for k in targets if k not in state or state[k].shape != targets[k].shape)
-    if mismatched:
-        raise IhprobeError(
-            f"{path} does not match the loaded model's architecture (tensors {mismatched[:3]} "
-            "missing or of another shape); load it with ihprobe.load instead."
-        )
-    meta = checkpoint_meta(path)
-    swap_weights(model, state, revision=revision, step=meta.get("step"), tokens=meta.get("tokens"))
-
-
-def swap_weights(
-    model: TransformerBridge,
-    state: dict[str, torch.Tensor],
-    *,
-    revision: str | None = None,
-    step: int | None = None,
-    tokens: int | None = None,
-) -> None:
-    """Copy an HF state dict of the model's own architecture (e.g. a training model's
-    ``state_dict()``) into ``model`` from :func:`load`, in place, reading no file; ``step`` and
-    ``tokens`` become its provenance. Tensors the model lacks are ignored.
-
-    Example:
-        >>> swap_weights(model, hf_model.state_dict(), step=400)        # doctest: +SKIP
-    """
-    loaded = _LOADED.get(model)
-    if loaded is None:
-        raise IhprobeError("swap_weights needs a model from ihprobe.load(..., processing='none').")
-    targets = loaded.hf_tensors
-    with torch.no_grad():
-        for name, tensor in state.items():
-            if name in targets:
-                targets[name].copy_(tensor)
-    _resplit_fused_qkv(model)
-    loaded.provenance = Provenance(loaded.provenance.model, revision, step, tokens)
-
-
-def _state_for(targets: dict[str, torch.Tensor], path: Path, config, dtype: torch.dtype):
-    """The checkpoint's tensors under the names of ``targets``: read straight from its
-    safetensors when they carry those names and shapes (no model is built), else through HF,
-    which also maps old tensor names and ties shared weights."""
-    if has_safetensors(path):
-        state = read_state_dict(path)
-        for saved, name in SAVED_NAMES.items():
-            if saved in state and name not in state:
-                state[name] = state.pop(saved)
-        if all(k in state and state[k].shape == t.shape for k, t in targets.items()):
-            return state
-    return _hf_model(path, config, dtype).state_dict()
-
-
-def _check_same_config(model: TransformerBridge, path: Path, config) -> None:
-    """Raise unless ``config`` describes the same architecture as ``model``'s."""
-    current, wanted = model.original_model.config.to_dict(), config.to_dict()
-    differ = sorted(
-        k
-        for k in set(current) | set(wanted)
-        if k not in CONFIG_NAMES and current.get(k) != wanted.get(k)
-    )
-    if differ:
-        raise IhprobeError(
-            f"{path} has another architecture than the loaded model (config differs in "
-            f"{', '.join(differ[:5])}); load it with ihprobe.load instead."
-        )
-
-
-def load_or_swap(
-    model: TransformerBridge | None,
-    source: str | os.PathLike,
-    *,
-    revision: str | None = None,
-    device: str | torch.device = "cpu",
-    dtype: str | torch.dtype = "float32",
-) -> TransformerBridge:
-    """``source`` as a hooked model, reusing ``model``'s skeleton when it can.
-
-    With no ``model`` (None), or one of another architecture, this is :func:`load`; otherwise
-    the weights of ``source`` are copied into ``model`` (:func:`load_weights`). Sweeping a run
-    with it builds the model once. ``device`` and ``dtype`` are those of a freshly loaded model.
-
-    Example:
-        >>> model = None
-        >>> for ckpt in checkpoints("runs/demo/main"):                  # doctest: +SKIP
-        ...     model = load_or_swap(model, ckpt.source)
-    """
-    if model is not None:
-        try:
-            load_weights(model, source, revision=revision)
-            return model
-        except IhprobeError:  # another architecture, or not a swappable model: load afresh
-            pass
-    return load(source, revision=revision, device=device, dtype=dtype)
-
-
-def _resplit_fused_qkv(model: TransformerBridge) -> None:
-    """Fused-QKV bridges (GPT-NeoX) keep q/k/v as copies made at boot: make them again.
-
-    The bridge builds fresh ``nn.Linear`` modules for the copies; their random initialisation
-    is skipped (the split weights replace it at once).
-    """
-    with no_init_weights():
-        for module in model.modules():
-            if isinstance(module, JointQKVAttentionBridge):
-                module.set_original_component(module.original_component)
-
-
 def provenance(model: torch.nn.Module) -> Provenance:
     """The provenance ``load`` recorded, or the model's name for models loaded elsewhere."""
-    loaded = _LOADED.get(model)
+    loaded = LOADED.get(model)
     if loaded is not None:
         return loaded.provenance
     return Provenance(model=str(getattr(model.cfg, "model_name", "model")))
@@ -382,7 +247,7 @@ def fill_provenance(
     Example:
         >>> fill_provenance(model, step=500)  # HF Trainer's checkpoint-500  # doctest: +SKIP
     """
-    loaded = _LOADED.get(model)
+    loaded = LOADED.get(model)
     if loaded is not None:
         old = loaded.provenance
         loaded.provenance = dataclasses.replace(

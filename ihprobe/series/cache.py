@@ -24,9 +24,9 @@ from ihprobe.core import cache
 from ihprobe.core.cache import root as cache_root
 from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
 from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
-from ihprobe.io.models import load_or_swap
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.sources import resolve
+from ihprobe.io.swap import load_or_swap
 from ihprobe.io.weights import weights_hash
 from ihprobe.series.shard import each_share
 from ihprobe.series.sweep import Duplicates, walk

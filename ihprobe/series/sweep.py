@@ -16,9 +16,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ihprobe.core.stages import Counter
-from ihprobe.io.models import fill_provenance, load_or_swap
+from ihprobe.io.models import fill_provenance
 from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import resolve
+from ihprobe.io.swap import load_or_swap
 from ihprobe.io.weights import weights_hash
 from ihprobe.series.shard import each_share
 

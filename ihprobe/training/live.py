@@ -2,7 +2,7 @@
 appended to ``probes.jsonl`` and passed to one listener (forecast, display, the caller's hook).
 
 The probe model is loaded once, from the first checkpoint probed; after that the training
-model's weights are copied into it in memory (:func:`ihprobe.io.models.swap_weights`), so no
+model's weights are copied into it in memory (:func:`ihprobe.io.swap.swap_weights`), so no
 checkpoint is read back from disk.
 
 >>> record = {"step": 8, "max_prefix_matching": 0.7}
@@ -18,8 +18,9 @@ from collections.abc import Callable
 import torch
 
 from ihprobe.dynamics.forecast import LiveForecast
-from ihprobe.io.models import load, quiet_progress, swap_weights
+from ihprobe.io.models import load, quiet_progress
 from ihprobe.io.runs import PROBES, RunDir
+from ihprobe.io.swap import swap_weights
 from ihprobe.probes.battery import scan
 
 ProbeHook = Callable[[dict], None]  # called with each probes.jsonl record
