@@ -46,3 +46,15 @@ def same_device(a: str | torch.device, b: str | torch.device) -> bool:
     if a.type != b.type:
         return False
     return a.index is None or b.index is None or a.index == b.index
+
+
+def describe(device: str | torch.device) -> str:
+    """The device in words for a record: cuda's adapter by name, else the device's type.
+
+    >>> describe("cpu")
+    'cpu'
+    """
+    device = torch.device(device)
+    if device.type == "cuda" and torch.cuda.is_available():
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return device.type

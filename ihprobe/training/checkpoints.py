@@ -126,6 +126,14 @@ def new_run_meta(
     }
 
 
+def record_device(run: RunDir, device: str) -> None:
+    """``run.json``'s ``trained_on``: each device (in words) a session of the run trained on, so
+    a result names where it was computed (a run resumed elsewhere lists both)."""
+    meta = run_meta(run.root)
+    meta["trained_on"] = sorted({*meta.get("trained_on", []), device})
+    run.write_json(RUN_META, meta)
+
+
 def record_seconds(run: RunDir, seconds: float) -> None:
     """``run.json``'s ``train_seconds``: the wall seconds the finished run trained over every
     session (null when a resumed state predates the count)."""

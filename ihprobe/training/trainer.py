@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from ihprobe.core.devices import describe
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import check_writable_dir
 from ihprobe.core.world import World, is_main_process, join_world, world_size
@@ -268,6 +269,7 @@ def _start(config, plan: Plan, producer, run: RunDir, world: World, learner: _Le
             run.write_json(RUN_META, meta)
         elif plan.extension is not None:
             record_extension(run, config, plan)
+        checkpoints.record_device(run, describe(world.device))
     world.barrier()
     if state is None:
         return 0

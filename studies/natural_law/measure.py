@@ -116,5 +116,6 @@ def measure(run: Path, cell: str, seed: int) -> dict:
         "has_head": bool(check.has_head and onset["transition"] and not onset["censored"]),
         "epochs": total / corpus if corpus else math.nan,
         "train_s": meta.get("train_seconds"),
+        "trained_on": "; ".join(meta.get("trained_on", [])),  # empty: before it was recorded
         "curve": curve(records),
     }

@@ -37,6 +37,19 @@ def finished_pairs() -> set[tuple[str, int]]:
     return {(c, s) for c, s in pairs if read_result(grid.folder(c, s)) is not None}
 
 
+def warm_corpus() -> None:
+    """Tokenize the grid's corpus once, here, so that K runs started at once find it cached
+    instead of each building it (a copied cache whose text files kept their paths and times is
+    found as it is)."""
+    from ihprobe.data.text import load_corpus
+    from studies.study import load
+
+    options = load("natural_law").grid.base.producer_options
+    begin = time.monotonic()
+    load_corpus(text=options["text"], vocab_size=options["vocab_size"])
+    print(f"natural_law queue: corpus ready in {time.monotonic() - begin:.1f} s", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m studies.natural_law.queue")
     p.add_argument("--per-device", type=int, default=8, help="runs at once on the device")
@@ -49,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         for cell, seed in todo:
             print(" ".join(["python", *command[1:], "--cell", cell, "--seed", str(seed)]))
         return 0
+    warm_corpus()
     deadline = time.monotonic() + args.seconds
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     running: list[subprocess.Popen] = []

@@ -62,6 +62,7 @@ COLUMNS = [
     "loss_drop",
     "ablation_cost",
     "train_min",
+    "device",
     "command",
 ]
 
@@ -96,6 +97,7 @@ def run_table(frame: pd.DataFrame, study: str = "natural_law") -> pd.DataFrame:
                 "loss_drop": f"{r['loss_drop']:.2f}",
                 "ablation_cost": f"{r['ablation_cost']:.2f}",
                 "train_min": f"{r['train_s'] / 60:.0f}" if pd.notna(r.get("train_s")) else "",
+                "device": r["trained_on"] if isinstance(r.get("trained_on"), str) else "",
             }
         )
     return pd.DataFrame(rows).reindex(columns=COLUMNS).fillna("")
@@ -129,7 +131,8 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
         f"{len(done)} of {len(frame)} runs finished. `onset`: updates at the onset (`>=`: "
         "censored, the bound). `epochs`: passes over the corpus's training tokens. "
         "`train_min`: wall minutes of training on the machine that ran it (shared; an upper "
-        "bound for one idle core).",
+        "bound for one idle core). `device`: where it trained, as the run recorded it (empty: "
+        "trained before runs recorded it, on this project's 2-core CPU machine).",
         "",
         *_markdown(run_table(frame)),
         "",
