@@ -90,7 +90,7 @@ def test_a_step_past_its_limit_is_killed_with_everything_it_started(tmp_path):
 def test_compare_holds_numbers_to_the_tolerance():
     import pandas as pd
 
-    job = module("device_job")
+    job = module("device_checks")
     cpu = pd.DataFrame({"model": ["m", "m"], "value": [1.0, float("nan")]})
     assert job.compare(cpu.assign(value=[1.00001, float("nan")]), cpu, job.FP32)[1]
     worst, ok = job.compare(cpu.assign(value=[1.1, float("nan")]), cpu, job.FP32)
