@@ -76,12 +76,13 @@ def _frame(result) -> pd.DataFrame:
     return result if isinstance(result, pd.DataFrame) else result.to_frame()
 
 
-def correct_model(source: Path, label: str, device: str, tiny: bool) -> list[dict]:
-    """Rows of the functions on ``source``: the device against the CPU."""
+def correct_model(source: Path, label: str, device: str, tiny: bool, rows=None) -> list[dict]:
+    """Rows of the functions on ``source``: the device against the CPU, appended to ``rows``
+    (a list that saves itself as it grows, say) as each is measured."""
     import ihprobe
     from ihprobe.core.devices import stray_tensors
 
-    rows = []
+    rows = [] if rows is None else rows
     cpu = ihprobe.load(source, device="cpu")
     here = ihprobe.load(source, device=device)
     half = ihprobe.load(source, device=device, dtype="bfloat16")
@@ -126,7 +127,7 @@ def failed(model, function, err) -> dict:
     return {"model": model, "function": function, "result": f"FAIL ({line})"}
 
 
-def correct_train(device: str, tiny: bool) -> list[dict]:
+def correct_train(device: str, tiny: bool, rows=None) -> list[dict]:
     """train with live probes then resumed and extended; its trajectory; the demo."""
     import ihprobe
     from ihprobe.io.runs import RunDir, losses
@@ -152,7 +153,7 @@ def correct_train(device: str, tiny: bool) -> list[dict]:
         probe_batch=8,
         progress=False,
     )
-    runs, rows = [], []  # on the CPU, then on the device
+    runs, rows = [], [] if rows is None else rows  # runs: on the CPU, then on the device
     for i, where in enumerate(("cpu", device)):
         out = str(tmp / f"run-{i}-{where}")
         ihprobe.train(TrainConfig(out=out, device=where, **base))

@@ -148,19 +148,22 @@ def seeds_table(results: dict[str, dict]) -> str:
     return text + "".join(f"\nfailed: {f}\n" for f in failed)
 
 
-def step(name: str, device: str, tiny: bool, limit: float) -> dict:
-    """Run one step in this process; {"rows": [...]} or {"text": ...}."""
+def step(name: str, device: str, tiny: bool, limit: float, out: Path) -> dict:
+    """Run one step in this process; {"rows": [...]} or {"text": ...} (``out``: where its
+    result goes, and its rows so far while it runs)."""
     warnings.simplefilter("ignore")
     if name.startswith("correct-"):
         import device_checks as checks
 
+        rows = SavedRows(out)  # a step stopped at its limit keeps the rows it measured
         if name == "correct-natural":
-            return {"rows": checks.correct_model(checks.NATURAL, "natural-docs", device, tiny)}
-        if name == "correct-160m":
+            checks.correct_model(checks.NATURAL, "natural-docs", device, tiny, rows)
+        elif name == "correct-160m":
             label = "tiny random" if tiny else "pythia-160m config, random"
-            return {"rows": checks.correct_model(checks.random_160m(tiny), label, device, tiny)}
-        if name == "correct-train":
-            return {"rows": checks.correct_train(device, tiny)}
+            checks.correct_model(checks.random_160m(tiny), label, device, tiny, rows)
+        else:
+            checks.correct_train(device, tiny, rows)
+        return {"rows": list(rows)}
     if name.startswith("seeds-"):
         return {"rows": speed_seeds(int(name.split("-")[1]), device, tiny)}
     if name == "speed-scale":
@@ -273,9 +276,14 @@ def finish_step(started: dict) -> dict:
     left = limit + 10 - (time.perf_counter() - started["begin"])
     code, _, err = wait_group(proc, max(1.0, left))
     if code is None:
-        result = {"error": f"timed out after {limit:.0f} s"}
+        so_far = _read(out).get("rows")
+        said = "; the rows above are those it finished" if so_far else ""
+        result = {
+            "error": f"timed out after {limit:.0f} s{said}",
+            **({"rows": so_far} if so_far else {}),
+        }
     else:
-        result = json.loads(out.read_text()) if out.stat().st_size else {}
+        result = _read(out)
         if code or not result:
             tail = err.strip().splitlines()[-1:] or ["no output"]
             result = {"error": f"exit {code}: {tail[0][:200]}"}
@@ -284,13 +292,37 @@ def finish_step(started: dict) -> dict:
     return result
 
 
+class SavedRows(list):
+    """A step's rows, written to ``path`` (atomically) as each is appended."""
+
+    def __init__(self, path: Path):
+        super().__init__()
+        self.path = path
+
+    def append(self, item) -> None:
+        super().append(item)
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(json.dumps({"rows": list(self)}, default=float))
+        partial.replace(self.path)
+
+
+def _read(path: Path) -> dict:
+    """A step's result file: {} where it is missing, empty or cut short."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def markdown(name: str, result: dict) -> str:
-    head = f"### {name} ({result['seconds']} s)\n\n"
-    if "error" in result:
-        return head + f"failed: {result['error']}\n"
+    text = f"### {name} ({result['seconds']} s)\n\n"
     if "rows" in result:  # columns in the order the rows first name them
-        return head + "\n".join(table(pd.DataFrame(result["rows"]).map(_cell))) + "\n"
-    return head + result["text"] + "\n"
+        text += "\n".join(table(pd.DataFrame(result["rows"]).map(_cell))) + "\n"
+    if "text" in result:
+        text += result["text"] + "\n"
+    if "error" in result:
+        text += f"{chr(10) if 'rows' in result else ''}failed: {result['error']}\n"
+    return text
 
 
 def _cell(value) -> str:
@@ -303,6 +335,20 @@ def where(device: str) -> str:
     if device.startswith("cuda"):
         return f"{torch.cuda.get_device_name(torch.device(device))} ({device})"
     return f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}"
+
+
+def limits(text: str, parser: argparse.ArgumentParser) -> dict[str, float]:
+    """``--limits``: step=seconds pairs, each a step of ``STEPS`` (else one line, exit 2)."""
+    names, found = {name for name, _, _ in STEPS}, {}
+    for pair in filter(None, text.split(",")):
+        name, _, seconds = pair.partition("=")
+        try:
+            found[name] = float(seconds)
+        except ValueError:
+            parser.error(f"--limits {pair!r}: write step=seconds, e.g. seeds-1=60")
+        if name not in names or found[name] < 0:
+            parser.error(f"--limits {pair!r}: the steps are {', '.join(sorted(names))}")
+    return found
 
 
 def main() -> None:
@@ -318,6 +364,11 @@ def main() -> None:
         help="seconds of the whole job (default: "
         f"{BUDGET['gpu']} on a device, {BUDGET['tiny']} with --tiny)",
     )
+    parser.add_argument(
+        "--limits",
+        default="",
+        help="per-step seconds that replace STEPS', e.g. seeds-1=60,correct-160m=200",
+    )
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("--step-out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--limit", type=float, default=60, help=argparse.SUPPRESS)
@@ -325,7 +376,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if opts.step:  # the child: one step, its JSON to --step-out
         try:
-            result = step(opts.step, opts.device, opts.tiny, opts.limit)
+            result = step(opts.step, opts.device, opts.tiny, opts.limit, opts.step_out)
         except Exception as err:  # noqa: BLE001 - the parent records it as the step's row
             traceback.print_exc()
             result = {"error": f"{type(err).__name__}: {err}"[:300]}
@@ -336,8 +387,10 @@ def main() -> None:
     chosen = opts.steps.split(",") if opts.steps else [name for name, _, _ in STEPS]
     budget = opts.budget or BUDGET["tiny" if opts.tiny else "gpu"]
     begin, results, background = time.perf_counter(), {}, None
+    overrides = limits(opts.limits, parser)
     for name, gpu_s, tiny_s in STEPS:
         limit = tiny_s if opts.tiny else gpu_s
+        limit = float(overrides[name]) if name in overrides else limit  # 0: the rest
         if name not in chosen or limit is None:
             continue
         left = max(1.0, budget - (time.perf_counter() - begin))

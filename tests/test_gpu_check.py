@@ -121,3 +121,40 @@ def test_the_cpu_mode_of_the_device_job_runs_its_steps_and_passes(tmp_path):
     assert "failed:" not in text and "FAIL" not in text, text
     assert "| tiny random | load (logits) | float32 |" in text and "CPU cores" in text
     assert "| ihprobe train |" in text and "| demo | demo (device auto) |" in text
+
+
+def _hanging(job):
+    """A child that has finished nothing more and never returns."""
+    pipe = job.subprocess.PIPE
+    argv = [sys.executable, "-c", "import time; time.sleep(60)"]
+    return job.subprocess.Popen(argv, start_new_session=True, stdout=pipe, stderr=pipe, text=True)
+
+
+def test_a_step_stopped_at_its_limit_keeps_the_rows_it_finished(tmp_path):
+    job = module("device_job")
+    out = tmp_path / "step.json"
+    rows = job.SavedRows(out)
+    rows.append({"function": "scan", "result": "pass"})  # measured one row, then hangs
+    started = {"proc": _hanging(job), "out": out, "limit": 0.5, "begin": time.perf_counter()}
+    result = job.finish_step(started)
+    assert result["rows"] == [{"function": "scan", "result": "pass"}]
+    assert result["error"].startswith("timed out after 0 s; the rows above")
+    text = job.markdown("correct-x", result)
+    assert "| scan | pass |" in text and text.rstrip().endswith("are those it finished")
+    nothing = {**started, "proc": _hanging(job), "out": tmp_path / "none.json"}
+    empty = job.finish_step(nothing)
+    assert "rows" not in empty and empty["error"] == "timed out after 0 s"
+
+
+def test_limits_replace_the_steps_seconds_and_refuse_what_is_not_a_step():
+    import argparse
+
+    job = module("device_job")
+    parser = argparse.ArgumentParser()
+    found = job.limits("seeds-1=60,natural-study=0", parser)
+    assert found == {"seeds-1": 60.0, "natural-study": 0.0}
+    assert job.limits("", parser) == {}
+    for bad in ("seeds-1", "seeds-1=soon", "no-such-step=5", "seeds-1=-1"):
+        with pytest.raises(SystemExit) as exit_:
+            job.limits(bad, parser)
+        assert exit_.value.code == 2, bad

@@ -209,8 +209,17 @@ def check_training_size(config: TrainConfig) -> None:
         f"training {shape.parameters:.3g} parameters at B={config.batch_size}, C={config.context}",
         found,
         shrink="pass a smaller --d-model, --d-mlp, --layers, -C or -B (or --grad-accum)",
-        device=config.device,
+        device=_estimated_on(config.device),
     )
+
+
+def _estimated_on(device: str) -> str:
+    """The device whose speed the estimate uses (``"auto"``: cuda when there is one)."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 # A field's annotation -> the check of its type (ranges are check_config's).
