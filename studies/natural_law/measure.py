@@ -97,7 +97,7 @@ def measure(run: Path, cell: str, seed: int) -> dict:
     records = probe_records(run)
     onset = onset_row(records, batch_size, context)
     final = sorted(Path(run, "checkpoints").glob("step-*"))[-1]
-    check = ihprobe.head_check(str(final))
+    check = ihprobe.head_check(ihprobe.load(str(final), device="auto"))  # cuda where there is one
     total = records[-1]["tokens"] if records else 0
     corpus = corpus_tokens()
     return {
