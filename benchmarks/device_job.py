@@ -11,10 +11,8 @@ a timeout is one row of the results, never the end of the job):
 1. ``speed-scale``: ``bench_scale.py`` (scan and ablate against the bare forward, bfloat16,
    at 160m, 410m and 1.4b);
 2. ``speed-train``: ``bench_train.py`` (ihprobe train against a bare loop and HF Trainer);
-3. ``seeds-K``: the aggregate tokens/s of K runs sharing the device, one step per K
-   (``ihprobe sweep --per-device K``) at K = 1, 8, 16 (``--tiny``: 1, 2), in the shape of
-   the natural-text recipe ``d128-B16`` (iid tokens of its 512-id vocabulary: the speed
-   depends on the shape, not the text);
+3. ``seeds-K`` (``device_seeds.py``): the aggregate tokens/s of K runs sharing the device,
+   one step per K at K = 1, 8, 16 (``--tiny``: 1, 2);
 4. ``natural-study``: the command in ``$IHPROBE_NATURAL_GPU`` (the natural-text study's GPU
    queue, resumable: it skips what it finished; without it, a no-op row). It starts once the
    timed steps are done and runs in the background until the budget is spent, beside the
@@ -44,7 +42,6 @@ import traceback
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -73,67 +70,7 @@ STEPS = (
     ("correct-train", 150, 120),
 )
 BACKGROUND = "natural-study"
-SEED_STEPS = 2000  # updates of one run alone; K runs take SEED_STEPS / K each (at least 300)
 BUDGET = {"gpu": 480, "tiny": 720}  # seconds of the whole job (--budget)
-RECIPE = (
-    "--arch",
-    "gpt-neox",
-    "--layers",
-    "2",
-    "--heads",
-    "4",
-    "--d-model",
-    "128",
-    "--context",
-    "256",
-    "--batch-size",
-    "16",
-    "--lr",
-    "3e-3",
-    "--producer",
-    "iid",
-    "--vocab-size",
-    "512",
-    "--schedule",
-    "constant",
-    "--checkpoints",
-    "linear",
-    "--n-checkpoints",
-    "1",
-    "--state-every",
-    "0",
-    "--log-every",
-    "50",
-)
-
-
-def speed_seeds(k: int, device: str, tiny: bool) -> list[dict]:
-    """Aggregate tokens/s of ``k`` runs of the recipe side by side on the device: the sum of
-    each run's median speed over its log lines (the loop alone), and all their tokens over the
-    wall time (process starts included)."""
-    from ihprobe.io.runs import RunDir
-    from ihprobe.jobs import sweep
-
-    tiny_shape = ("--d-model", "32", "--context", "64", "--batch-size", "4") if tiny else ()
-    steps = 60 if tiny else max(SEED_STEPS // k, 300)
-    runs = sweep.plan([f"seed={','.join(str(s) for s in range(k))}"], Path(tempfile.mkdtemp()))
-    begin = time.perf_counter()
-    status = sweep.train_all(runs, (*RECIPE, *tiny_shape, "--steps", str(steps)), per_device=k)
-    wall = time.perf_counter() - begin
-    records = [RunDir(r.out).records("metrics.jsonl") for r in runs]
-    inner = sum(float(np.median([x["tokens_per_s"] for x in r])) for r in records if r)
-    tokens = sum(r[-1]["tokens"] for r in records if r)
-    finished = sum(code == 0 for code in status.values())
-    return [
-        {
-            "K": k,
-            "updates per run": steps,
-            "runs finished": finished,
-            "tokens/s (sum in loop)": round(inner),
-            "tokens/s (wall)": round(tokens / wall),
-            "wall s": round(wall, 1),
-        }
-    ]
 
 
 def seeds_table(results: dict[str, dict]) -> str:
@@ -168,6 +105,8 @@ def step(name: str, device: str, tiny: bool, limit: float, out: Path) -> dict:
             checks.correct_train(device, tiny, rows)
         return {"rows": list(rows)}
     if name.startswith("seeds-"):
+        from device_seeds import speed_seeds
+
         return {"rows": speed_seeds(int(name.split("-")[1]), device, tiny)}
     if name == "speed-scale":
         sizes, rows = ("tiny", "4") if tiny else ("160m,410m,1.4b", "100")
