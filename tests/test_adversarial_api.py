@@ -204,7 +204,7 @@ def model(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def capped_memory():
-    with mock.patch.object(memory, "available_bytes", lambda: MEMORY_CAP):
+    with mock.patch.object(memory, "available_bytes", lambda device="cpu": MEMORY_CAP):
         yield
 
 
@@ -313,7 +313,7 @@ def bad_values(slot: Slot) -> st.SearchStrategy:
 def test_fuzz_public_api(model, data):
     slot = data.draw(st.sampled_from(SLOTS), label="slot")
     value = data.draw(bad_values(slot), label="value")
-    with mock.patch.object(memory, "available_bytes", lambda: MEMORY_CAP):
+    with mock.patch.object(memory, "available_bytes", lambda device="cpu": MEMORY_CAP):
         refused(slot, model, value)
 
 

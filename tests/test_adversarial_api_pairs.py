@@ -34,7 +34,7 @@ PAIRS = [(slot, value) for slot in SLOTS for value in slot.bad]
 
 @pytest.fixture(autouse=True)
 def capped_memory():
-    with mock.patch.object(memory, "available_bytes", lambda: MEMORY_CAP):
+    with mock.patch.object(memory, "available_bytes", lambda device="cpu": MEMORY_CAP):
         yield
 
 

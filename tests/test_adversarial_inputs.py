@@ -105,7 +105,7 @@ def test_config_that_dwarfs_its_weights_is_refused_before_building(gpt2, tmp_pat
 
 
 def test_model_larger_than_memory_is_refused_unless_overridden(gpt2, monkeypatch):
-    monkeypatch.setattr(memory, "available_bytes", lambda: 10_000)
+    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 10_000)
     with pytest.raises(IhprobeError, match=r"building .* needs about .* GB but"):
         ihprobe.load(gpt2)
     monkeypatch.setenv(memory.SIZE_LIMIT_ENV, "1")
@@ -249,7 +249,7 @@ def cli_cases() -> st.SearchStrategy:
 def test_fuzz_cli_in_process(gpt2, tmp_path, capsys, case):
     (command, flag), value = case
     argv = [command, str(gpt2), f"{flag}={value}", "--out", str(tmp_path / "out"), "--force"]
-    with mock.patch.object(memory, "available_bytes", lambda: MEMORY_CAP):
+    with mock.patch.object(memory, "available_bytes", lambda device="cpu": MEMORY_CAP):
         cli_refuses(argv, capsys)
 
 

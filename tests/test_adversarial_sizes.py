@@ -83,13 +83,13 @@ HUGE = {
 
 @pytest.mark.parametrize("case", HUGE)
 def test_training_past_memory_is_refused_before_any_tensor(case):
-    with mock.patch.object(memory, "available_bytes", lambda: 3 * GB):
+    with mock.patch.object(memory, "available_bytes", lambda device="cpu": 3 * GB):
         message = one_line(lambda: check_training_size(TrainConfig(**HUGE[case])))
     assert "GB but" in message and "--d-model" in message and memory.SIZE_LIMIT_ENV in message
 
 
 def test_the_default_training_fits_and_the_override_lifts_the_check(monkeypatch):
-    with mock.patch.object(memory, "available_bytes", lambda: 3 * GB):
+    with mock.patch.object(memory, "available_bytes", lambda device="cpu": 3 * GB):
         check_training_size(TrainConfig())
         monkeypatch.setenv(memory.SIZE_LIMIT_ENV, "1")
         check_training_size(TrainConfig(layers=100_000))
@@ -124,6 +124,28 @@ def test_long_work_is_announced_before_it_starts(caplog):
     with caplog.at_level(logging.WARNING):
         checks.arguments(model=model, random=2, batch=4)
     assert "of work" not in caplog.text
+
+
+def test_a_long_context_model_is_estimated_at_the_rows_a_call_runs(monkeypatch):
+    """Pythia-160m's shape (n_ctx 2,048) scanned with batch=8 on a 16 GiB machine: allowed, as
+    the probes' rows are at most 512 tokens (estimating whole contexts once asked for 55 GB);
+    tokens a caller passes count at their own length."""
+    from types import SimpleNamespace
+
+    import torch
+
+    cfg = SimpleNamespace(
+        n_layers=12, n_heads=12, d_model=768, d_mlp=3072, d_vocab=50304, n_ctx=2048, device="cpu"
+    )
+    model = torch.nn.Linear(1, 1)
+    model.cfg = cfg
+    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 16 * 2**30)
+    checks.arguments(model=model, batch=8)  # fits
+    assert memory.shape_of(cfg).context == memory.LONGEST_ROW
+    long_rows = torch.zeros(64, 2048, dtype=torch.long)
+    with pytest.raises(IhprobeError, match="needs about"):  # 64 whole contexts do not fit
+        checks.arguments(model=model, tokens=long_rows, batch=64)
+    checks.arguments(model=model, tokens=long_rows[:8, :100], batch=8)  # short ones do
 
 
 @pytest.mark.parametrize("folder", ["missing", "empty"])

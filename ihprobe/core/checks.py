@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.memory import check_work, estimate, shape_of
+from ihprobe.core.memory import LONGEST_ROW, check_work, estimate, shape_of
 
 INT64_MAX = 2**63 - 1
 SEED_MAX = 2**62  # below int64 with room for the seeds derived from it (seed + 1, ...)
@@ -335,8 +335,10 @@ def arguments(**values) -> None:
     scaling = {k: values[k] for k in MEMORY if values.get(k) is not None}
     if hooked is None or not scaling:
         return
+    passed = [values.get(name) for name in TOKEN_ARGUMENTS]
+    longest = max([LONGEST_ROW, *(t.shape[-1] for t in passed if isinstance(t, torch.Tensor))])
     found = estimate(
-        shape_of(hooked.cfg),
+        shape_of(hooked.cfg, longest),
         rows=max(values.get("batch") or 0, values.get("rows") or 0),
         chunk=values.get("chunk"),
         groups=(values.get("random") or 0) + groups,

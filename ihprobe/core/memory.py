@@ -53,7 +53,8 @@ def available_bytes(device="cpu") -> int:
     if kind == "cuda":  # torch only here: the host's checks stay free of the heavy import
         import torch
 
-        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+        if torch.cuda.is_available():  # else the device check that follows says so
+            return int(torch.cuda.mem_get_info(torch.device(device))[0])
     # any other device (meta has no memory of its own): the host's stands in
     found = [_meminfo() or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")]
     limit, _ = resource.getrlimit(resource.RLIMIT_AS)  # ulimit -v: the address space left
@@ -90,9 +91,15 @@ def _read_int(file: str) -> int | None:
 
 
 def check_memory(
-    what: str, estimate: float, *, limits: bool | None = None, shrink: str = "make it smaller"
+    what: str,
+    estimate: float,
+    *,
+    limits: bool | None = None,
+    shrink: str = "make it smaller",
+    device: str = "cpu",
 ) -> None:
-    """Refuse ``what`` when its ``estimate`` in bytes exceeds the available memory.
+    """Refuse ``what`` when its ``estimate`` in bytes exceeds the memory available on ``device``
+    (the GPU's free memory for cuda, the host's otherwise).
 
     Args:
         what: the allocation, for the message (``"scan with batch=1000000"``).
@@ -104,7 +111,7 @@ def check_memory(
         limits = limits_on()
     if not limits:
         return
-    available = available_bytes()
+    available = available_bytes(device)
     if estimate > available:
         raise IhprobeError(
             f"{what} needs about {estimate / 1e9:.3g} GB but {available / 1e9:.3g} GB of memory "
@@ -135,11 +142,23 @@ class Shape:
         return 2 * self.vocab * self.d_model + self.context * self.d_model + self.layers * block
 
 
-def shape_of(cfg) -> Shape:
-    """The :class:`Shape` of a loaded model's config (TransformerLens names)."""
+LONGEST_ROW = 512  # tokens: the longest row ihprobe's own probes run (natural-text rows)
+
+
+def shape_of(cfg, longest: int = LONGEST_ROW) -> Shape:
+    """The :class:`Shape` of a loaded model's config (TransformerLens names), its context the
+    rows a call will run: ``longest`` tokens, or the model's context where that is shorter
+    (the probes' rows, not ``n_ctx``: a 2,048-token model scans rows of at most 512).
+
+    >>> from types import SimpleNamespace
+    >>> cfg = SimpleNamespace(n_layers=2, n_heads=4, d_model=64, d_mlp=256, d_vocab=512, n_ctx=2048)
+    >>> shape_of(cfg).context, shape_of(cfg, longest=4096).context
+    (512, 2048)
+    """
     d_mlp = getattr(cfg, "d_mlp", None)
     d_mlp = d_mlp if isinstance(d_mlp, int) else 4 * cfg.d_model
-    return Shape(cfg.n_layers, cfg.n_heads, cfg.d_model, d_mlp, cfg.d_vocab, cfg.n_ctx)
+    context = min(cfg.n_ctx, longest)
+    return Shape(cfg.n_layers, cfg.n_heads, cfg.d_model, d_mlp, cfg.d_vocab, context)
 
 
 @dataclass(frozen=True)
@@ -211,7 +230,7 @@ def check_work(what: str, found: Estimate, *, shrink: str, device: str = "cpu") 
 
     >>> check_work("a scan", Estimate(1e3, 1e6), shrink="pass a smaller --batch")
     """
-    check_memory(what, found.bytes, shrink=shrink)
+    check_memory(what, found.bytes, shrink=shrink, device=device)
     seconds = found.seconds(device)
     if seconds > ANNOUNCE_SECONDS:
         log.warning(
