@@ -196,16 +196,10 @@ STUDIES_MAY_IMPORT = {
 STUDIES_STILL_IMPORT = {
     "ihprobe.core",
     "ihprobe.core.files",
-    "ihprobe.data.base",
-    "ihprobe.data.iid",
+    "ihprobe.data",  # the data surface: producer types, the text corpus (its __all__)
     "ihprobe.data.installed_docs",
-    "ihprobe.data.seminatural",
-    "ihprobe.data.stats",
-    "ihprobe.data.text",
     "ihprobe.dynamics.changepoint",
-    "ihprobe.dynamics.forecast",
     "ihprobe.dynamics.llc",
-    "ihprobe.figures.forecast",
     "ihprobe.io.architectures",
     "ihprobe.io.models",
     "ihprobe.io.runs",

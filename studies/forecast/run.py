@@ -41,12 +41,17 @@ import pandas as pd
 import torch
 
 import ihprobe
-from ihprobe import TrainConfig, law_prior, train
-from ihprobe.dynamics.changepoint import run_emergence
-from ihprobe.dynamics.forecast import Prior, forecast_records
-from ihprobe.dynamics.law import predict_emergence
+from ihprobe import (
+    Prior,
+    TrainConfig,
+    forecast_figure,
+    forecast_records,
+    law_prior,
+    predict_emergence,
+    run_emergence,
+    train,
+)
 from ihprobe.dynamics.verdicts import proportion
-from ihprobe.figures.forecast import forecast_figure
 from ihprobe.io.runs import is_finished, run_meta, run_shape
 from ihprobe.jobs.demo import DemoConfig, _train_config, variants
 from ihprobe.jobs.grid import markdown

@@ -31,10 +31,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draws", type=int, default=100)
     args = parser.parse_args(argv)
 
-    from ihprobe import SGLDSettings, llc_stages, llc_trajectory, trajectory
-    from ihprobe.dynamics.changepoint import run_emergence
+    from ihprobe import (
+        SGLDSettings,
+        llc_figure,
+        llc_stages,
+        llc_trajectory,
+        run_emergence,
+        trajectory,
+    )
     from ihprobe.dynamics.llc import stage_sentence
-    from ihprobe.figures.forecast import llc_figure
     from ihprobe.io.runs import run_meta
 
     torch.set_num_threads(DemoConfig().threads)  # as the demo: more threads spin on shared cores

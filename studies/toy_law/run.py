@@ -46,9 +46,7 @@ GRID = (  # (batch_size, context, d_model)
 
 def train_grid(tokens: float, checkpoints: int, out: str) -> pd.DataFrame:
     """Train every cell once; one row per cell."""
-    from ihprobe import TrainConfig, data, train
-    from ihprobe.dynamics.changepoint import run_emergence
-    from ihprobe.dynamics.law import predict_emergence
+    from ihprobe import TrainConfig, data, predict_emergence, run_emergence, train
 
     data.PRODUCERS["periodic"] = Periodic
     rows = []
