@@ -199,11 +199,9 @@ STUDIES_STILL_IMPORT = {
     "ihprobe.data",  # the data surface: producer types, the text corpus (its __all__)
     "ihprobe.data.installed_docs",
     "ihprobe.dynamics.changepoint",
-    "ihprobe.dynamics.llc",
     "ihprobe.io.architectures",
     "ihprobe.io.models",
     "ihprobe.io.runs",
-    "ihprobe.jobs.demo",
     "ihprobe.probes.engine",
     "ihprobe.probes.recall",
     "ihprobe.training.config",

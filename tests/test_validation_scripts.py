@@ -18,7 +18,7 @@ from scipy import stats
 
 from ihprobe.jobs import grid as common
 from ihprobe.training.config import check_config
-from studies.forecast import run as forecast
+from studies.forecast import claims as forecast
 from studies.law import cells as law_cells
 from studies.law import claims as report
 from studies.law import control

@@ -21,7 +21,9 @@ import pandas as pd
 from ihprobe import EmergencePoint, law_prior
 from ihprobe.dynamics.changepoint import curve
 from ihprobe.jobs.grid import markdown
-from studies.forecast.run import AT, coverage_row, judged
+from studies.forecast.cells import AT
+from studies.forecast.claims import coverage_row
+from studies.forecast.measure import judged
 from studies.law.probe_length import flag
 
 PRIOR = "[A] law"
