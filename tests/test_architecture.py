@@ -198,7 +198,6 @@ STUDIES_STILL_IMPORT = {
     "ihprobe.core.files",
     "ihprobe.data",  # the data surface: producer types, the text corpus (its __all__)
     "ihprobe.data.installed_docs",
-    "ihprobe.dynamics.changepoint",
     "ihprobe.io.architectures",
     "ihprobe.io.models",
     "ihprobe.io.runs",

@@ -115,7 +115,7 @@ def run_row(run: Path, shape: dict, cache_name: str = "trajectory-cache") -> dic
     row.update(_fields(full, steps, ""))
     for half, prefix in ((even, "even_"), (odd, "odd_")):
         row.update(_fields(emergence(half, batch_size=B, context=C), steps, prefix))
-    row.update(forecast_fields(table, full, B, C, steps))
+    row.update(forecast_fields(full, B, C, steps))
     row["n_long"] = C // 2 if shape.get("long", long_probe(shape["grid"], C)) else None
     if row["n_long"]:
         scan = {**SCAN, "n": row["n_long"]}
