@@ -19,6 +19,7 @@ from studies.contrast import run as contrast
 from studies.forecast import cells as forecast_cells
 from studies.forecast import claims as forecast_claims
 from studies.forecast import run as forecast
+from studies.law import other
 from studies.law import run as law
 from studies.llc import claims as llc_claims
 from studies.llc import run as llc
@@ -44,7 +45,10 @@ def assert_same_bytes(made: dict[str, Path], folder: Path) -> None:
 
 def test_the_law_grid_rerenders_from_its_csv(tmp_path, monkeypatch):
     folder = ROOT / "studies" / "law"
-    made = copies(tmp_path, folder, ["RESULTS_papers_law.md", "RESULTS_papers_law.csv"])
+    outside = ["RESULTS_papers_law_halves_demo.csv", "RESULTS_papers_law_halves_natural.csv"]
+    names = ["RESULTS_papers_law.md", "RESULTS_papers_law.csv", other.MD, *outside]
+    made = copies(tmp_path, folder, names)
+    made[other.MD].unlink()  # drawn again from the run sets' CSVs
     monkeypatch.setattr(law, "OUT_MD", made["RESULTS_papers_law.md"])
     monkeypatch.setattr(law, "OUT_CSV", made["RESULTS_papers_law.csv"])
     law.main(["--report", "--from-csv"])
