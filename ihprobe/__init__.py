@@ -41,10 +41,10 @@ _EXPORTS: dict[str, str] = {
     "Prediction": "ihprobe.dynamics.law",
     # live forecast and the local learning coefficient
     "forecast_emergence": "ihprobe.dynamics.forecast",
-    "law_prior": "ihprobe.dynamics.forecast",
+    "law_prior": "ihprobe.dynamics.prior",
     "Forecast": "ihprobe.dynamics.forecast",
     "forecast_records": "ihprobe.dynamics.forecast",
-    "Prior": "ihprobe.dynamics.forecast",
+    "Prior": "ihprobe.dynamics.prior",
     "llc_trajectory": "ihprobe.dynamics.llc",
     "llc_stages": "ihprobe.dynamics.llc",
     "SGLDSettings": "ihprobe.dynamics.llc",

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ihprobe.dynamics.changepoint import EmergencePoint
-from ihprobe.dynamics.forecast import law_prior
+from ihprobe.dynamics.prior import law_prior
 from studies.forecast import cells, claims, measure
 
 STEPS = 20000
