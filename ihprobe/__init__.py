@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     # emergence and the law
     "trajectory": "ihprobe.dynamics.trajectories",
     "emergence": "ihprobe.dynamics.changepoint",
+    "run_emergence": "ihprobe.dynamics.changepoint",
     "EmergencePoint": "ihprobe.dynamics.changepoint",
     "predict_emergence": "ihprobe.dynamics.law",
     "fit_law": "ihprobe.dynamics.law",
@@ -40,8 +41,10 @@ _EXPORTS: dict[str, str] = {
     "Prediction": "ihprobe.dynamics.law",
     # live forecast and the local learning coefficient
     "forecast_emergence": "ihprobe.dynamics.forecast",
-    "law_prior": "ihprobe.dynamics.forecast",
+    "law_prior": "ihprobe.dynamics.prior",
     "Forecast": "ihprobe.dynamics.forecast",
+    "forecast_records": "ihprobe.dynamics.forecast",
+    "Prior": "ihprobe.dynamics.prior",
     "llc_trajectory": "ihprobe.dynamics.llc",
     "llc_stages": "ihprobe.dynamics.llc",
     "SGLDSettings": "ihprobe.dynamics.llc",
@@ -75,6 +78,8 @@ _EXPORTS: dict[str, str] = {
     "composition_figure": "ihprobe.figures.circuit",
     "patch_figure": "ihprobe.figures.circuit",
     "loss_by_position_figure": "ihprobe.figures.circuit",
+    "forecast_figure": "ihprobe.figures.forecast",
+    "llc_figure": "ihprobe.figures.forecast",
     "demo_run": "ihprobe.jobs.demo",
     # errors
     "IhprobeError": "ihprobe.core.errors",

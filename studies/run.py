@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from ihprobe.core.files import atomic_write
 from ihprobe.jobs.grid import (
     Provenance,
     read_result,
@@ -21,6 +20,7 @@ from ihprobe.jobs.grid import (
     report_lock,
     saved_results,
     status_row,
+    write_record,
     write_result,
 )
 from studies.study import Study, provenance
@@ -66,9 +66,7 @@ def pairs(study: Study, saved: dict) -> list[tuple[str, int]]:
 def write(study: Study, frame: pd.DataFrame, provenance: Provenance | list[str]) -> None:
     """Write the CSV of record and the results file (``provenance``: whose lines it starts with)."""
     lines = provenance.lines() if isinstance(provenance, Provenance) else list(provenance)
-    # atomically: a run killed while it reports (the GPU queue's deadline) leaves whole files
-    atomic_write(study.csv, lambda path: frame.to_csv(path, index=False))
-    atomic_write(study.md, study.report(frame, lines))
+    write_record(study.csv, frame, study.md, study.report(frame, lines))
 
 
 def run_one(study: Study, cell: str, seed: int) -> dict:

@@ -96,6 +96,17 @@ def provenance(name: str, unit: str) -> Provenance:
     return Provenance(runs=f"{PYTHON} {name} {unit}", command=command, hardware=hardware())
 
 
+def recorded_header(text: str) -> list[str]:
+    r"""The lines a results file holds above its first table: what a study's ``--report`` keeps
+    when they state what only its run folders hold (wall times, the runs' own settings).
+
+    >>> recorded_header("# T\n\nran in 5 s\n\n| a |\n| --- |\n| 1 |\n")
+    ['# T', '', 'ran in 5 s', '']
+    """
+    lines = text.split("\n")
+    return lines[: next((i for i, line in enumerate(lines) if line.startswith("| ")), len(lines))]
+
+
 def header(name: str, title: str, unit: str, frame: pd.DataFrame, md: Path, rerender: bool):
     """The first lines of a study's results file. ``rerender`` (``--report``): the tables are
     drawn again from the CSV of record and no run changed, so the provenance lines the file

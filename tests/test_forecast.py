@@ -11,14 +11,9 @@ import pytest
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.changepoint import EmergencePoint
-from ihprobe.dynamics.forecast import (
-    DEFAULT_SPREAD,
-    Prior,
-    forecast_emergence,
-    forecast_records,
-    law_prior,
-)
+from ihprobe.dynamics.forecast import forecast_emergence, forecast_records
 from ihprobe.dynamics.law import predict_emergence
+from ihprobe.dynamics.prior import DEFAULT_SPREAD, Prior, law_prior
 
 # A recorded probes.jsonl: the demo configuration at B=16 (seed 0), max PS per checkpoint.
 RECORDED = [

@@ -6,6 +6,7 @@ record keeps the rows of run folders that are gone."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -13,7 +14,7 @@ import pytest
 import ihprobe
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.runs import is_finished
-from ihprobe.jobs.grid import Grid, read_result, train_or_reuse
+from ihprobe.jobs.grid import Grid, other_config, read_result, train_or_reuse, write_record
 from ihprobe.training.config import TrainConfig
 from studies import run as shared
 from studies.study import Study
@@ -57,8 +58,19 @@ def test_a_folder_with_another_config_is_refused_and_an_empty_one_restarts(tmp_p
     moved = TrainConfig(**{**other.to_json(), "out": str(tmp_path / "B4" / "seed0")})
     with pytest.raises(IhprobeError, match="another config"):
         train_or_reuse(moved)
+    run, same = tmp_path / "B4" / "seed0", grid.config("B4", 0)
+    assert other_config(run, moved) == {"batch_size": (4, 8)}  # what the refusal names
+    assert other_config(run, moved, ignore=("batch_size",)) == {}
+    assert other_config(run, replace(same, resume=True, device="cuda")) == {}  # a resume's own
     (tmp_path / "B8" / "seed0").mkdir(parents=True)  # killed before its first training state
     assert grid.run("B8", 0)[2] == "trained"
+
+
+def test_the_record_and_its_report_are_written_whole(tmp_path):
+    csv, md = tmp_path / "r.csv", tmp_path / "R.md"
+    write_record(csv, pd.DataFrame({"cell": ["a"], "seed": [0]}), md, "# R\n")
+    assert csv.read_text() == "cell,seed\na,0\n" and md.read_text() == "# R\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["R.md", "r.csv"]  # no temporaries
 
 
 def test_an_unknown_cell_is_one_line():

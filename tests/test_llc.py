@@ -10,7 +10,8 @@ import pytest
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.changepoint import EmergencePoint
-from ihprobe.dynamics.llc import SGLDSettings, llc_stages, llc_trajectory, stage_sentence
+from ihprobe.dynamics.llc import SGLDSettings, llc_stages, llc_trajectory
+from studies.llc.claims import stage_sentence
 
 FEW = SGLDSettings(chains=2, draws=8, batch_size=8, rows=32, init_batches=2)
 

@@ -239,7 +239,7 @@ def test_the_law_scripts_halves_flag_refits_each_finished_folder_into_the_report
 def test_the_replayed_forecast_finds_a_point_the_law_prior_misses():
     table = sigmoid_table(2400)  # B 16, C 128: the law says about 13,000 updates
     full = emergence(table, batch_size=16, context=128)
-    fields = lf.forecast_fields(table, full, 16, 128, 8800)
+    fields = lf.forecast_fields(full, 16, 128, 8800)
     assert not fields["prior_covered"]  # 80% of the prior lies above 5,000 updates
     assert fields["f50_covered"] and fields["f50_width"] < fields["prior_width"] / 2
     placed = {**fields, "cell": "c", "transition": True, "censored": False}

@@ -13,13 +13,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ihprobe.jobs.grid import markdown
+from ihprobe import Prior
 from studies.__main__ import main as studies_main
 from studies.contrast import run as contrast
+from studies.forecast import cells as forecast_cells
+from studies.forecast import claims as forecast_claims
 from studies.forecast import run as forecast
+from studies.law import other
 from studies.law import run as law
+from studies.llc import claims as llc_claims
+from studies.llc import run as llc
 from studies.natural import run as natural
-from studies.study import STUDIES, load
+from studies.study import STUDIES, load, recorded_header
 from studies.toy_law import run as toy_law
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +45,9 @@ def assert_same_bytes(made: dict[str, Path], folder: Path) -> None:
 
 def test_the_law_grid_rerenders_from_its_csv(tmp_path, monkeypatch):
     folder = ROOT / "studies" / "law"
-    made = copies(tmp_path, folder, ["RESULTS_papers_law.md", "RESULTS_papers_law.csv"])
+    names = ["RESULTS_papers_law.md", "RESULTS_papers_law.csv", other.MD]
+    made = copies(tmp_path, folder, names)
+    made[other.MD].unlink()  # drawn again from the run sets' CSVs beside the study
     monkeypatch.setattr(law, "OUT_MD", made["RESULTS_papers_law.md"])
     monkeypatch.setattr(law, "OUT_CSV", made["RESULTS_papers_law.csv"])
     law.main(["--report", "--from-csv"])
@@ -109,22 +116,67 @@ def block_in(lines: list[str], text: str) -> bool:
     return "\n".join(lines) in text
 
 
-def test_the_forecast_tables_rerender_from_their_csvs():
-    """The forecast's header names its runs' wall times and refitted prior, which only the run
-    folders hold; its tables and the natural pilots' section are the CSVs' own."""
+def test_the_forecast_rerenders_from_its_csvs(tmp_path, monkeypatch):
+    """Its tables and the natural pilots' section are the CSVs' own; the lines above the tables
+    name the runs' wall times, earlier runs and refitted prior, which only the run folders hold,
+    and ``--report`` keeps them (the next test checks the code writes them so)."""
     folder = ROOT / "studies" / "forecast"
-    text = (folder / "RESULTS_forecast.md").read_text()
-    table = pd.read_csv(folder / "RESULTS_forecast.csv")
-    natural_rows = pd.read_csv(folder / "RESULTS_forecast_natural.csv")
-    summary = markdown(forecast.summary(table.drop(columns="command")))
-    assert len(summary) > 4 and block_in(summary, text)
-    assert block_in(forecast.natural_lines(natural_rows), text)
-    assert text.endswith("\n".join(forecast.natural_lines(natural_rows)))
+    names = ["RESULTS_forecast.md", "RESULTS_forecast.csv", "RESULTS_forecast_natural.csv"]
+    made = copies(tmp_path, folder, names)
+    monkeypatch.setattr(forecast, "OUT_MD", made["RESULTS_forecast.md"])
+    monkeypatch.setattr(forecast, "OUT_CSV", made["RESULTS_forecast.csv"])
+    monkeypatch.setattr(forecast, "NATURAL_CSV", made["RESULTS_forecast_natural.csv"])
+    made["RESULTS_forecast.md"].write_text(
+        "\n".join(recorded_header((folder / names[0]).read_text()))
+    )  # the header alone: every line below it is drawn again
+    studies_main(["forecast", "--report"])
+    assert_same_bytes(made, folder)
 
 
-def test_the_llc_table_rerenders_from_its_csv():
-    """The LLC's change point needs the run; its table of estimates is the CSV's own."""
+def test_the_forecast_header_is_what_the_code_writes_from_the_runs_facts():
+    """Given the facts the recorded header states (times, earlier runs, the refitted prior), the
+    code writes that header: the configuration in ``cells.py`` is the one measured."""
+    text = (ROOT / "studies" / "forecast" / "RESULTS_forecast.md").read_text()
+    table = pd.read_csv(ROOT / "studies" / "forecast" / "RESULTS_forecast.csv")
+    recorded = recorded_header(text)
+    times = re.search(r"took (\d+) s .*invocation (\d+) s", text, re.S)
+    earlier = re.search(r"B\^-0.37: (.*)\. The refit uses the runs with a transition", text)
+    priors = {
+        "[A] law": Prior(15788.0, 0.3, "fitted", 32, 64),
+        "refit (B16, B64)": Prior(228.0, 0.3, "fitted", 32, 64, runs=1),
+    }
+    facts = {
+        "train_s": float(times.group(1)),
+        "wall_s": float(times.group(2)),
+        "earlier": earlier.group(1).split("; "),
+    }
+    command = table.command.iloc[0]
+    assert forecast_claims.header(table, command, priors, facts) == recorded
+    assert "d64, 4 heads" in text and forecast_cells.DEMO.d_model == 64
+
+
+def test_the_llc_rerenders_from_its_csv(tmp_path, monkeypatch):
+    """The table and the checks are the CSV's own; the lines above the table (timing, the run's
+    settings) and the stage sentence, which needs the run's PS point, are kept as recorded."""
     folder = ROOT / "studies" / "llc"
-    text = (folder / "RESULTS_llc.md").read_text()
-    frame = pd.read_csv(folder / "RESULTS_llc.csv").drop(columns="command")
-    assert len(frame) > 10 and block_in(markdown(frame), text)
+    made = copies(tmp_path, folder, ["RESULTS_llc.md", "RESULTS_llc.csv"])
+    monkeypatch.setattr(llc, "OUT_MD", made["RESULTS_llc.md"])
+    monkeypatch.setattr(llc, "OUT_CSV", made["RESULTS_llc.csv"])
+    recorded = made["RESULTS_llc.md"].read_text()
+    stage = f"- {llc_claims.recorded_stage(recorded)}"
+    kept = [*recorded_header(recorded), "| no table |", "", stage]
+    made["RESULTS_llc.md"].write_text("\n".join(kept))  # the table and checks drawn again
+    studies_main(["llc", "--report"])
+    assert_same_bytes(made, folder)
+
+
+def test_the_llc_stage_sentence_states_the_change_point_of_its_csv():
+    """The recorded sentence's LLC change point is the one the CSV's estimates give."""
+    from ihprobe import SGLDSettings, llc_stages
+    from ihprobe.dynamics.llc import LLCTrajectory
+
+    folder = ROOT / "studies" / "llc"
+    frame = pd.read_csv(folder / "RESULTS_llc.csv")
+    stage = llc_stages(LLCTrajectory(frame, pd.DataFrame(), SGLDSettings(), "r"))
+    said = llc_claims.recorded_stage((folder / "RESULTS_llc.md").read_text())
+    assert stage.transition and f"LLC change point ({stage.updates:,.0f} updates)" in said

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from ihprobe.dynamics.changepoint import EmergencePoint
-from ihprobe.dynamics.forecast import law_prior
-from studies.forecast import run as vf
+from ihprobe.dynamics.prior import law_prior
+from studies.forecast import cells, claims, measure
 
 STEPS = 20000
 
@@ -46,7 +46,7 @@ def test_only_finished_pilot_runs_with_probes_are_judged(tmp_path):
     done = pilot_run(tmp_path, 0)
     pilot_run(tmp_path, 1, finished=False)
     pilot_run(tmp_path, 2, probes=False)
-    assert vf.natural_runs(tmp_path) == [("d128-test", 0, done)]
+    assert measure.natural_runs(tmp_path) == [("d128-test", 0, done)]
 
 
 @pytest.mark.parametrize(("measured", "covered"), [(7000, True), (1e7, False)])
@@ -55,9 +55,9 @@ def test_each_forecast_is_judged_at_its_fraction_against_the_measured_point(
 ):
     run = pilot_run(tmp_path, 0)
     prior = {"[A] law": law_prior(4, 256)}
-    records, shape = vf.probe_records(run), {"pilot": "p", "seed": 0}
-    rows = pd.DataFrame(vf.judged(records, prior, point(measured), STEPS, shape))
-    assert rows.fraction.tolist() == list(vf.AT)
+    records, shape = measure.probe_records(run), {"pilot": "p", "seed": 0}
+    rows = pd.DataFrame(measure.judged(records, prior, point(measured), STEPS, shape))
+    assert rows.fraction.tolist() == list(cells.AT)
     assert all(r.at_step <= r.fraction * STEPS < r.at_step + STEPS / 24 for r in rows.itertuples())
     assert rows.prior_covered.all() == covered  # the prior (law alone) is the same every time
     assert (rows.prior_width.round(6) == rows.prior_width.iloc[0].round(6)).all()
@@ -65,9 +65,9 @@ def test_each_forecast_is_judged_at_its_fraction_against_the_measured_point(
     half = rows[rows.fraction == 0.5].iloc[0]
     assert half.width < half.prior_width / 2
     assert bool(half.covered) == covered
-    lines = "\n".join(vf.natural_lines(rows))
-    assert "`p` seed 0" in lines and vf.NATURAL_HEADING in lines
+    lines = "\n".join(claims.natural_lines(rows))
+    assert "`p` seed 0" in lines and claims.NATURAL_HEADING in lines
 
 
 def test_no_pilot_run_yet_says_so():
-    assert "No finished natural-text pilot run" in "\n".join(vf.natural_lines(pd.DataFrame()))
+    assert "No finished natural-text pilot run" in "\n".join(claims.natural_lines(pd.DataFrame()))

@@ -18,12 +18,12 @@ from scipy import stats
 
 from ihprobe.jobs import grid as common
 from ihprobe.training.config import check_config
-from studies.forecast import run as forecast
+from studies.forecast import claims as forecast
 from studies.law import cells as law_cells
 from studies.law import claims as report
 from studies.law import control
 from studies.law import run as law
-from studies.toy_law import run as toy_law
+from studies.toy_law import claims as toy_law
 
 ROOT = Path(__file__).resolve().parents[1]
 WITH_EXAMPLES = sorted(

@@ -58,9 +58,15 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11
 
 __all__ = [
-    "AblationResult", "HeadEffects", "METRICS", "ablate", "ablate_heads", "ablation_hooks",
-    "head_effects", "head_sets",
-]  # fmt: skip
+    "AblationResult",
+    "HeadEffects",
+    "METRICS",
+    "ablate",
+    "ablate_heads",
+    "ablation_hooks",
+    "head_effects",
+    "head_sets",
+]
 
 log = logging.getLogger(__name__)
 
@@ -142,10 +148,19 @@ def ablate(
         >>> summary.loc["ar_accuracy", ["p_value", "load_bearing_index"]]  # doctest: +SKIP
     """
     model = as_model(model)
-    checks.arguments(model=model, random=random, seed=seed, n=n, batch=batch, bos=bos,
-                     text_rows=text_rows, reference=reference)  # fmt: skip
-    check_settings(top=top, random=random, mode=mode, metrics=metrics, scope=scope,
-                   baseline=baseline)  # fmt: skip
+    checks.arguments(
+        model=model,
+        random=random,
+        seed=seed,
+        n=n,
+        batch=batch,
+        bos=bos,
+        text_rows=text_rows,
+        reference=reference,
+    )
+    check_settings(
+        top=top, random=random, mode=mode, metrics=metrics, scope=scope, baseline=baseline
+    )
     wanted = metrics_for(model, metrics)
     scores = _scores(model, by, scores, n=n, batch=batch, seed=seed, bos=bos)
     if match is not None:
@@ -158,18 +173,29 @@ def ablate(
     )
     values = evaluate(model, probes, keeps, wanted, mode=mode, reference=reference, seed=seed)
     settings = {
-        "by": by, "top": top if heads is None else "given", "scope": scope, "random": random,
+        "by": by,
+        "top": top if heads is None else "given",
+        "scope": scope,
+        "random": random,
         "baseline": baseline,
-        "mode": mode, "seed": seed, "n": n, "batch": batch, "bos": bos,
-        "top_count": len(chosen), "distinct_sets": draws.distinct, "draws_repeat": draws.repeats,
+        "mode": mode,
+        "seed": seed,
+        "n": n,
+        "batch": batch,
+        "bos": bos,
+        "top_count": len(chosen),
+        "distinct_sets": draws.distinct,
+        "draws_repeat": draws.repeats,
         "reference": "given" if reference is not None else "each probe's own rows",
         "probes": {p.name: list(p.tokens.shape) for p in probes},  # rows, positions
-    }  # fmt: skip
+    }
     if scope == "layer" and heads is None:
         settings["heads_per_layer"] = heads_per_layer(model.cfg.n_heads, top)
     if draws.repeats:
-        note = (f"only {draws.distinct} distinct {baseline} baseline sets exist, so the "
-                f"{random} draws repeat them; p_distinct counts each set once")  # fmt: skip
+        note = (
+            f"only {draws.distinct} distinct {baseline} baseline sets exist, so the "
+            f"{random} draws repeat them; p_distinct counts each set once"
+        )
         settings["notes"] = [note]
         log.info(note)
     return AblationResult(provenance(model), by, scores, chosen, draws.draws, values, settings)
@@ -221,8 +247,11 @@ def head_effects(
     if unknown:
         raise TypeError(f"head_effects() got unexpected keyword arguments {sorted(unknown)}")
     s = {**ROW_DEFAULTS, **rows}
-    checks.arguments(model=model, groups=model.cfg.n_layers * model.cfg.n_heads,
-                     **{k: v for k, v in s.items() if k not in ("text", "tasks")})  # fmt: skip
+    checks.arguments(
+        model=model,
+        groups=model.cfg.n_layers * model.cfg.n_heads,
+        **{k: v for k, v in s.items() if k not in ("text", "tasks")},
+    )
     check_settings(top=1, random=1, mode=mode, metrics=metrics)
     wanted = metrics_for(model, metrics)
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads

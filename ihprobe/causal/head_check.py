@@ -80,8 +80,12 @@ class HeadCheck:
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        out.update(head=list(self.head), loss_drop=self.loss_drop,
-                   ablation_cost=self.ablation_cost, has_head=self.has_head)  # fmt: skip
+        out.update(
+            head=list(self.head),
+            loss_drop=self.loss_drop,
+            ablation_cost=self.ablation_cost,
+            has_head=self.has_head,
+        )
         out["prefix_matching"] = {str(k): v for k, v in self.prefix_matching.items()}
         return out
 

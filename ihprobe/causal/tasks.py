@@ -51,9 +51,21 @@ SEQUENCES = (
     "abcdefghijklmnopqrstuvwxyz",
     "0123456789",
     ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
-    ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-     "October", "November", "December"),
-)  # fmt: skip
+    (
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ),
+)
 
 
 @dataclass(frozen=True)

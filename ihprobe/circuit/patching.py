@@ -141,14 +141,7 @@ def path_patch(
         clean_run = _run(model, pair.clean, pair, metric, _keep_z(n_layers))
         corrupted_run = _run(model, pair.corrupted, pair, metric, _keep_z(n_layers))
 
-        def frozen(index, store) -> list[Hook]:  # sender clean, every other head corrupted
-            mixed = [
-                (hook_name("z", layer), _mix_z(corrupted_run[("z", layer)][index],
-                                                    clean_run[("z", layer)][index], sending[layer]))
-                for layer in range(n_layers)
-            ]  # fmt: skip
-            return mixed + _keep_inputs(receivers, receiver_input, store)
-
+        frozen = _sender_clean(clean_run, corrupted_run, sending, receivers, receiver_input)
         received = _run(model, pair.corrupted, pair, metric, frozen)
 
         def put(index, store) -> list[Hook]:
@@ -159,6 +152,23 @@ def path_patch(
     return PathPatchResult(
         sender, receivers, receiver_input, clean_value, corrupted_value, patched, provenance(model)
     )
+
+
+def _sender_clean(clean_run, corrupted_run, sending, receivers, receiver_input):
+    """Path patching's second pass: hooks that run the sender heads (1 in ``sending``) on their
+    clean z and every other head on its corrupted z, and keep the receivers' inputs."""
+
+    def frozen(index, store) -> list[Hook]:
+        mixed = [
+            (
+                hook_name("z", layer),
+                _mix_z(corrupted_run[("z", layer)][index], clean_run[("z", layer)][index], mask),
+            )
+            for layer, mask in enumerate(sending)
+        ]
+        return mixed + _keep_inputs(receivers, receiver_input, store)
+
+    return frozen
 
 
 def attribution_patch(

@@ -29,9 +29,18 @@ def add_point_options(p) -> None:
 
 # metrics that are shares (of attention or of correct tokens), so a threshold lies in (0, 1);
 # losses and ranks are positive; other scores (logit attributions, ICL score) can be any number
-SHARES = ("prefix_matching", "previous_token", "duplicate_token", "forward_induction_fixed",
-          "anti_induction", "forward_induction_varied", "backward_duplicate",
-          "backward_previous_token", "ar_accuracy", "backward_copy_accuracy")  # fmt: skip
+SHARES = (
+    "prefix_matching",
+    "previous_token",
+    "duplicate_token",
+    "forward_induction_fixed",
+    "anti_induction",
+    "forward_induction_varied",
+    "backward_duplicate",
+    "backward_previous_token",
+    "ar_accuracy",
+    "backward_copy_accuracy",
+)
 POSITIVE = ("induction_loss", "backward_copy_loss", "ar_mean_rank")
 
 
@@ -114,8 +123,10 @@ def run(args) -> int:
     kwargs = point_kwargs(args)
     results, sections = [], []
     for run_dir in args.runs:
-        stage(f"{run_dir}: {args.metric} at every checkpoint, for the change point (cached scans "
-              "are reused)")  # fmt: skip
+        stage(
+            f"{run_dir}: {args.metric} at every checkpoint, for the change point (cached scans "
+            "are reused)"
+        )
         point = run_emergence(run_dir, progress=flags.progress(args), **kwargs)
         shape = (point.batch_size, point.context)
         law = predict_emergence(*shape) if all(shape) else None

@@ -163,8 +163,9 @@ def slurm_of(args):
 
     given = [flag for key, flag in SLURM_FLAGS.items() if getattr(args, key) is not None]
     if args.per_device is not None and (args.launcher != "local" or args.jobs != 1):
-        raise IhprobeError("--per-device sets how many runs train at once: drop --jobs and "
-                           "use --launcher local.")  # fmt: skip
+        raise IhprobeError(
+            "--per-device sets how many runs train at once: drop --jobs and use --launcher local."
+        )
     if args.launcher == "local":
         if given:
             raise IhprobeError(f"{given[0]} is for --launcher slurm; add it or drop {given[0]}.")

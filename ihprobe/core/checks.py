@@ -202,8 +202,9 @@ def documents(value, name: str = "text") -> bool:
     non-empty list of strings is text; anything else is refused naming ``name``."""
     strings = isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value)
     if not isinstance(value, (str, torch.Tensor)) and not strings:
-        raise IhprobeError(f"{name} must be a string, a list of strings or token ids "
-                           f"(got {_shown(value)}).")  # fmt: skip
+        raise IhprobeError(
+            f"{name} must be a string, a list of strings or token ids (got {_shown(value)})."
+        )
     return isinstance(value, torch.Tensor)
 
 
@@ -346,8 +347,12 @@ def arguments(**values) -> None:
     )
     shown = ", ".join(f"{k}={v}" for k, v in scaling.items())
     device = str(getattr(hooked.cfg, "device", None) or "cpu")
-    check_work(f"{shown} on this model", found, shrink=f"pass a smaller {' or '.join(scaling)}",
-               device=device)  # fmt: skip
+    check_work(
+        f"{shown} on this model",
+        found,
+        shrink=f"pass a smaller {' or '.join(scaling)}",
+        device=device,
+    )
 
 
 def finite_fields(what: str, result, *names: str) -> None:

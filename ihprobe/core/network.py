@@ -46,9 +46,11 @@ def hub_calls(online: bool) -> Iterator[None]:
         for logger in loggers:
             logger.setLevel(logging.ERROR)
         if not online:
-            for module, name in (("huggingface_hub.constants", "HF_HUB_OFFLINE"),
-                                 ("datasets.config", "HF_HUB_OFFLINE"),
-                                 ("datasets.config", "HF_DATASETS_OFFLINE")):  # fmt: skip
+            for module, name in (
+                ("huggingface_hub.constants", "HF_HUB_OFFLINE"),
+                ("datasets.config", "HF_HUB_OFFLINE"),
+                ("datasets.config", "HF_DATASETS_OFFLINE"),
+            ):
                 if hasattr(sys.modules.get(module), name):
                     stack.enter_context(mock.patch.object(sys.modules[module], name, True))
         try:

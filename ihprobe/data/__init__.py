@@ -14,6 +14,11 @@ True
 Each producer's options are a frozen dataclass (``producer.options``, see
 :mod:`ihprobe.data.options`); ``producer_options_equal(name, a, b)`` compares two option
 mappings as the producer reads them, e.g. a run's saved options with the ones given again.
+
+This package's names are the data surface scripts build on (``studies/``): the producer types
+(subclass :class:`Producer` for a source of your own and add it to :data:`PRODUCERS`), the text
+corpus (``load_corpus``, ``TextOptions``, ``TEXT_SUFFIXES``, ``default_directory``: the
+documentation corpus ``make corpus`` builds) and [A]'s repetition/reliability measure.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.bi_induct import BiInductProducer
 from ihprobe.data.iid import IIDProducer
+from ihprobe.data.installed_docs import default_directory
 from ihprobe.data.markov import MarkovProducer
 from ihprobe.data.options import ProducerOptions
 from ihprobe.data.registry import (
@@ -31,7 +37,8 @@ from ihprobe.data.registry import (
 )
 from ihprobe.data.repeats import RepeatsProducer
 from ihprobe.data.seminatural import SemiNaturalProducer
-from ihprobe.data.text import NaturalProducer
+from ihprobe.data.stats import repetition_reliability
+from ihprobe.data.text import TEXT_SUFFIXES, NaturalProducer, TextOptions, load_corpus
 
 PRODUCERS.update(
     {
@@ -46,10 +53,17 @@ PRODUCERS.update(
 
 __all__ = [
     "PRODUCERS",
+    "TEXT_SUFFIXES",
     "Batch",
+    "IIDProducer",
     "Producer",
     "ProducerOptions",
+    "SemiNaturalProducer",
+    "TextOptions",
+    "default_directory",
+    "load_corpus",
     "make_producer",
     "producer_options",
     "producer_options_equal",
+    "repetition_reliability",
 ]

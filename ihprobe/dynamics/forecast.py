@@ -3,9 +3,8 @@
 The forecast is a posterior over ``t* = log10(updates)`` at the emergence point (the onset of
 the rise of max prefix matching, as :func:`ihprobe.emergence` defines it), on a grid:
 
-* the prior is the law's prediction (:mod:`ihprobe.dynamics.law`, refitted on earlier runs when
-given)
-  with a spread in log10 updates: the refit's residual sd, or :data:`DEFAULT_SPREAD`;
+* the prior is the law's prediction (:mod:`ihprobe.dynamics.prior`: the published law, or
+  refitted on earlier runs) with a spread in log10 updates;
 * the likelihood of the live probes ``(step, max PS)`` given ``t*`` is a ramp: max PS sits at a
   base level up to ``t*``, then climbs by ``rise >= RAMP_MIN_RISE`` over ``width`` decades of
   updates and stays up; base and rise are fitted per grid point, the width is averaged over
@@ -41,9 +40,10 @@ from scipy.stats import norm
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
-from ihprobe.dynamics.changepoint import THRESHOLDS, EmergencePoint, emergence, run_emergence
-from ihprobe.dynamics.law import Law, fit_law, get_law, law_point, predict_emergence
+from ihprobe.dynamics.changepoint import THRESHOLDS, EmergencePoint, emergence
 from ihprobe.dynamics.piecewise import noise_sd
+from ihprobe.dynamics.prior import Prior
+from ihprobe.dynamics.prior import law_prior as law_prior  # the trainer imports it from here
 from ihprobe.io.runs import PROBES, RUN_META, RunDir, run_meta
 
 log = logging.getLogger(__name__)
@@ -51,25 +51,11 @@ log = logging.getLogger(__name__)
 FORECAST = "forecast.jsonl"  # one line per live probe in the run directory
 METRIC = "prefix_matching"
 VALUE = "max_prefix_matching"  # the live probes' field (probes.jsonl)
-DEFAULT_SPREAD = 0.3  # sd of log10 updates around a law without residuals to measure it
-MIN_SPREAD = 0.1  # floor for a refit's residual sd (few runs understate the scatter)
 RAMP_MIN_RISE = 0.2  # max PS climbs at least this much when heads form (chance ~0.1 -> 0.3)
 WIDTHS = (0.05, 0.1, 0.2, 0.4)  # decades of updates the rise may take, averaged over
 NOISE_FLOOR = 0.03  # least sd of max PS between checkpoints (probes on 20 rows are noisy)
 GRID_POINTS = 801
 LEVEL = 0.8  # central probability of the interval
-
-
-@dataclass(frozen=True)
-class Prior:
-    """The law's prediction for one run shape, with its spread in log10 updates."""
-
-    updates: float
-    spread: float
-    law: str
-    batch_size: int
-    context: int
-    runs: int = 0  # earlier runs the law was refitted on
 
 
 @dataclass(frozen=True)
@@ -126,73 +112,6 @@ class Forecast:
 
 def _short(x: float) -> str:
     return f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.0f}"
-
-
-# ----------------------------------------------------------------------------- the prior
-
-
-def law_prior(
-    batch_size: int,
-    context: int,
-    law: str | Law = "fitted",
-    *,
-    law_from: Sequence[str | os.PathLike | EmergencePoint] = (),
-    spread: float | None = None,
-) -> Prior:
-    """The law's prediction for ``(batch_size, context)`` as a prior over log10 updates.
-
-    Args:
-        law: the published law to start from (``"fitted"``, ``"sqrt"`` or a :class:`Law`).
-        law_from: earlier runs (directories or their emergence points) to refit the law on;
-            exponents of a B or C that those runs do not vary stay at ``law``'s values.
-        spread: sd of log10 updates; default the refit's residual sd (at least
-            :data:`MIN_SPREAD`) or :data:`DEFAULT_SPREAD` when nothing measures it.
-
-    Example:
-        >>> round(law_prior(32, 64).updates), law_prior(32, 64).spread
-        (15788, 0.3)
-    """
-    if spread is not None:
-        checks.positive("spread", spread)
-    base = get_law(law)
-    if not law_from:
-        updates = predict_emergence(batch_size, context, base).updates
-        return Prior(updates, spread or DEFAULT_SPREAD, base.name, batch_size, context)
-    points = [_point(run) for run in law_from]
-    rows = [row for row in map(law_point, points) if row is not None]  # censored ones as bounds
-    if all(row["censored"] for row in rows):
-        raise IhprobeError(
-            f"none of the {len(points)} --law-from run(s) places its emergence point; pass runs "
-            "that went past it, or leave --law-from out."
-        )
-    fit = fit_law(rows, **_fixed_exponents(rows, base))
-    placed = fit.residuals[~fit.points["censored"].to_numpy(bool)]  # a bound's is not a residual
-    dof = len(placed) - (3 - len(fit.fixed))
-    measured = math.sqrt(float(placed @ placed) / dof) if dof > 0 else None
-    if spread is None:
-        spread = max(measured, MIN_SPREAD) if measured is not None else DEFAULT_SPREAD
-    updates = fit.predict(batch_size, context).updates
-    how = f"refit on {len(rows)} run(s)" + (f", {fit.censored} censored" if fit.censored else "")
-    return Prior(updates, spread, how, batch_size, context, len(rows))
-
-
-def _point(run) -> EmergencePoint:
-    return run if isinstance(run, EmergencePoint) else run_emergence(run)
-
-
-def _fixed_exponents(points: list[dict], base: Law) -> dict[str, float]:
-    """Keep the base law's exponent for a B or C the runs (``law_point`` rows) do not vary,
-    and fix exponents until they can determine what is left (batch size first, it is measured
-    more often)."""
-    fixed, placed = {}, [p for p in points if not p["censored"]]  # a bound cannot vary B or C
-    if len({p["context"] for p in placed}) < 2:
-        fixed["c"] = base.c
-    if len({p["batch_size"] for p in placed}) < 2:
-        fixed["b"] = base.b
-    for name in ("c", "b"):
-        if len(placed) < 3 - len(fixed):
-            fixed.setdefault(name, getattr(base, name))
-    return fixed
 
 
 # ----------------------------------------------------------------------------- the update
@@ -393,8 +312,12 @@ class LiveForecast:
         if meta is None:
             return
         meta["emergence"] = {
-            "detected_at_step": found.at_step, "updates": found.updates,
-            "updates_low": found.updates_low, "updates_high": found.updates_high,
-            "tokens": found.tokens, "law_updates": self.prior.updates, "law": self.prior.law,
-        }  # fmt: skip
+            "detected_at_step": found.at_step,
+            "updates": found.updates,
+            "updates_low": found.updates_low,
+            "updates_high": found.updates_high,
+            "tokens": found.tokens,
+            "law_updates": self.prior.updates,
+            "law": self.prior.law,
+        }
         self.run.write_json(RUN_META, meta)

@@ -295,31 +295,3 @@ def _checked_result(value) -> dict:
         "init_loss": results_cache.number(value["init_loss"]),
         "trace": trace,
     }
-
-
-def stage_sentence(llc_point: EmergencePoint, ps_point: EmergencePoint) -> str:
-    """One sentence: does the LLC's change point lie in the PS emergence bracket, how far off.
-
-    Example:
-        >>> ps = EmergencePoint("prefix_matching", "max", True, updates=1000.0,
-        ...                     updates_low=900.0, updates_high=1100.0)
-        >>> llc = EmergencePoint("llc", "max", True, updates=1300.0)
-        >>> stage_sentence(llc, ps)[:64]
-        'The LLC change point (1,300 updates) lies outside the PS emergen'
-    """
-    if not ps_point.transition:
-        return f"Prefix matching shows no emergence ({ps_point.reason}); nothing to compare with."
-    if not llc_point.transition:
-        return (
-            f"The LLC shows no change point ({llc_point.reason}), so it marks no stage at the PS "
-            f"emergence ({ps_point.updates:,.0f} updates)."
-        )
-    gap = llc_point.updates - ps_point.updates
-    inside = ps_point.updates_low <= llc_point.updates <= ps_point.updates_high
-    where = "within" if inside else "outside"
-    side = "later than" if gap > 0 else "earlier than"
-    return (
-        f"The LLC change point ({llc_point.updates:,.0f} updates) lies {where} the PS emergence "
-        f"bracket ({ps_point.updates_low:,.0f}-{ps_point.updates_high:,.0f} updates), "
-        f"{abs(gap):,.0f} updates {side} the PS point ({ps_point.updates:,.0f})."
-    )

@@ -48,15 +48,22 @@ INTRO = (
 )
 
 SUMMARY_COLUMNS = {
-    "run": "run", "producer": "producer", "steps": "updates",
-    "ps_start": "max PS, step 0", "ps_final": "max PS, final",
+    "run": "run",
+    "producer": "producer",
+    "steps": "updates",
+    "ps_start": "max PS, step 0",
+    "ps_final": "max PS, final",
     "prefix_matching_chance": "PS chance",
-    "ar_start": "AR acc., step 0", "ar_final": "AR acc., final", "ar_accuracy_chance": "AR chance",
+    "ar_start": "AR acc., step 0",
+    "ar_final": "AR acc., final",
+    "ar_accuracy_chance": "AR chance",
     "induction_loss_final": "induction loss, final",
     "induction_loss_chance": "uniform-guess loss",
-    "emergence_updates": "emergence (updates)", "law_updates": "law (updates)",
-    "induction_heads": "induction heads", "verdict": "verdict",
-}  # fmt: skip
+    "emergence_updates": "emergence (updates)",
+    "law_updates": "law (updates)",
+    "induction_heads": "induction heads",
+    "verdict": "verdict",
+}
 
 SUMMARY_HOWTO = {
     "max PS": "prefix matching of the best head: its attention from each token of the second "

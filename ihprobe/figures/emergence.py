@@ -36,8 +36,7 @@ def trajectory_figure(
 
     The detected emergence point is a solid line with the bracketing checkpoints shaded, the
     law's :class:`~ihprobe.dynamics.law.Prediction` a dashed line; checkpoints whose weights
-    repeat an
-    earlier one's (``duplicate_of``) are red crosses (left out of the emergence fit).
+    repeat an earlier one's (``duplicate_of``) are red crosses (left out of the emergence fit).
 
     Args:
         table: a trajectory table of one run.
@@ -46,6 +45,49 @@ def trajectory_figure(
         losses: ``tokens, loss`` rows, e.g. :func:`ihprobe.io.runs.losses`.
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
+    _score_lines(fig, table)
+    if losses is not None and len(losses):
+        fig.add_scatter(
+            x=losses.tokens,
+            y=losses.loss,
+            name="training loss",
+            mode="lines",
+            line={"color": "grey", "width": 1},
+            secondary_y=True,
+        )
+        fig.update_yaxes(title_text="loss", secondary_y=True, **OWN_TICKS)
+    placed = point is not None and point.transition  # a point without a transition has no x
+    law_right = placed and prediction is not None and prediction.tokens > point.tokens
+    if placed:
+        emergence_band(fig, point.tokens_low, point.tokens_high, "x")
+        at = f"{'>=' if point.at_edge else '~'}{point.updates:,.0f}"  # >=: a lower bound
+        labelled_vline(
+            fig,
+            point.tokens,
+            f"emergence {at} updates",
+            {"color": "darkorange"},
+            y=1.0,
+            left=law_right,
+        )
+    if prediction is not None:
+        _law_mark(fig, prediction, table, left=placed and not law_right)
+    fig.update_xaxes(type="log", title_text="training tokens")
+    fig.update_yaxes(title_text="score", secondary_y=False)
+    heading = title or (f"{point.model}" if point is not None and point.model else "trajectory")
+    if point is not None and not point.transition:
+        heading += f" — no transition: {point.reason}"
+    fig.update_layout(
+        title=heading,
+        hovermode="x unified",
+        template="plotly_white",
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return fig
+
+
+def _score_lines(fig: go.Figure, table: pd.DataFrame) -> None:
+    """One line per score of :data:`TRAJECTORY_LINES` the table holds; checkpoints whose weights
+    repeat an earlier one's as red crosses."""
     for metric, reduce, label in TRAJECTORY_LINES:
         if metric in set(table["metric"]):
             c = curve(table, metric, reduce)
@@ -59,27 +101,6 @@ def trajectory_figure(
                     name=f"{label}: same weights as an earlier checkpoint",
                     marker={"symbol": "x", "size": 11, "color": "red"},
                 )
-    if losses is not None and len(losses):
-        fig.add_scatter(x=losses.tokens, y=losses.loss, name="training loss", mode="lines",
-                        line={"color": "grey", "width": 1}, secondary_y=True)  # fmt: skip
-        fig.update_yaxes(title_text="loss", secondary_y=True, **OWN_TICKS)
-    placed = point is not None and point.transition  # a point without a transition has no x
-    law_right = placed and prediction is not None and prediction.tokens > point.tokens
-    if placed:
-        emergence_band(fig, point.tokens_low, point.tokens_high, "x")
-        at = f"{'>=' if point.at_edge else '~'}{point.updates:,.0f}"  # >=: a lower bound
-        labelled_vline(fig, point.tokens, f"emergence {at} updates",
-                       {"color": "darkorange"}, y=1.0, left=law_right)  # fmt: skip
-    if prediction is not None:
-        _law_mark(fig, prediction, table, left=placed and not law_right)
-    fig.update_xaxes(type="log", title_text="training tokens")
-    fig.update_yaxes(title_text="score", secondary_y=False)
-    heading = title or (f"{point.model}" if point is not None and point.model else "trajectory")
-    if point is not None and not point.transition:
-        heading += f" — no transition: {point.reason}"
-    fig.update_layout(title=heading, hovermode="x unified", template="plotly_white",
-                      legend={"orientation": "h", "y": -0.25})  # fmt: skip
-    return fig
 
 
 OFF_AXIS = 10  # a prediction this many times past the last checkpoint is named, not drawn
@@ -92,14 +113,21 @@ def _law_mark(fig: go.Figure, prediction, table: pd.DataFrame, left: bool) -> No
     said = f"{law_label(prediction.law.name)}: {prediction.updates:,.0f} updates"
     if last and prediction.tokens > OFF_AXIS * last:
         fig.add_annotation(
-            x=1, y=0.08, xref="paper", yref="paper", xanchor="right", yanchor="top",
+            x=1,
+            y=0.08,
+            xref="paper",
+            yref="paper",
+            xanchor="right",
+            yanchor="top",
             text=f"{said} ({prediction.tokens:,.3g} tokens), {prediction.tokens / last:,.0f}x "
             "past this run's end, off this axis →",
-            showarrow=False, bgcolor="rgba(255,255,255,0.8)",
-        )  # fmt: skip
+            showarrow=False,
+            bgcolor="rgba(255,255,255,0.8)",
+        )
     else:
-        labelled_vline(fig, prediction.tokens, said, {"color": "black", "dash": "dash"}, y=0.08,
-                       left=left)  # fmt: skip
+        labelled_vline(
+            fig, prediction.tokens, said, {"color": "black", "dash": "dash"}, y=0.08, left=left
+        )
 
 
 def law_label(name: str) -> str:
@@ -108,8 +136,11 @@ def law_label(name: str) -> str:
     >>> law_label("fitted"), law_label("refit")
     ("[A]'s published law", 'the law refit on your runs')
     """
-    return {"fitted": "[A]'s published law", "sqrt": "[A]'s sqrt law",
-            "refit": "the law refit on your runs"}.get(name, f"law ({name})")  # fmt: skip
+    return {
+        "fitted": "[A]'s published law",
+        "sqrt": "[A]'s sqrt law",
+        "refit": "the law refit on your runs",
+    }.get(name, f"law ({name})")
 
 
 def emergence_band(fig: go.Figure, low: float, high: float, axis: str) -> None:

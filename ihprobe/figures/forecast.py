@@ -151,10 +151,7 @@ def llc_figure(
                 col=1,
                 annotation_text=f"{label} ~{marked.updates:,.0f}",
             )
-    for (step, chain), trace in traj.traces.groupby(["step", "chain"]):
-        fig.add_scatter(x=trace.draw, y=trace.loss, mode="lines", showlegend=False,
-                        line={"width": 1}, opacity=0.6, name=f"step {step} chain {chain}",
-                        row=2, col=1)  # fmt: skip
+    _sgld_traces(fig, traj.traces, row=2)
     fig.update_xaxes(title_text="update", row=1, col=1)
     fig.update_xaxes(title_text="SGLD draw", row=2, col=1)
     fig.update_yaxes(title_text="LLC", row=1, col=1, secondary_y=False)
@@ -162,3 +159,19 @@ def llc_figure(
     fig.update_yaxes(title_text="loss", row=2, col=1)
     fig.update_layout(template="plotly_white", title="local learning coefficient over training")
     return fig
+
+
+def _sgld_traces(fig: go.Figure, traces: pd.DataFrame, row: int) -> None:
+    """Every chain's SGLD loss trace (``step, chain, draw, loss`` rows) in subplot ``row``."""
+    for (step, chain), trace in traces.groupby(["step", "chain"]):
+        fig.add_scatter(
+            x=trace.draw,
+            y=trace.loss,
+            mode="lines",
+            showlegend=False,
+            line={"width": 1},
+            opacity=0.6,
+            name=f"step {step} chain {chain}",
+            row=row,
+            col=1,
+        )

@@ -20,16 +20,33 @@ from ihprobe.io.provenance import Provenance
 from ihprobe.probes.scores import HeadScores
 
 # head metrics whose values are attention weights: bounded to [0, 1]
-BOUNDED = frozenset({"prefix_matching", "prefix_matching_sd", "previous_token",
-                     "duplicate_token", "forward_induction_fixed", "forward_induction_varied",
-                     "anti_induction", "backward_duplicate",
-                     "backward_previous_token"})  # fmt: skip
+BOUNDED = frozenset(
+    {
+        "prefix_matching",
+        "prefix_matching_sd",
+        "previous_token",
+        "duplicate_token",
+        "forward_induction_fixed",
+        "forward_induction_varied",
+        "anti_induction",
+        "backward_duplicate",
+        "backward_previous_token",
+    }
+)
 # differences of two bounded scores (a composition score minus its random baseline): a
 # diverging scale fixed at -1..1, so that noise around the baseline stays pale
 UNIT_SIGNED = frozenset({"k_composition"})
 # head metrics that can be negative: a diverging scale with 0 in the middle
-SIGNED = frozenset({"copying", "logit_attribution", "ps_la_correlation",
-                    "direct_logit_attribution", "change", "relative_change"})  # fmt: skip
+SIGNED = frozenset(
+    {
+        "copying",
+        "logit_attribution",
+        "ps_la_correlation",
+        "direct_logit_attribution",
+        "change",
+        "relative_change",
+    }
+)
 # plotly syncs an overlaying (right-hand) axis's ticks to the left axis's grid, so they read
 # 4.141, 3.564, ...; these settings give such an axis its own round ticks
 OWN_TICKS = {"tickmode": "auto", "showgrid": False}

@@ -49,9 +49,14 @@ log = logging.getLogger(__name__)
 
 # Metrics the demo follows over training (one cheap scan per checkpoint).
 TRAJECTORY_METRICS = (
-    "prefix_matching", "previous_token", "duplicate_token", "forward_induction_varied",
-    "anti_induction", "ar_accuracy", "induction_loss",
-)  # fmt: skip
+    "prefix_matching",
+    "previous_token",
+    "duplicate_token",
+    "forward_induction_varied",
+    "anti_induction",
+    "ar_accuracy",
+    "induction_loss",
+)
 ABLATION_METRICS = ("ar_accuracy", "induction_loss", "ar_mean_rank")
 
 

@@ -81,7 +81,7 @@ def train_or_reuse(config: TrainConfig) -> tuple[Path, float, str]:
     """
     out = Path(config.out)
     started = time.perf_counter()
-    changed = config_changes(out, config.to_json(), ignore=(*RESUMABLE_CHANGES, "out"))
+    changed = other_config(out, config)
     if changed:
         raise IhprobeError(
             f"{out} holds a run with another config ({changed}); pass the same options as "
@@ -99,6 +99,20 @@ def train_or_reuse(config: TrainConfig) -> tuple[Path, float, str]:
     except IhprobeError as err:
         raise IhprobeError(f"{out}: {err}") from err
     return out, time.perf_counter() - started, how
+
+
+def other_config(
+    out: str | os.PathLike, config: TrainConfig, ignore: Iterable[str] = ()
+) -> dict[str, tuple[object, object]]:
+    """The fields the run in folder ``out`` was trained with that differ from ``config``
+    (``{field: (saved, wanted)}``), up to ``out``, the changes a resume may make and
+    ``ignore``; empty when it is that config's run, or there is none. The one test of "is this
+    the same run" before a run folder is reused.
+
+    >>> other_config("runs/never-made", TrainConfig())
+    {}
+    """
+    return config_changes(out, config.to_json(), ignore=(*RESUMABLE_CHANGES, "out", *ignore))
 
 
 def unfinished(folders: Iterable[str | os.PathLike]) -> list[Path]:
@@ -153,6 +167,13 @@ def results_pair(md: Path, csv: Path, out: str, default_out: Path) -> tuple[Path
     if Path(out).resolve() == Path(default_out).resolve():
         return md, csv
     return Path(out) / md.name, Path(out) / csv.name
+
+
+def write_record(csv: Path, frame: pd.DataFrame, md: Path, text: str) -> None:
+    """Write the CSV of record and the results file drawn from it, each atomically: a process
+    killed while it reports (a queue's deadline) leaves whole files, old or new."""
+    atomic_write(Path(csv), lambda path: frame.to_csv(path, index=False))
+    atomic_write(Path(md), text)
 
 
 @contextmanager

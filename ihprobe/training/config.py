@@ -203,8 +203,9 @@ def check_training_size(config: TrainConfig) -> None:
     d_mlp = 4 * config.d_model if config.d_mlp is None else config.d_mlp
     vocab = vocab if isinstance(vocab, int) and vocab > 0 else 512
     shape = Shape(config.layers, config.heads, config.d_model, d_mlp, vocab, config.context)
-    found = estimate(shape, train_batch=config.batch_size // config.grad_accum,
-                     steps=config.total_steps)  # fmt: skip
+    found = estimate(
+        shape, train_batch=config.batch_size // config.grad_accum, steps=config.total_steps
+    )
     check_work(
         f"training {shape.parameters:.3g} parameters at B={config.batch_size}, C={config.context}",
         found,

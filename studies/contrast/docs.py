@@ -53,13 +53,12 @@ import torch
 
 import ihprobe
 from ihprobe import Checkpoint, TrainConfig, checkpoints
-from ihprobe.data.text import TEXT_SUFFIXES
+from ihprobe.data import TEXT_SUFFIXES
 from ihprobe.dynamics.verdicts import above, t_mean, welch
-from ihprobe.io.runs import config_changes, is_finished, run_meta
-from ihprobe.jobs.grid import markdown
+from ihprobe.io.runs import is_finished, run_meta
+from ihprobe.jobs.grid import markdown, other_config
 from ihprobe.probes.engine import METRIC_TABLE, token_rows
 from ihprobe.probes.recall import token_losses
-from ihprobe.training.config import RESUMABLE_CHANGES
 from studies.natural import run as natural
 
 PILOT = "d128-lr3e-3"
@@ -119,8 +118,7 @@ def pilot_problem(pilot: TrainConfig) -> str:
             f"recipe's budget ({expected}) with a checkpoint there; it cannot be scored at "
             "the recipe's compute."
         )
-    ignore = (*RESUMABLE_CHANGES, "out", *(("tokens",) if extended else ()))
-    changed = config_changes(run, pilot.to_json(), ignore=ignore)
+    changed = other_config(run, pilot, ignore=("tokens",) if extended else ())
     if changed:
         return (
             f"natural seed {seed}: {run} was trained with another config ({changed}); "

@@ -1,7 +1,9 @@
 """The live emergence forecast on the demo configuration and the natural pilots, judged against its
 prior.
 
-Modules: ``run`` (training the demo seeds, replaying their probes, the report).
+Modules: ``cells`` (the runs as data), ``measure`` (training, replaying the probes, judging
+each forecast), ``claims`` (coverage and width against the prior, the results file), ``run``
+(the command line).
 ``python -m studies forecast --help`` lists its options.
 """
 

@@ -4,7 +4,8 @@ length.
 
 Modules: ``run`` (the cells, training, the report), ``claims`` (tables and verdicts),
 ``control`` (the i.i.d. cell), ``halves``, ``probe_length`` and ``forecast`` (checks that need
-no training), ``regime`` (the repeat share the grid matches).
+no training), ``other`` (those checks on run sets outside the grid, as data), ``regime`` (the
+repeat share the grid matches).
 ``python -m studies law --help`` lists its options.
 """
 

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 import ihprobe
-from ihprobe.data.iid import IIDProducer
+from ihprobe.data import IIDProducer
 from ihprobe.dynamics.verdicts import below, judge, t_mean
 from ihprobe.probes.engine import METRIC_TABLE
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ihprobe import EmergencePoint, law_prior
-from ihprobe.dynamics.changepoint import curve
 from ihprobe.jobs.grid import markdown
-from studies.forecast.run import AT, coverage_row, judged
+from studies.forecast.cells import AT
+from studies.forecast.claims import coverage_row
+from studies.forecast.measure import judged
 from studies.law.probe_length import flag
 
 PRIOR = "[A] law"
@@ -31,12 +32,13 @@ def column(fraction: float, what: str) -> str:
     return f"f{round(fraction * 100)}_{what}"
 
 
-def forecast_fields(table: pd.DataFrame, point: EmergencePoint, B: int, C: int, steps: int):
+def forecast_fields(point: EmergencePoint, B: int, C: int, steps: int):
     """A run's forecast columns: per fraction of its ``steps`` the forecast's width, whether
-    it covers ``point`` and its source (posterior or detected), and the prior's own."""
+    it covers ``point`` (the fit of its max-PS curve, ``point.curve``: the records replayed)
+    and its source (posterior or detected), and the prior's own."""
     records = [
         {"step": int(r.step), "max_prefix_matching": float(r.value)}
-        for r in curve(table).itertuples()
+        for r in point.curve.itertuples()
     ]
     rows = judged(records, {PRIOR: law_prior(B, C)}, point, steps, {})
     out = {"prior_width": rows[0]["prior_width"], "prior_covered": rows[0]["prior_covered"]}

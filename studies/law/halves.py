@@ -115,7 +115,7 @@ def run_row(run: Path, shape: dict, cache_name: str = "trajectory-cache") -> dic
     row.update(_fields(full, steps, ""))
     for half, prefix in ((even, "even_"), (odd, "odd_")):
         row.update(_fields(emergence(half, batch_size=B, context=C), steps, prefix))
-    row.update(forecast_fields(table, full, B, C, steps))
+    row.update(forecast_fields(full, B, C, steps))
     row["n_long"] = C // 2 if shape.get("long", long_probe(shape["grid"], C)) else None
     if row["n_long"]:
         scan = {**SCAN, "n": row["n_long"]}
@@ -325,7 +325,23 @@ def section_lines(frame: pd.DataFrame, law: pd.DataFrame, source: str = "") -> l
             "grid as it finishes.",
             "",
         ]
-    return [*head, *halves_lines(frame, law), *probe_lines(frame), *forecast_lines(frame)]
+    return [*head, *checks_lines(frame, law)]
+
+
+def checks_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
+    """The three checks of ``frame``'s runs: the halves, the probe's length, the forecast."""
+    return [*halves_lines(frame, law), *probe_lines(frame), *forecast_lines(frame)]
+
+
+def one_cell_lines(frame: pd.DataFrame, cell: str, csv_name: str) -> list[str]:
+    """The checks of run folders outside the grid refitted as one cell ``cell`` (rows in
+    ``csv_name``): the between-seed spread is that of their own full fits."""
+    source = (
+        f"`{cell}`: {len(frame)} run folder(s) refitted (method in "
+        f"`benchmarks/papers_law_halves.py`, rows in `{csv_name}`); the between-seed "
+        "spread is that of their own full fits."
+    )
+    return [source, "", *checks_lines(frame, frame.assign(status="done"))]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -354,12 +370,7 @@ def main(argv: list[str] | None = None) -> None:
         for run in args.runs
     ]
     frame = update(shapes, args.csv)
-    source = (
-        f"`{args.cell}`: {len(frame)} run folder(s) refitted (method in "
-        f"`benchmarks/papers_law_halves.py`, rows in `{args.csv.name}`); the between-seed "
-        "spread is that of their own full fits."
-    )
-    print("\n".join(section_lines(frame, frame.assign(status="done"), source)))
+    print("\n".join(one_cell_lines(frame, args.cell, args.csv.name)))
 
 
 def induction_rows(rows: pd.DataFrame) -> pd.DataFrame:

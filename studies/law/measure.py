@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ihprobe import EmergencePoint
-from ihprobe.dynamics.changepoint import run_emergence
+from ihprobe import EmergencePoint, run_emergence
 from studies.law import control
 
 

@@ -13,9 +13,7 @@ import math
 
 import numpy as np
 
-from ihprobe.data.seminatural import SemiNaturalProducer
-from ihprobe.data.stats import repetition_reliability
-from ihprobe.data.text import TextOptions
+from ihprobe.data import SemiNaturalProducer, TextOptions, repetition_reliability
 
 SEMI_NATURAL = {"repetition": 0.9, "reliability": 0.9, "vocab_size": 300}
 

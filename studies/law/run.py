@@ -78,7 +78,7 @@ from ihprobe.jobs.grid import (
     train_or_reuse,
     write_result,
 )
-from studies.law import control, halves
+from studies.law import control, halves, other
 from studies.law.cells import (
     CONTEXTS,
     EXTEND,
@@ -308,6 +308,8 @@ def write_report(frame: pd.DataFrame, args, out_md: Path) -> None:
     ]
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md} and {out_md.with_suffix('.csv').name}")
+    if out_md == OUT_MD:  # the committed results: the run sets outside the grid too
+        out_md.with_name(other.MD).write_text(other.render(HERE))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,8 @@
 """The LLC over the checkpoints of a demo run, beside its prefix-matching emergence.
 
-Modules: ``run`` (the SGLD estimates and the report).
+Modules: ``cells`` (the run and the sampler as data), ``measure`` (the SGLD estimates and
+the change points), ``claims`` (the checks, the stage sentence, the results file), ``run`` (the
+command line).
 ``python -m studies llc --help`` lists its options.
 """
 

@@ -1,86 +1,61 @@
-"""The LLC over the checkpoints of the demo run, beside its prefix-matching emergence.
+"""The LLC over the checkpoints of the demo run, beside its prefix-matching emergence: the
+command line.
 
-Runs :func:`ihprobe.llc_trajectory` (devinterp's SGLD; needs ``pip install 'ihprobe[llc]'``) on
-one demo-configuration run (default: seed 0 of ``studies/forecast/run.py``, the demo's
-``DemoConfig`` training settings with live probes; one torch thread, as the demo), finds the
-LLC's change point with the PS change-point fit, and writes ``studies/llc/RESULTS_llc.md`` and
-``studies/llc/RESULTS_llc.csv`` (one row per checkpoint with the diagnostics) and the figure
-``llc.html`` into the run. Cached per checkpoint: a rerun only samples new checkpoints.
-``.venv/bin/python -m studies llc [--run DIR] [--chains 2] [--draws 100]``.
+Estimates the LLC of :data:`studies.llc.cells.RUN` (:mod:`~studies.llc.measure`) and writes
+``RESULTS_llc.md`` and ``RESULTS_llc.csv`` beside it (one row per checkpoint with the
+diagnostics; :mod:`~studies.llc.claims`) and the figure ``llc.html`` into the run. Cached per
+checkpoint: a rerun only samples new checkpoints. ``--report`` re-renders the results file from
+the CSV, keeping the lines that need the run (its timing and settings, the stage sentence).
+``.venv/bin/python -m studies llc [--run DIR] [--chains 2] [--draws 100] [--report]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
-import time
 from pathlib import Path
 
-import torch
+import pandas as pd
 
-from ihprobe.jobs.demo import DemoConfig
-from studies.study import ROOT
+from studies.llc import cells, claims
+from studies.study import recorded_header
+
+OUT_MD = Path(__file__).with_name("RESULTS_llc.md")
+OUT_CSV = Path(__file__).with_name("RESULTS_llc.csv")
+
+
+def write(frame: pd.DataFrame, head: list[str], stage: str) -> None:
+    text = claims.render(frame, head, stage)
+    OUT_MD.write_text(text)
+    print(text)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument(
-        "--run", default=str(ROOT / "runs" / "validate-forecast-demo" / "B32-seed0")
-    )
-    parser.add_argument("--chains", type=int, default=2)
-    parser.add_argument("--draws", type=int, default=100)
+    parser.add_argument("--run", default=str(cells.RUN))
+    parser.add_argument("--chains", type=int, default=cells.CHAINS)
+    parser.add_argument("--draws", type=int, default=cells.DRAWS)
+    parser.add_argument("--report", action="store_true", help="only re-render from the CSV")
     args = parser.parse_args(argv)
+    if args.report:
+        recorded = OUT_MD.read_text()
+        frame = pd.read_csv(OUT_CSV).drop(columns="command")
+        return write(frame, recorded_header(recorded), claims.recorded_stage(recorded))
+    import torch
 
-    from ihprobe import SGLDSettings, llc_stages, llc_trajectory, trajectory
-    from ihprobe.dynamics.changepoint import run_emergence
-    from ihprobe.dynamics.llc import stage_sentence
-    from ihprobe.figures.forecast import llc_figure
+    from ihprobe import SGLDSettings
     from ihprobe.io.runs import run_meta
+    from studies.llc.measure import measure
 
-    torch.set_num_threads(DemoConfig().threads)  # as the demo: more threads spin on shared cores
+    torch.set_num_threads(cells.THREADS)
     run = Path(args.run)
     settings = SGLDSettings(chains=args.chains, draws=args.draws)
-    begin = time.perf_counter()
-    traj = llc_trajectory(run, settings, progress=True)
-    seconds = time.perf_counter() - begin
-    table = trajectory(run, ["prefix_matching"])
-    ps_point = run_emergence(run)
-    stage = llc_stages(traj)
-    llc_figure(traj, table, stage, ps_point).write_html(run / "llc.html", include_plotlyjs="cdn")
-    frame = traj.frame.drop(columns="llc_chains").merge(traj.checks, on="step")
-    frame = frame.round({"llc_mean": 1, "llc_std": 1, "init_loss": 3})
-    command = "python -m studies llc " + shlex.join(argv or [])
-    frame.assign(command=command.strip()).to_csv(
-        Path(__file__).with_name("RESULTS_llc.csv"), index=False
-    )
-    finite = bool(frame.finite.all())
+    frame, stage, ps_point, seconds = measure(run, settings)
+    command = ("python -m studies llc " + shlex.join(argv or [])).strip()
+    frame.assign(command=command).to_csv(OUT_CSV, index=False)
     n_beta = settings.beta(run_meta(run)["config"]["context"])
-    lines = [
-        "# LLC over the checkpoints of the demo run (CPU)",
-        "",
-        f"Command: `{command.strip()}` (from the repository root; {seconds:.0f} s for the",
-        "uncached checkpoints on a 2-core CPU shared with other jobs, one torch thread).",
-        "",
-        f"Run: `{run.name}` (demo configuration). SGLD: step {settings.lr:g}, localisation "
-        f"{settings.localization:g}, n_beta {n_beta:.0f}, {settings.chains} chains x "
-        f"{settings.draws} draws, batch {settings.batch_size}, {settings.rows} rows of the run's "
-        "own data distribution (devinterp 2.x `llc`). The checks below are the module's",
-        "diagnostics (`LLCTrajectory.checks`); every chain's SGLD loss trace is drawn in the",
-        "run's `llc.html` (`ihprobe.figures.forecast.llc_figure`).",
-        "",
-        "| " + " | ".join(frame.columns) + " |",
-        "|" + " --- |" * len(frame.columns),
-        *("| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)),
-        "",
-        f"- LLC finite at every checkpoint: {'yes' if finite else 'NO'}.",
-        f"- Checks passed (positive, levelled, chains agree) at "
-        f"{int((frame.positive & frame.levelled & frame.chains_agree).sum())} of {len(frame)} "
-        "checkpoints.",
-        f"- {stage_sentence(stage, ps_point)}",
-        "",
-    ]
-    Path(__file__).with_name("RESULTS_llc.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    head = claims.header(command, seconds, run.name, settings, n_beta)
+    write(frame, head, claims.stage_sentence(stage, ps_point))
 
 
 if __name__ == "__main__":

@@ -26,8 +26,7 @@ from safetensors import safe_open
 from ihprobe import checkpoints
 from ihprobe.core import cache
 from ihprobe.core.files import atomic_directory
-from ihprobe.data.installed_docs import default_directory
-from ihprobe.data.text import load_corpus
+from ihprobe.data import default_directory, load_corpus
 from ihprobe.io.architectures import causal_lm_loss
 from ihprobe.io.models import load_hf
 from ihprobe.io.runs import CHECKPOINT_META, PROBES, RunDir, is_finished, run_meta

@@ -42,7 +42,7 @@ import pandas as pd
 import torch
 
 from ihprobe import IhprobeError, TrainConfig, emergence, train
-from ihprobe.data.installed_docs import default_directory
+from ihprobe.data import default_directory
 from ihprobe.dynamics.law import predict_emergence
 from ihprobe.dynamics.verdicts import MIN_SEEDS, seed_target
 from ihprobe.io.architectures import model_sizes

@@ -1,6 +1,8 @@
 """The emergence law at toy scale on CPU: periodic random tokens over a small (B, C) grid.
 
-Modules: ``run`` (the grid, training, the report), ``periodic`` (the data).
+Modules: ``cells`` (the grid as data), ``periodic`` (the data), ``measure`` (training and
+the emergence points), ``claims`` (the refit judged, the results file), ``run`` (the command
+line).
 ``python -m studies toy_law --help`` lists its options.
 """
 

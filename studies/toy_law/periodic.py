@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ihprobe.data.base import Batch, Producer
+from ihprobe.data import Batch, Producer
 
 
 class Periodic(Producer):

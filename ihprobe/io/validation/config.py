@@ -49,11 +49,24 @@ EPSILON_KEYS = ("layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps", "norm_ep
 # BertLMHeadModel attends to future tokens otherwise); other architectures are always causal.
 CAUSAL_ONLY_AS_DECODER = frozenset(
     {
-        "bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra",
-        "ernie", "megatron-bert", "rembert", "roberta", "roberta-prelayernorm", "roc_bert",
-        "roformer", "xlm-roberta", "xlm-roberta-xl", "xmod",
+        "bert",
+        "bert-generation",
+        "big_bird",
+        "camembert",
+        "data2vec-text",
+        "electra",
+        "ernie",
+        "megatron-bert",
+        "rembert",
+        "roberta",
+        "roberta-prelayernorm",
+        "roc_bert",
+        "roformer",
+        "xlm-roberta",
+        "xlm-roberta-xl",
+        "xmod",
     }
-)  # fmt: skip
+)
 
 
 def read_config(file: Path) -> dict:

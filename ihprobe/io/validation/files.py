@@ -21,9 +21,22 @@ from ihprobe.core.errors import IhprobeError
 MAX_HEADER_BYTES = 100 * 2**20  # the safetensors library's own limit
 SHARD_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 DTYPE_BYTES = {
-    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
-    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
-}  # fmt: skip
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U64": 8,
+    "U32": 4,
+    "U16": 2,
+    "U8": 1,
+    "BOOL": 1,
+}
 
 
 def check_directory(path: Path) -> None:

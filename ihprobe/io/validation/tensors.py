@@ -29,8 +29,13 @@ from ihprobe.io.validation.numerics import all_finite
 
 NOT_FLOAT = ("I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL")
 # buffers older transformers saved (causal masks, rotary frequencies); HF recomputes them
-LEGACY_BUFFERS = ("attn.bias", "attn.masked_bias", "attention.bias", "attention.masked_bias",
-                  "inv_freq")  # fmt: skip
+LEGACY_BUFFERS = (
+    "attn.bias",
+    "attn.masked_bias",
+    "attention.bias",
+    "attention.masked_bias",
+    "inv_freq",
+)
 CAUSAL_PROBE_LENGTH = 8  # tokens of the future-token test; its first half must not change
 
 
