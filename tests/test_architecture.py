@@ -210,13 +210,11 @@ STUDIES_STILL_IMPORT = {
     "ihprobe.core",
     "ihprobe.core.files",
     "ihprobe.data",  # the data surface: producer types, the text corpus (its __all__)
-    "ihprobe.data.installed_docs",
     "ihprobe.io.architectures",
     "ihprobe.io.models",
     "ihprobe.io.runs",
     "ihprobe.probes.engine",
     "ihprobe.probes.recall",
-    "ihprobe.training.config",
 }
 
 

@@ -42,8 +42,7 @@ from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.changepoint import THRESHOLDS, EmergencePoint, emergence
 from ihprobe.dynamics.piecewise import noise_sd
-from ihprobe.dynamics.prior import Prior
-from ihprobe.dynamics.prior import law_prior as law_prior  # the trainer imports it from here
+from ihprobe.dynamics.prior import Prior, law_prior  # noqa: F401 - the examples' prior
 from ihprobe.io.runs import PROBES, RUN_META, RunDir, run_meta
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,8 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import check_writable_dir
 from ihprobe.core.world import World, is_main_process, join_world, world_size
 from ihprobe.data import make_producer
-from ihprobe.dynamics.forecast import FORECAST, LiveForecast, law_prior
+from ihprobe.dynamics.forecast import FORECAST, LiveForecast
+from ihprobe.dynamics.prior import law_prior
 from ihprobe.io.architectures import build_model, causal_lm_loss, model_sizes
 from ihprobe.io.runs import METRICS, PROBES, RUN_META, RunDir
 from ihprobe.training import checkpoints

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ihprobe import TrainConfig
 from ihprobe.jobs.grid import Grid
-from ihprobe.training.config import TrainConfig
 from studies.study import ROOT, STUDIES, Study
 
 
 def _base() -> TrainConfig:
-    from ihprobe.data.installed_docs import default_directory
+    from ihprobe.data import default_directory
     from studies.natural_law.cells import RECIPE, VOCAB
 
     options = {"text": str(default_directory() / "train"), "vocab_size": VOCAB}

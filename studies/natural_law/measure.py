@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 import ihprobe
-from ihprobe.data.installed_docs import default_directory
+from ihprobe.data import default_directory
 from ihprobe.io.runs import run_meta
 from studies.natural_law.cells import VOCAB
 

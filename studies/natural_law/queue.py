@@ -41,7 +41,7 @@ def warm_corpus() -> None:
     """Tokenize the grid's corpus once, here, so that K runs started at once find it cached
     instead of each building it (a copied cache whose text files kept their paths and times is
     found as it is)."""
-    from ihprobe.data.text import load_corpus
+    from ihprobe.data import load_corpus
     from studies.study import load
 
     options = load("natural_law").grid.base.producer_options
