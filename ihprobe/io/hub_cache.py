@@ -82,7 +82,8 @@ class RevisionIndex:
 
     def __init__(self, directory: Path | None, repo_id: str):
         name = repo_id.replace("/", "--")
-        self.file = directory / "hub" / f"{name}.json" if directory is not None else None
+        # "-2": weights hashes over per-tensor digests (ihprobe.io.tensor_reads)
+        self.file = directory / "hub" / f"{name}-2.json" if directory is not None else None
         self.hashes: dict[str, str] = cache.read(self.file, _checked_hashes) or {}
 
     def get(self, revision: str | None) -> str | None:
