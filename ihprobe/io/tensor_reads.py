@@ -191,11 +191,27 @@ def cached_digests(path: str | os.PathLike) -> Digests | None:
     return Digests(**found) if found is not None else None
 
 
+def digests_of(whole: str) -> Digests | None:
+    """The per-tensor digests of the checkpoint whose weights hash is ``whole``, when remembered
+    (a series whose scans are cached finds repeated tensors without the weights on disk)."""
+    where = cache.root()
+    found = (
+        cache.read(where / DIGESTS / "by-hash" / f"{whole[:32]}.json", _checked) if where else None
+    )
+    return Digests(**found) if found is not None and found["whole"] == whole else None
+
+
 def remember(path: str | os.PathLike, digests: Digests) -> None:
-    """Store ``digests`` (merged with what was stored before) for the weight files of ``path``."""
+    """Store ``digests`` (merged with what was stored before) for the weight files of ``path``,
+    and, once complete, under the weights hash too (:func:`digests_of`)."""
     entry = _entry(Path(path))
     if entry is None:
         return
+    if digests.whole is not None:
+        value = {"tensors": digests.tensors, "files": digests.files, "whole": digests.whole}
+        by_hash = entry.parent / "by-hash" / f"{digests.whole[:32]}.json"
+        if not by_hash.is_file():
+            cache.write(by_hash, value)
     known = cached_digests(path) or Digests()
     tensors = {**known.tensors, **digests.tensors}
     whole = digests.whole or known.whole

@@ -23,6 +23,7 @@ from ihprobe.core.files import sha256_file
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.sources import resolve
 from ihprobe.io.tensor_reads import (
+    ReadCheckpoint,
     cached_digests,
     read_checkpoint,
     tensor_digest,
@@ -110,6 +111,16 @@ def weights_hash(source: str | os.PathLike | Path) -> str:
     if known is not None and known.whole is not None:
         return known.whole
     return read_checkpoint(path, finite=False).weights_hash
+
+
+def read_checked(path: str | os.PathLike) -> ReadCheckpoint:
+    """Every tensor of a safetensors checkpoint directory, read once (checked finite and hashed,
+    :func:`ihprobe.io.tensor_reads.read_checkpoint`) after its files pass :func:`check_files`:
+    what :func:`ihprobe.io.swap.load_weights` takes as ``read`` without reading or checking the
+    files again."""
+    path = Path(path)
+    check_files(path)
+    return read_checkpoint(path)
 
 
 def identical_checkpoints(sources) -> list[tuple[str, str]]:

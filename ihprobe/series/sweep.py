@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from typing import TypeVar
 
 import torch
@@ -20,7 +21,9 @@ from ihprobe.io.models import fill_provenance
 from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import resolve
 from ihprobe.io.swap import load_or_swap
-from ihprobe.io.weights import weights_hash
+from ihprobe.io.tensor_reads import ReadCheckpoint
+from ihprobe.io.weights import has_safetensors, read_checked, weights_hash
+from ihprobe.series.prefetch import prefetched
 from ihprobe.series.shard import each_share
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,7 @@ def each_model(
     desc: str = "checkpoints",
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = "float32",
+    prefetch: int = 1,
 ) -> Iterator[tuple[Checkpoint, object]]:
     """Each checkpoint with its loaded model on ``device``, built once and re-filled
     (``load_or_swap``).
@@ -58,17 +62,27 @@ def each_model(
     ``progress``: a tqdm bar (None: only on a terminal).
 
     The model's provenance gets the checkpoint's step and tokens where its files do not say.
+    ``prefetch``: checkpoints read ahead in a background thread while the current one is used
+    (:mod:`ihprobe.series.prefetch`; 0: none).
 
     Example:
         >>> for ckpt, model in each_model(checkpoints("runs/demo")):     # doctest: +SKIP
         ...     print(ckpt.step, model.cfg.n_layers)
     """
     model = None
-    for ckpt in walk(ckpts, progress=progress, desc=desc):
-        where = {"revision": ckpt.revision, "device": device, "dtype": dtype}
-        model = load_or_swap(model, ckpt.source, **where)
-        fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
-        yield ckpt, model
+    with closing(prefetched(ckpts, read_ahead, ahead=prefetch)) as reads:
+        for ckpt, (_, read) in zip(walk(ckpts, progress=progress, desc=desc), reads, strict=True):
+            where = {"revision": ckpt.revision, "device": device, "dtype": dtype, "read": read}
+            model = load_or_swap(model, ckpt.source, **where)
+            fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
+            yield ckpt, model
+
+
+def read_ahead(ckpt: Checkpoint) -> ReadCheckpoint | None:
+    """The tensors of a safetensors checkpoint, read and checked (fetched when a hub revision
+    is not cached and the hub is reachable); None for pickled weights, which load reads."""
+    path = resolve(ckpt.source, revision=ckpt.revision)
+    return read_checked(path) if has_safetensors(path) else None
 
 
 def map_checkpoints(
@@ -79,6 +93,7 @@ def map_checkpoints(
     desc: str = "checkpoints",
     device: str = "cpu",
     dtype: str | torch.dtype = "float32",
+    prefetch: int = 1,
 ) -> list[tuple[Checkpoint, Result]]:
     """``fn(ckpt, model)`` at every checkpoint, in order, each model on this rank's device
     (:func:`each_model`); sharded over the ranks under torchrun, every rank getting every
@@ -91,7 +106,8 @@ def map_checkpoints(
 
     def on_share(share: list[Checkpoint], world) -> list[Result]:
         bars = progress if world.main else False
-        swept = each_model(share, progress=bars, desc=desc, device=world.device, dtype=dtype)
+        where = {"device": world.device, "dtype": dtype, "prefetch": prefetch}
+        swept = each_model(share, progress=bars, desc=desc, **where)
         return [fn(ckpt, model) for ckpt, model in swept]
 
     return list(zip(ckpts, each_share(on_share, ckpts, device), strict=True))
