@@ -101,6 +101,7 @@ def trajectory(
     device: str = "cpu",
     keep: str = "all",
     threads: int | None = DEFAULT_THREADS,
+    prefetch: int = 1,
     **scan_kwargs,
 ) -> pd.DataFrame:
     """Scan every checkpoint and return one long table ordered by training tokens.
@@ -121,6 +122,9 @@ def trajectory(
             an interrupted series resumes from the results cache.
         threads: torch's CPU threads for the sweep (``ihprobe.core.threads``: one gives the
             most checkpoints per CPU-second on small models); None leaves torch's setting.
+        prefetch: checkpoints read (or fetched) ahead in a background thread while the current
+            one is scanned (:mod:`ihprobe.series.prefetch`); 0 reads each when it is scanned.
+            The table is the same either way.
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
     Returns:
@@ -142,6 +146,7 @@ def trajectory(
         settings_key(None, settings),  # each metric is its own entry (parts)
         parts=wanted,
         threads=threads,
+        prefetch=prefetch,
         cache=cache,
         tokens_per_step=tokens_per_step,
         progress=progress,

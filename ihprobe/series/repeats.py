@@ -23,8 +23,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ihprobe.io.tensor_reads import Digests
+from ihprobe.io.runs import Checkpoint
+from ihprobe.io.sources import resolve
+from ihprobe.io.tensor_reads import Digests, cached_digests
 from ihprobe.io.validation.tensors import LEGACY_BUFFERS
+from ihprobe.io.weights import has_safetensors, read_checked
 
 log = logging.getLogger(__name__)
 
@@ -113,3 +116,22 @@ def repeats_table(labels: Sequence[str], digests: Sequence[Digests | None]) -> p
             shard = found.files.get(name, "?")
             rows.append((label, name, shard, shard in repeat.shards, earlier))
     return pd.DataFrame(rows, columns=["checkpoint", "tensor", "shard", "whole_shard", "repeats"])
+
+
+def repeated_tensors(ckpts: Sequence[Checkpoint]) -> pd.DataFrame:
+    """:func:`repeats_table` of a series of checkpoints, in the given order: each one's tensors
+    hashed as it is read once (or the digests remembered from an earlier read).
+
+    Example:
+        >>> repeated_tensors(sources_of("EleutherAI/pythia-12b", ["step1000", "step2000"]))
+        ... # doctest: +SKIP
+    """
+    labels, found = [], []
+    for ckpt in ckpts:
+        path = resolve(ckpt.source, revision=ckpt.revision)
+        known = cached_digests(path) if has_safetensors(path) else None
+        if known is None or known.whole is None:
+            known = read_checked(path).digests if has_safetensors(path) else None
+        labels.append(f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source)
+        found.append(known)
+    return repeats_table(labels, found)
