@@ -15,8 +15,11 @@ from ihprobe.io.sources import resolve
 from ihprobe.io.tensor_reads import cached_digests
 from ihprobe.io.weights import weights_hash
 from ihprobe.series.repeats import Repeats, constant_by_design, repeated_tensors
+from tests import hub_layout
 from tests.helpers import save_checkpoint, tiny_hf_model
-from tests.hub_layout import lay_out, offline_hub  # noqa: F401 - a fixture
+from tests.hub_layout import lay_out
+
+offline_hub = hub_layout.offline_hub  # the fixture
 
 REPO = "org/sharded"
 REVISIONS = ["step100", "step200", "step300"]
@@ -34,7 +37,7 @@ def trained_looking(seed: int):
 
 
 @pytest.fixture
-def suite(tmp_path, offline_hub, tokenizer):  # noqa: F811 - the fixture
+def suite(tmp_path, offline_hub, tokenizer):
     """Three revisions of a 4-shard GPT-NeoX; step300 carries step200's second shard."""
     made = {}
     for seed, revision in enumerate(REVISIONS):
