@@ -123,7 +123,7 @@ def cached_sweep(
     with torch_threads(threads):
         found = each_share(share_rows, ckpts, device)
     for ckpt, (digest, rows, meta, tensors) in zip(ckpts, found, strict=True):
-        frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
+        frames.append(with_provenance(rows, ckpt, meta, tokens_per_step))
         frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
         repeats.check(f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source, tensors)
     table = pd.concat(frames, ignore_index=True)
@@ -131,7 +131,7 @@ def cached_sweep(
     return table.sort_values(order, kind="stable").reset_index(drop=True)
 
 
-def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
+def with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
     """The scan rows of one checkpoint with its model, revision, step and tokens in front."""
     step = ckpt.step if ckpt.step is not None else meta.get("step")
     tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
