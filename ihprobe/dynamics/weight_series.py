@@ -82,7 +82,8 @@ def weight_trajectory(
     prefetch: int = 1,
     draws: int = BASELINE_DRAWS,
 ) -> pd.DataFrame:
-    """Weight-only metrics (:data:`WEIGHT_METRICS`) at every checkpoint, as one long table.
+    """Weight-only metrics (:data:`WEIGHT_METRICS`) at every checkpoint, as one long table
+    (over 60 lines: the fetch run ahead is a closure over the call's settings and cache).
 
     Args:
         source_or_sources: a run directory, a checkpoint, a hub id with ``revisions``, or a list
