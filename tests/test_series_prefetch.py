@@ -163,6 +163,12 @@ def test_tensors_read_ahead_are_swapped_in_without_a_second_read(run, monkeypatc
         calls.append(path)
         return real(path)
 
+    def built(*args, **kwargs):
+        raise AssertionError("an HF model was built to read the weights")
+
     monkeypatch.setattr(ihprobe.io.swap, "read_state_dict", counting)
-    list(ihprobe.series.sweep.each_model(checkpoints(run), prefetch=1))
+    swept = ihprobe.series.sweep.each_model(checkpoints(run), prefetch=1)
+    first = next(swept)  # the first checkpoint is loaded, which builds its HF model
+    monkeypatch.setattr(ihprobe.io.swap, "build_hf_model", built)
+    assert len([first, *swept]) == 4
     assert calls == []  # every swap took the tensors the prefetching thread had read
