@@ -183,11 +183,11 @@ class _Series:
         path = resolve(ckpt.source, revision=ckpt.revision)
         if not has_safetensors(path):
             return Fetched(weights_hash(path), path)
-        check_files(path)
         known = cached_digests(path)
         if known is not None and known.whole is not None and self._known(known.whole) is not None:
+            check_files(path)  # its rows are cached: checked, not read
             return Fetched(known.whole, path, None, known)
-        read = read_checked(path)
+        read = read_checked(path)  # files checked, then every tensor read once
         return Fetched(read.weights_hash, path, read, read.digests)
 
     def rows(self, ckpt: Checkpoint, fetched: Fetched) -> tuple:
