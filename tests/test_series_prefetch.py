@@ -7,7 +7,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 
+import huggingface_hub.constants
 import pandas as pd
 import pytest
 
@@ -16,10 +18,10 @@ import ihprobe.series.cache
 import ihprobe.series.sweep
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.trajectories import trajectory
-from ihprobe.io.runs import checkpoints
+from ihprobe.io.runs import Checkpoint, checkpoints
 from ihprobe.series import prefetch
 from ihprobe.series.prefetch import prefetched
-from ihprobe.series.sweep import map_checkpoints
+from ihprobe.series.sweep import checkpoint_bytes, map_checkpoints
 from tests.helpers import fake_run
 
 SCAN = {"n": 8, "batch": 4}
@@ -172,3 +174,24 @@ def test_tensors_read_ahead_are_swapped_in_without_a_second_read(run, monkeypatc
     monkeypatch.setattr(ihprobe.io.swap, "build_hf_model", built)
     assert len([first, *swept]) == 4
     assert calls == []  # every swap took the tensors the prefetching thread had read
+
+
+def test_checkpoint_bytes_on_disk_and_unknown_before_a_download(run, tmp_path, monkeypatch):
+    from tests.hub_layout import lay_out
+
+    ckpt = checkpoints(run)[0]
+    weights = sum(f.stat().st_size for f in Path(ckpt.source).glob("*.safetensors"))
+    assert checkpoint_bytes(ckpt) == weights > 0
+    hub = tmp_path / "hub"
+    lay_out(hub, "org/run", {"step0": Path(ckpt.source)})
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    assert checkpoint_bytes(Checkpoint("org/run", "step0")) == weights
+    assert checkpoint_bytes(Checkpoint("org/run", "step9")) == 0  # not cached: unknown
+
+
+def test_a_budget_smaller_than_one_checkpoint_still_scans_every_one(run, monkeypatch):
+    monkeypatch.setattr(prefetch, "available_bytes", lambda: 1000)  # budget 500 bytes
+    tight = trajectory(run, METRICS, cache=False, progress=False, **SCAN)
+    plain = trajectory(run, METRICS, cache=False, progress=False, prefetch=0, **SCAN)
+    pd.testing.assert_frame_equal(tight, plain)

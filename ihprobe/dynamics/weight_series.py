@@ -38,7 +38,7 @@ from ihprobe.probes.composition import BASELINE_DRAWS, composition
 from ihprobe.probes.copying import copying_scores
 from ihprobe.series.cache import ROW_COLUMNS, checked_rows, with_provenance
 from ihprobe.series.prefetch import prefetched
-from ihprobe.series.sweep import Duplicates, walk
+from ihprobe.series.sweep import Duplicates, checkpoint_bytes, walk
 
 FOLDER = "weights"  # results cache folder
 
@@ -139,7 +139,7 @@ def weight_trajectory(
         return weights.digest, weights, path
 
     duplicates, frames = Duplicates(), []
-    with closing(prefetched(ckpts, fetch, ahead=prefetch)) as reads:
+    with closing(prefetched(ckpts, fetch, ahead=prefetch, size=checkpoint_bytes)) as reads:
         walked = zip(walk(ckpts, progress=progress, desc="weights"), reads, strict=True)
         for ckpt, (_, (digest, found, path)) in walked:
             rows = found if isinstance(found, pd.DataFrame) else _score(found, metrics, draws)

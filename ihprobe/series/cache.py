@@ -39,7 +39,7 @@ from ihprobe.io.weights import check_files, has_safetensors, read_checked, weigh
 from ihprobe.series.prefetch import prefetched
 from ihprobe.series.repeats import Repeats
 from ihprobe.series.shard import each_share
-from ihprobe.series.sweep import Duplicates, walk
+from ihprobe.series.sweep import Duplicates, checkpoint_bytes, walk
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,8 @@ def cached_sweep(
         bars = progress if world.main else False
         for ckpt in share:
             series.index(ckpt)  # made here, read by the prefetching thread
-        with closing(prefetched(share, series.fetch, ahead=prefetch)) as reads:
+        reading = prefetched(share, series.fetch, ahead=prefetch, size=checkpoint_bytes)
+        with closing(reading) as reads:
             walked = zip(walk(share, progress=bars, desc=folder), reads, strict=True)
             return [series.rows(ckpt, fetched) for ckpt, (_, fetched) in walked]
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
+from pathlib import Path
 from typing import TypeVar
 
 import torch
+from huggingface_hub import snapshot_download
 from tqdm.auto import tqdm
 
 from ihprobe.core.stages import Counter
@@ -70,12 +72,27 @@ def each_model(
         ...     print(ckpt.step, model.cfg.n_layers)
     """
     model = None
-    with closing(prefetched(ckpts, read_ahead, ahead=prefetch)) as reads:
+    reading = prefetched(ckpts, read_ahead, ahead=prefetch, size=checkpoint_bytes)
+    with closing(reading) as reads:
         for ckpt, (_, read) in zip(walk(ckpts, progress=progress, desc=desc), reads, strict=True):
             where = {"revision": ckpt.revision, "device": device, "dtype": dtype, "read": read}
             model = load_or_swap(model, ckpt.source, **where)
             fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
             yield ckpt, model
+
+
+def checkpoint_bytes(ckpt: Checkpoint) -> int:
+    """The bytes of a checkpoint's weight files when they are on disk (a local directory or a
+    cached hub revision), else 0 (unknown until fetched): what reading it ahead holds."""
+    path = Path(ckpt.source).expanduser()
+    if not path.is_dir():
+        where = {"revision": ckpt.revision, "local_files_only": True}
+        try:
+            path = Path(snapshot_download(ckpt.source, allow_patterns=["*.json"], **where))
+        except Exception:  # noqa: BLE001 - not cached (or not a hub id): unknown
+            return 0
+    files = [*path.glob("*.safetensors"), *path.glob("*.bin"), *path.glob("*.pt")]
+    return sum(f.stat().st_size for f in files if f.is_file())
 
 
 def read_ahead(ckpt: Checkpoint) -> ReadCheckpoint | None:
