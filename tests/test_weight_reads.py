@@ -112,3 +112,25 @@ def test_a_second_run_reads_nothing(run, tmp_path, counted):
 def test_unknown_metric_is_one_line(run):
     with pytest.raises(IhprobeError, match="prefix_matching is not a weight-only metric"):
         weight_trajectory(run, ["prefix_matching"])
+
+
+def test_a_bad_config_or_a_nan_tensor_is_one_line(run, tmp_path):
+    import json
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    source = checkpoints(run)[0].source
+    broken = tmp_path / "broken"
+    shutil.copytree(source, broken)
+    config = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**config, "num_attention_heads": 0}))
+    with pytest.raises(IhprobeError):
+        weight_trajectory(broken, ["copying"], cache=False)
+    (broken / "config.json").write_text(json.dumps(config))
+    state = load_file(str(broken / "model.safetensors"))
+    name = next(n for n in state if n.endswith("attention.dense.weight"))
+    state[name][0, 0] = float("nan")
+    save_file(state, str(broken / "model.safetensors"))
+    with pytest.raises(IhprobeError, match=f"tensor {name} has 1 NaN"):
+        weight_trajectory(broken, ["copying"], cache=False)

@@ -32,7 +32,7 @@ from ihprobe.io.head_weights import HeadWeights
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.sources import resolve, sources_of
 from ihprobe.io.tensor_reads import cached_digests, whole_digest
-from ihprobe.io.validation.files import check_directory, check_weight_files
+from ihprobe.io.validation import check_checkpoint
 from ihprobe.io.weights import weight_files
 from ihprobe.probes.composition import BASELINE_DRAWS, composition
 from ihprobe.probes.copying import copying_scores
@@ -98,9 +98,9 @@ def weight_trajectory(
         ``model, revision, step, tokens, layer, head, metric, value, duplicate_of``, where
         ``duplicate_of`` names an earlier checkpoint whose tensors read here are identical.
 
-    Only the named tensors of safetensors checkpoints are read; the files are checked (regular
-    files, sound headers) but checksums recorded for whole files are not, since that would read
-    every byte.
+    Only the named tensors of safetensors checkpoints are read, each checked finite; the files
+    and the config are checked as for loading (regular files, sound headers, config schema), but
+    checksums recorded for whole files are not, since that would read every byte.
 
     Example:
         >>> weight_trajectory("EleutherAI/pythia-160m", ["copying"],          # doctest: +SKIP
@@ -125,8 +125,7 @@ def weight_trajectory(
     def fetch(ckpt: Checkpoint):
         """(digest, rows if cached, weights if read): run ahead in the prefetching thread."""
         path = resolve(ckpt.source, revision=ckpt.revision)
-        check_directory(path)
-        check_weight_files(weight_files(path))
+        check_checkpoint(path, weight_files(path), finite=False)  # each tensor read is checked
         weights = HeadWeights(path)
         names = sorted({n for w in needed for n in weights.names(w)})
         known = cached_digests(path)
