@@ -91,10 +91,10 @@ class Timings:
     def __enter__(self):
         read, call, reads, computes = self.read, self.call, self.reads, self.computes
 
-        def timed_read(path):
+        def timed_read(path, *args):
             start = time.perf_counter()
             try:
-                return read(path)
+                return read(path, *args)
             finally:
                 reads.append(time.perf_counter() - start)
 

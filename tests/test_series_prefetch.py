@@ -142,10 +142,10 @@ def test_map_checkpoints_is_the_same_with_and_without_prefetching(run):
 def test_a_failing_read_in_the_sweep_is_one_error_not_a_hang(run, monkeypatch):
     real = ihprobe.series.cache.read_checked
 
-    def broken(path):
+    def broken(path, *args):
         if path.name.endswith("20"):
             raise IhprobeError(f"{path} is unreadable")
-        return real(path)
+        return real(path, *args)
 
     monkeypatch.setattr(ihprobe.series.cache, "read_checked", broken)
 
@@ -195,3 +195,8 @@ def test_a_budget_smaller_than_one_checkpoint_still_scans_every_one(run, monkeyp
     tight = trajectory(run, METRICS, cache=False, progress=False, **SCAN)
     plain = trajectory(run, METRICS, cache=False, progress=False, prefetch=0, **SCAN)
     pd.testing.assert_frame_equal(tight, plain)
+
+
+def test_cache_false_writes_nothing(run, cache_dir):
+    trajectory(run, METRICS, cache=False, progress=False, **SCAN)
+    assert not cache_dir.exists() or not any(p.is_file() for p in cache_dir.rglob("*"))

@@ -126,9 +126,9 @@ def weight_trajectory(
         """(digest, rows if cached, weights if read): run ahead in the prefetching thread."""
         path = resolve(ckpt.source, revision=ckpt.revision)
         check_checkpoint(path, weight_files(path), finite=False)  # each tensor read is checked
-        weights = HeadWeights(path)
+        weights = HeadWeights(path, where if where is not None else False)
         names = sorted({n for w in needed for n in weights.names(w)})
-        known = cached_digests(path)
+        known = cached_digests(path, where if where is not None else False)
         if known is not None and all(n in known.tensors for n in names):
             digest = whole_digest({n: known.tensors[n] for n in names})
             rows = entries.read(entry(digest), checked_rows_any)

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import torch
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.io.tensor_reads import TensorReader, remember, whole_digest
+from ihprobe.io.tensor_reads import TensorReader, Where, remember, whole_digest
 
 WEIGHTS = ("W_E", "W_U", "W_Q", "W_K", "W_V", "W_O")
 
@@ -137,16 +137,17 @@ class HeadWeights(torch.nn.Module):
     """``W_E, W_U, W_Q, W_K, W_V, W_O`` of a checkpoint directory, each read when first used.
 
     ``reader.read`` lists the tensors read; ``digest`` hashes them (names included), so results
-    computed from these weights can be cached under it.
+    computed from these weights can be cached under it (the digests are remembered in
+    ``in_cache``, a cache root; False: nowhere).
 
     Example:
         >>> weights = HeadWeights("runs/demo/main/checkpoints/step-001000")   # doctest: +SKIP
         >>> copying_scores(weights)       # reads embeddings and attention only  # doctest: +SKIP
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, in_cache: Where = True):
         super().__init__()
-        self.path = Path(path)
+        self.path, self.in_cache = Path(path), in_cache
         raw = json.loads((self.path / "config.json").read_text())
         kind = raw.get("model_type")
         if kind not in LAYOUTS:
@@ -199,7 +200,7 @@ class HeadWeights(torch.nn.Module):
     @property
     def digest(self) -> str:
         """SHA-256 over the digests of the tensors read so far (remembered for the files)."""
-        remember(self.path, self.reader.digests)
+        remember(self.path, self.reader.digests, self.in_cache)
         read = {n: self.reader.digests.tensors[n] for n in self.reader.read}
         return whole_digest(read)
 

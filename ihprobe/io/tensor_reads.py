@@ -38,6 +38,7 @@ from ihprobe.io.validation.numerics import all_finite
 
 HEX64 = re.compile("[0-9a-f]{64}")
 DIGESTS = "digests"  # cache folder: file identity -> per-tensor digests
+Where = bool | str | os.PathLike | None  # a cache root as ihprobe.core.cache.root takes it
 
 
 def tensor_digest(name: str, tensor: torch.Tensor) -> str:
@@ -151,14 +152,17 @@ class ReadCheckpoint:
         return sum(t.numel() * t.element_size() for t in self.state.values())
 
 
-def read_checkpoint(path: str | os.PathLike, *, finite: bool = True) -> ReadCheckpoint:
+def read_checkpoint(
+    path: str | os.PathLike, *, finite: bool = True, in_cache: Where = True
+) -> ReadCheckpoint:
     """Every tensor of a safetensors checkpoint, each read, checked and hashed once; the
-    digests are remembered (:func:`remember`)."""
+    digests are remembered (:func:`remember`) in ``in_cache`` (a cache root as
+    :func:`ihprobe.core.cache.root` takes it; False: nowhere)."""
     reader = TensorReader(path, finite=finite)
     state = {name: reader.get(name) for name in reader.names}
     reader.close()
     reader.digests.whole = whole_digest(reader.digests.tensors)
-    remember(reader.path, reader.digests)
+    remember(reader.path, reader.digests, in_cache)
     return ReadCheckpoint(reader.path, state, reader.digests)
 
 
@@ -175,8 +179,8 @@ def file_identity(file: Path) -> str:
     return f"file:{real}:{st.st_size}:{st.st_ino}:{st.st_mtime_ns}"
 
 
-def _entry(path: Path) -> Path | None:
-    where = cache.root()
+def _entry(path: Path, in_cache: Where = True) -> Path | None:
+    where = cache.root(in_cache)
     files = sorted(Path(path).glob("*.safetensors"))
     if where is None or not files:
         return None
@@ -184,27 +188,27 @@ def _entry(path: Path) -> Path | None:
     return where / DIGESTS / f"{cache.key(spec)}.json"
 
 
-def cached_digests(path: str | os.PathLike) -> Digests | None:
+def cached_digests(path: str | os.PathLike, in_cache: Where = True) -> Digests | None:
     """The digests remembered for the weight files of ``path`` as they are now, or None."""
-    entry = _entry(Path(path))
+    entry = _entry(Path(path), in_cache)
     found = cache.read(entry, _checked) if entry is not None else None
     return Digests(**found) if found is not None else None
 
 
-def digests_of(whole: str) -> Digests | None:
+def digests_of(whole: str, in_cache: Where = True) -> Digests | None:
     """The per-tensor digests of the checkpoint whose weights hash is ``whole``, when remembered
     (a series whose scans are cached finds repeated tensors without the weights on disk)."""
-    where = cache.root()
+    where = cache.root(in_cache)
     found = (
         cache.read(where / DIGESTS / "by-hash" / f"{whole[:32]}.json", _checked) if where else None
     )
     return Digests(**found) if found is not None and found["whole"] == whole else None
 
 
-def remember(path: str | os.PathLike, digests: Digests) -> None:
+def remember(path: str | os.PathLike, digests: Digests, in_cache: Where = True) -> None:
     """Store ``digests`` (merged with what was stored before) for the weight files of ``path``,
     and, once complete, under the weights hash too (:func:`digests_of`)."""
-    entry = _entry(Path(path))
+    entry = _entry(Path(path), in_cache)
     if entry is None:
         return
     if digests.whole is not None:
@@ -212,7 +216,7 @@ def remember(path: str | os.PathLike, digests: Digests) -> None:
         by_hash = entry.parent / "by-hash" / f"{digests.whole[:32]}.json"
         if not by_hash.is_file():
             cache.write(by_hash, value)
-    known = cached_digests(path) or Digests()
+    known = cached_digests(path, in_cache) or Digests()
     tensors = {**known.tensors, **digests.tensors}
     whole = digests.whole or known.whole
     value = {"tensors": tensors, "files": {**known.files, **digests.files}, "whole": whole}

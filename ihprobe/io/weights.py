@@ -24,6 +24,7 @@ from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.sources import resolve
 from ihprobe.io.tensor_reads import (
     ReadCheckpoint,
+    Where,
     cached_digests,
     read_checkpoint,
     tensor_digest,
@@ -113,14 +114,14 @@ def weights_hash(source: str | os.PathLike | Path) -> str:
     return read_checkpoint(path, finite=False).weights_hash
 
 
-def read_checked(path: str | os.PathLike) -> ReadCheckpoint:
+def read_checked(path: str | os.PathLike, in_cache: Where = True) -> ReadCheckpoint:
     """Every tensor of a safetensors checkpoint directory, read once (checked finite and hashed,
     :func:`ihprobe.io.tensor_reads.read_checkpoint`) after its files pass :func:`check_files`:
     what :func:`ihprobe.io.swap.load_weights` takes as ``read`` without reading or checking the
-    files again."""
+    files again. The digests are remembered in ``in_cache`` (False: nowhere)."""
     path = Path(path)
     check_files(path)
-    return read_checkpoint(path)
+    return read_checkpoint(path, in_cache=in_cache)
 
 
 def identical_checkpoints(sources) -> list[tuple[str, str]]:

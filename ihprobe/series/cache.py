@@ -180,15 +180,15 @@ class _Series:
         index = self.indexes.get(ckpt.source) if ckpt.revision is not None else None
         digest = index.get(ckpt.revision) if index is not None else None
         if digest is not None and self._known(digest) is not None:
-            return Fetched(digest, None, None, digests_of(digest))
+            return Fetched(digest, None, None, digests_of(digest, self.directory))
         path = resolve(ckpt.source, revision=ckpt.revision)
         if not has_safetensors(path):
             return Fetched(weights_hash(path), path)
-        known = cached_digests(path)
+        known = cached_digests(path, self.directory)
         if known is not None and known.whole is not None and self._known(known.whole) is not None:
             check_files(path)  # its rows are cached: checked, not read
             return Fetched(known.whole, path, None, known)
-        read = read_checked(path)  # files checked, then every tensor read once
+        read = read_checked(path, self.directory)  # files checked, then every tensor read once
         return Fetched(read.weights_hash, path, read, read.digests)
 
     def rows(self, ckpt: Checkpoint, fetched: Fetched) -> tuple:
