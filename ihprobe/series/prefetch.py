@@ -10,8 +10,9 @@ item being computed on. The results are those of the plain loop, in its order:
   without prefetching;
 * a reader thread that dies without a word (killed) is noticed within a fraction of a second
   and the loop reads the rest itself, with a warning;
-* a loop that stops early (a ``break``, an exception, Ctrl-C) stops the reader; it is a daemon
-  thread, so it never keeps the process alive.
+* a loop that stops early (a ``break``, an exception, Ctrl-C) stops the reader once the read
+  under way ends (nothing new is started); it is a daemon thread, so it never keeps the
+  process alive.
 
 >>> [value for _, value in prefetched([1, 2, 3], lambda x: x * 10)]
 [10, 20, 30]
