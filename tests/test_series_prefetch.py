@@ -200,3 +200,21 @@ def test_a_budget_smaller_than_one_checkpoint_still_scans_every_one(run, monkeyp
 def test_cache_false_writes_nothing(run, cache_dir):
     trajectory(run, METRICS, cache=False, progress=False, **SCAN)
     assert not cache_dir.exists() or not any(p.is_file() for p in cache_dir.rglob("*"))
+
+
+def test_a_fetch_ahead_and_a_removal_from_the_hf_cache_take_turns(run):
+    from ihprobe.io.hub_cache import CACHE_LOCK, fetched
+
+    held, release = threading.Event(), threading.Event()
+
+    def remover():  # stands for drop_revision scanning the cache
+        with CACHE_LOCK:
+            held.set()
+            release.wait(5)
+
+    threading.Thread(target=remover, daemon=True).start()
+    held.wait(5)
+    threading.Timer(0.3, release.set).start()
+    start = time.perf_counter()
+    fetched(checkpoints(run)[0].source)
+    assert time.perf_counter() - start >= 0.25  # waited for the removal to finish

@@ -29,8 +29,9 @@ from ihprobe.core import checks
 from ihprobe.core.cache import root as cache_root
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.head_weights import HeadWeights
+from ihprobe.io.hub_cache import fetched
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
-from ihprobe.io.sources import resolve, sources_of
+from ihprobe.io.sources import sources_of
 from ihprobe.io.tensor_reads import cached_digests, whole_digest
 from ihprobe.io.validation import check_checkpoint
 from ihprobe.io.weights import weight_files
@@ -124,7 +125,7 @@ def weight_trajectory(
 
     def fetch(ckpt: Checkpoint):
         """(digest, rows if cached, weights if read): run ahead in the prefetching thread."""
-        path = resolve(ckpt.source, revision=ckpt.revision)
+        path = fetched(ckpt.source, ckpt.revision)
         check_checkpoint(path, weight_files(path), finite=False)  # each tensor read is checked
         weights = HeadWeights(path, where if where is not None else False)
         names = sorted({n for w in needed for n in weights.names(w)})

@@ -25,9 +25,8 @@ from ihprobe import __version__
 from ihprobe.core import cache
 from ihprobe.core.cache import root as cache_root
 from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
-from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
+from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision, fetched
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
-from ihprobe.io.sources import resolve
 from ihprobe.io.swap import load_or_swap
 from ihprobe.io.tensor_reads import (
     Digests,
@@ -181,7 +180,7 @@ class _Series:
         digest = index.get(ckpt.revision) if index is not None else None
         if digest is not None and self._known(digest) is not None:
             return Fetched(digest, None, None, digests_of(digest, self.directory))
-        path = resolve(ckpt.source, revision=ckpt.revision)
+        path = fetched(ckpt.source, ckpt.revision)
         if not has_safetensors(path):
             return Fetched(weights_hash(path), path)
         known = cached_digests(path, self.directory)

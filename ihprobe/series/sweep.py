@@ -19,6 +19,7 @@ from huggingface_hub import snapshot_download
 from tqdm.auto import tqdm
 
 from ihprobe.core.stages import Counter
+from ihprobe.io.hub_cache import fetched
 from ihprobe.io.models import fill_provenance
 from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import resolve
@@ -98,7 +99,7 @@ def checkpoint_bytes(ckpt: Checkpoint) -> int:
 def read_ahead(ckpt: Checkpoint) -> ReadCheckpoint | None:
     """The tensors of a safetensors checkpoint, read and checked (fetched when a hub revision
     is not cached and the hub is reachable); None for pickled weights, which load reads."""
-    path = resolve(ckpt.source, revision=ckpt.revision)
+    path = fetched(ckpt.source, ckpt.revision)
     return read_checked(path) if has_safetensors(path) else None
 
 
