@@ -49,7 +49,7 @@ def strongest_composition(weights, kind: str, draws: int) -> torch.Tensor:
     any head of an earlier layer; NaN in layer 0."""
     values = composition(weights, kind, draws=draws).values  # [l1, h1, l2, h2]
     best = values.nan_to_num(-torch.inf).flatten(0, 1).max(0).values
-    return best.where(best > -torch.inf, torch.tensor(torch.nan))
+    return best.where(best > -torch.inf, torch.tensor(torch.nan, device=best.device))
 
 
 @dataclass(frozen=True)
@@ -158,14 +158,9 @@ def _score(weights: HeadWeights, metrics: list[str], draws: int) -> pd.DataFrame
     with torch.no_grad():
         for name in metrics:
             values = WEIGHT_METRICS[name].score(weights, draws).cpu()
-            for (layer, head), value in zip(
-                torch.cartesian_prod(
-                    torch.arange(values.shape[0]), torch.arange(values.shape[1])
-                ).tolist(),
-                values.flatten().tolist(),
-                strict=True,
-            ):
-                rows.append((layer, head, name, value))
+            heads = values.shape[1]
+            flat = values.flatten().tolist()
+            rows += [(i // heads, i % heads, name, v) for i, v in enumerate(flat)]
     frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
     frame[["layer", "head"]] = frame[["layer", "head"]].astype("Int64")
     return frame
