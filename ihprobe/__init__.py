@@ -23,6 +23,8 @@ _EXPORTS: dict[str, str] = {
     "load": "ihprobe.io.models",
     "checkpoints": "ihprobe.io.runs",
     "Checkpoint": "ihprobe.io.runs",
+    "suite_checkpoints": "ihprobe.io.suites",
+    "repeated_tensors": "ihprobe.series.repeats",
     # probes
     "scan": "ihprobe.probes.battery",
     "HeadScores": "ihprobe.probes.scores",
@@ -32,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "make_producer": "ihprobe.data",
     # emergence and the law
     "trajectory": "ihprobe.dynamics.trajectories",
+    "weight_trajectory": "ihprobe.dynamics.weight_series",
     "emergence": "ihprobe.dynamics.changepoint",
     "run_emergence": "ihprobe.dynamics.changepoint",
     "EmergencePoint": "ihprobe.dynamics.changepoint",

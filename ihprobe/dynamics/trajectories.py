@@ -101,6 +101,7 @@ def trajectory(
     device: str = "cpu",
     keep: str = "all",
     threads: int | None = DEFAULT_THREADS,
+    prefetch: int = 1,
     **scan_kwargs,
 ) -> pd.DataFrame:
     """Scan every checkpoint and return one long table ordered by training tokens.
@@ -110,8 +111,7 @@ def trajectory(
             ``revisions``), or a list of these or of :class:`~ihprobe.io.runs.Checkpoint`.
         metrics: scan metrics (see ``ihprobe.probes.battery.METRICS``); None for all.
         revisions: hub revisions to sweep, e.g. ``[f"step{s}" for s in (0, 512, 1000)]``.
-        tokens_per_step: B*C, to fill ``tokens`` where the checkpoints do not record it
-            (hub revisions): tokens = step * tokens_per_step.
+        tokens_per_step: B*C: tokens = step * tokens_per_step where checkpoints do not say.
         cache: True for the default cache directory, a path, or False for none.
         progress: a tqdm bar over checkpoints (on by default; None: only on a terminal).
         device: where models are loaded; under torchrun ``cuda`` means each rank's own GPU.
@@ -121,6 +121,7 @@ def trajectory(
             an interrupted series resumes from the results cache.
         threads: torch's CPU threads for the sweep (``ihprobe.core.threads``: one gives the
             most checkpoints per CPU-second on small models); None leaves torch's setting.
+        prefetch: checkpoints read ahead while one is scanned (0: none; the same table).
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
     Returns:
@@ -142,6 +143,7 @@ def trajectory(
         settings_key(None, settings),  # each metric is its own entry (parts)
         parts=wanted,
         threads=threads,
+        prefetch=prefetch,
         cache=cache,
         tokens_per_step=tokens_per_step,
         progress=progress,

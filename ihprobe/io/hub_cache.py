@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from pathlib import Path
 
 from huggingface_hub import scan_cache_dir
@@ -23,10 +24,15 @@ from huggingface_hub.errors import CacheNotFound, CorruptedCacheException
 
 from ihprobe.core import cache
 from ihprobe.core.errors import IhprobeError
+from ihprobe.io.sources import resolve
 
 log = logging.getLogger(__name__)
 
 KEEP = ("all", "none")
+# held while a revision is fetched into the HF cache and while one is removed from it: a cache
+# scan (drop_revision) that meets a download half done (its ref written, its snapshot not yet)
+# takes the cache for corrupt, so a prefetching thread's fetch and the loop's removal take turns
+CACHE_LOCK = threading.RLock()
 HEX64 = re.compile("[0-9a-f]{64}")  # a weights hash (sha256 hex digest)
 
 
@@ -61,16 +67,24 @@ def drop_revision(path: Path) -> bool:
     if found is None:
         return False
     cache, commit = found
-    try:
-        strategy = scan_cache_dir(cache).delete_revisions(commit)
-    except (CacheNotFound, CorruptedCacheException) as err:
-        raise IhprobeError(
-            f"could not read the HF cache at {cache} to remove {commit} ({err}); check the "
-            "cache with `hf cache scan`, or use keep='all'."
-        ) from err
-    log.info("removing %s from the HF cache (%s)", path, strategy.expected_freed_size_str)
-    strategy.execute()
+    with CACHE_LOCK:
+        try:
+            strategy = scan_cache_dir(cache).delete_revisions(commit)
+        except (CacheNotFound, CorruptedCacheException) as err:
+            raise IhprobeError(
+                f"could not read the HF cache at {cache} to remove {commit} ({err}); check the "
+                "cache with `hf cache scan`, or use keep='all'."
+            ) from err
+        log.info("removing %s from the HF cache (%s)", path, strategy.expected_freed_size_str)
+        strategy.execute()
     return True
+
+
+def fetched(source, revision: str | None = None) -> Path:
+    """:func:`ihprobe.io.sources.resolve` of ``source`` at ``revision`` while holding
+    :data:`CACHE_LOCK` (what a thread that fetches ahead of the loop calls)."""
+    with CACHE_LOCK:
+        return resolve(source, revision=revision)
 
 
 class RevisionIndex:
@@ -82,7 +96,8 @@ class RevisionIndex:
 
     def __init__(self, directory: Path | None, repo_id: str):
         name = repo_id.replace("/", "--")
-        self.file = directory / "hub" / f"{name}.json" if directory is not None else None
+        # "-2": weights hashes over per-tensor digests (ihprobe.io.tensor_reads)
+        self.file = directory / "hub" / f"{name}-2.json" if directory is not None else None
         self.hashes: dict[str, str] = cache.read(self.file, _checked_hashes) or {}
 
     def get(self, revision: str | None) -> str | None:

@@ -23,9 +23,12 @@ from ihprobe.io.models import LOADED, build_hf_model, validate_checkpoint
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import checkpoint_meta
 from ihprobe.io.sources import causal_lm_config, resolve
+from ihprobe.io.tensor_reads import ReadCheckpoint
+from ihprobe.io.validation import check_checkpoint
 from ihprobe.io.weights import (
     has_safetensors,
     read_state_dict,
+    weight_files,
 )
 
 # tensor names on disk that HF renames when it loads them (GPT-NeoX/Pythia's output layer)
@@ -34,13 +37,19 @@ CONFIG_NAMES = ("_name_or_path", "transformers_version")  # config keys that nam
 
 
 def load_weights(
-    model: TransformerBridge, source: str | os.PathLike, *, revision: str | None = None
+    model: TransformerBridge,
+    source: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    read: ReadCheckpoint | None = None,
 ) -> None:
     """Copy the weights of another checkpoint into an already loaded ``model``, in place.
 
     Sweeping the checkpoints of one run this way reuses one skeleton instead of rebuilding the
     model per checkpoint. The checkpoint must have the same architecture and shapes, and
-    ``model`` must come from :func:`load` with ``processing="none"``.
+    ``model`` must come from :func:`load` with ``processing="none"``. ``read``: the
+    checkpoint's tensors already read and checked (:func:`ihprobe.io.weights.read_checked`, e.g.
+    by a prefetching sweep), so no tensor is read again.
     """
     loaded = LOADED.get(model)
     if loaded is None or getattr(model, "compatibility_mode", False):
@@ -48,12 +57,15 @@ def load_weights(
             "load_weights needs a model from ihprobe.load(..., processing='none'); "
             "load the checkpoint with ihprobe.load instead."
         )
-    path = resolve(source, revision=revision)
-    validate_checkpoint(path)
+    path = read.path if read is not None else resolve(source, revision=revision)
+    if read is None:
+        validate_checkpoint(path)
+    else:  # read_checked: files checked, tensors checked finite as they were read
+        check_checkpoint(path, weight_files(path), finite=False)
     config = causal_lm_config(path)
     _check_same_config(model, path, config)
     targets = loaded.hf_tensors
-    state = _state_for(targets, path, config, model.cfg.dtype)
+    state = _state_for(targets, path, config, model.cfg.dtype, read)
     mismatched = sorted(k for k in targets if k not in state or state[k].shape != targets[k].shape)
     if mismatched:
         raise IhprobeError(
@@ -91,12 +103,12 @@ def swap_weights(
     loaded.provenance = Provenance(loaded.provenance.model, revision, step, tokens)
 
 
-def _state_for(targets: dict[str, torch.Tensor], path: Path, config, dtype: torch.dtype):
+def _state_for(targets: dict[str, torch.Tensor], path: Path, config, dtype: torch.dtype, read=None):
     """The checkpoint's tensors under the names of ``targets``: read straight from its
-    safetensors when they carry those names and shapes (no model is built), else through HF,
-    which also maps old tensor names and ties shared weights."""
-    if has_safetensors(path):
-        state = read_state_dict(path)
+    safetensors (or taken from ``read``) when they carry those names and shapes (no model is
+    built), else through HF, which also maps old tensor names and ties shared weights."""
+    if read is not None or has_safetensors(path):
+        state = dict(read.state) if read is not None else read_state_dict(path)
         for saved, name in SAVED_NAMES.items():
             if saved in state and name not in state:
                 state[name] = state.pop(saved)
@@ -127,12 +139,14 @@ def load_or_swap(
     revision: str | None = None,
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = "float32",
+    read: ReadCheckpoint | None = None,
 ) -> TransformerBridge:
     """``source`` as a hooked model, reusing ``model``'s skeleton when it can.
 
     With no ``model`` (None), or one of another architecture, this is :func:`load`; otherwise
-    the weights of ``source`` are copied into ``model`` (:func:`load_weights`). Sweeping a run
-    with it builds the model once. ``device`` and ``dtype`` are those of a freshly loaded model.
+    the weights of ``source`` are copied into ``model`` (:func:`load_weights`, from ``read``
+    when the tensors were read already). Sweeping a run with it builds the model once.
+    ``device`` and ``dtype`` are those of a freshly loaded model.
 
     Example:
         >>> model = None
@@ -141,7 +155,7 @@ def load_or_swap(
     """
     if model is not None:
         try:
-            load_weights(model, source, revision=revision)
+            load_weights(model, source, revision=revision, read=read)
             return model
         except IhprobeError:  # another architecture, or not a swappable model: load afresh
             pass

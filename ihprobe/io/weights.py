@@ -12,7 +12,6 @@ weights; format 1, older checkpoints without a ``format`` field: the weights onl
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -23,6 +22,14 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import sha256_file
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.sources import resolve
+from ihprobe.io.tensor_reads import (
+    ReadCheckpoint,
+    Where,
+    cached_digests,
+    read_checkpoint,
+    tensor_digest,
+    whole_digest,
+)
 from ihprobe.io.validation.files import check_directory, check_regular, check_weight_files
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
@@ -88,21 +95,33 @@ def _read_file(file: Path) -> dict[str, torch.Tensor]:
 
 
 def weights_hash(source: str | os.PathLike | Path) -> str:
-    """SHA-256 over tensor names, dtypes, shapes and values (file layout does not matter).
+    """SHA-256 over the per-tensor digests (name, dtype, shape and values of each tensor; file
+    layout and sharding do not matter), remembered under the weight files' identity
+    (:mod:`ihprobe.io.tensor_reads`), so a checkpoint is read to be hashed once.
 
     The files are checked first (regular files inside the checkpoint, safetensors headers,
     the checksums ``ihprobe.json`` recorded), so a FIFO, a link out of the checkpoint or an
     edited file is refused before anything is read.
     """
-    digest = hashlib.sha256()
     path = resolve(source)
     check_files(path)
-    state = read_state_dict(path)
-    for name in sorted(state):
-        t = state[name].contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return digest.hexdigest()
+    if not has_safetensors(path):
+        state = read_state_dict(path)
+        return whole_digest({name: tensor_digest(name, t) for name, t in state.items()})
+    known = cached_digests(path)
+    if known is not None and known.whole is not None:
+        return known.whole
+    return read_checkpoint(path, finite=False).weights_hash
+
+
+def read_checked(path: str | os.PathLike, in_cache: Where = True) -> ReadCheckpoint:
+    """Every tensor of a safetensors checkpoint directory, read once (checked finite and hashed,
+    :func:`ihprobe.io.tensor_reads.read_checkpoint`) after its files pass :func:`check_files`:
+    what :func:`ihprobe.io.swap.load_weights` takes as ``read`` without reading or checking the
+    files again. The digests are remembered in ``in_cache`` (False: nowhere)."""
+    path = Path(path)
+    check_files(path)
+    return read_checkpoint(path, in_cache=in_cache)
 
 
 def identical_checkpoints(sources) -> list[tuple[str, str]]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -23,13 +25,20 @@ from ihprobe import __version__
 from ihprobe.core import cache
 from ihprobe.core.cache import root as cache_root
 from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
-from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision
+from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision, fetched
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
-from ihprobe.io.sources import resolve
 from ihprobe.io.swap import load_or_swap
-from ihprobe.io.weights import weights_hash
+from ihprobe.io.tensor_reads import (
+    Digests,
+    ReadCheckpoint,
+    cached_digests,
+    digests_of,
+)
+from ihprobe.io.weights import check_files, has_safetensors, read_checked, weights_hash
+from ihprobe.series.prefetch import prefetched
+from ihprobe.series.repeats import Repeats
 from ihprobe.series.shard import each_share
-from ihprobe.series.sweep import Duplicates, walk
+from ihprobe.series.sweep import Duplicates, checkpoint_bytes, walk
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +66,8 @@ class Loaded:
     def __init__(self, fn: Callable[[object], pd.DataFrame], device: torch.device):
         self.model, self.fn, self.device = None, fn, device
 
-    def __call__(self, ckpt: Checkpoint, *missing) -> pd.DataFrame:
-        where = {"revision": ckpt.revision, "device": self.device}
+    def __call__(self, ckpt: Checkpoint, *missing, read: ReadCheckpoint | None = None):
+        where = {"revision": ckpt.revision, "device": self.device, "read": read}
         self.model = load_or_swap(self.model, ckpt.source, **where)
         return self.fn(self.model, *missing)[ROW_COLUMNS].reset_index(drop=True)
 
@@ -77,6 +86,7 @@ def cached_sweep(
     finite: bool = True,
     parts: Sequence[str] | None = None,
     threads: int | None = DEFAULT_THREADS,
+    prefetch: int = 1,
 ) -> pd.DataFrame:
     """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
     ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
@@ -88,29 +98,40 @@ def cached_sweep(
     table. ``keep="none"`` streams hub revisions (see :func:`ihprobe.trajectory`). With ``parts``
     (metric names) each metric is cached on its own and ``compute(ckpt, missing)`` computes the
     missing ones, so a later call asking for any subset reuses them. The sweep runs with
-    ``threads`` torch threads (``ihprobe.core.threads``; None: torch's setting)."""
+    ``threads`` torch threads (``ihprobe.core.threads``; None: torch's setting). ``prefetch``:
+    how many checkpoints are read (and fetched from the hub) ahead of the one computed on, in
+    a background thread (:mod:`ihprobe.series.prefetch`; 0: none); the table is the same.
+    A checkpoint some of whose tensors or shards repeat an earlier one's is logged
+    (:mod:`ihprobe.series.repeats`)."""
     keep = check_keep(keep)
 
-    def share_rows(share: list[Checkpoint], world) -> list[tuple[str, pd.DataFrame, dict]]:
-        """(weights hash, rows, checkpoint meta) of each checkpoint of this rank's share."""
+    def share_rows(share: list[Checkpoint], world) -> list[tuple]:
+        """(weights hash, rows, checkpoint meta, tensor digests) of each checkpoint of this
+        rank's share."""
         where = cache_root(cache)
         series = _Series(where, make_compute(world.device), folder, settings, keep, finite, parts)
         bars = progress if world.main else False
-        return [series.rows(ckpt) for ckpt in walk(share, progress=bars, desc=folder)]
+        for ckpt in share:
+            series.index(ckpt)  # made here, read by the prefetching thread
+        reading = prefetched(share, series.fetch, ahead=prefetch, size=checkpoint_bytes)
+        with closing(reading) as reads:
+            walked = zip(walk(share, progress=bars, desc=folder), reads, strict=True)
+            return [series.rows(ckpt, fetched) for ckpt, (_, fetched) in walked]
 
-    duplicates = Duplicates()
+    duplicates, repeats = Duplicates(), Repeats()
     frames = []
     with torch_threads(threads):
         found = each_share(share_rows, ckpts, device)
-    for ckpt, (digest, rows, meta) in zip(ckpts, found, strict=True):
-        frames.append(_with_provenance(rows, ckpt, meta, tokens_per_step))
+    for ckpt, (digest, rows, meta, tensors) in zip(ckpts, found, strict=True):
+        frames.append(with_provenance(rows, ckpt, meta, tokens_per_step))
         frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
+        repeats.check(f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source, tensors)
     table = pd.concat(frames, ignore_index=True)
     order = "tokens" if table["tokens"].notna().all() else "step"
     return table.sort_values(order, kind="stable").reset_index(drop=True)
 
 
-def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
+def with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
     """The scan rows of one checkpoint with its model, revision, step and tokens in front."""
     step = ckpt.step if ckpt.step is not None else meta.get("step")
     tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
@@ -122,6 +143,18 @@ def _with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_pe
     frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
     frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
     return frame
+
+
+@dataclass
+class Fetched:
+    """One checkpoint as read ahead: its weights hash, its directory (None when its rows are
+    cached under its hub revision), its tensors (None when its rows are cached) and its
+    per-tensor digests (when known)."""
+
+    digest: str
+    path: Path | None = None
+    read: ReadCheckpoint | None = None
+    tensors: Digests | None = None
 
 
 class _Series:
@@ -140,31 +173,45 @@ class _Series:
         self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
         self.indexes: dict[str, RevisionIndex] = {}
 
-    def rows(self, ckpt: Checkpoint) -> tuple[str, pd.DataFrame, dict]:
-        """``(weights hash, scan rows, checkpoint metadata)`` of ``ckpt``."""
-        index = self._index(ckpt)
+    def fetch(self, ckpt: Checkpoint) -> Fetched:
+        """What :meth:`rows` needs from disk or the hub (run ahead, in the prefetching thread):
+        the weights hash, and the tensors when the rows are not cached."""
+        index = self.indexes.get(ckpt.source) if ckpt.revision is not None else None
         digest = index.get(ckpt.revision) if index is not None else None
-        rows = self._known(digest) if digest is not None else None
-        if rows is not None:
-            return digest, rows, {}
-        path = resolve(ckpt.source, revision=ckpt.revision)
-        digest = weights_hash(path)
+        if digest is not None and self._known(digest) is not None:
+            return Fetched(digest, None, None, digests_of(digest, self.directory))
+        path = fetched(ckpt.source, ckpt.revision)
+        if not has_safetensors(path):
+            return Fetched(weights_hash(path), path)
+        known = cached_digests(path, self.directory)
+        if known is not None and known.whole is not None and self._known(known.whole) is not None:
+            check_files(path)  # its rows are cached: checked, not read
+            return Fetched(known.whole, path, None, known)
+        read = read_checked(path, self.directory)  # files checked, then every tensor read once
+        return Fetched(read.weights_hash, path, read, read.digests)
+
+    def rows(self, ckpt: Checkpoint, fetched: Fetched) -> tuple:
+        """``(weights hash, scan rows, checkpoint metadata, tensor digests)`` of ``ckpt``."""
+        digest, path, read = fetched.digest, fetched.path, fetched.read
         rows = self._known(digest)
+        if rows is not None and path is None:  # cached under the revision's recorded hash
+            return digest, rows, {}, fetched.tensors
         if rows is None and self.parts is None:
-            rows = self.compute(ckpt)
+            rows = self.compute(ckpt, read=read)
             if self.directory is not None:
                 cache.write(self._file(digest), _records(rows))
         elif rows is None:
-            rows = self._by_part(ckpt, digest)
+            rows = self._by_part(ckpt, digest, read)
         self.done[digest] = rows
+        index = self.indexes.get(ckpt.source) if ckpt.revision is not None else None
         if index is not None:
             index.record(ckpt.revision, digest)
         meta = checkpoint_meta(path)
         if self.keep == "none":
             drop_revision(path)
-        return digest, rows, meta
+        return digest, rows, meta, fetched.tensors
 
-    def _index(self, ckpt: Checkpoint) -> RevisionIndex | None:
+    def index(self, ckpt: Checkpoint) -> RevisionIndex | None:
         if ckpt.revision is None:
             return None
         if ckpt.source not in self.indexes:
@@ -187,13 +234,13 @@ class _Series:
         check = lambda value: checked_rows(value, self.finite)  # noqa: E731
         return cache.read(self._file(digest, part), check)
 
-    def _by_part(self, ckpt: Checkpoint, digest: str) -> pd.DataFrame:
+    def _by_part(self, ckpt: Checkpoint, digest: str, read=None) -> pd.DataFrame:
         """Each part (a metric) from its own cache entry; the missing ones computed together
         (``compute(ckpt, missing)``), so any later call that asks for a subset reuses them."""
         found = {part: self._known(digest, part) for part in self.parts}
         missing = [part for part, rows in found.items() if rows is None]
         if missing:
-            computed = self.compute(ckpt, missing)
+            computed = self.compute(ckpt, missing, read=read)
             for part in missing:
                 found[part] = computed[computed["metric"] == part].reset_index(drop=True)
                 if self.directory is not None and len(found[part]):

@@ -10,17 +10,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
+from pathlib import Path
 from typing import TypeVar
 
 import torch
+from huggingface_hub import snapshot_download
 from tqdm.auto import tqdm
 
 from ihprobe.core.stages import Counter
+from ihprobe.io.hub_cache import fetched
 from ihprobe.io.models import fill_provenance
 from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import resolve
 from ihprobe.io.swap import load_or_swap
-from ihprobe.io.weights import weights_hash
+from ihprobe.io.tensor_reads import ReadCheckpoint
+from ihprobe.io.weights import has_safetensors, read_checked, weights_hash
+from ihprobe.series.prefetch import prefetched
 from ihprobe.series.shard import each_share
 
 log = logging.getLogger(__name__)
@@ -51,6 +57,7 @@ def each_model(
     desc: str = "checkpoints",
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = "float32",
+    prefetch: int = 1,
 ) -> Iterator[tuple[Checkpoint, object]]:
     """Each checkpoint with its loaded model on ``device``, built once and re-filled
     (``load_or_swap``).
@@ -58,17 +65,42 @@ def each_model(
     ``progress``: a tqdm bar (None: only on a terminal).
 
     The model's provenance gets the checkpoint's step and tokens where its files do not say.
+    ``prefetch``: checkpoints read ahead in a background thread while the current one is used
+    (:mod:`ihprobe.series.prefetch`; 0: none).
 
     Example:
         >>> for ckpt, model in each_model(checkpoints("runs/demo")):     # doctest: +SKIP
         ...     print(ckpt.step, model.cfg.n_layers)
     """
     model = None
-    for ckpt in walk(ckpts, progress=progress, desc=desc):
-        where = {"revision": ckpt.revision, "device": device, "dtype": dtype}
-        model = load_or_swap(model, ckpt.source, **where)
-        fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
-        yield ckpt, model
+    reading = prefetched(ckpts, read_ahead, ahead=prefetch, size=checkpoint_bytes)
+    with closing(reading) as reads:
+        for ckpt, (_, read) in zip(walk(ckpts, progress=progress, desc=desc), reads, strict=True):
+            where = {"revision": ckpt.revision, "device": device, "dtype": dtype, "read": read}
+            model = load_or_swap(model, ckpt.source, **where)
+            fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
+            yield ckpt, model
+
+
+def checkpoint_bytes(ckpt: Checkpoint) -> int:
+    """The bytes of a checkpoint's weight files when they are on disk (a local directory or a
+    cached hub revision), else 0 (unknown until fetched): what reading it ahead holds."""
+    path = Path(ckpt.source).expanduser()
+    if not path.is_dir():
+        where = {"revision": ckpt.revision, "local_files_only": True}
+        try:
+            path = Path(snapshot_download(ckpt.source, allow_patterns=["*.json"], **where))
+        except Exception:  # noqa: BLE001 - not cached (or not a hub id): unknown
+            return 0
+    files = [*path.glob("*.safetensors"), *path.glob("*.bin"), *path.glob("*.pt")]
+    return sum(f.stat().st_size for f in files if f.is_file())
+
+
+def read_ahead(ckpt: Checkpoint) -> ReadCheckpoint | None:
+    """The tensors of a safetensors checkpoint, read and checked (fetched when a hub revision
+    is not cached and the hub is reachable); None for pickled weights, which load reads."""
+    path = fetched(ckpt.source, ckpt.revision)
+    return read_checked(path) if has_safetensors(path) else None
 
 
 def map_checkpoints(
@@ -79,6 +111,7 @@ def map_checkpoints(
     desc: str = "checkpoints",
     device: str = "cpu",
     dtype: str | torch.dtype = "float32",
+    prefetch: int = 1,
 ) -> list[tuple[Checkpoint, Result]]:
     """``fn(ckpt, model)`` at every checkpoint, in order, each model on this rank's device
     (:func:`each_model`); sharded over the ranks under torchrun, every rank getting every
@@ -91,7 +124,8 @@ def map_checkpoints(
 
     def on_share(share: list[Checkpoint], world) -> list[Result]:
         bars = progress if world.main else False
-        swept = each_model(share, progress=bars, desc=desc, device=world.device, dtype=dtype)
+        where = {"device": world.device, "dtype": dtype, "prefetch": prefetch}
+        swept = each_model(share, progress=bars, desc=desc, **where)
         return [fn(ckpt, model) for ckpt, model in swept]
 
     return list(zip(ckpts, each_share(on_share, ckpts, device), strict=True))

@@ -26,7 +26,9 @@ __all__ = [
 ]
 
 
-def check_checkpoint(path: Path, weights: list[Path], *, size_limits: bool | None = None) -> dict:
+def check_checkpoint(
+    path: Path, weights: list[Path], *, size_limits: bool | None = None, finite: bool = True
+) -> dict:
     """Check a checkpoint directory before loading it; return its parsed ``config.json``.
 
     Args:
@@ -34,6 +36,8 @@ def check_checkpoint(path: Path, weights: list[Path], *, size_limits: bool | Non
         weights: its weight files that will be read (``ihprobe.io.models.weight_files``).
         size_limits: refuse configs over the size limits of :mod:`ihprobe.io.validation.config`;
             default on unless ``IHPROBE_NO_SIZE_LIMITS=1`` is set in the environment.
+        finite: read every tensor to check it is finite; False when the caller has already
+            read and checked them (``ihprobe.io.tensor_reads.read_checkpoint``).
 
     Example:
         >>> check_checkpoint(ckpt, weight_files(ckpt))["model_type"]  # doctest: +SKIP
@@ -45,7 +49,8 @@ def check_checkpoint(path: Path, weights: list[Path], *, size_limits: bool | Non
     config.check_config(raw, str(path / "config.json"), size_limits=size_limits)
     files.check_shard_indexes(path)
     files.check_weight_files(weights)
-    tensors.check_finite_files(weights)
+    if finite:
+        tensors.check_finite_files(weights)
     return raw
 
 

@@ -1,0 +1,137 @@
+"""Tensors and shards of a checkpoint that repeat an earlier checkpoint of the series.
+
+A whole checkpoint saved twice is caught by its weights hash (``duplicate_of``); a checkpoint
+of which only one shard, or a few tensors, are copies of an earlier checkpoint's (one shard of
+a multi-shard checkpoint uploaded from the wrong step) is caught here, from the per-tensor
+digests read with the weights (:mod:`ihprobe.io.tensor_reads`). A tensor repeats when it has
+the same name, dtype, shape and bytes as in an earlier checkpoint; buffers that never change
+(causal masks, rotary frequencies) and non-float tensors are left out.
+
+>>> from ihprobe.io.tensor_reads import Digests
+>>> repeats = Repeats()
+>>> a = Digests({"w": "1" * 64, "v": "2" * 64}, {"w": "a.safetensors", "v": "b.safetensors"})
+>>> b = Digests({"w": "1" * 64, "v": "3" * 64}, {"w": "a.safetensors", "v": "b.safetensors"})
+>>> repeats.check("step1", a), repeats.check("step2", b).describe()
+(None, 'shard a.safetensors (1 tensors) repeats step1')
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ihprobe.io.runs import Checkpoint
+from ihprobe.io.sources import resolve
+from ihprobe.io.tensor_reads import Digests, cached_digests
+from ihprobe.io.validation.tensors import LEGACY_BUFFERS
+from ihprobe.io.weights import has_safetensors, read_checked
+
+log = logging.getLogger(__name__)
+
+
+def constant_by_design(name: str) -> bool:
+    """Whether tensor ``name`` is a buffer every checkpoint holds unchanged (a causal mask, the
+    rotary frequencies), so its repeating says nothing.
+
+    >>> constant_by_design("gpt_neox.layers.0.attention.rotary_emb.inv_freq")
+    True
+    """
+    return name.endswith(LEGACY_BUFFERS)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """The tensors of one checkpoint that repeat an earlier checkpoint's, and where from."""
+
+    label: str
+    tensors: dict[str, str]  # tensor name -> the earlier checkpoint it repeats
+    shards: dict[str, str]  # weight file all of whose tensors repeat -> the earlier checkpoint
+    members: dict[str, tuple[str, ...]]  # weight file -> its tensors that count
+
+    def describe(self) -> str:
+        """One line: the whole shards repeated, then the other tensors."""
+        parts = [
+            f"shard {shard} ({len(self.members[shard])} tensors) repeats {earlier}"
+            for shard, earlier in sorted(self.shards.items())
+        ]
+        whole = {name for shard in self.shards for name in self.members[shard]}
+        loose = {name: earlier for name, earlier in self.tensors.items() if name not in whole}
+        if loose:
+            names = sorted(loose)
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            parts.append(f"tensors {shown} repeat {', '.join(sorted(set(loose.values())))}")
+        return "; ".join(parts)
+
+
+class Repeats:
+    """Per tensor digest, the first checkpoint that held it; :meth:`check` flags each later
+    checkpoint that holds some of them again without being a whole duplicate."""
+
+    def __init__(self):
+        self.first: dict[str, str] = {}  # tensor digest -> label of the first checkpoint
+
+    def check(self, label: str, digests: Digests | None) -> Repeat | None:
+        """The repeated tensors and shards of checkpoint ``label`` (None: nothing repeats, or
+        every tensor does, which ``duplicate_of`` already says, or no digests are known)."""
+        if digests is None:
+            return None
+        counted = {
+            name: digest for name, digest in digests.tensors.items() if not constant_by_design(name)
+        }
+        repeated = {name: self.first[d] for name, d in counted.items() if d in self.first}
+        for digest in counted.values():
+            self.first.setdefault(digest, label)
+        if not repeated or len(repeated) == len(counted):
+            return None
+        members: dict[str, list[str]] = {}
+        for name in sorted(counted):
+            members.setdefault(digests.files.get(name, "?"), []).append(name)
+        shards = {}
+        for shard, names in members.items():
+            sources = {repeated.get(name) for name in names}
+            if len(members) > 1 and None not in sources and len(sources) == 1:
+                shards[shard] = sources.pop()
+        found = Repeat(label, repeated, shards, {k: tuple(v) for k, v in members.items()})
+        log.warning("%s: %s", label, found.describe())
+        return found
+
+
+def repeats_table(labels: Sequence[str], digests: Sequence[Digests | None]) -> pd.DataFrame:
+    """One row per repeated tensor: ``checkpoint, tensor, shard, whole_shard, repeats``
+    (the earlier checkpoint), in the series' order.
+
+    Example:
+        >>> repeats_table(["a"], [None]).columns.tolist()
+        ['checkpoint', 'tensor', 'shard', 'whole_shard', 'repeats']
+    """
+    repeats, rows = Repeats(), []
+    for label, found in zip(labels, digests, strict=True):
+        repeat = repeats.check(label, found)
+        if repeat is None:
+            continue
+        for name, earlier in sorted(repeat.tensors.items()):
+            shard = found.files.get(name, "?")
+            rows.append((label, name, shard, shard in repeat.shards, earlier))
+    return pd.DataFrame(rows, columns=["checkpoint", "tensor", "shard", "whole_shard", "repeats"])
+
+
+def repeated_tensors(ckpts: Sequence[Checkpoint]) -> pd.DataFrame:
+    """:func:`repeats_table` of a series of checkpoints, in the given order: each one's tensors
+    hashed as it is read once (or the digests remembered from an earlier read).
+
+    Example:
+        >>> repeated_tensors(sources_of("EleutherAI/pythia-12b", ["step1000", "step2000"]))
+        ... # doctest: +SKIP
+    """
+    labels, found = [], []
+    for ckpt in ckpts:
+        path = resolve(ckpt.source, revision=ckpt.revision)
+        known = cached_digests(path) if has_safetensors(path) else None
+        if known is None or known.whole is None:
+            known = read_checked(path).digests if has_safetensors(path) else None
+        labels.append(f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source)
+        found.append(known)
+    return repeats_table(labels, found)
