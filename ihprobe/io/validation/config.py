@@ -117,7 +117,9 @@ def _check_finite_numbers(raw: dict, where: str) -> None:
     while stack:
         key, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
-            raise IhprobeError(f"{where}: {key} is {value}; numbers in config.json must be finite.")
+            raise IhprobeError(
+                f"{where}: {key!r} is {value}; numbers in config.json must be finite."
+            )
         if isinstance(value, dict):
             stack.extend((str(k), v) for k, v in value.items())
         elif isinstance(value, list):
