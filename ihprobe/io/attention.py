@@ -1,0 +1,134 @@
+"""Which attention a forward pass runs: the explicit pattern, or SDPA with pairs read lazily.
+
+TransformerLens's bridge rebuilds most architectures' attention itself and materialises every
+layer's ``[batch, head, n, n]`` pattern whatever HF attention the model was loaded with; a pass
+that needs whole patterns (the attention viewer, pattern ablation, ``activations``) runs it so,
+with HF loaded in eager attention (:data:`LOAD_ATTENTION`, the one place ``load`` and
+``as_model`` read it). A pass that only reads a few (query, key) pairs runs instead inside
+:func:`pair_pass`: each attention bridge hands its inputs to HF's own attention module, whose
+attention function is ihprobe's (registered as :data:`PAIRS` with HF's SDPA mask): SDPA gives
+the output, and the layer's pattern hooks get a :class:`~ihprobe.core.pairs.PairAttention`
+holding the queries and keys that SDPA was given (after rotary and QK norms, grouped K heads,
+the layer's scale, softcap and mask), so memory stays ``O(n * heads)`` per row.
+
+HF attention classes that compute their weights inline, with no attention-function seam, are in
+:data:`NO_SEAM` with the reason; :func:`fast_path_reason` says why a model cannot take the fast
+path (None when it can).
+
+>>> LOAD_ATTENTION, sorted(NO_SEAM)[:2]
+('eager', ['Attention', 'BloomAttention'])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Callable, Iterator
+
+import torch
+from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.pairs import PairAttention
+
+LOAD_ATTENTION = "eager"  # HF attention at load: the bridge's delegating classes need weights
+PAIRS = "ihprobe_pairs"  # ihprobe's HF attention function: SDPA out, pairs from q and k
+# HF attention class -> why its weights cannot be read from q and k at an attention seam
+NO_SEAM: dict[str, str] = {
+    "BloomAttention": "Bloom adds ALiBi and takes the softmax inline (no attention function)",
+    "GPTNeoSelfAttention": "GPT-Neo computes its (unscaled, local) weights inline",
+    "XGLMAttention": "XGLM computes its weights inline (no attention function)",
+    "Attention": "OpenAI GPT computes its weights inline (no attention function)",
+    "MptAttention": "MPT adds ALiBi and takes the softmax inline (no attention function)",
+}
+_ACTIVE: dict[int, list[Callable]] = {}  # id(HF attention module) -> its layer's pattern hooks
+
+
+def _attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kw):
+    """HF's attention function in a pair pass: the output of SDPA (chunked exact attention
+    where a softcap rules SDPA out), and the layer's pattern hooks fed a PairAttention."""
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    lazy = PairAttention(query, key, scale, attention_mask, kw.get("softcap"))
+    for hook in _ACTIVE.get(id(module), ()):
+        hook(lazy, hook=None)
+    if lazy.softcap is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, **kw)  # fmt: skip
+    return lazy.output(value), None
+
+
+AttentionInterface.register(PAIRS, _attention)
+ALL_MASK_ATTENTION_FUNCTIONS.register(PAIRS, sdpa_mask)
+
+
+def fast_path_reason(model) -> str | None:
+    """Why ``model``'s pattern pairs cannot be read without its patterns; None when they can.
+
+    >>> fast_path_reason(torch.nn.Linear(2, 2))
+    'the model is not a TransformerLens bridge (no attention bridges to hand to HF)'
+    """
+    attentions = _attention_bridges(model)
+    if attentions is None:
+        return "the model is not a TransformerLens bridge (no attention bridges to hand to HF)"
+    for attn in attentions:
+        kind = type(attn.original_component).__name__
+        if kind in NO_SEAM:
+            return NO_SEAM[kind]
+        config = getattr(attn.original_component, "config", None)
+        if getattr(config, "alibi", False):
+            return f"{kind} adds ALiBi inline when config.alibi is set (no attention function)"
+    return None
+
+
+def _attention_bridges(model) -> list | None:
+    blocks = getattr(model, "blocks", None)
+    if blocks is None:
+        return None
+    found = [getattr(block, "attn", None) for block in blocks]
+    if not found or not all(isinstance(a, AttentionBridge) for a in found):
+        return None
+    if any(a.original_component is None for a in found):
+        return None
+    return found
+
+
+@contextlib.contextmanager
+def pair_pass(model, layer_hooks: dict[int, list[Callable]]) -> Iterator[None]:
+    """Within this block, ``model``'s forward passes run HF's attention with SDPA and call
+    ``layer_hooks[layer]`` with each layer's :class:`PairAttention` (as ``hook(lazy, hook=None)``,
+    like a ``hook_pattern`` hook). Everything is put back on leaving, even on error.
+
+    Raises:
+        IhprobeError: the model cannot take the fast path (:func:`fast_path_reason`).
+    """
+    reason = fast_path_reason(model)
+    if reason is not None:
+        raise IhprobeError(f"pattern pairs need the full patterns here: {reason}.")
+    attentions = _attention_bridges(model)
+    configs = {id(c): c for c in _configs(model, attentions)}
+    before = {key: c._attn_implementation for key, c in configs.items()}
+    try:
+        for layer, attn in enumerate(attentions):
+            # in the instance's own dict: the bridge's __setattr__ would pass it on to HF's module
+            object.__setattr__(attn, "forward", types.MethodType(AttentionBridge.forward, attn))
+            _ACTIVE[id(attn.original_component)] = list(layer_hooks.get(layer, ()))
+        for c in configs.values():
+            c._attn_implementation = PAIRS
+        yield
+    finally:
+        for attn in attentions:
+            attn.__dict__.pop("forward", None)
+            _ACTIVE.pop(id(attn.original_component), None)
+        for key, c in configs.items():
+            c._attn_implementation = before[key]
+
+
+def _configs(model, attentions) -> list:
+    """The HF configs whose ``_attn_implementation`` the pass reads: the attention modules'
+    and the wrapped model's (its mask is built from it)."""
+    found = [getattr(a.original_component, "config", None) for a in attentions]
+    found.append(getattr(getattr(model, "original_model", None), "config", None))
+    return [c for c in found if c is not None]
