@@ -211,6 +211,7 @@ STUDIES_STILL_IMPORT = {
     "ihprobe.io.runs",
     "ihprobe.jobs.demo",
     "ihprobe.probes.engine",
+    "ihprobe.probes.metrics",
     "ihprobe.probes.recall",
     "ihprobe.training.config",
 }

@@ -25,7 +25,6 @@ import contextlib
 import types
 from collections.abc import Callable, Iterator
 
-import torch
 from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -67,7 +66,7 @@ ALL_MASK_ATTENTION_FUNCTIONS.register(PAIRS, sdpa_mask)
 def fast_path_reason(model) -> str | None:
     """Why ``model``'s pattern pairs cannot be read without its patterns; None when they can.
 
-    >>> fast_path_reason(torch.nn.Linear(2, 2))
+    >>> fast_path_reason(object())
     'the model is not a TransformerLens bridge (no attention bridges to hand to HF)'
     """
     attentions = _attention_bridges(model)

@@ -44,19 +44,14 @@ from ihprobe.probes import attention, attribution, copying, inputs, recall, snip
 from ihprobe.probes.composition import previous_token_composition
 from ihprobe.probes.engine import (
     DEFAULT_CHUNK,
-    HEAD_METRICS,
-    METRIC_TABLE,
     NOTHING,
-    PATTERN,
-    SCALE,
-    SCAN_METRICS,
     Probe,
-    Z,
     recall_probe,
     run_probe,
     text_probe,
     token_rows,
 )
+from ihprobe.probes.metrics import HEAD_METRICS, METRIC_TABLE, PATTERN, SCALE, SCAN_METRICS, Z
 from ihprobe.probes.scores import HeadScores
 
 if TYPE_CHECKING:

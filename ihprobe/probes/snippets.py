@@ -36,7 +36,8 @@ from jaxtyping import Float
 
 from ihprobe.core import hooks
 from ihprobe.probes import attention, inputs
-from ihprobe.probes.engine import NOTHING, PATTERN, Probe, run_probe
+from ihprobe.probes.engine import NOTHING, Probe, run_probe
+from ihprobe.probes.metrics import PATTERN
 
 FIXED_SCORES = {"forward_induction_fixed": "forward", "anti_induction": "backward"}
 # behaviour on the varied rows: the logits read, as positions predicting the next token

@@ -57,7 +57,8 @@ from ihprobe.data.text import TEXT_SUFFIXES
 from ihprobe.dynamics.verdicts import above, t_mean, welch
 from ihprobe.io.runs import config_changes, is_finished, run_meta
 from ihprobe.jobs.grid import markdown
-from ihprobe.probes.engine import METRIC_TABLE, token_rows
+from ihprobe.probes.engine import token_rows
+from ihprobe.probes.metrics import METRIC_TABLE
 from ihprobe.probes.recall import token_losses
 from ihprobe.training.config import RESUMABLE_CHANGES
 from studies.natural import run as natural
