@@ -43,6 +43,11 @@ NO_SEAM: dict[str, str] = {
     "Attention": "OpenAI GPT computes its weights inline (no attention function)",
     "MptAttention": "MPT adds ALiBi and takes the softmax inline (no attention function)",
 }
+ATTENTION_MODES = ("auto", "pairs", "patterns")  # what a scan may ask for
+# other per-layer hook sites a pair pass can still fire: site -> the bridge's submodule that
+# fires it, which HF's attention module must itself call (GPT-2's joint QKV bridge splits
+# its own projections, so HF's GPT2Attention never reaches the bridge's ``o``: no hook_z)
+DELEGATED_SITES = {"z": "o"}
 _ACTIVE: dict[int, list[Callable]] = {}  # id(HF attention module) -> its layer's pattern hooks
 
 
@@ -63,8 +68,9 @@ AttentionInterface.register(PAIRS, _attention)
 ALL_MASK_ATTENTION_FUNCTIONS.register(PAIRS, sdpa_mask)
 
 
-def fast_path_reason(model) -> str | None:
-    """Why ``model``'s pattern pairs cannot be read without its patterns; None when they can.
+def fast_path_reason(model, sites: tuple[str, ...] = ()) -> str | None:
+    """Why ``model``'s pattern pairs cannot be read without its patterns, in a pass that also
+    reads the per-layer hook ``sites`` (keys of :data:`DELEGATED_SITES`); None when they can.
 
     >>> fast_path_reason(object())
     'the model is not a TransformerLens bridge (no attention bridges to hand to HF)'
@@ -79,7 +85,38 @@ def fast_path_reason(model) -> str | None:
         config = getattr(attn.original_component, "config", None)
         if getattr(config, "alibi", False):
             return f"{kind} adds ALiBi inline when config.alibi is set (no attention function)"
+        inside = list(attn.original_component.modules())
+        for site in sites:
+            fires = attn._modules.get(DELEGATED_SITES[site])
+            if fires is None or not any(m is fires for m in inside):
+                return f"HF's {kind} does not reach the bridge's hook_{site}"
     return None
+
+
+def choose_attention(
+    model, attention: str = "auto", sites: tuple[str, ...] = ()
+) -> tuple[str, str | None]:
+    """The attention a pass that gathers pattern pairs (and reads ``sites``) runs, ``"pairs"``
+    or ``"patterns"``, and, when it is not ``"pairs"``, why. ``"auto"`` takes pairs where the
+    model can.
+
+    >>> choose_attention(object(), "patterns")
+    ('patterns', 'asked for')
+
+    Raises:
+        IhprobeError: an unknown mode, or ``"pairs"`` for a model that cannot take them.
+    """
+    if attention not in ATTENTION_MODES:
+        raise IhprobeError(
+            f"attention={attention!r} is not one of {', '.join(ATTENTION_MODES)} (auto: pairs "
+            "from queries and keys where the model can, else full patterns)."
+        )
+    if attention == "patterns":
+        return "patterns", "asked for"
+    reason = fast_path_reason(model, sites)
+    if reason is not None and attention == "pairs":
+        raise IhprobeError(f"attention='pairs' cannot run on this model: {reason}.")
+    return ("pairs", None) if reason is None else ("patterns", reason)
 
 
 def _attention_bridges(model) -> list | None:

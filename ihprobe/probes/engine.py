@@ -15,6 +15,7 @@ What each metric reads and which way is better is :mod:`ihprobe.probes.metrics`'
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,7 +27,9 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import accumulating, hook_name, replace_with
 from ihprobe.core.memory import available_bytes
 from ihprobe.data.corpus import default_documents
+from ihprobe.io.attention import pair_pass
 from ihprobe.io.validation import require_finite
+from ihprobe.probes.metrics import PATTERN
 from ihprobe.probes.recall import (
     icl_score_per_row,
     induction_targets,
@@ -92,6 +95,7 @@ def run_probe(
     *,
     chunk: int | None = DEFAULT_CHUNK,
     groups: int = 1,
+    attention: str = "patterns",
 ) -> dict[str, torch.Tensor]:
     """Run ``probe``'s rows (stacked ``groups`` times) through ``model``, ``chunk`` rows a pass.
 
@@ -106,6 +110,10 @@ def run_probe(
             chunk from the flat indices of its rows (``group * rows + row``).
         chunk: most rows per forward pass; None leaves only the memory budget.
         groups: how many times the rows are stacked (one head mask per group in ablation).
+        attention: ``"patterns"`` runs the bridge's attention, whose ``hook_pattern`` holds
+            every pattern; ``"pairs"`` runs HF's attention with SDPA and hands each
+            ``hook_pattern`` hook a lazy :class:`~ihprobe.core.pairs.PairAttention` instead
+            (:func:`ihprobe.io.attention.pair_pass`): for hooks that only gather pairs.
 
     Example:
         >>> out = run_probe(model, recall_probe(model, tokens, n=50), chunk=10)  # doctest: +SKIP
@@ -122,7 +130,9 @@ def run_probe(
         store: dict = {}
         at = _positions_of(probe, rows)
         found, fired = _counted(list(make(index, store)) + _unembed_only(model, at))
-        logits = model.run_with_hooks(probe.tokens[rows], fwd_hooks=found)
+        plain, by_layer = _routed(model, found, attention)
+        with pair_pass(model, by_layer) if attention == "pairs" else contextlib.nullcontext():
+            logits = model.run_with_hooks(probe.tokens[rows], fwd_hooks=plain)
         _check_fired(found, fired)
         if at is not None and logits.shape[1] != at.shape[-1]:
             logits = _select(logits, at)  # a model whose unembedding ignored the slice
@@ -158,6 +168,19 @@ def _counted(hooks: list[Hook]) -> tuple[list[Hook], list[int]]:
         return hook
 
     return [(name, counting(i, fn)) for i, (name, fn) in enumerate(hooks)], fired
+
+
+def _routed(model, found: list[Hook], attention: str) -> tuple[list[Hook], dict[int, list]]:
+    """The hooks to register, and (in a pair pass) the ``hook_pattern`` hooks by layer, which
+    the pair pass calls with the layer's lazy pattern instead."""
+    if attention == "patterns":
+        return found, {}
+    layer_of = {hook_name(PATTERN, layer): layer for layer in range(model.cfg.n_layers)}
+    by_layer: dict[int, list] = {}
+    for name, fn in found:
+        if name in layer_of:
+            by_layer.setdefault(layer_of[name], []).append(fn)
+    return [(name, fn) for name, fn in found if name not in layer_of], by_layer
 
 
 def _check_fired(hooks: list[Hook], fired: list[int]) -> None:
