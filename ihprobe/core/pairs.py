@@ -97,8 +97,8 @@ class PairAttention:
         """Weights at ``(queries[i], keys[i])``: the same pairs in every row (``[pair]``) or
         each row's own (``[batch, pair]``); ``[batch, head, pair]`` like the full gather."""
         device = self.query.device
-        queries, keys = queries.to(device), keys.to(device)
-        rows, where = torch.unique(queries, return_inverse=True)
+        rows, where = torch.unique(queries.cpu(), return_inverse=True)  # host bookkeeping
+        queries, keys, rows, where = (t.to(device) for t in (queries, keys, rows, where))
         lse = self.log_normaliser(rows)  # [b, h, row]
         key = self._keys()
         if queries.dim() == 1:  # [b, h, pair, d] . [b, h, pair, d]

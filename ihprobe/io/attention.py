@@ -25,6 +25,7 @@ import contextlib
 import types
 from collections.abc import Callable, Iterator
 
+from transformer_lens.hook_points import HookPoint
 from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -85,11 +86,25 @@ def fast_path_reason(model, sites: tuple[str, ...] = ()) -> str | None:
         config = getattr(attn.original_component, "config", None)
         if getattr(config, "alibi", False):
             return f"{kind} adds ALiBi inline when config.alibi is set (no attention function)"
+        hooked = _hooked_inside(attn)
+        if hooked:
+            return f"a hook is set on {hooked}, which only the full-pattern attention fires"
         inside = list(attn.original_component.modules())
         for site in sites:
             fires = attn._modules.get(DELEGATED_SITES[site])
             if fires is None or not any(m is fires for m in inside):
                 return f"HF's {kind} does not reach the bridge's hook_{site}"
+    return None
+
+
+def _hooked_inside(attn) -> str | None:
+    """The first of the attention bridge's own hook points (``hook_pattern``,
+    ``hook_attn_scores``, ``hook_rot_q``...) that holds a user's hook: those fire only when
+    the bridge rebuilds the attention, so a pair pass would silently skip them."""
+    for name, child in attn.named_children():
+        if isinstance(child, HookPoint) and name not in ("hook_in", "hook_out"):
+            if child._forward_hooks or child._forward_pre_hooks or child._backward_hooks:
+                return f"{attn.name or 'attn'}.{name}"
     return None
 
 

@@ -142,12 +142,12 @@ def scan(
     wanted = [m for m in requested if m != "icl_score" or text is not None]
     settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": [],
                       "d_vocab": model.cfg.d_vocab, "attention": mode}  # fmt: skip
-    if attention == "auto" and why is not None:
-        settings["notes"].append(f"attention read from full patterns: {why}")
     if "icl_score" in requested and text is None:
         note = "icl_score skipped: pass natural text (text=..., or --text FILE) to compute it"
         settings["notes"].append(note)
         log.info(note)
+    if attention == "auto" and why is not None:
+        settings["notes"].append(f"attention read from full patterns: {why}")
     head: dict[str, torch.Tensor] = {}
     model_scores: dict[str, float] = {}
     with torch.no_grad():
