@@ -5,7 +5,8 @@ A head's weight from query ``i`` to key ``j`` is ``exp(s_ij - lse_i)``: its scor
 pattern scores read a few pairs per row, so :class:`PairAttention` keeps the queries and keys
 of one layer (what SDPA is handed: after rotary and QK norms, before grouped K heads are
 repeated) and computes the pairs' scores and, for the rows they sit in, the log-sum-exp: in
-chunks of query rows, so memory is ``O(chunk * keys * heads)`` instead of ``O(n^2 * heads)``.
+chunks of query rows of at most :data:`CHUNK_ELEMENTS` scores, so memory is
+``O(chunk * keys * heads)`` instead of ``O(n^2 * heads)``.
 :func:`gather_pairs` reads pairs from a full pattern or from a :class:`PairAttention` alike.
 
 >>> q, k = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Float, Int
 
-ROW_CHUNK = 256  # query rows per log-sum-exp chunk: [batch, head, ROW_CHUNK, keys] at a time
+CHUNK_ELEMENTS = 2**19  # scores per chunk of query rows (2 MB in float32): [b, h, rows, keys]
 
 
 @dataclass
@@ -41,7 +42,7 @@ class PairAttention:
     scale: float
     mask: torch.Tensor | None = None
     softcap: float | None = None
-    chunk: int = ROW_CHUNK
+    chunk: int | None = None  # query rows per chunk; None: as many as CHUNK_ELEMENTS allow
 
     def detach(self) -> PairAttention:  # hooks detach what they keep
         return self
@@ -51,6 +52,10 @@ class PairAttention:
         """The shape of the pattern this stands for: ``[batch, head, query, key]``."""
         b, h, n, _ = self.query.shape
         return b, h, n, self.key.shape[2]
+
+    def _rows_per_chunk(self) -> int:
+        b, h, _, keys = self.shape
+        return self.chunk or max(1, CHUNK_ELEMENTS // (b * h * keys))
 
     def _keys(self) -> torch.Tensor:
         """Keys with grouped heads repeated to one per query head: ``[batch, head, key, d]``."""
@@ -73,7 +78,7 @@ class PairAttention:
         """The log-sum-exp of the scores of query ``rows``, ``chunk`` rows at a time."""
         keys, cols = self._keys(), torch.arange(self.key.shape[2], device=self.key.device)
         parts = []
-        for part in rows.split(self.chunk):
+        for part in rows.split(self._rows_per_chunk()):
             s = self._masked(self._scores(self.query[:, :, part], keys), part, cols)
             parts.append(torch.logsumexp(s, dim=-1))
         return torch.cat(parts, dim=-1)
@@ -86,7 +91,7 @@ class PairAttention:
         keys, cols = self._keys(), torch.arange(self.key.shape[2], device=self.key.device)
         rows = torch.arange(self.query.shape[2], device=self.query.device)
         parts = []
-        for part in rows.split(self.chunk):
+        for part in rows.split(self._rows_per_chunk()):
             s = self._masked(self._scores(self.query[:, :, part], keys), part, cols)
             parts.append(s.softmax(-1).to(value.dtype) @ value)
         return torch.cat(parts, dim=2).transpose(1, 2).contiguous()
