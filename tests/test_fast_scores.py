@@ -161,6 +161,14 @@ def test_pairs_equal_patterns_inside_a_sliding_window_shorter_than_the_rows(tmp_
     check_pairs_equal_patterns(model, "mistral")
 
 
+def test_falcon_with_alibi_keeps_the_full_patterns_and_says_why(tmp_path):
+    entry = ARCHITECTURES["falcon"]
+    hf = build((entry[0], entry[1], {**entry[2], "alibi": True}))
+    model = ihprobe.load(save_checkpoint(hf, tmp_path / "falcon", id_tokenizer(V)))
+    assert "ALiBi inline" in fast_path_reason(model)
+    check_pairs_equal_patterns(model, "bloom")  # kept, like Bloom's ALiBi
+
+
 def test_the_pair_pass_reads_what_sdpa_reads_and_puts_the_bridge_back(matrix):
     model = matrix("llama")
     rows = inputs.repeated_tokens(model, n=8, batch=2, seed=0)

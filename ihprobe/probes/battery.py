@@ -180,7 +180,7 @@ def scan(
             early, late = recall.icl_positions(model.cfg.n_ctx)
             rows = token_rows(model, text, rows=batch, length=late + 1)
             settings.update(icl_positions=[early, late], icl_rows=len(rows))
-            per_row = run_probe(model, text_probe(rows, early, late), chunk=chunk)
+            per_row = run_probe(model, text_probe(rows, early, late), chunk=chunk, attention=mode)
             model_scores["icl_score"] = float(per_row["icl_score"].mean())
     ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head and k in wanted}
     ordered_model = {k: model_scores[k] for k in METRICS if k in model_scores}
