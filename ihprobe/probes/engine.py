@@ -27,7 +27,7 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import accumulating, hook_name, replace_with
 from ihprobe.core.memory import available_bytes
 from ihprobe.data.corpus import default_documents
-from ihprobe.io.attention import pair_pass
+from ihprobe.io.attention import forward_options, pair_pass
 from ihprobe.io.validation import require_finite
 from ihprobe.probes.metrics import PATTERN
 from ihprobe.probes.recall import (
@@ -132,7 +132,9 @@ def run_probe(
         found, fired = _counted(list(make(index, store)) + _unembed_only(model, at))
         plain, by_layer = _routed(model, found, attention)
         with pair_pass(model, by_layer) if attention == "pairs" else contextlib.nullcontext():
-            logits = model.run_with_hooks(probe.tokens[rows], fwd_hooks=plain)
+            logits = model.run_with_hooks(
+                probe.tokens[rows], fwd_hooks=plain, **forward_options(model)
+            )
         _check_fired(found, fired)
         if at is not None and logits.shape[1] != at.shape[-1]:
             logits = _select(logits, at)  # a model whose unembedding ignored the slice
