@@ -213,6 +213,11 @@ def test_a_users_pattern_hook_keeps_the_full_patterns(matrix):
     assert scores.settings["attention"] == "patterns"
     assert scores.head["prefix_matching"][1].abs().max() == 0  # the hook was honoured
     assert set(NO_SEAM) >= {"BloomAttention", "GPTNeoSelfAttention"}
+    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_q", lambda q, hook: q)]):
+        assert fast_path_reason(model) is None  # HF's LlamaAttention calls the bridge's q
+    with matrix("gpt2").hooks(fwd_hooks=[("blocks.0.attn.hook_q", lambda q, hook: q)]):
+        reason = fast_path_reason(matrix("gpt2"))  # HF calls c_attn, never the bridge's split q
+    assert reason == "a hook is set on blocks.0.attn.q.hook_out, which a pair pass would not fire"
 
 
 @pytest.fixture(scope="module")

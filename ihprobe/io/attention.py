@@ -91,16 +91,16 @@ def fast_path_reason(model, sites: tuple[str, ...] = ()) -> str | None:
     attentions = _attention_bridges(model)
     if attentions is None:
         return "the model is not a TransformerLens bridge (no attention bridges to hand to HF)"
-    for attn in attentions:
+    for layer, attn in enumerate(attentions):
         kind = type(attn.original_component).__name__
         if kind in NO_SEAM:
             return NO_SEAM[kind]
         config = getattr(attn.original_component, "config", None)
         if getattr(config, "alibi", False):
             return f"{kind} adds ALiBi inline when config.alibi is set (no attention function)"
-        hooked = _hooked_inside(attn)
+        hooked = _hooked_inside(attn, layer)
         if hooked:
-            return f"a hook is set on {hooked}, which only the full-pattern attention fires"
+            return f"a hook is set on {hooked}, which a pair pass would not fire"
         inside = list(attn.original_component.modules())
         for site in sites:
             fires = attn._modules.get(DELEGATED_SITES[site])
@@ -109,14 +109,20 @@ def fast_path_reason(model, sites: tuple[str, ...] = ()) -> str | None:
     return None
 
 
-def _hooked_inside(attn) -> str | None:
-    """The first of the attention bridge's own hook points (``hook_pattern``,
-    ``hook_attn_scores``, ``hook_rot_q``...) that holds a user's hook: those fire only when
-    the bridge rebuilds the attention, so a pair pass would silently skip them."""
-    for name, child in attn.named_children():
-        if isinstance(child, HookPoint) and name not in ("hook_in", "hook_out"):
-            if child._forward_hooks or child._forward_pre_hooks or child._backward_hooks:
-                return f"{attn.name or 'attn'}.{name}"
+def _hooked_inside(attn, layer: int) -> str | None:
+    """The first hook point under the attention bridge that holds a user's hook and that a
+    pair pass would skip: the bridge's own (``hook_pattern``, ``hook_attn_scores``,
+    ``hook_rot_q``...) fire only when it rebuilds the attention, and a submodule's (``hook_q``
+    on GPT-2's split projections) only when HF's module calls that submodule."""
+    inside = list(attn.original_component.modules())
+    for name, point in attn.named_modules():
+        if not isinstance(point, HookPoint) or name in ("hook_in", "hook_out"):
+            continue
+        if not (point._forward_hooks or point._forward_pre_hooks or point._backward_hooks):
+            continue
+        owner = attn.get_submodule(name.rsplit(".", 1)[0]) if "." in name else None
+        if owner is None or not any(m is owner for m in inside):
+            return f"blocks.{layer}.attn.{name}"
     return None
 
 
