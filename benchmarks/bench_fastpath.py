@@ -141,8 +141,11 @@ def run_worker(size, context, layers, path, opts) -> dict:
     argv = [sys.executable, __file__, "--worker", path, "--sizes", size, "--contexts",
             str(context), "--layers", str(layers), "--rows", str(opts.rows), "--device",
             opts.device]  # fmt: skip
+    # ihprobe's memory estimate is keyed on the model's context with full logits (a rough
+    # refusal); this script guards the pattern scans itself (measure), so it lifts the estimate
     env = {
         **os.environ,
+        "IHPROBE_NO_SIZE_LIMITS": "1",
         "PYTHONPATH": os.pathsep.join(
             [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
         ),

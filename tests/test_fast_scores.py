@@ -246,3 +246,20 @@ def test_on_a_stand_in_device_the_pair_pass_mixes_no_devices(neox, monkeypatch):
         with pytest.raises((RuntimeError, NotImplementedError)) as stopped:
             ihprobe.scan(model, PATTERN_METRICS, n=8, batch=4, attention="pairs")
     assert any(w in str(stopped.value) for w in ("meta tensor", "meta device", "no data"))
+
+
+def test_the_memory_estimate_of_a_pair_scan_leaves_out_the_patterns(matrix, monkeypatch):
+    """A batch whose patterns would not fit is refused with full patterns, and runs as pairs."""
+    from ihprobe.core import memory
+
+    model, batch = matrix("llama"), 64
+    shape = memory.shape_of(model.cfg)
+    full, pairs = (memory.estimate(shape, rows=batch, chunk=25, patterns=p).bytes
+                   for p in (True, False))  # fmt: skip
+    assert pairs < full
+    monkeypatch.setattr(memory, "limits_on", lambda: True)
+    monkeypatch.setattr(memory, "available_bytes", lambda *device: int((full + pairs) / 2))
+    with pytest.raises(IhprobeError, match="batch=64 on this model needs about"):
+        ihprobe.scan(model, ["prefix_matching"], n=8, batch=batch, attention="patterns")
+    scores = ihprobe.scan(model, ["prefix_matching"], n=8, batch=batch)
+    assert scores.settings["attention"] == "pairs"

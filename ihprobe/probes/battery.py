@@ -119,7 +119,7 @@ def scan(
             key) pairs they read from the queries and keys, with SDPA attention
             (``docs/fast-scores.md``); ``"patterns"`` reads them from the full patterns;
             ``"auto"`` (default) takes pairs where the architecture allows
-            (:func:`ihprobe.io.attention.fast_path_reason`). The numbers agree to 1e-6.
+            (:func:`ihprobe.io.attention.fast_path_reason`); the two agree within 1e-5.
 
     Returns:
         :class:`~ihprobe.probes.scores.HeadScores` with provenance and settings.
@@ -134,11 +134,12 @@ def scan(
         >>> scores.top_heads("prefix_matching", k=3)                       # doctest: +SKIP
     """
     model = as_model(model)
-    checks.arguments(model=model, n=n, batch=batch, seed=seed, bos=bos, chunk=chunk,
-                     snippet_length=snippet_length, text=text)  # fmt: skip
     requested = check_metrics(metrics)
     sites = ("z",) if any(m in Z_METRICS for m in requested) else ()
     mode, why = choose_attention(model, attention, sites)
+    checks.arguments(model=model, n=n, batch=batch, seed=seed, bos=bos, chunk=chunk,
+                     snippet_length=snippet_length, text=text,
+                     patterns=mode == "patterns")  # fmt: skip
     wanted = [m for m in requested if m != "icl_score" or text is not None]
     settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": [],
                       "d_vocab": model.cfg.d_vocab, "attention": mode}  # fmt: skip
