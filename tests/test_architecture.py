@@ -214,6 +214,7 @@ STUDIES_STILL_IMPORT = {
     "ihprobe.io.models",
     "ihprobe.io.runs",
     "ihprobe.probes.engine",
+    "ihprobe.probes.metrics",
     "ihprobe.probes.recall",
 }
 

@@ -10,8 +10,9 @@ import torch
 
 import ihprobe
 from ihprobe.probes import engine
-from ihprobe.probes.engine import METRIC_TABLE, Probe, budget_rows, recall_probe, run_probe
+from ihprobe.probes.engine import Probe, budget_rows, recall_probe, run_probe
 from ihprobe.probes.inputs import repeated_tokens
+from ihprobe.probes.metrics import METRIC_TABLE
 from ihprobe.probes.recall import induction_loss_per_row
 from tests.helpers import save_checkpoint, tiny_hf_model
 

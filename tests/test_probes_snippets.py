@@ -21,7 +21,7 @@ from ihprobe.core.standin import id_tokenizer
 from ihprobe.dynamics import changepoint
 from ihprobe.dynamics.changepoint import EmergencePoint
 from ihprobe.probes import attention, inputs
-from ihprobe.probes.engine import METRIC_TABLE, SCAN_METRICS
+from ihprobe.probes.metrics import METRIC_TABLE, SCAN_METRICS
 from ihprobe.probes.snippets import BEHAVIOUR, COPIES, FIXED_SCORES
 from tests.helpers import save_checkpoint, tiny_hf_model
 

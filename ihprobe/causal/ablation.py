@@ -49,9 +49,7 @@ from ihprobe.core.heads import heads_of
 from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
 from ihprobe.probes.battery import scan
-from ihprobe.probes.engine import (
-    HEAD_METRICS,
-)
+from ihprobe.probes.metrics import HEAD_METRICS
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel

@@ -25,8 +25,6 @@ from ihprobe.causal.masks import derangement, hold_patterns, mask_hooks, mean_z
 from ihprobe.causal.tasks import task_probes
 from ihprobe.core.errors import IhprobeError
 from ihprobe.probes.engine import (
-    ABLATION_METRICS,
-    METRIC_TABLE,
     Probe,
     budget_rows,
     reads_text,
@@ -36,6 +34,7 @@ from ihprobe.probes.engine import (
     token_rows,
 )
 from ihprobe.probes.inputs import repeated_tokens
+from ihprobe.probes.metrics import ABLATION_METRICS, METRIC_TABLE
 from ihprobe.probes.recall import icl_positions
 from ihprobe.probes.record import activations
 

@@ -34,7 +34,7 @@ from jaxtyping import Float
 
 from ihprobe.core import checks
 from ihprobe.io.provenance import COLUMNS, CarriesProvenance, Provenance, with_provenance
-from ihprobe.probes.engine import METRIC_TABLE
+from ihprobe.probes.metrics import METRIC_TABLE
 
 BOOTSTRAP = 2000  # resamples of the random draws for the index's interval
 LOAD_BEARING_INDEX = 2.0  # top harm at least this many draw sds above the draws' mean

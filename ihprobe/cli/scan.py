@@ -24,7 +24,7 @@ class _MetricNames:
     building the parser stays free of torch."""
 
     def __str__(self) -> str:
-        from ihprobe.probes.engine import SCAN_METRICS
+        from ihprobe.probes.metrics import SCAN_METRICS
 
         return ", ".join(SCAN_METRICS)
 

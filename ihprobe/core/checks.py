@@ -328,6 +328,7 @@ def arguments(**values) -> None:
     """  # noqa: E501
     hooked = model(values.pop("model")) if "model" in values else None
     groups = values.pop("groups", 0)  # ablated head groups, set by the caller, not the user
+    patterns = values.pop("patterns", True)  # passes hold whole patterns: set by the caller
     for name, value in values.items():
         if name not in TOKEN_ARGUMENTS:
             RULES[name](value)
@@ -344,6 +345,7 @@ def arguments(**values) -> None:
         chunk=values.get("chunk"),
         groups=(values.get("random") or 0) + groups,
         draws=values.get("draws") or 0,
+        patterns=patterns,
     )
     shown = ", ".join(f"{k}={v}" for k, v in scaling.items())
     device = str(getattr(hooked.cfg, "device", None) or "cpu")

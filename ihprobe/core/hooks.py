@@ -26,6 +26,8 @@ from collections.abc import Callable, Hashable
 import torch
 from jaxtyping import Float, Int
 
+from ihprobe.core.pairs import PairAttention, gather_pairs
+
 Select = Callable[[torch.Tensor], torch.Tensor]
 
 # site: (TransformerLens hook name, with {layer} for per-layer sites; activation shape)
@@ -104,7 +106,8 @@ def pattern_pairs(
     """Select ``pattern[:, :, queries[i], keys[i]]`` for every pair i: ``[batch, head, pair]``.
 
     One advanced-indexing gather on the ``pattern`` hook point; no loop over heads, rows
-    or pairs.
+    or pairs. In a pair pass the hook gets a lazy :class:`~ihprobe.core.pairs.PairAttention`
+    and only the pairs are computed.
 
     Example:
         >>> pattern = torch.eye(3).expand(1, 2, 3, 3)
@@ -113,8 +116,8 @@ def pattern_pairs(
                  [1., 0.]]])
     """
 
-    def select(pattern: torch.Tensor) -> torch.Tensor:
-        return pattern[:, :, queries.to(pattern.device), keys.to(pattern.device)]
+    def select(pattern: torch.Tensor | PairAttention) -> torch.Tensor:
+        return gather_pairs(pattern, queries, keys)
 
     return select
 

@@ -172,11 +172,12 @@ class Estimate:
         return self.flops / FLOPS_PER_SECOND["cuda" if device.startswith("cuda") else "cpu"]
 
 
-def _activations(shape: Shape, rows: float, *, training: bool) -> float:
+def _activations(shape: Shape, rows: float, *, training: bool, patterns: bool = True) -> float:
     """Bytes of the activations of ``rows`` sequences in one pass (kept for backward when
-    ``training``): residual stream, MLP, attention scores, logits."""
+    ``training``): residual stream, MLP, attention scores (none held whole in a pair pass,
+    ``patterns=False``), logits."""
     per_token = shape.layers * (8 * shape.d_model + 2 * shape.d_mlp) + 2 * shape.vocab
-    attention = shape.layers * shape.heads * shape.context * 2
+    attention = shape.layers * shape.heads * shape.context * 2 if patterns else 0
     kept = 3 if training else 1
     return 4 * kept * rows * shape.context * (per_token + attention)
 
@@ -191,6 +192,7 @@ def estimate(
     groups: int = 0,
     draws: int = 0,
     bytes_per: int = 4,
+    patterns: bool = True,
 ) -> Estimate:
     """The one estimate of what a model of ``shape`` costs with these flags.
 
@@ -201,6 +203,8 @@ def estimate(
             chunks of ``chunk`` rows per pass; ``groups`` ablated head groups each re-run them.
         draws: random weight draws (composition baselines), each a few ``d_model x d_head``
             matrices.
+        patterns: whether the probe passes hold attention patterns (False: pair passes,
+            ``ihprobe.io.attention``).
 
     Example:
         >>> tiny = Shape(2, 4, 64, 256, 512, 64)
@@ -216,7 +220,7 @@ def estimate(
         flops += 3 * per_row_flops * train_batch * max(steps, 1)
     if rows:
         held += rows * (4 * shape.vocab + 64 * shape.context)
-        held += _activations(shape, min(rows, chunk or rows), training=False)
+        held += _activations(shape, min(rows, chunk or rows), training=False, patterns=patterns)
         flops += per_row_flops * rows * (1 + groups)
     held += groups * (4 * shape.layers * shape.heads + 256)
     held += draws * 8 * (4 * shape.d_model * d_head + 8 * d_head**2)

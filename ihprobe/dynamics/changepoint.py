@@ -32,7 +32,7 @@ from ihprobe.dynamics.piecewise import SteepFit, steepest, sustained
 from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import run_shape
-from ihprobe.probes.engine import METRIC_TABLE
+from ihprobe.probes.metrics import METRIC_TABLE
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from ihprobe.dynamics.changepoint import EmergencePoint
-from ihprobe.probes.engine import METRIC_TABLE
+from ihprobe.probes.metrics import METRIC_TABLE
 
 THRESHOLD = METRIC_TABLE["prefix_matching"].threshold  # max PS that counts as formed
 

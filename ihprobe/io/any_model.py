@@ -25,6 +25,7 @@ from transformers import PreTrainedModel
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
+from ihprobe.io.attention import LOAD_ATTENTION
 from ihprobe.io.models import bridge, load, remember
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.sources import supported_architectures
@@ -70,7 +71,7 @@ def _from_hf(hf_model: PreTrainedModel) -> TransformerBridge:
             f"TransformerLens cannot bridge {kind}; ihprobe probes the architectures it "
             "bridges (ihprobe.io.sources.supported_architectures())."
         )
-    hf_model.set_attn_implementation("eager")  # hook_pattern needs the explicit weights
+    hf_model.set_attn_implementation(LOAD_ATTENTION)  # io/attention: which attention a pass runs
     config = hf_model.config
     where = Path(str(config.name_or_path or "."))
     own = bool(config.name_or_path) and has_tokenizer(where)

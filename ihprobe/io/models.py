@@ -37,6 +37,7 @@ from ihprobe.core.devices import stray_tensors
 from ihprobe.core.dtypes import DTYPE_NAMES
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.world import resolve_device
+from ihprobe.io.attention import LOAD_ATTENTION
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import checkpoint_meta
 from ihprobe.io.sources import causal_lm_config, resolve
@@ -185,7 +186,7 @@ def build_hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bo
             str(path),
             config=config,
             dtype=dtype,
-            attn_implementation="eager",  # hook_pattern needs the explicit attention weights
+            attn_implementation=LOAD_ATTENTION,  # io/attention: which attention a pass runs
             use_safetensors=has_safetensors(path),
             trust_remote_code=trust_remote_code,
             local_files_only=True,

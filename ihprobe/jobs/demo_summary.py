@@ -20,8 +20,8 @@ from ihprobe.dynamics.changepoint import EmergencePoint
 from ihprobe.dynamics.law import Prediction
 from ihprobe.figures.demo_text import THRESHOLD, compare_note
 from ihprobe.io.runs import checkpoints
-from ihprobe.probes.engine import METRIC_TABLE
 from ihprobe.probes.inputs import default_n
+from ihprobe.probes.metrics import METRIC_TABLE
 from ihprobe.probes.scores import HeadScores
 from ihprobe.training.presets import DEMO
 

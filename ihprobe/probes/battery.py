@@ -38,25 +38,21 @@ from jaxtyping import Int
 from ihprobe.core import checks, hooks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.any_model import as_model
+from ihprobe.io.attention import choose_attention
 from ihprobe.io.models import provenance
 from ihprobe.io.validation import check_scores
 from ihprobe.probes import attention, attribution, copying, inputs, recall, snippets
 from ihprobe.probes.composition import previous_token_composition
 from ihprobe.probes.engine import (
     DEFAULT_CHUNK,
-    HEAD_METRICS,
-    METRIC_TABLE,
     NOTHING,
-    PATTERN,
-    SCALE,
-    SCAN_METRICS,
     Probe,
-    Z,
     recall_probe,
     run_probe,
     text_probe,
     token_rows,
 )
+from ihprobe.probes.metrics import HEAD_METRICS, METRIC_TABLE, PATTERN, SCALE, SCAN_METRICS, Z
 from ihprobe.probes.scores import HeadScores
 
 if TYPE_CHECKING:
@@ -92,6 +88,7 @@ def scan(
     snippet_length: int | None = None,
     snippet_lengths: tuple[int, int] | None = None,
     chunk: int | None = DEFAULT_CHUNK,
+    attention: str = "auto",
 ) -> HeadScores:
     """Score every head and the model on the probe inputs: head scores and model-level scores.
     (Over 60 lines: the docstring documents every metric family and argument.)
@@ -118,6 +115,11 @@ def scan(
             change): 48x less peak memory than ``run_with_cache`` at batch 100, and, like one
             pass, within 1.3x of a bare forward on a CPU (``benchmarks/RESULTS_probes.md``);
             on an accelerator larger chunks or None can be a little faster.
+        attention: how the attention scores are read: ``"pairs"`` computes only the (query,
+            key) pairs they read from the queries and keys, with SDPA attention
+            (``docs/fast-scores.md``); ``"patterns"`` reads them from the full patterns;
+            ``"auto"`` (default) takes pairs where the architecture allows
+            (:func:`ihprobe.io.attention.fast_path_reason`); the two agree within 1e-5.
 
     Returns:
         :class:`~ihprobe.probes.scores.HeadScores` with provenance and settings.
@@ -132,16 +134,21 @@ def scan(
         >>> scores.top_heads("prefix_matching", k=3)                       # doctest: +SKIP
     """
     model = as_model(model)
-    checks.arguments(model=model, n=n, batch=batch, seed=seed, bos=bos, chunk=chunk,
-                     snippet_length=snippet_length, text=text)  # fmt: skip
     requested = check_metrics(metrics)
+    sites = ("z",) if any(m in Z_METRICS for m in requested) else ()
+    mode, why = choose_attention(model, attention, sites)
+    checks.arguments(model=model, n=n, batch=batch, seed=seed, bos=bos, chunk=chunk,
+                     snippet_length=snippet_length, text=text,
+                     patterns=mode == "patterns")  # fmt: skip
     wanted = [m for m in requested if m != "icl_score" or text is not None]
     settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": [],
-                      "d_vocab": model.cfg.d_vocab}  # fmt: skip
+                      "d_vocab": model.cfg.d_vocab, "attention": mode}  # fmt: skip
     if "icl_score" in requested and text is None:
         note = "icl_score skipped: pass natural text (text=..., or --text FILE) to compute it"
         settings["notes"].append(note)
         log.info(note)
+    if attention == "auto" and why is not None:
+        settings["notes"].append(f"attention read from full patterns: {why}")
     head: dict[str, torch.Tensor] = {}
     model_scores: dict[str, float] = {}
     with torch.no_grad():
@@ -150,7 +157,7 @@ def scan(
             settings.update(n=n, tokens="given" if tokens is not None else "random")
             needs_previous = ["previous_token"] * ("k_composition" in wanted)
             head_part, model_part = _repeated_pass(
-                model, rows, n, bos, wanted + needs_previous, chunk
+                model, rows, n, bos, wanted + needs_previous, chunk, mode
             )
             head.update(head_part)
             model_scores.update(model_part)
@@ -162,7 +169,7 @@ def scan(
             settings.update(snippet_length=length, snippet_lengths=list(lengths))
             head_part, model_part = snippets.snippet_scores(
                 model, wanted, length=length, lengths=lengths, batch=batch, seed=seed, bos=bos,
-                chunk=chunk,
+                chunk=chunk, mode=mode,
             )  # fmt: skip
             head.update(head_part)
             model_scores.update(model_part)
@@ -174,7 +181,7 @@ def scan(
             early, late = recall.icl_positions(model.cfg.n_ctx)
             rows = token_rows(model, text, rows=batch, length=late + 1)
             settings.update(icl_positions=[early, late], icl_rows=len(rows))
-            per_row = run_probe(model, text_probe(rows, early, late), chunk=chunk)
+            per_row = run_probe(model, text_probe(rows, early, late), chunk=chunk, attention=mode)
             model_scores["icl_score"] = float(per_row["icl_score"].mean())
     ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head and k in wanted}
     ordered_model = {k: model_scores[k] for k in METRICS if k in model_scores}
@@ -260,7 +267,7 @@ def check_repeated(
     return tokens.to(model.cfg.device)
 
 
-def _repeated_pass(model, rows, n: int, bos: bool, wanted: list[str], chunk: int | None):
+def _repeated_pass(model, rows, n: int, bos: bool, wanted: list[str], chunk, mode: str):
     """One pass over repeated tokens; every score of that family from small slices of it."""
     named = attention.repeated_pairs(n, bos)
     patterns = {
@@ -293,7 +300,7 @@ def _repeated_pass(model, rows, n: int, bos: bool, wanted: list[str], chunk: int
             found.append((hooks.hook_name(SCALE), hooks.keep(store, "scale", at_queries)))
         return found
 
-    kept = run_probe(model, probe, make_hooks, chunk=chunk)
+    kept = run_probe(model, probe, make_hooks, chunk=chunk, attention=mode)
     head, per_pair = _pattern_scores(kept, patterns, where, wanted, model.cfg.n_layers)
     if keep_z:
         head.update(_z_scores(model, kept, rows, n, bos, wanted, per_pair))

@@ -1,4 +1,4 @@
-"""The probe engine: the metric table, a :class:`Probe`, and the one loop that runs probes.
+"""The probe engine: a :class:`Probe`, and the one loop that runs probes.
 
 Every score of ihprobe is read from a forward pass over probe rows: ``scan`` keeps small
 slices of attention patterns and ``hook_z``, ablation runs the same rows with heads masked, and
@@ -7,22 +7,18 @@ rows through a model: it cuts them into chunks (stacked ``groups`` times when ab
 many head sets), adds the caller's hooks, unembeds only the positions the probe reads, scores
 each row and concatenates the results along the batch.
 
-:data:`METRIC_TABLE` says, for every metric, what it scores (a head or the model), which input
-family and hook sites it reads, which way is better, its chance level and its threshold. Every
-consumer (``scan``, ``ablate``, ``emergence``, the figures) reads a metric's direction here.
+What each metric reads and which way is better is :mod:`ihprobe.probes.metrics`'s table.
 
->>> METRIC_TABLE["induction_loss"].direction, METRIC_TABLE["prefix_matching"].threshold
-('lower', 0.3)
 >>> probe = recall_probe(model, repeated_tokens(model), n=50)             # doctest: +SKIP
 >>> run_probe(model, probe)["ar_accuracy"].mean()                        # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import math
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -31,8 +27,9 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import accumulating, hook_name, replace_with
 from ihprobe.core.memory import available_bytes
 from ihprobe.data.corpus import default_documents
+from ihprobe.io.attention import forward_options, pair_pass
 from ihprobe.io.validation import require_finite
-from ihprobe.probes.attention import snippet_chance
+from ihprobe.probes.metrics import PATTERN
 from ihprobe.probes.recall import (
     icl_score_per_row,
     induction_targets,
@@ -51,8 +48,6 @@ Hook = tuple[str, Callable]
 HookFactory = Callable[[Int[torch.Tensor, " chunk"], dict], Sequence[Hook]]
 Scorer = Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]
 
-# hook sites a metric reads (keys of core.hooks.HOOK_POINTS; hook_name(site, layer) names them)
-PATTERN, Z, SCALE = "pattern", "z", "scale"
 UNEMBED_IN = hook_name("unembed_in")
 NOTHING = torch.zeros(0, dtype=torch.long, device="cpu")  # positions of a probe unembedding none
 DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score unchanged
@@ -64,97 +59,6 @@ DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score u
 # Either shrinks to the memory there is: float32 logits take at most 1/LOGIT_SHARE of it.
 MAX_LOGITS, LOGIT_SHARE = {"cpu": 2**25, "accelerator": 2**28}, 16
 MAX_TOKENS = {"cpu": 2**13, "accelerator": 2**18}
-
-
-def _uniform_attention(vocab: int, n: int) -> float:
-    """Attention a key gets from a uniform causal head, averaged over second-half queries."""
-    return sum(1 / (q + 1) for q in range(n, 2 * n)) / n
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One metric: what it scores, what it reads, which way is better, and its reference levels.
-
-    ``chance`` maps ``(d_vocab, n)`` (``n``: the probe's half-length or snippet length) to the
-    value a model with no induction would get; ``threshold`` is the level that counts as formed
-    (emergence), ``min_rise`` the least rise that counts as a transition. ``relative`` is False
-    for a metric whose clean value can be near zero or change sign: its changes are compared
-    on the absolute scale only.
-    """
-
-    name: str
-    level: Literal["head", "model"]
-    family: Literal["repeated", "snippets", "weights", "text", "tasks", "training"]
-    hooks: tuple[str, ...]  # hook sites read (core.hooks.HOOK_POINTS keys)
-    direction: Literal["higher", "lower"]
-    chance: Callable[[int, int], float] | None = None
-    threshold: float | None = None
-    min_rise: float = 0.0
-    relative: bool = True  # False: the clean value can be near 0 or flip sign; absolute only
-    in_scan: bool = True
-    in_ablate: bool = False
-
-    @property
-    def harm_sign(self) -> int:
-        """+1 when a larger value is worse (losses, ranks), -1 when larger is better."""
-        return 1 if self.direction == "lower" else -1
-
-
-_LOGITS = ("unembed_in",)
-_VS = {"chance": lambda v, n: 0.0, "relative": False}  # another loss minus backward_copy_loss
-METRIC_TABLE: dict[str, Metric] = {
-    m.name: m
-    for m in (
-        Metric("prefix_matching", "head", "repeated", (PATTERN,), "higher", _uniform_attention,
-               threshold=0.3, min_rise=0.1),
-        Metric("prefix_matching_sd", "head", "repeated", (PATTERN,), "higher"),
-        Metric("previous_token", "head", "repeated", (PATTERN,), "higher", _uniform_attention),
-        Metric("duplicate_token", "head", "repeated", (PATTERN,), "higher", _uniform_attention),
-        Metric("forward_induction_fixed", "head", "snippets", (PATTERN,), "higher",  # [B]'s
-               snippet_chance("forward_induction_fixed"), threshold=0.3, min_rise=0.1),
-        Metric("anti_induction", "head", "snippets", (PATTERN,), "higher",  # [B]'s, fixed |S|
-               snippet_chance("anti_induction"), threshold=0.3),
-        Metric("forward_induction_varied", "head", "snippets", (PATTERN,), "higher",  # |S| 10-30
-               snippet_chance("forward_induction_varied"), threshold=0.3, min_rise=0.1),
-        Metric("backward_duplicate", "head", "snippets", (PATTERN,), "higher",
-               snippet_chance("backward_duplicate"), threshold=0.3),
-        Metric("backward_previous_token", "head", "snippets", (PATTERN,), "higher",
-               snippet_chance("backward_previous_token")),
-        Metric("copying", "head", "weights", (), "higher", lambda v, n: 0.0),
-        Metric("logit_attribution", "head", "repeated", (Z,), "higher", lambda v, n: 1 / n,
-               min_rise=0.1),
-        Metric("ps_la_correlation", "head", "repeated", (PATTERN, Z), "higher", lambda v, n: 0.0),
-        # strongest K-composition (minus its random baseline) from a previous-token head
-        Metric("k_composition", "head", "repeated", (PATTERN,), "higher", lambda v, n: 0.0),
-        Metric("direct_logit_attribution", "head", "repeated", (Z, SCALE), "higher"),
-        Metric("ar_accuracy", "model", "repeated", _LOGITS, "higher", lambda v, n: 1 / v,
-               min_rise=0.1, in_ablate=True),
-        Metric("ar_mean_rank", "model", "repeated", _LOGITS, "lower", lambda v, n: (v - 1) / 2,
-               in_ablate=True),
-        Metric("induction_loss", "model", "repeated", _LOGITS, "lower",
-               lambda v, n: math.log(v), in_ablate=True),
-        Metric("backward_copy_loss", "model", "snippets", _LOGITS, "lower",
-               lambda v, n: math.log(v)),
-        Metric("backward_copy_accuracy", "model", "snippets", _LOGITS, "higher", lambda v, n: 1 / v,
-               threshold=0.5, min_rise=0.1),
-        Metric("backward_copy_vs_first_half", "model", "snippets", _LOGITS, "higher", **_VS),
-        Metric("backward_copy_vs_shuffled", "model", "snippets", _LOGITS, "higher", **_VS),
-        # loss(late) - loss(early): more negative is better in-context learning
-        Metric("icl_score", "model", "text", _LOGITS, "lower", lambda v, n: 0.0, relative=False,
-               in_ablate=True),
-        Metric("natural_loss", "model", "text", _LOGITS, "lower", lambda v, n: math.log(v),
-               in_scan=False, in_ablate=True),
-        Metric("hits@1", "model", "tasks", _LOGITS, "higher", lambda v, n: 1 / v,
-               in_scan=False, in_ablate=True),
-        Metric("hits@3", "model", "tasks", _LOGITS, "higher", lambda v, n: 3 / v,
-               in_scan=False, in_ablate=True),
-        Metric("loss", "model", "training", (), "lower", in_scan=False),  # the trainer's log
-    )
-}  # fmt: skip
-
-HEAD_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan and m.level == "head")
-SCAN_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan)
-ABLATION_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_ablate)
 
 
 # ----------------------------------------------------------------------------- probes
@@ -191,6 +95,7 @@ def run_probe(
     *,
     chunk: int | None = DEFAULT_CHUNK,
     groups: int = 1,
+    attention: str = "patterns",
 ) -> dict[str, torch.Tensor]:
     """Run ``probe``'s rows (stacked ``groups`` times) through ``model``, ``chunk`` rows a pass.
 
@@ -205,6 +110,10 @@ def run_probe(
             chunk from the flat indices of its rows (``group * rows + row``).
         chunk: most rows per forward pass; None leaves only the memory budget.
         groups: how many times the rows are stacked (one head mask per group in ablation).
+        attention: ``"patterns"`` runs the bridge's attention, whose ``hook_pattern`` holds
+            every pattern; ``"pairs"`` runs HF's attention with SDPA and hands each
+            ``hook_pattern`` hook a lazy :class:`~ihprobe.core.pairs.PairAttention` instead
+            (:func:`ihprobe.io.attention.pair_pass`): for hooks that only gather pairs.
 
     Example:
         >>> out = run_probe(model, recall_probe(model, tokens, n=50), chunk=10)  # doctest: +SKIP
@@ -221,7 +130,11 @@ def run_probe(
         store: dict = {}
         at = _positions_of(probe, rows)
         found, fired = _counted(list(make(index, store)) + _unembed_only(model, at))
-        logits = model.run_with_hooks(probe.tokens[rows], fwd_hooks=found)
+        plain, by_layer = _routed(model, found, attention)
+        with pair_pass(model, by_layer) if attention == "pairs" else contextlib.nullcontext():
+            logits = model.run_with_hooks(
+                probe.tokens[rows], fwd_hooks=plain, **forward_options(model)
+            )
         _check_fired(found, fired)
         if at is not None and logits.shape[1] != at.shape[-1]:
             logits = _select(logits, at)  # a model whose unembedding ignored the slice
@@ -257,6 +170,19 @@ def _counted(hooks: list[Hook]) -> tuple[list[Hook], list[int]]:
         return hook
 
     return [(name, counting(i, fn)) for i, (name, fn) in enumerate(hooks)], fired
+
+
+def _routed(model, found: list[Hook], attention: str) -> tuple[list[Hook], dict[int, list]]:
+    """The hooks to register, and (in a pair pass) the ``hook_pattern`` hooks by layer, which
+    the pair pass calls with the layer's lazy pattern instead."""
+    if attention == "patterns":
+        return found, {}
+    layer_of = {hook_name(PATTERN, layer): layer for layer in range(model.cfg.n_layers)}
+    by_layer: dict[int, list] = {}
+    for name, fn in found:
+        if name in layer_of:
+            by_layer.setdefault(layer_of[name], []).append(fn)
+    return [(name, fn) for name, fn in found if name not in layer_of], by_layer
 
 
 def _check_fired(hooks: list[Hook], fired: list[int]) -> None:

@@ -27,7 +27,7 @@ from jaxtyping import Float
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.provenance import COLUMNS, CarriesProvenance, Provenance, with_provenance
-from ihprobe.probes.engine import METRIC_TABLE
+from ihprobe.probes.metrics import METRIC_TABLE
 
 VARIED = "forward_induction_varied"  # the content match a fixed-offset head cannot pass
 

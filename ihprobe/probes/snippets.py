@@ -35,8 +35,10 @@ import torch
 from jaxtyping import Float
 
 from ihprobe.core import hooks
+from ihprobe.core.pairs import gather_pairs
 from ihprobe.probes import attention, inputs
-from ihprobe.probes.engine import NOTHING, PATTERN, Probe, run_probe
+from ihprobe.probes.engine import NOTHING, Probe, run_probe
+from ihprobe.probes.metrics import PATTERN
 
 FIXED_SCORES = {"forward_induction_fixed": "forward", "anti_induction": "backward"}
 # behaviour on the varied rows: the logits read, as positions predicting the next token
@@ -71,20 +73,22 @@ def snippet_scores(
     seed: int,
     bos: bool,
     chunk: int | None,
+    mode: str = "patterns",
 ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
     """Every snippet score in ``wanted``: ``(head scores [layer, head], model scores)``.
 
     Fixed-length rows of ``|S| = length`` and varied-length rows of ``|S|`` in ``lengths`` run
-    in separate passes, each only when one of its scores is wanted.
+    in separate passes, each only when one of its scores is wanted; ``mode`` is
+    :func:`~ihprobe.probes.engine.run_probe`'s ``attention``.
     """
     head: dict[str, torch.Tensor] = {}
     fixed = [m for m in FIXED_SCORES if m in wanted]
     if fixed:
-        head.update(_fixed_pass(model, fixed, length, batch, seed, bos, chunk))
+        head.update(_fixed_pass(model, fixed, length, batch, seed, bos, chunk, mode))
     varied = [m for m in (*attention.VARIED_PAIRS, *BEHAVIOUR) if m in wanted]
     if not varied:
         return head, {}
-    varied_head, behaviour = _varied_pass(model, varied, lengths, batch, seed, bos, chunk)
+    varied_head, behaviour = _varied_pass(model, varied, lengths, batch, seed, bos, chunk, mode)
     return {**head, **varied_head}, behaviour
 
 
@@ -100,7 +104,7 @@ def _pattern_hooks(n_layers: int, select: Callable) -> Callable:
     return make_hooks
 
 
-def _fixed_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, chunk):
+def _fixed_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, chunk, mode):
     """Forward and backward fixed-length rows stacked into one pass; attention pairs only."""
     pairs = {
         "forward_induction_fixed": attention.forward_pairs(length, bos),
@@ -113,7 +117,8 @@ def _fixed_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, ch
     (queries, keys), where = attention.concat_pairs({m: pairs[m] for m in wanted})
     gather = hooks.pattern_pairs(queries, keys)
     make_hooks = _pattern_hooks(model.cfg.n_layers, lambda pattern, index: gather(pattern))
-    kept = run_probe(model, Probe("snippets", rows, positions=NOTHING), make_hooks, chunk=chunk)
+    probe = Probe("snippets", rows, positions=NOTHING)
+    kept = run_probe(model, probe, make_hooks, chunk=chunk, attention=mode)
     stacked = torch.stack([kept[layer] for layer in range(model.cfg.n_layers)])
     return {
         m: attention.pair_mean(stacked[:, i * batch : (i + 1) * batch, :, where[m]])
@@ -121,7 +126,7 @@ def _fixed_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, ch
     }
 
 
-def _varied_pass(model, wanted, lengths, batch: int, seed: int, bos: bool, chunk):
+def _varied_pass(model, wanted, lengths, batch: int, seed: int, bos: bool, chunk, mode):
     """The varied-length rows the scores need (forward, backward, shuffled; paired: the same
     ``S`` per row index) in one pass: the attention pairs of the head scores and, when a
     behaviour score is wanted, the logits at the copy's and the first half's predicting
@@ -139,17 +144,14 @@ def _varied_pass(model, wanted, lengths, batch: int, seed: int, bos: bool, chunk
     keys = torch.cat([k for _, k, _ in laid], dim=1)
 
     def gather(pattern, index):  # [batch, head, q, k] -> [batch, head, pair], per row
-        at = (index % len(rows)).to(pattern.device)
-        q, k = queries.to(pattern.device)[at], keys.to(pattern.device)[at]
-        return pattern[torch.arange(len(at), device=pattern.device)[:, None], :, q, k].transpose(
-            1, 2
-        )
+        at = index % len(rows)
+        return gather_pairs(pattern, queries[at.to(queries.device)], keys[at.to(keys.device)])
 
     make_hooks = _pattern_hooks(model.cfg.n_layers, gather) if heads else ()
     behaviour = [m for m in BEHAVIOUR if m in wanted]
     unembed_none = Probe("varied snippets", rows, positions=NOTHING)
     probe = _behaviour_probe(rows, length, bos) if behaviour else unembed_none
-    kept = run_probe(model, probe, make_hooks, chunk=chunk)
+    kept = run_probe(model, probe, make_hooks, chunk=chunk, attention=mode)
     head = {}
     if heads:
         stacked = torch.stack([kept[layer] for layer in range(model.cfg.n_layers)])

@@ -33,7 +33,7 @@ from ihprobe.dynamics.verdicts import (
     t_mean,
     welch,
 )
-from ihprobe.probes.engine import METRIC_TABLE
+from ihprobe.probes.metrics import METRIC_TABLE
 from studies.contrast import docs, heads
 from studies.contrast.docs import values as scored  # finite done values; none where never rescored
 

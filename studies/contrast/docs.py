@@ -57,7 +57,8 @@ from ihprobe.data import TEXT_SUFFIXES
 from ihprobe.dynamics.verdicts import above, t_mean, welch
 from ihprobe.io.runs import is_finished, run_meta
 from ihprobe.jobs.grid import markdown, other_config
-from ihprobe.probes.engine import METRIC_TABLE, token_rows
+from ihprobe.probes.engine import token_rows
+from ihprobe.probes.metrics import METRIC_TABLE
 from ihprobe.probes.recall import token_losses
 from studies.natural import run as natural
 

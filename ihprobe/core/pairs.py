@@ -1,0 +1,158 @@
+"""Attention weights at a few (query, key) pairs, from the queries and keys, without the pattern.
+
+A head's weight from query ``i`` to key ``j`` is ``exp(s_ij - lse_i)``: its score
+``s_ij = cap(scale * q_i . k_j) + mask_ij`` minus the log-sum-exp of row ``i``'s scores. The
+pattern scores read a few pairs per row, so :class:`PairAttention` keeps the queries and keys
+of one layer (what SDPA is handed: after rotary and QK norms, before grouped K heads are
+repeated) and computes the pairs' scores and, for the rows they sit in, the log-sum-exp: in
+chunks of query rows of at most :data:`CHUNK_ELEMENTS` scores, so memory is
+``O(chunk * keys * heads)`` instead of ``O(n^2 * heads)``.
+:func:`gather_pairs` reads pairs from a full pattern or from a :class:`PairAttention` alike.
+
+>>> q, k = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+>>> full = ((q @ k.transpose(-1, -2)) / 2).masked_fill(torch.ones(5, 5).triu(1).bool(), -torch.inf)
+>>> pairs = torch.tensor([4, 3]), torch.tensor([1, 3])
+>>> torch.allclose(gather_pairs(PairAttention(q, k, scale=0.5), *pairs),
+...                gather_pairs(full.softmax(-1), *pairs), atol=1e-6)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float, Int
+
+CHUNK_ELEMENTS = 2**19  # scores per chunk of query rows (2 MB in float32): [b, h, rows, keys]
+
+
+@dataclass
+class PairAttention:
+    """One layer's attention, held as its queries and keys (a lazy ``hook_pattern``).
+
+    ``mask`` is what HF hands its attention function: None for plain causal attention, else a
+    boolean (True: attend) or additive float mask broadcastable to ``[batch, head, query, key]``
+    (padding, sliding windows). ``softcap`` is Gemma-2's ``cap * tanh(s / cap)`` of the scaled
+    scores.
+    """
+
+    query: Float[torch.Tensor, "batch head query d_head"]
+    key: Float[torch.Tensor, "batch kv_head key d_head"]
+    scale: float
+    mask: torch.Tensor | None = None
+    softcap: float | None = None
+    chunk: int | None = None  # query rows per chunk; None: as many as CHUNK_ELEMENTS allow
+
+    def detach(self) -> PairAttention:  # hooks detach what they keep
+        return self
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """The shape of the pattern this stands for: ``[batch, head, query, key]``."""
+        b, h, n, _ = self.query.shape
+        return b, h, n, self.key.shape[2]
+
+    def _rows_per_chunk(self) -> int:
+        b, h, _, keys = self.shape
+        return self.chunk or max(1, CHUNK_ELEMENTS // (b * h * keys))
+
+    def _keys(self) -> torch.Tensor:
+        """Keys with grouped heads repeated to one per query head: ``[batch, head, key, d]``."""
+        groups = self.query.shape[1] // self.key.shape[1]
+        return self.key.repeat_interleave(groups, dim=1) if groups > 1 else self.key
+
+    def _scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """``cap(scale * q . k)`` in float32 (the softmax runs in float32 too)."""
+        s = (q.float() @ k.float().transpose(-1, -2)) * self.scale
+        return s if self.softcap is None else self.softcap * torch.tanh(s / self.softcap)
+
+    def _masked(self, s: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """``s`` ``[batch, head, len(rows), len(cols)]`` with the causal mask, or the given one."""
+        if self.mask is None:
+            return s.masked_fill(cols[None, :] > rows[:, None], -torch.inf)
+        m = self.mask[..., rows, :][..., cols]
+        return s.masked_fill(~m, -torch.inf) if m.dtype == torch.bool else s + m.float()
+
+    def log_normaliser(self, rows: Int[torch.Tensor, " row"]) -> Float[torch.Tensor, "b h row"]:
+        """The log-sum-exp of the scores of query ``rows``, ``chunk`` rows at a time."""
+        keys, cols = self._keys(), torch.arange(self.key.shape[2], device=self.key.device)
+        parts = []
+        for part in rows.split(self._rows_per_chunk()):
+            s = self._masked(self._scores(self.query[:, :, part], keys), part, cols)
+            parts.append(torch.logsumexp(s, dim=-1))
+        return torch.cat(parts, dim=-1)
+
+    def output(self, value: Float[torch.Tensor, "batch kv_head key d_head"]) -> torch.Tensor:
+        """The attention output ``[batch, query, head, d_head]`` (HF's layout), computed
+        ``chunk`` query rows at a time: exact attention where SDPA cannot run (a softcap)."""
+        groups = self.query.shape[1] // value.shape[1]
+        value = value.repeat_interleave(groups, dim=1) if groups > 1 else value
+        keys, cols = self._keys(), torch.arange(self.key.shape[2], device=self.key.device)
+        rows = torch.arange(self.query.shape[2], device=self.query.device)
+        parts = []
+        for part in rows.split(self._rows_per_chunk()):
+            s = self._masked(self._scores(self.query[:, :, part], keys), part, cols)
+            parts.append(s.softmax(-1).to(value.dtype) @ value)
+        return torch.cat(parts, dim=2).transpose(1, 2).contiguous()
+
+    def pairs(
+        self, queries: Int[torch.Tensor, "*batch pair"], keys: Int[torch.Tensor, "*batch pair"]
+    ) -> Float[torch.Tensor, "batch head pair"]:
+        """Weights at ``(queries[i], keys[i])``: the same pairs in every row (``[pair]``) or
+        each row's own (``[batch, pair]``); ``[batch, head, pair]`` like the full gather."""
+        device = self.query.device
+        rows, where = torch.unique(queries.cpu(), return_inverse=True)  # host bookkeeping
+        queries, keys, rows, where = (t.to(device) for t in (queries, keys, rows, where))
+        lse = self.log_normaliser(rows)  # [b, h, row]
+        key = self._keys()
+        if queries.dim() == 1:  # [b, h, pair, d] . [b, h, pair, d]
+            q, k = self.query[:, :, queries], key[:, :, keys]
+            norm = lse[:, :, where]
+        else:  # per row: gather each row's pairs
+            batch = torch.arange(queries.shape[0], device=device)[:, None]
+            q = self.query[batch, :, queries].transpose(1, 2)
+            k = key[batch, :, keys].transpose(1, 2)
+            norm = lse.gather(2, where[:, None, :].expand(-1, lse.shape[1], -1))
+        s = (q.float() * k.float()).sum(-1) * self.scale
+        s = s if self.softcap is None else self.softcap * torch.tanh(s / self.softcap)
+        s = s + self._pair_mask(queries, keys)
+        return torch.exp(s - norm)
+
+    def _pair_mask(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """The mask at the pairs, as 0 or -inf (or the additive values), ``[b|1, h|1, pair]``."""
+        if self.mask is None:
+            blocked = (keys > queries).float() * -torch.inf
+            blocked = blocked.nan_to_num(nan=0.0)  # 0 * -inf
+            return blocked[None, None] if queries.dim() == 1 else blocked[:, None]
+        mask = self.mask
+        if queries.dim() == 1:
+            m = mask[..., queries, keys]
+        else:
+            m = mask.expand(queries.shape[0], *mask.shape[1:])
+            batch = torch.arange(queries.shape[0], device=mask.device)[:, None]
+            m = m[batch, :, queries, keys].transpose(1, 2)
+        if m.dtype == torch.bool:
+            return torch.zeros(m.shape, device=m.device).masked_fill(~m, -torch.inf)
+        return m.float()
+
+
+def gather_pairs(
+    pattern: Float[torch.Tensor, "batch head query key"] | PairAttention,
+    queries: Int[torch.Tensor, "*batch pair"],
+    keys: Int[torch.Tensor, "*batch pair"],
+) -> Float[torch.Tensor, "batch head pair"]:
+    """``pattern[b, h, queries[.., i], keys[.., i]]`` as ``[batch, head, pair]``, from a full
+    pattern or a :class:`PairAttention`; pairs are shared (``[pair]``) or per row.
+
+    >>> gather_pairs(torch.eye(3).expand(2, 1, 3, 3), torch.tensor([[1, 2], [0, 0]]),
+    ...              torch.tensor([[1, 0], [0, 0]])).tolist()
+    [[[1.0, 0.0]], [[1.0, 1.0]]]
+    """
+    if isinstance(pattern, PairAttention):
+        return pattern.pairs(queries, keys)
+    queries, keys = queries.to(pattern.device), keys.to(pattern.device)
+    if queries.dim() == 1:
+        return pattern[:, :, queries, keys]
+    batch = torch.arange(queries.shape[0], device=pattern.device)[:, None]
+    return pattern[batch, :, queries, keys].transpose(1, 2)
