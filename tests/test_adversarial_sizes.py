@@ -21,7 +21,7 @@ from unittest import mock
 import pytest
 
 from ihprobe.cli import main
-from ihprobe.core import cache, checks, memory
+from ihprobe.core import cache, calls, memory
 from ihprobe.core.errors import IhprobeError
 from ihprobe.training.config import TrainConfig, check_training_size
 
@@ -118,11 +118,11 @@ def test_long_work_is_announced_before_it_starts(caplog):
     model = torch.nn.Linear(1, 1)
     model.cfg = cfg
     with caplog.at_level(logging.WARNING):
-        checks.arguments(model=model, random=100_000, batch=100)
+        calls.arguments(model=model, random=100_000, batch=100)
     assert "of work by a rough estimate" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        checks.arguments(model=model, random=2, batch=4)
+        calls.arguments(model=model, random=2, batch=4)
     assert "of work" not in caplog.text
 
 
@@ -140,12 +140,12 @@ def test_a_long_context_model_is_estimated_at_the_rows_a_call_runs(monkeypatch):
     model = torch.nn.Linear(1, 1)
     model.cfg = cfg
     monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 16 * 2**30)
-    checks.arguments(model=model, batch=8)  # fits
+    calls.arguments(model=model, batch=8)  # fits
     assert memory.shape_of(cfg).context == memory.LONGEST_ROW
     long_rows = torch.zeros(64, 2048, dtype=torch.long)
     with pytest.raises(IhprobeError, match="needs about"):  # 64 whole contexts do not fit
-        checks.arguments(model=model, tokens=long_rows, batch=64)
-    checks.arguments(model=model, tokens=long_rows[:8, :100], batch=8)  # short ones do
+        calls.arguments(model=model, tokens=long_rows, batch=64)
+    calls.arguments(model=model, tokens=long_rows[:8, :100], batch=8)  # short ones do
 
 
 @pytest.mark.parametrize("folder", ["missing", "empty"])

@@ -162,7 +162,7 @@ def test_scripts_and_tests_stay_short_too():
 
 # ``# fmt: skip`` keeps a module short by packing lines, not by splitting ideas: a ratchet on
 # the markers left in the package (lower it as they go; never raise it).
-FMT_SKIPS = 9
+FMT_SKIPS = 0
 FMT_MARKER = re.compile(r"#\s*fmt:\s*(skip|off)")
 
 

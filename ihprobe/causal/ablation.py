@@ -43,7 +43,7 @@ from ihprobe.causal.masks import (
     keep_mask,
 )
 from ihprobe.causal.results import AblationResult, HeadEffects
-from ihprobe.core import checks
+from ihprobe.core import calls, checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.heads import heads_of
 from ihprobe.io.any_model import as_model
@@ -146,7 +146,7 @@ def ablate(
         >>> summary.loc["ar_accuracy", ["p_value", "load_bearing_index"]]  # doctest: +SKIP
     """
     model = as_model(model)
-    checks.arguments(
+    calls.arguments(
         model=model,
         random=random,
         seed=seed,
@@ -245,7 +245,7 @@ def head_effects(
     if unknown:
         raise TypeError(f"head_effects() got unexpected keyword arguments {sorted(unknown)}")
     s = {**ROW_DEFAULTS, **rows}
-    checks.arguments(
+    calls.arguments(
         model=model,
         groups=model.cfg.n_layers * model.cfg.n_heads,
         **{k: v for k, v in s.items() if k not in ("text", "tasks")},

@@ -34,7 +34,7 @@ from jaxtyping import Int
 from ihprobe.causal.masks import keep_mask
 from ihprobe.circuit.pairs import LogitMetric, PatchPair, induction_pair, logit_diff, token_pair
 from ihprobe.circuit.results import PatchResult, PathPatchResult
-from ihprobe.core import checks
+from ihprobe.core import calls, checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import hook_name
 from ihprobe.io.any_model import as_model
@@ -349,7 +349,7 @@ def _put_inputs(model, receivers, receiver_input: str, received: dict, index) ->
 
 
 def _pair(model, clean, corrupted, corruption, n, batch, seed) -> PatchPair:
-    checks.arguments(model=model, clean=clean, corrupted=corrupted, n=n, batch=batch, seed=seed)
+    calls.arguments(model=model, clean=clean, corrupted=corrupted, n=n, batch=batch, seed=seed)
     if (clean is None) != (corrupted is None):
         raise IhprobeError("pass both clean and corrupted rows, or neither for the default pair.")
     if clean is None:

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 
-from ihprobe.core import checks
+from ihprobe.core import calls, checks
 from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
 from ihprobe.io.sources import sources_of
@@ -76,7 +76,7 @@ def loss_by_position(
         ``model, revision, step, tokens, input, position, loss``.
     """
     model = as_model(model)
-    checks.arguments(model=model, rows=rows, seed=seed)
+    calls.arguments(model=model, rows=rows, seed=seed)
     if isinstance(text, torch.Tensor):
         checks.tokens("text", text, model)
     found = {"repeated": inputs.repeated_tokens(model, batch=rows, seed=seed)}

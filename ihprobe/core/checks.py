@@ -1,4 +1,5 @@
-"""One argument checker for the public API: types, ranges, shapes, vocabulary and context bounds.
+"""The argument checks of the public API: types, ranges, shapes, vocabulary and context bounds
+(applied by name at each public function's door by :mod:`ihprobe.core.calls`).
 
 Every public entry point calls these on its arguments before any work, so a wrong type, an
 out-of-range count, a NaN threshold, a token outside the vocabulary or a head index past the
@@ -16,7 +17,6 @@ ihprobe.core.errors.IhprobeError: batch must be an integer from 1 to 92233720368
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 import os
@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.memory import LONGEST_ROW, check_work, estimate, shape_of
 
 INT64_MAX = 2**63 - 1
 SEED_MAX = 2**62  # below int64 with room for the seeds derived from it (seed + 1, ...)
@@ -288,98 +287,9 @@ def finite_result(what: str, **values) -> None:
 
 
 # Arguments that mean the same in every entry point, by name: the check each one passes.
-RULES = {
-    "batch": lambda v: count("batch", v),
-    "rows": lambda v: count("rows", v),
-    "text_rows": lambda v: count("text_rows", v),
-    "random": lambda v: count("random", v),
-    "draws": lambda v: count("draws", v, low=2),
-    "segments": lambda v: count("segments", v),
-    "seed": seed,
-    "n": lambda v: optional_count("n", v),
-    "chunk": lambda v: optional_count("chunk", v),
-    "snippet_length": lambda v: optional_count("snippet_length", v),
-    "batch_size": lambda v: optional_count("batch_size", v),
-    "context": lambda v: optional_count("context", v),
-    "tokens_per_step": lambda v: optional_count("tokens_per_step", v),
-    "total_steps": lambda v: count("total_steps", v),
-    "bos": lambda v: flag("bos", v),
-    "threshold": lambda v: None if v is None else real("threshold", v),
-    "min_rise": lambda v: None if v is None else real("min_rise", v, low=0),
-}
-
-
-TOKEN_ARGUMENTS = ("tokens", "reference", "clean", "corrupted", "text")  # ids of the model, or None
-MEMORY = ("batch", "rows", "random", "draws", "groups")  # the scaling arguments: estimated first
-
-
-def arguments(**values) -> None:
-    """Check a public function's arguments by name (:data:`RULES`; ``model`` by :func:`model`),
-    and, given a model, token ids (:data:`TOKEN_ARGUMENTS`, None allowed) against its
-    vocabulary and context, and that the scaling ones (:data:`MEMORY`) fit in memory before
-    anything is allocated.
-
-    Example:
-        >>> arguments(batch=100, seed=0, bos=False)
-        >>> arguments(batch=100, seed=1.5)
-        Traceback (most recent call last):
-        ...
-        ihprobe.core.errors.IhprobeError: seed must be an integer from 0 to 4611686018427387904 (got 1.5).
-    """  # noqa: E501
-    hooked = model(values.pop("model")) if "model" in values else None
-    groups = values.pop("groups", 0)  # ablated head groups, set by the caller, not the user
-    patterns = values.pop("patterns", True)  # passes hold whole patterns: set by the caller
-    for name, value in values.items():
-        if name not in TOKEN_ARGUMENTS:
-            RULES[name](value)
-        elif value is not None and hooked is not None and (name != "text" or documents(value)):
-            tokens(name, value, hooked)
-    scaling = {k: values[k] for k in MEMORY if values.get(k) is not None}
-    if hooked is None or not scaling:
-        return
-    passed = [values.get(name) for name in TOKEN_ARGUMENTS]
-    longest = max([LONGEST_ROW, *(t.shape[-1] for t in passed if isinstance(t, torch.Tensor))])
-    found = estimate(
-        shape_of(hooked.cfg, longest),
-        rows=max(values.get("batch") or 0, values.get("rows") or 0),
-        chunk=values.get("chunk"),
-        groups=(values.get("random") or 0) + groups,
-        draws=values.get("draws") or 0,
-        patterns=patterns,
-    )
-    shown = ", ".join(f"{k}={v}" for k, v in scaling.items())
-    device = str(getattr(hooked.cfg, "device", None) or "cpu")
-    check_work(
-        f"{shown} on this model",
-        found,
-        shrink=f"pass a smaller {' or '.join(scaling)}",
-        device=device,
-    )
-
-
 def finite_fields(what: str, result, *names: str) -> None:
     """:func:`finite_result` on the fields ``names`` of ``result``, for ``__post_init__``."""
     finite_result(what, **{name: getattr(result, name) for name in names})
-
-
-def keywords(caller: str, passed: dict, target, **values) -> None:
-    """Check keyword arguments ``passed`` on to ``target`` (unknown names refused, known ones
-    by :data:`RULES`) and ``values`` of ``caller``'s own, before any work.
-
-    >>> keywords("trajectory", {"batch": 0}, lambda batch=1: None)
-    Traceback (most recent call last):
-    ...
-    ihprobe.core.errors.IhprobeError: batch must be an integer from 1 to 9223372036854775807 (got 0).
-    """  # noqa: E501
-    accepted = inspect.signature(inspect.unwrap(target)).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
-    unknown = [] if takes_any else sorted(set(passed) - set(accepted))
-    if unknown:
-        raise IhprobeError(
-            f"{caller} got unknown keyword(s) {', '.join(unknown)}; it passes on only "
-            f"{', '.join(k for k in accepted if k != 'model')}."
-        )
-    arguments(**{k: v for k, v in passed.items() if k in RULES}, **values)
 
 
 def checkpoint_fields(ckpt) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ihprobe.core import checks
+from ihprobe.core import calls, checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.memory import check_memory
 from ihprobe.data.base import SHARED, Producer
@@ -56,7 +56,7 @@ def make_producer(
         checks.count("batch_size", batch_size),
         checks.count("context", context, low=2),
     )
-    checks.arguments(seed=seed, total_steps=total_steps)
+    calls.arguments(seed=seed, total_steps=total_steps)
     vocab = checks.optional_count("vocab_size", options.get("vocab_size")) or 0
     table = TABLE_BYTES.get(name, lambda v: 32 * v)(vocab)
     check_memory(f"the {name} producer (vocab_size={vocab})", table + 32 * batch_size * context)

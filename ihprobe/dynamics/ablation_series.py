@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ihprobe.causal.ablation import ROW_DEFAULTS, ablate, check_settings, head_effects
-from ihprobe.core import checks
+from ihprobe.core import calls
 from ihprobe.io.sources import sources_of
 from ihprobe.series.cache import ROW_COLUMNS, cached_map, settings_key
 
@@ -58,7 +58,7 @@ def ablation_trajectory(
         >>> table.query("metric == 'ar_accuracy.load_bearing_index'")[["step", "value"]]
         ... # doctest: +SKIP
     """
-    checks.keywords("ablation_trajectory", ablate_kwargs, ablate, tokens_per_step=tokens_per_step)
+    calls.keywords("ablation_trajectory", ablate_kwargs, ablate, tokens_per_step=tokens_per_step)
     bound = ABLATE_SIGNATURE.bind(None, **ablate_kwargs)
     bound.apply_defaults()  # the same settings spelled differently share a cache entry
     settings = {k: v for k, v in bound.arguments.items() if k != "model"}

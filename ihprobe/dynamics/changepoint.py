@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from ihprobe.core import checks
+from ihprobe.core import calls, checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.piecewise import SteepFit, steepest, sustained
 from ihprobe.dynamics.trajectories import trajectory
@@ -259,7 +259,7 @@ def emergence(
         >>> p.transition, p.tokens_low, p.tokens_high, p.threshold_tokens
         (True, 32000.0, 64000.0, 64000.0)
     """
-    checks.arguments(
+    calls.arguments(
         segments=segments,
         threshold=threshold,
         min_rise=min_rise,

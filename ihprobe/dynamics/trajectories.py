@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from ihprobe.causal.ablation import AblationResult, ablate
-from ihprobe.core import checks
+from ihprobe.core import calls
 from ihprobe.core.threads import DEFAULT_THREADS
 from ihprobe.io.hub_cache import check_keep, drop_revision
 from ihprobe.io.runs import Checkpoint
@@ -133,7 +133,7 @@ def trajectory(
         >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP
         ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
     """
-    checks.keywords("trajectory", scan_kwargs, scan, tokens_per_step=tokens_per_step)
+    calls.keywords("trajectory", scan_kwargs, scan, tokens_per_step=tokens_per_step)
     settings = {**SCAN_DEFAULTS, **scan_kwargs}  # spelled out or left default: one entry
     wanted = [m for m in check_metrics(metrics) if m != "icl_score" or settings["text"] is not None]
     return cached_map(

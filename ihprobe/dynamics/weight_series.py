@@ -25,7 +25,7 @@ import torch
 
 from ihprobe import __version__
 from ihprobe.core import cache as entries
-from ihprobe.core import checks
+from ihprobe.core import calls, checks
 from ihprobe.core.cache import root as cache_root
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.head_weights import HeadWeights
@@ -114,7 +114,7 @@ def weight_trajectory(
             f"{unknown[0] if unknown else 'no metric'} is not a weight-only metric; they are "
             f"{', '.join(WEIGHT_METRICS)}."
         )
-    checks.arguments(draws=draws)
+    calls.arguments(draws=draws)
     ckpts = sources_of(source_or_sources, revisions)
     needed = tuple(dict.fromkeys(w for m in metrics for w in WEIGHT_METRICS[m].reads))
     where = cache_root(cache)

@@ -61,8 +61,9 @@ def _attention(module, query, key, value, attention_mask, dropout=0.0, scaling=N
     for hook in _ACTIVE.get(id(module), ()):
         hook(lazy, hook=None)
     if lazy.softcap is None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                      scaling=scaling, **kw)  # fmt: skip
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kw
+        )
     return lazy.output(value), None
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import torch
 from jaxtyping import Int
 
-from ihprobe.core import checks, hooks
+from ihprobe.core import calls, checks, hooks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.any_model import as_model
 from ihprobe.io.attention import choose_attention
@@ -137,12 +137,27 @@ def scan(
     requested = check_metrics(metrics)
     sites = ("z",) if any(m in Z_METRICS for m in requested) else ()
     mode, why = choose_attention(model, attention, sites)
-    checks.arguments(model=model, n=n, batch=batch, seed=seed, bos=bos, chunk=chunk,
-                     snippet_length=snippet_length, text=text,
-                     patterns=mode == "patterns")  # fmt: skip
+    calls.arguments(
+        model=model,
+        n=n,
+        batch=batch,
+        seed=seed,
+        bos=bos,
+        chunk=chunk,
+        snippet_length=snippet_length,
+        text=text,
+        patterns=mode == "patterns",
+    )
     wanted = [m for m in requested if m != "icl_score" or text is not None]
-    settings: dict = {"metrics": wanted, "batch": batch, "seed": seed, "bos": bos, "notes": [],
-                      "d_vocab": model.cfg.d_vocab, "attention": mode}  # fmt: skip
+    settings: dict = {
+        "metrics": wanted,
+        "batch": batch,
+        "seed": seed,
+        "bos": bos,
+        "notes": [],
+        "d_vocab": model.cfg.d_vocab,
+        "attention": mode,
+    }
     if "icl_score" in requested and text is None:
         note = "icl_score skipped: pass natural text (text=..., or --text FILE) to compute it"
         settings["notes"].append(note)
@@ -168,9 +183,16 @@ def scan(
             lengths = snippet_lengths or default_lengths(model.cfg.n_ctx, bos)
             settings.update(snippet_length=length, snippet_lengths=list(lengths))
             head_part, model_part = snippets.snippet_scores(
-                model, wanted, length=length, lengths=lengths, batch=batch, seed=seed, bos=bos,
-                chunk=chunk, mode=mode,
-            )  # fmt: skip
+                model,
+                wanted,
+                length=length,
+                lengths=lengths,
+                batch=batch,
+                seed=seed,
+                bos=bos,
+                chunk=chunk,
+                mode=mode,
+            )
             head.update(head_part)
             model_scores.update(model_part)
         if "copying" in wanted:

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 from jaxtyping import Float
 
-from ihprobe.core import checks
+from ihprobe.core import calls, checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
@@ -145,7 +145,7 @@ def composition(
         (0, 3, 0.41)
     """
     model = as_model(model)
-    checks.arguments(model=model, draws=draws, seed=seed)
+    calls.arguments(model=model, draws=draws, seed=seed)
     kind = checks.choice("kind", kind.lower() if isinstance(kind, str) else kind, KINDS)
     with torch.no_grad():
         weights = _weights(model)

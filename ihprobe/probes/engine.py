@@ -238,8 +238,11 @@ def recall_probe(
     def score(logits, rows):
         t = targets[rows.to(targets.device)].to(logits.device)
         accuracy, mean_rank = query_recall(logits, t)
-        return {"ar_accuracy": accuracy, "ar_mean_rank": mean_rank,
-                "induction_loss": query_loss(logits, t)}  # fmt: skip
+        return {
+            "ar_accuracy": accuracy,
+            "ar_mean_rank": mean_rank,
+            "induction_loss": query_loss(logits, t),
+        }
 
     return Probe(name, tokens, score, queries)
 
@@ -257,8 +260,10 @@ def text_probe(
 
         def score_all(logits, rows):
             x = tokens[rows.to(tokens.device)]
-            return {"icl_score": icl_score_per_row(logits, x, early, late),
-                    "natural_loss": token_losses(logits, x).mean(1)}  # fmt: skip
+            return {
+                "icl_score": icl_score_per_row(logits, x, early, late),
+                "natural_loss": token_losses(logits, x).mean(1),
+            }
 
         return Probe("natural text", tokens, score_all)
     targets = tokens[:, [early, late]]

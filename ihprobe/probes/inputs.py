@@ -230,8 +230,11 @@ def varied_snippets(
     j = torch.arange(2 * high + 1, device="cpu")[None]
     n = length[:, None]
     c = (j - n - 1).clamp(min=0, max=high - 1)  # index into the copy
-    source = {"forward": c, "backward": (n - 1 - c).clamp(min=0),
-              "shuffled": order.argsort(dim=1).gather(1, c)}[copy]  # fmt: skip
+    source = {
+        "forward": c,
+        "backward": (n - 1 - c).clamp(min=0),
+        "shuffled": order.argsort(dim=1).gather(1, c),
+    }[copy]
     index = torch.where(j < n, j.clamp(max=high - 1), source)
     tokens = drawn.gather(1, index)
     tokens = torch.where((j == n) | (j > 2 * n), seps[:, None], tokens)

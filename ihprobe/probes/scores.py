@@ -208,5 +208,7 @@ class HeadScores(CarriesProvenance):
         low = 2 * METRIC_TABLE[VARIED].chance(0, 0)  # varied lengths: no vocabulary or n
         ps, varied = self.head["prefix_matching"], self.head[VARIED]
         suspects = ((ps >= formed) & (varied < low)).nonzero().tolist()
-        return [(layer, head, float(ps[layer, head]), float(varied[layer, head]))
-                for layer, head in suspects]  # fmt: skip
+        return [
+            (layer, head, float(ps[layer, head]), float(varied[layer, head]))
+            for layer, head in suspects
+        ]

@@ -46,8 +46,12 @@ PREDICTIONS = {
     "copy": lambda j, L: L + 1 + j,  # the copy's tokens but its last predict the next copy token
     "first_half": lambda j, L: j,  # S's tokens but its last predict the next token of S
 }
-BEHAVIOUR = ("backward_copy_loss", "backward_copy_accuracy", "backward_copy_vs_first_half",
-             "backward_copy_vs_shuffled")  # fmt: skip
+BEHAVIOUR = (
+    "backward_copy_loss",
+    "backward_copy_accuracy",
+    "backward_copy_vs_first_half",
+    "backward_copy_vs_shuffled",
+)
 COPIES = ("forward", "backward", "shuffled")  # the varied rows, stacked in this order
 
 
