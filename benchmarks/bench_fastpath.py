@@ -4,7 +4,7 @@ Randomly initialised GPT-NeoX models with the configurations of Pythia-160m and 
 (``bench_scale.PYTHIA``; the context set to the probe's length), scanned for prefix matching on
 repeated random tokens of 2,048 and 8,192 positions (``n`` = half of it) two ways:
 ``attention="patterns"`` (the bridge rebuilds each layer's full ``[rows, heads, n, n]``
-pattern, as every scan did before issue 46) and ``attention="pairs"`` (SDPA attention; the pairs
+pattern, as scans did before) and ``attention="pairs"`` (SDPA attention; the pairs
 from queries and keys, log-sum-exp in row chunks: ``ihprobe.io.attention``). Both scans score
 the same rows; their ``prefix_matching`` must agree to 1e-4 or the run stops.
 
