@@ -301,10 +301,10 @@ CONFIG_VALUES = {
     "layers 'two'": ({"num_hidden_layers": "two"}, "must be an integer (got 'two')"),
     "layers 2.5": ({"num_hidden_layers": 2.5}, "must be an integer (got 2.5)"),
     "layers true": ({"num_hidden_layers": True}, "must be an integer (got True)"),
-    "eps NaN": ({"layer_norm_eps": float("nan")}, "layer_norm_eps is nan"),
-    "eps inf": ({"layer_norm_eps": float("inf")}, "layer_norm_eps is inf"),
+    "eps NaN": ({"layer_norm_eps": float("nan")}, "'layer_norm_eps' is nan"),
+    "eps inf": ({"layer_norm_eps": float("inf")}, "'layer_norm_eps' is inf"),
     "eps -1": ({"layer_norm_eps": -1.0}, "small positive number"),
-    "rope NaN": ({"rope_parameters": {"rope_theta": float("nan")}}, "rope_theta is nan"),
+    "rope NaN": ({"rope_parameters": {"rope_theta": float("nan")}}, "'rope_theta' is nan"),
     "1e9 layers": (
         {"num_hidden_layers": 10**9},
         f"exceeds the limit of 1024; set {SIZE_LIMIT_ENV}",
