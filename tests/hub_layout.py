@@ -44,6 +44,11 @@ def offline_hub(tmp_path, monkeypatch) -> Path:
     """An empty HF hub cache in ``tmp_path/hub``, used offline (``HF_HUB_OFFLINE=1``)."""
     hub = tmp_path / "hub"
     hub.mkdir()
+    return use_offline(hub, tmp_path, monkeypatch)
+
+
+def use_offline(hub: Path, tmp_path: Path, monkeypatch) -> Path:
+    """Point huggingface_hub at the cache ``hub``, offline, for one test."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))

@@ -12,7 +12,6 @@ import hashlib
 import os
 from pathlib import Path
 
-import huggingface_hub.constants
 import pandas as pd
 import pytest
 
@@ -20,6 +19,7 @@ from ihprobe.cli import main
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.trajectories import trajectory
 from tests.helpers import save_checkpoint, tiny_hf_model
+from tests.hub_layout import use_offline
 
 REPO = "org/tiny"
 METRICS = ["prefix_matching", "ar_accuracy"]
@@ -51,12 +51,7 @@ def hub(tmp_path, tokenizer, monkeypatch) -> Path:
     """An offline HF hub cache in ``tmp_path/hub`` holding the three revisions of org/tiny."""
     hub = tmp_path / "hub"
     lay_out_hub_cache(hub, tokenizer)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    return hub
+    return use_offline(hub, tmp_path, monkeypatch)
 
 
 def files_in(directory: Path) -> list[Path]:
