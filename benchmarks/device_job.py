@@ -70,6 +70,7 @@ STEPS = (
     ("correct-train", 150, 120),
 )
 BACKGROUND = "natural-study"
+GRACE = 10  # seconds past its limit for a step to write its result before it is killed
 BUDGET = {"gpu": 480, "tiny": 720}  # seconds of the whole job (--budget)
 
 
@@ -206,10 +207,10 @@ def start_step(name: str, opts, limit: float) -> dict:
 
 
 def finish_step(started: dict) -> dict:
-    """Wait for a started step until its limit (plus 10 s to write its result); past it the
+    """Wait for a started step until its limit (plus ``GRACE`` to write its result); past it the
     whole group is killed. Its result, or what went wrong, with its seconds."""
     proc, out, limit = started["proc"], started["out"], started["limit"]
-    left = limit + 10 - (time.perf_counter() - started["begin"])
+    left = limit + GRACE - (time.perf_counter() - started["begin"])
     code, _, err = wait_group(proc, max(1.0, left))
     if code is None:
         so_far = _read(out).get("rows")

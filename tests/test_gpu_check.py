@@ -130,8 +130,9 @@ def _hanging(job):
     return job.subprocess.Popen(argv, start_new_session=True, stdout=pipe, stderr=pipe, text=True)
 
 
-def test_a_step_stopped_at_its_limit_keeps_the_rows_it_finished(tmp_path):
+def test_a_step_stopped_at_its_limit_keeps_the_rows_it_finished(tmp_path, monkeypatch):
     job = module("device_job")
+    monkeypatch.setattr(job, "GRACE", 0.5)
     out = tmp_path / "step.json"
     rows = job.SavedRows(out)
     rows.append({"function": "scan", "result": "pass"})  # measured one row, then hangs

@@ -12,7 +12,7 @@ import torch
 from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.io.runs import checkpoints
 from ihprobe.io.sources import resolve
-from ihprobe.io.tensor_reads import cached_digests
+from ihprobe.io.tensor_reads import cached_digests, read_checkpoint
 from ihprobe.io.weights import weights_hash
 from ihprobe.series.repeats import Repeats, constant_by_design, repeated_tensors
 from tests import hub_layout
@@ -68,7 +68,7 @@ def test_the_sweep_logs_the_repeated_shard_and_its_rows_stay_its_own(suite, capl
     with caplog.at_level(logging.WARNING, logger="ihprobe.series.repeats"):
         table = trajectory(REPO, ["copying"], revisions=REVISIONS, cache=False, progress=False)
     flagged = [r.getMessage() for r in caplog.records if "repeats" in r.getMessage()]
-    last = cached_digests(resolve(REPO, revision="step300"))
+    last = read_checkpoint(resolve(REPO, revision="step300"), in_cache=False).digests
     count = sum(f == SHARD and not constant_by_design(n) for n, f in last.files.items())
     assert count > 1
     assert flagged == [f"{REPO}@step300: shard {SHARD} ({count} tensors) repeats {REPO}@step200"]
