@@ -42,7 +42,7 @@ def train_one_induction_head(max_updates: int = 1500, target_loss: float = 2.8):
     return train_two_layer(max_updates, target_loss, model=model, seed=SEED)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # xdist may interleave other modules: trained once per worker
 def trained(tmp_path_factory):
     directory = tmp_path_factory.mktemp("one-induction-head")
     save_checkpoint(train_one_induction_head(), directory, id_tokenizer(VOCAB))

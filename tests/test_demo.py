@@ -23,7 +23,7 @@ from tests.browser import network_requests, render, screenshot
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo-run")]  # `demo` runs once
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # xdist may interleave other modules: built once per worker
 def demo(tmp_path_factory):
     """The default demo, as `make demo` runs it (about a minute on two cores)."""
     out = tmp_path_factory.mktemp("demo")
