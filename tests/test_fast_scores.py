@@ -263,3 +263,28 @@ def test_the_memory_estimate_of_a_pair_scan_leaves_out_the_patterns(matrix, monk
         ihprobe.scan(model, ["prefix_matching"], n=8, batch=batch, attention="patterns")
     scores = ihprobe.scan(model, ["prefix_matching"], n=8, batch=batch)
     assert scores.settings["attention"] == "pairs"
+
+
+@pytest.mark.parametrize("mode", ["pairs", "patterns"])
+def test_the_cli_passes_attention_to_the_scan(tmp_path, monkeypatch, capsys, mode):
+    """``ihprobe scan --attention MODE``: the scan runs that path and records it."""
+    from ihprobe.cli import main
+
+    source = tmp_path / "tiny"
+    save_checkpoint(tiny_hf_model("llama", vocab_size=V, heads=2), source, id_tokenizer(V))
+    from ihprobe.dynamics import trajectories  # where the CLI's scan job calls scan
+
+    ran = []
+    real_scan = trajectories.scan
+
+    def recording(*args, **kwargs):
+        scores = real_scan(*args, **kwargs)
+        ran.append(scores.settings["attention"])
+        return scores
+
+    monkeypatch.setattr(trajectories, "scan", recording)
+    argv = ["scan", str(source), "--metrics", "prefix_matching", "--attention", mode]
+    assert main([*argv, "--out", str(tmp_path / "out"), "-q"]) == 0
+    assert ran == [mode]
+    assert main(["scan", str(source), "--attention", "both"]) == 2
+    assert "invalid choice: 'both'" in capsys.readouterr().err

@@ -9,6 +9,7 @@ revisions), and prints the top heads of each source's last checkpoint; the work 
 
     ihprobe scan runs/demo --metrics prefix_matching,ar_accuracy --out scans/demo
     ihprobe scan EleutherAI/pythia-70m --revision step1000 --revision step2000 --keep none
+    ihprobe scan runs/demo --attention patterns        # whole patterns, as the viewer reads them
     torchrun --nproc-per-node 8 -m ihprobe scan runs/demo --device cuda
 """
 
@@ -45,6 +46,13 @@ def register(subparsers) -> None:
     flags.add_text(p)
     flags.add_model_flags(p)
     p.add_argument(
+        "--attention",
+        choices=("auto", "pairs", "patterns"),
+        default="auto",
+        help="attention scores from (query, key) pairs without whole patterns (pairs; auto: "
+        "where the architecture allows, else patterns) or from whole patterns (default: auto)",
+    )
+    p.add_argument(
         "--keep",
         choices=("all", "none"),
         default="all",
@@ -80,6 +88,7 @@ def run(args) -> int:
         bos=args.bos,
         text=text,
         chunk=args.chunk or DEFAULT_CHUNK,
+        attention=args.attention,
     )
     if not done.files:
         return 0  # a torchrun rank other than 0: rank 0 writes and prints
