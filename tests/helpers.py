@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from ihprobe.core.standin import id_tokenizer
@@ -194,3 +195,32 @@ class SameDevice(torch.overrides.TorchFunctionMode):
                 f"{sorted(found)}"
             )
         return func(*args, **kwargs)
+
+
+def one_line(call) -> str:
+    """The message of the :class:`IhprobeError` that ``call()`` raises, checked to be one line."""
+    from ihprobe.core.errors import IhprobeError
+
+    with pytest.raises(IhprobeError) as err:
+        call()
+    message = str(err.value)
+    assert message and "\n" not in message, message
+    return message
+
+
+# A training config that trains in well under a second: 1 layer, d_model 16, B=4, C=16.
+TINY_TRAIN = dict(
+    producer="iid",
+    producer_options={"vocab_size": 64},
+    layers=1,
+    heads=2,
+    d_model=16,
+    context=16,
+    batch_size=4,
+    steps=8,
+    checkpoints="linear",
+    n_checkpoints=2,
+    log_every=2,
+    progress=False,
+    device="cpu",
+)

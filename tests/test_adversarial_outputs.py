@@ -28,7 +28,6 @@ import pytest
 
 import ihprobe
 from ihprobe.cli import main
-from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import atomic_directory, atomic_write
 from ihprobe.core.outputs import check_output_folder, mark
 from ihprobe.core.standin import id_tokenizer
@@ -36,18 +35,11 @@ from ihprobe.io.runs import checkpoint_meta, run_meta
 from ihprobe.io.weights import CHECKSUM_FORMAT, checkpoint_checksums, verify_checksums
 from ihprobe.training.config import TrainConfig
 from tests.conftest import save_checkpoint, tiny_hf_model
+from tests.helpers import one_line
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "reference" / "natural-docs"
 LONG = "x" * 300
-
-
-def one_line(call) -> str:
-    with pytest.raises(IhprobeError) as err:
-        call()
-    message = str(err.value)
-    assert message and "\n" not in message, message
-    return message
 
 
 # ----------------------------------------------------------------------------- output folders

@@ -24,16 +24,9 @@ from ihprobe.cli import main
 from ihprobe.core import cache, calls, memory
 from ihprobe.core.errors import IhprobeError
 from ihprobe.training.config import TrainConfig, check_training_size
+from tests.helpers import one_line
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def one_line(call) -> str:
-    with pytest.raises(IhprobeError) as err:
-        call()
-    message = str(err.value)
-    assert message and "\n" not in message, message
-    return message
 
 
 # ----------------------------------------------------------------------------- cache entries

@@ -18,22 +18,9 @@ from ihprobe.jobs.grid import Grid, other_config, read_result, train_or_reuse, w
 from ihprobe.training.config import TrainConfig
 from studies import run as shared
 from studies.study import Study
+from tests.helpers import TINY_TRAIN
 
-BASE = TrainConfig(
-    producer="iid",
-    producer_options={"vocab_size": 64},
-    layers=1,
-    heads=2,
-    d_model=16,
-    context=16,
-    batch_size=4,
-    steps=8,
-    checkpoints="linear",
-    n_checkpoints=2,
-    log_every=2,
-    progress=False,
-    device="cpu",
-)
+BASE = TrainConfig(**TINY_TRAIN)
 CELLS = {"B4": {"batch_size": 4}, "B8": {"batch_size": 8}}
 
 

@@ -15,26 +15,12 @@ from ihprobe.io.sources import resolve
 from ihprobe.io.weights import read_state_dict
 from ihprobe.training.schedule import checkpoint_steps, learning_rate
 from ihprobe.training.trainer import TrainConfig, load_config, train
+from tests.helpers import TINY_TRAIN
 
 
 def tiny(tmp_path, name="run", **overrides) -> TrainConfig:
     """A config that trains in well under a second: 1 layer, d_model 16, B=4, C=16."""
-    base = dict(
-        out=str(tmp_path / name),
-        producer="iid",
-        producer_options={"vocab_size": 64},
-        layers=1,
-        heads=2,
-        d_model=16,
-        context=16,
-        batch_size=4,
-        steps=8,
-        checkpoints="linear",
-        n_checkpoints=2,
-        log_every=2,
-        progress=False,
-        device="cpu",
-    )
+    base = dict(out=str(tmp_path / name), **TINY_TRAIN)
     return TrainConfig(**{**base, **overrides})
 
 
