@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.memory import Shape, check_work, estimate
+from ihprobe.core.world import resolve_device
 from ihprobe.io.architectures import ARCHITECTURES
 from ihprobe.io.runs import RUN_META, run_meta
 from ihprobe.training.schedule import CHECKPOINT_SCHEDULES, LR_SCHEDULES
@@ -215,12 +216,8 @@ def check_training_size(config: TrainConfig) -> None:
 
 
 def _estimated_on(device: str) -> str:
-    """The device whose speed the estimate uses (``"auto"``: cuda when there is one)."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    """The device whose speed the estimate uses (``"auto"`` resolved as training resolves it)."""
+    return resolve_device(device).type if device == "auto" else device
 
 
 # A field's annotation -> the check of its type (ranges are check_config's).
