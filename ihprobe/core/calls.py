@@ -16,6 +16,7 @@ import inspect
 import torch
 
 from ihprobe.core import checks
+from ihprobe.core.devices import model_device
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.memory import LONGEST_ROW, check_work, estimate, shape_of
 
@@ -45,7 +46,7 @@ MEMORY = ("batch", "rows", "random", "draws", "groups")  # the scaling arguments
 
 
 def arguments(**values) -> None:
-    """Check a public function's arguments by name (:data:`RULES`; ``model`` by :func:`model`),
+    """Check a public function's arguments by name (:data:`RULES`; ``model`` by :func:`~ihprobe.core.checks.model`),
     and, given a model, token ids (:data:`TOKEN_ARGUMENTS`, None allowed) against its
     vocabulary and context, and that the scaling ones (:data:`MEMORY`) fit in memory before
     anything is allocated.
@@ -81,12 +82,11 @@ def arguments(**values) -> None:
         patterns=patterns,
     )
     shown = ", ".join(f"{k}={v}" for k, v in scaling.items())
-    device = str(getattr(hooked.cfg, "device", None) or "cpu")
     check_work(
         f"{shown} on this model",
         found,
         shrink=f"pass a smaller {' or '.join(scaling)}",
-        device=device,
+        device=str(model_device(hooked)),
     )
 
 
