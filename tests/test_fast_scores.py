@@ -1,8 +1,10 @@
 """Attention scores without attention patterns (issue 46): the weights at a few (query, key)
 pairs from the queries and keys equal the softmax of the full scores (grouped K heads, scale,
-softcap, sliding windows, padding and ALiBi-like additive masks); a scan reading pairs equals
-one reading full patterns on every architecture of the parity matrix
-(``tests/test_model_inputs.py``), or keeps the patterns where the table says why; a planted
+softcap, sliding windows, padding, ALiBi as an additive mask or as a per-key bias); a scan
+reading pairs equals one reading full patterns on every architecture of the parity matrix
+(``tests/test_model_inputs.py``, Bloom's ALiBi included; more ALiBi in
+``test_fast_scores_alibi.py``), or
+keeps the patterns where the table says why; a planted
 induction head scores high and a uniform one at chance on both paths; on every device."""
 
 from __future__ import annotations
@@ -26,14 +28,15 @@ TOLERANCE = 1e-5  # float32, the issue's bound; measured differences are below 5
 PATTERN_METRICS = [m for m in HEAD_METRICS if METRIC_TABLE[m].hooks == (PATTERN,)]
 PATTERN_METRICS.remove("k_composition")  # also weights: read with the previous-token score
 # architectures whose HF attention has no seam (io/attention.NO_SEAM): full patterns kept
-KEEPS_PATTERNS = {"bloom", "gpt_neo", "openai-gpt", "xglm"}
+KEEPS_PATTERNS = {"gpt_neo", "openai-gpt", "xglm"}
 
 
-def full_softmax(q, k, scale, mask=None, softcap=None):
-    """The reference: every score, masked, softmaxed: ``[batch, head, query, key]``."""
+def full_softmax(q, k, scale, mask=None, softcap=None, bias=None):
+    """The reference: every score, biased, masked, softmaxed: ``[batch, head, query, key]``."""
     k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
     s = (q @ k.transpose(-1, -2)) * scale
     s = s if softcap is None else softcap * torch.tanh(s / softcap)
+    s = s if bias is None else s + bias
     n = q.shape[2]
     if mask is None:
         s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -torch.inf)
@@ -58,6 +61,14 @@ def alibi(heads: int, n: int) -> torch.Tensor:
     return bias.masked_fill(distance[None] > 0, -torch.inf)[None]
 
 
+def alibi_keys(batch: int, heads: int, n: int) -> torch.Tensor:
+    """ALiBi as Bloom lays it out, per key: ``slope_h * j``, ``[batch, head, 1, key]``, with
+    a different offset per row (a row-constant shift the softmax must not see)."""
+    slopes = 2.0 ** (-8.0 * torch.arange(1, heads + 1) / heads)
+    keys = torch.arange(n)[None, :] + 3.0 * torch.arange(batch)[:, None]
+    return (slopes[None, :, None] * keys[:, None, :])[:, :, None, :]
+
+
 def sliding_padded(batch: int, n: int, window: int) -> torch.Tensor:
     """Boolean ``[batch, 1, query, key]``: causal, within ``window``, row 0 left-padded by 2."""
     q, k = torch.arange(n)[:, None], torch.arange(n)[None, :]
@@ -72,6 +83,8 @@ CASES = {
     "softcap and own scale": {"softcap": 0.5, "scale": 0.9},
     "sliding window and padding": {"mask": sliding_padded(3, 12, 4)},
     "ALiBi (additive mask)": {"mask": alibi(4, 12)},
+    "ALiBi (bias per key)": {"bias": alibi_keys(3, 4, 12)},
+    "ALiBi per key, padding": {"bias": alibi_keys(1, 4, 12), "mask": sliding_padded(3, 12, 12)},
 }
 
 
@@ -80,9 +93,9 @@ CASES = {
 def test_pairs_equal_the_softmax_of_the_full_scores(case, chunk):
     q, k = random_qk()
     options = {"scale": 8**-0.5, **CASES[case]}
-    full = full_softmax(q, k, options["scale"], options.get("mask"), options.get("softcap"))
-    lazy = PairAttention(q, k, options["scale"], options.get("mask"), options.get("softcap"),
-                         chunk=chunk)  # fmt: skip
+    mask, softcap, bias = (options.get(key) for key in ("mask", "softcap", "bias"))
+    full = full_softmax(q, k, options["scale"], mask, softcap, bias)
+    lazy = PairAttention(q, k, options["scale"], mask, softcap, chunk=chunk, bias=bias)
     shared = (torch.tensor([11, 11, 7, 3, 5]), torch.tensor([10, 0, 7, 4, 5]))  # one masked
     assert torch.allclose(gather_pairs(lazy, *shared), gather_pairs(full, *shared), atol=1e-6)
     per_row = (torch.tensor([[11, 6], [4, 4], [9, 2]]), torch.tensor([[3, 6], [0, 4], [8, 1]]))
@@ -149,7 +162,7 @@ def check_pairs_equal_patterns(model, kind):
 
 @pytest.mark.parametrize("kind", sorted(ARCHITECTURES))
 def test_pairs_equal_patterns_on_every_architecture_of_the_parity_matrix(kind, matrix):
-    """Rotary (full, partial, interleaved), ALiBi (Bloom: kept), grouped and multi-query K
+    """Rotary (full, partial, interleaved), ALiBi (Bloom), grouped and multi-query K
     heads, Gemma-2's softcap and scale, QK norms, learned positions: ~0.3 s each."""
     check_pairs_equal_patterns(matrix(kind), kind)
 
@@ -159,14 +172,6 @@ def test_pairs_equal_patterns_inside_a_sliding_window_shorter_than_the_rows(tmp_
     hf = build((entry[0], entry[1], {**entry[2], "sliding_window": 4}))
     model = ihprobe.load(save_checkpoint(hf, tmp_path / "mistral", id_tokenizer(V)))
     check_pairs_equal_patterns(model, "mistral")
-
-
-def test_falcon_with_alibi_keeps_the_full_patterns_and_says_why(tmp_path):
-    entry = ARCHITECTURES["falcon"]
-    hf = build((entry[0], entry[1], {**entry[2], "alibi": True}))
-    model = ihprobe.load(save_checkpoint(hf, tmp_path / "falcon", id_tokenizer(V)))
-    assert "ALiBi inline" in fast_path_reason(model)
-    check_pairs_equal_patterns(model, "bloom")  # kept, like Bloom's ALiBi
 
 
 def test_the_pair_pass_reads_what_sdpa_reads_and_puts_the_bridge_back(matrix):
@@ -195,8 +200,8 @@ def test_bad_attention_requests_are_one_line(matrix):
     with pytest.raises(IhprobeError, match="attention='fast' is not one of auto, pairs") as err:
         ihprobe.scan(model, ["prefix_matching"], n=4, batch=2, attention="fast")
     assert "\n" not in str(err.value)
-    with pytest.raises(IhprobeError, match="cannot run on this model: Bloom adds ALiBi"):
-        ihprobe.scan(matrix("bloom"), ["prefix_matching"], n=4, batch=2, attention="pairs")
+    with pytest.raises(IhprobeError, match="cannot run on this model: GPT-Neo computes"):
+        ihprobe.scan(matrix("gpt_neo"), ["prefix_matching"], n=4, batch=2, attention="pairs")
     with pytest.raises(IhprobeError, match="does not reach the bridge's hook_z"):
         ihprobe.scan(matrix("gpt2"), ["logit_attribution"], n=4, batch=2, attention="pairs")
     with pytest.raises(IhprobeError, match="need the full patterns here: the model is not"):
@@ -212,7 +217,7 @@ def test_a_users_pattern_hook_keeps_the_full_patterns(matrix):
         scores = ihprobe.scan(model, ["prefix_matching"], n=4, batch=2)
     assert scores.settings["attention"] == "patterns"
     assert scores.head["prefix_matching"][1].abs().max() == 0  # the hook was honoured
-    assert set(NO_SEAM) >= {"BloomAttention", "GPTNeoSelfAttention"}
+    assert set(NO_SEAM) >= {"XGLMAttention", "GPTNeoSelfAttention"}
     with model.hooks(fwd_hooks=[("blocks.0.attn.hook_q", lambda q, hook: q)]):
         assert fast_path_reason(model) is None  # HF's LlamaAttention calls the bridge's q
     with matrix("gpt2").hooks(fwd_hooks=[("blocks.0.attn.hook_q", lambda q, hook: q)]):

@@ -1,11 +1,11 @@
 """Attention weights at a few (query, key) pairs, from the queries and keys, without the pattern.
 
 A head's weight from query ``i`` to key ``j`` is ``exp(s_ij - lse_i)``: its score
-``s_ij = cap(scale * q_i . k_j) + mask_ij`` minus the log-sum-exp of row ``i``'s scores. The
-pattern scores read a few pairs per row, so :class:`PairAttention` keeps the queries and keys
-of one layer (what SDPA is handed: after rotary and QK norms, before grouped K heads are
-repeated) and computes the pairs' scores and, for the rows they sit in, the log-sum-exp: in
-chunks of query rows of at most :data:`CHUNK_ELEMENTS` scores, so memory is
+``s_ij = cap(scale * q_i . k_j) + bias_j + mask_ij`` minus the log-sum-exp of row ``i``'s
+scores. The pattern scores read a few pairs per row, so :class:`PairAttention` keeps the
+queries and keys of one layer (what SDPA is handed: after rotary and QK norms, before grouped K
+heads are repeated) and computes the pairs' scores and, for the rows they sit in, the
+log-sum-exp: in chunks of query rows of at most :data:`CHUNK_ELEMENTS` scores, so memory is
 ``O(chunk * keys * heads)`` instead of ``O(n^2 * heads)``.
 :func:`gather_pairs` reads pairs from a full pattern or from a :class:`PairAttention` alike.
 
@@ -34,7 +34,9 @@ class PairAttention:
     ``mask`` is what HF hands its attention function: None for plain causal attention, else a
     boolean (True: attend) or additive float mask broadcastable to ``[batch, head, query, key]``
     (padding, sliding windows). ``softcap`` is Gemma-2's ``cap * tanh(s / cap)`` of the scaled
-    scores.
+    scores. ``bias`` is an additive bias per key, ``[batch|1, head, 1, key]``: ALiBi as Bloom,
+    MPT and Falcon lay it out (``slope_h * j``; a row-constant shift of ``slope_h * (j - i)``,
+    which the softmax does not see), so it costs ``O(n * heads)``, not ``O(n^2 * heads)``.
     """
 
     query: Float[torch.Tensor, "batch head query d_head"]
@@ -43,6 +45,7 @@ class PairAttention:
     mask: torch.Tensor | None = None
     softcap: float | None = None
     chunk: int | None = None  # query rows per chunk; None: as many as CHUNK_ELEMENTS allow
+    bias: torch.Tensor | None = None  # per key: [batch|1, head, 1, key]
 
     def detach(self) -> PairAttention:  # hooks detach what they keep
         return self
@@ -68,7 +71,10 @@ class PairAttention:
         return s if self.softcap is None else self.softcap * torch.tanh(s / self.softcap)
 
     def _masked(self, s: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-        """``s`` ``[batch, head, len(rows), len(cols)]`` with the causal mask, or the given one."""
+        """``s`` ``[batch, head, len(rows), len(cols)]`` plus the bias, with the causal mask or
+        the given one."""
+        if self.bias is not None:
+            s = s + self.bias[..., cols].float()
         if self.mask is None:
             return s.masked_fill(cols[None, :] > rows[:, None], -torch.inf)
         m = self.mask[..., rows, :][..., cols]
@@ -116,8 +122,18 @@ class PairAttention:
             norm = lse.gather(2, where[:, None, :].expand(-1, lse.shape[1], -1))
         s = (q.float() * k.float()).sum(-1) * self.scale
         s = s if self.softcap is None else self.softcap * torch.tanh(s / self.softcap)
-        s = s + self._pair_mask(queries, keys)
+        s = s + self._pair_mask(queries, keys) + self._pair_bias(keys)
         return torch.exp(s - norm)
+
+    def _pair_bias(self, keys: torch.Tensor) -> torch.Tensor | float:
+        """The bias at the pairs' keys, ``[b|1, h, pair]`` (0 without one)."""
+        if self.bias is None:
+            return 0.0
+        bias = self.bias[:, :, 0].float()  # [b|1, h, key]
+        if keys.dim() == 1:
+            return bias[..., keys]
+        bias = bias.expand(keys.shape[0], *bias.shape[1:])
+        return bias.gather(2, keys[:, None, :].expand(-1, bias.shape[1], -1))
 
     def _pair_mask(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """The mask at the pairs, as 0 or -inf (or the additive values), ``[b|1, h|1, pair]``."""

@@ -11,12 +11,14 @@ the output, and the layer's pattern hooks get a :class:`~ihprobe.core.pairs.Pair
 holding the queries and keys that SDPA was given (after rotary and QK norms, grouped K heads,
 the layer's scale, softcap and mask), so memory stays ``O(n * heads)`` per row.
 
-HF attention classes that compute their weights inline, with no attention-function seam, are in
+Bloom, MPT and Falcon with ALiBi compute their weights inline in HF; there the seam is the
+bridge's own attention, which rebuilds them (:mod:`ihprobe.io.alibi`: the ALiBi bias is a
+per-key term of the pairs' scores). HF attention classes with neither seam are in
 :data:`NO_SEAM` with the reason; :func:`fast_path_reason` says why a model cannot take the fast
 path (None when it can).
 
 >>> LOAD_ATTENTION, sorted(NO_SEAM)[:2]
-('eager', ['Attention', 'BloomAttention'])
+('eager', ['Attention', 'GPTNeoSelfAttention'])
 """
 
 from __future__ import annotations
@@ -34,16 +36,15 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.pairs import PairAttention
+from ihprobe.io.alibi import alibi_layout, bridge_seam_reason, pair_reconstruction
 
 LOAD_ATTENTION = "eager"  # HF attention at load: the bridge's delegating classes need weights
 PAIRS = "ihprobe_pairs"  # ihprobe's HF attention function: SDPA out, pairs from q and k
 # HF attention class -> why its weights cannot be read from q and k at an attention seam
 NO_SEAM: dict[str, str] = {
-    "BloomAttention": "Bloom adds ALiBi and takes the softmax inline (no attention function)",
     "GPTNeoSelfAttention": "GPT-Neo computes its (unscaled, local) weights inline",
     "XGLMAttention": "XGLM computes its weights inline (no attention function)",
     "Attention": "OpenAI GPT computes its weights inline (no attention function)",
-    "MptAttention": "MPT adds ALiBi and takes the softmax inline (no attention function)",
 }
 ATTENTION_MODES = ("auto", "pairs", "patterns")  # what a scan may ask for
 # other per-layer hook sites a pair pass can still fire: site -> the bridge's submodule that
@@ -94,15 +95,16 @@ def fast_path_reason(model, sites: tuple[str, ...] = ()) -> str | None:
         return "the model is not a TransformerLens bridge (no attention bridges to hand to HF)"
     for layer, attn in enumerate(attentions):
         kind = type(attn.original_component).__name__
-        if kind in NO_SEAM:
+        if alibi_layout(attn) is not None:
+            reason = bridge_seam_reason(attn)
+            if reason is not None:
+                return reason
+        elif kind in NO_SEAM:
             return NO_SEAM[kind]
-        config = getattr(attn.original_component, "config", None)
-        if getattr(config, "alibi", False):
-            return f"{kind} adds ALiBi inline when config.alibi is set (no attention function)"
         hooked = _hooked_inside(attn, layer)
         if hooked:
             return f"a hook is set on {hooked}, which a pair pass would not fire"
-        inside = list(attn.original_component.modules())
+        inside = _reached(attn)
         for site in sites:
             fires = attn._modules.get(DELEGATED_SITES[site])
             if fires is None or not any(m is fires for m in inside):
@@ -114,8 +116,8 @@ def _hooked_inside(attn, layer: int) -> str | None:
     """The first hook point under the attention bridge that holds a user's hook and that a
     pair pass would skip: the bridge's own (``hook_pattern``, ``hook_attn_scores``,
     ``hook_rot_q``...) fire only when it rebuilds the attention, and a submodule's (``hook_q``
-    on GPT-2's split projections) only when HF's module calls that submodule."""
-    inside = list(attn.original_component.modules())
+    on GPT-2's split projections) only when the pass calls that submodule."""
+    inside = _reached(attn)
     for name, point in attn.named_modules():
         if not isinstance(point, HookPoint) or name in ("hook_in", "hook_out"):
             continue
@@ -125,6 +127,15 @@ def _hooked_inside(attn, layer: int) -> str | None:
         if owner is None or not any(m is owner for m in inside):
             return f"blocks.{layer}.attn.{name}"
     return None
+
+
+def _reached(attn) -> list:
+    """The modules a pair pass calls inside the layer's attention: HF's module and its own
+    submodules, or, where the bridge's attention is the seam (ALiBi), the bridge's submodules
+    (its split q, k, v and output projection)."""
+    if alibi_layout(attn) is not None:
+        return [m for m in attn.modules() if m is not attn]
+    return list(attn.original_component.modules())
 
 
 def choose_attention(
@@ -178,19 +189,25 @@ def pair_pass(model, layer_hooks: dict[int, list[Callable]]) -> Iterator[None]:
     if reason is not None:
         raise IhprobeError(f"pattern pairs need the full patterns here: {reason}.")
     attentions = _attention_bridges(model)
-    configs = {id(c): c for c in _configs(model, attentions)}
+    bridged = any(alibi_layout(attn) is not None for attn in attentions)  # HF's masks kept
+    configs = {} if bridged else {id(c): c for c in _configs(model, attentions)}
     before = {key: c._attn_implementation for key, c in configs.items()}
     try:
         for layer, attn in enumerate(attentions):
+            hooks = list(layer_hooks.get(layer, ()))
             # in the instance's own dict: the bridge's __setattr__ would pass it on to HF's module
+            if alibi_layout(attn) is not None:
+                object.__setattr__(attn, "_reconstruct_attention", pair_reconstruction(attn, hooks))
+                continue
             object.__setattr__(attn, "forward", types.MethodType(AttentionBridge.forward, attn))
-            _ACTIVE[id(attn.original_component)] = list(layer_hooks.get(layer, ()))
+            _ACTIVE[id(attn.original_component)] = hooks
         for c in configs.values():
             c._attn_implementation = PAIRS
         yield
     finally:
         for attn in attentions:
             attn.__dict__.pop("forward", None)
+            attn.__dict__.pop("_reconstruct_attention", None)
             _ACTIVE.pop(id(attn.original_component), None)
         for key, c in configs.items():
             c._attn_implementation = before[key]
