@@ -80,15 +80,6 @@ class PairAttention:
         m = self.mask[..., rows, :][..., cols]
         return s.masked_fill(~m, -torch.inf) if m.dtype == torch.bool else s + m.float()
 
-    def log_normaliser(self, rows: Int[torch.Tensor, " row"]) -> Float[torch.Tensor, "b h row"]:
-        """The log-sum-exp of the scores of query ``rows``, ``chunk`` rows at a time."""
-        keys, cols = self._keys(), torch.arange(self.key.shape[2], device=self.key.device)
-        parts = []
-        for part in rows.split(self._rows_per_chunk()):
-            s = self._masked(self._scores(self.query[:, :, part], keys), part, cols)
-            parts.append(torch.logsumexp(s, dim=-1))
-        return torch.cat(parts, dim=-1)
-
     def output(self, value: Float[torch.Tensor, "batch kv_head key d_head"]) -> torch.Tensor:
         """The attention output ``[batch, query, head, d_head]`` (HF's layout), computed
         ``chunk`` query rows at a time: exact attention where SDPA cannot run (a softcap)."""
@@ -106,51 +97,26 @@ class PairAttention:
         self, queries: Int[torch.Tensor, "*batch pair"], keys: Int[torch.Tensor, "*batch pair"]
     ) -> Float[torch.Tensor, "batch head pair"]:
         """Weights at ``(queries[i], keys[i])``: the same pairs in every row (``[pair]``) or
-        each row's own (``[batch, pair]``); ``[batch, head, pair]`` like the full gather."""
+        each row's own (``[batch, pair]``); ``[batch, head, pair]`` like the full gather.
+
+        Each pair's log-weight is read from its row's own scores, ``s_ij - lse_i`` with both
+        from one chunk of rows (a chunk of a log-softmax), so a pair and its normaliser round
+        alike even where the scores are large."""
+        b, h, _, _ = self.shape
         device = self.query.device
         rows, where = torch.unique(queries.cpu(), return_inverse=True)  # host bookkeeping
-        queries, keys, rows, where = (t.to(device) for t in (queries, keys, rows, where))
-        lse = self.log_normaliser(rows)  # [b, h, row]
-        key = self._keys()
-        if queries.dim() == 1:  # [b, h, pair, d] . [b, h, pair, d]
-            q, k = self.query[:, :, queries], key[:, :, keys]
-            norm = lse[:, :, where]
-        else:  # per row: gather each row's pairs
-            batch = torch.arange(queries.shape[0], device=device)[:, None]
-            q = self.query[batch, :, queries].transpose(1, 2)
-            k = key[batch, :, keys].transpose(1, 2)
-            norm = lse.gather(2, where[:, None, :].expand(-1, lse.shape[1], -1))
-        s = (q.float() * k.float()).sum(-1) * self.scale
-        s = s if self.softcap is None else self.softcap * torch.tanh(s / self.softcap)
-        s = s + self._pair_mask(queries, keys) + self._pair_bias(keys)
-        return torch.exp(s - norm)
-
-    def _pair_bias(self, keys: torch.Tensor) -> torch.Tensor | float:
-        """The bias at the pairs' keys, ``[b|1, h, pair]`` (0 without one)."""
-        if self.bias is None:
-            return 0.0
-        bias = self.bias[:, :, 0].float()  # [b|1, h, key]
-        if keys.dim() == 1:
-            return bias[..., keys]
-        bias = bias.expand(keys.shape[0], *bias.shape[1:])
-        return bias.gather(2, keys[:, None, :].expand(-1, bias.shape[1], -1))
-
-    def _pair_mask(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """The mask at the pairs, as 0 or -inf (or the additive values), ``[b|1, h|1, pair]``."""
-        if self.mask is None:
-            blocked = (keys > queries).float() * -torch.inf
-            blocked = blocked.nan_to_num(nan=0.0)  # 0 * -inf
-            return blocked[None, None] if queries.dim() == 1 else blocked[:, None]
-        mask = self.mask
-        if queries.dim() == 1:
-            m = mask[..., queries, keys]
-        else:
-            m = mask.expand(queries.shape[0], *mask.shape[1:])
-            batch = torch.arange(queries.shape[0], device=mask.device)[:, None]
-            m = m[batch, :, queries, keys].transpose(1, 2)
-        if m.dtype == torch.bool:
-            return torch.zeros(m.shape, device=m.device).masked_fill(~m, -torch.inf)
-        return m.float()
+        where, keys = (t.to(device).expand(b, -1) for t in (where, keys))  # [b, pair]
+        key, cols = self._keys(), torch.arange(self.key.shape[2], device=device)
+        out = torch.zeros(b, h, keys.shape[1], device=device)
+        start = 0
+        for part in rows.to(device).split(self._rows_per_chunk()):
+            s = self._masked(self._scores(self.query[:, :, part], key), part, cols)
+            log_weights = s - torch.logsumexp(s, dim=-1, keepdim=True)  # [b, h, part, key]
+            at, pair = ((where >= start) & (where < start + len(part))).nonzero(as_tuple=True)
+            rows_at = where[at, pair] - start
+            out[at, :, pair] = log_weights[at, :, rows_at, keys[at, pair]].exp()
+            start += len(part)
+        return out
 
 
 def gather_pairs(
