@@ -95,3 +95,14 @@ def test_the_stand_in_gives_the_bridges_own_output_and_weights(kind, alibi_model
     got = gather_pairs(seen[0], queries, keys)
     assert torch.allclose(got, gather_pairs(weights, queries, keys), atol=1e-6)
     assert weights.std() > 0.01  # the bias and the mask shape the weights
+
+
+def test_hooks_on_the_split_projections_fire_and_a_pattern_hook_keeps_the_patterns(alibi_models):
+    """The bridge's own attention is the seam: its q, k, v and output projections still run."""
+    model, seen = alibi_models["bloom"][1], []
+    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_q", lambda q, hook: seen.append(q.shape))]):
+        assert fast_path_reason(model) is None
+        scores = ihprobe.scan(model, ["prefix_matching"], n=4, batch=2)
+    assert scores.settings["attention"] == "pairs" and seen
+    with model.hooks(fwd_hooks=[("blocks.1.attn.hook_pattern", lambda p, hook: p)]):
+        assert "hook_pattern" in fast_path_reason(model)
