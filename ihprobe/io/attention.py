@@ -9,7 +9,8 @@ with HF loaded in eager attention (:data:`LOAD_ATTENTION`, the one place ``load`
 attention function is ihprobe's (registered as :data:`PAIRS` with HF's SDPA mask): SDPA gives
 the output, and the layer's pattern hooks get a :class:`~ihprobe.core.pairs.PairAttention`
 holding the queries and keys that SDPA was given (after rotary and QK norms, grouped K heads,
-the layer's scale, softcap and mask), so memory stays ``O(n * heads)`` per row.
+the layer's scale, softcap and mask), so memory stays ``O(n * heads)`` per row; the MLPs run
+over chunks of positions (:mod:`ihprobe.io.positionwise`), so theirs stays small too.
 
 Bloom, MPT and Falcon with ALiBi compute their weights inline in HF; there the seam is the
 bridge's own attention, which rebuilds them (:mod:`ihprobe.io.alibi`: the ALiBi bias is a
@@ -37,6 +38,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.pairs import PairAttention
 from ihprobe.io.alibi import alibi_layout, bridge_seam_reason, pair_reconstruction
+from ihprobe.io.positionwise import positionwise_chunks
 
 LOAD_ATTENTION = "eager"  # HF attention at load: the bridge's delegating classes need weights
 PAIRS = "ihprobe_pairs"  # ihprobe's HF attention function: SDPA out, pairs from q and k
@@ -180,7 +182,9 @@ def _attention_bridges(model) -> list | None:
 def pair_pass(model, layer_hooks: dict[int, list[Callable]]) -> Iterator[None]:
     """Within this block, ``model``'s forward passes run HF's attention with SDPA and call
     ``layer_hooks[layer]`` with each layer's :class:`PairAttention` (as ``hook(lazy, hook=None)``,
-    like a ``hook_pattern`` hook). Everything is put back on leaving, even on error.
+    like a ``hook_pattern`` hook), with the MLPs run over chunks of positions
+    (:func:`~ihprobe.io.positionwise.positionwise_chunks`). Everything is put back on leaving,
+    even on error.
 
     Raises:
         IhprobeError: the model cannot take the fast path (:func:`fast_path_reason`).
@@ -203,7 +207,8 @@ def pair_pass(model, layer_hooks: dict[int, list[Callable]]) -> Iterator[None]:
             _ACTIVE[id(attn.original_component)] = hooks
         for c in configs.values():
             c._attn_implementation = PAIRS
-        yield
+        with positionwise_chunks(model):
+            yield
     finally:
         for attn in attentions:
             attn.__dict__.pop("forward", None)
