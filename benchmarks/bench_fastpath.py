@@ -8,12 +8,13 @@ pattern, as scans did before) and ``attention="pairs"`` (SDPA attention; the pai
 from queries and keys, log-sum-exp in row chunks: ``ihprobe.io.attention``). Both scans score
 the same rows; their ``prefix_matching`` must agree to 1e-4 or the run stops.
 
-Each scan runs in its own subprocess, the two paths (and the floor: a bare SDPA forward of the
-same rows, unembedding nothing, what any scan costs at least) interleaved ``--repeats`` times in
+Each scan runs in its own subprocess, the two paths (and the floor: a bare forward of the same
+rows in a pair pass, unembedding nothing, what any pair scan costs at least) interleaved ``--repeats`` times in
 one run; a process scans twice and measures the second scan (the first warms lazy imports,
 kernels and the allocator's heap). Peak memory is what the scan adds above the memory held
 before it: on a CPU the peak of the process's RSS sampled every millisecond by a thread
-(``psutil``), on an accelerator
+(``psutil``), in a worker of its own whose allocator unmaps what it frees (``EXACT_RSS``), on
+an accelerator
 ``torch.cuda.max_memory_allocated`` after a reset. Seconds are CPU seconds of the process on a
 CPU (others' load does not count), wall seconds after a synchronize on an accelerator.
 
@@ -44,6 +45,10 @@ from bench_scale import PYTHIA, SHARED, write_section  # benchmarks/ is the scri
 
 RESULTS = Path(__file__).with_name("RESULTS_fastpath.md")
 PATHS = ("patterns", "pairs", "floor")  # floor: a bare SDPA forward, unembedding nothing
+# glibc: a fixed mmap threshold (which also stops it rising) maps every allocation of 128 KiB
+# or more on its own and unmaps it when freed, so a CPU worker's RSS follows its live tensors
+# instead of a heap the warm-up scan left resident (which hid a pair scan's reused activations)
+EXACT_RSS = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 TARGETS = {"memory": 10.0, "time": 1.0}  # pairs: >= 10x less peak memory at 2,048; no slower
 
 
@@ -122,8 +127,9 @@ def worker(size: str, context: int, layers: int, rows: int, path: str, device: s
 
 
 def floor(model, context: int, rows: int) -> None:
-    """What any scan costs at least: a forward of the same rows with SDPA attention, no KV
-    cache and no hooks, unembedding no position."""
+    """What any pair scan costs at least: a forward of the same rows in a pair pass (SDPA
+    attention, MLPs over chunks of positions), no KV cache and no hooks, unembedding no
+    position."""
     from ihprobe.io.attention import forward_options, pair_pass
 
     tokens = torch.randint(0, model.cfg.d_vocab, (rows, context), device=model.cfg.device)
@@ -137,7 +143,7 @@ def pattern_gb(size: str, context: int, rows: int) -> float:
     return rows * PYTHIA[size]["num_attention_heads"] * context**2 * 4 / 2**30
 
 
-def run_worker(size, context, layers, path, opts) -> dict:
+def run_worker(size, context, layers, path, opts, exact_rss: bool = False) -> dict:
     argv = [sys.executable, __file__, "--worker", path, "--sizes", size, "--contexts",
             str(context), "--layers", str(layers), "--rows", str(opts.rows), "--device",
             opts.device]  # fmt: skip
@@ -145,6 +151,7 @@ def run_worker(size, context, layers, path, opts) -> dict:
     # refusal); this script guards the pattern scans itself (measure), so it lifts the estimate
     env = {
         **os.environ,
+        **(EXACT_RSS if exact_rss else {}),
         "IHPROBE_NO_SIZE_LIMITS": "1",
         "PYTHONPATH": os.pathsep.join(
             [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
@@ -158,7 +165,9 @@ def run_worker(size, context, layers, path, opts) -> dict:
 
 def measure(size: str, context: int, layers: int, opts) -> dict:
     """Both paths and the floor, interleaved ``opts.repeats`` times: the least seconds and the
-    least added memory of each (the RSS of a fresh heap only errs upward)."""
+    least added memory of each (the RSS of a fresh heap only errs upward). On a CPU the memory
+    comes from a second worker of each, run with :data:`EXACT_RSS` (its many mappings would
+    slow the seconds), the seconds from the first."""
     free = psutil.virtual_memory().available / 2**30
     need = 2.5 * pattern_gb(size, context, opts.rows)  # measured: 2.1-2.2 patterns at a time
     if opts.device == "cpu" and need > 0.6 * free:
@@ -169,6 +178,11 @@ def measure(size: str, context: int, layers: int, opts) -> dict:
             found[path].append(run_worker(size, context, layers, path, opts))
             if "skipped" in found[path][-1]:
                 return found[path][-1]
+            if opts.device == "cpu":  # memory from a worker whose RSS follows its tensors
+                sized = run_worker(size, context, layers, path, opts, exact_rss=True)
+                if "skipped" in sized:
+                    return sized
+                found[path][-1]["added_gb"] = sized["added_gb"]
     a, b = (torch.tensor(found[p][0]["scores"]) for p in PATHS[:2])
     if not torch.allclose(a, b, atol=1e-4) or found["pairs"][0]["attention"] != "pairs":
         raise SystemExit(f"{size} at {context}: the paths disagree ({(a - b).abs().max():.2e})")
