@@ -9,14 +9,14 @@ from queries and keys, log-sum-exp in row chunks: ``ihprobe.io.attention``). Bot
 the same rows; their ``prefix_matching`` must agree to 1e-4 or the run stops.
 
 Each scan runs in its own subprocess, the two paths (and the floor: a bare forward of the same
-rows in a pair pass, unembedding nothing, what any pair scan costs at least) interleaved ``--repeats`` times in
-one run; a process scans twice and measures the second scan (the first warms lazy imports,
-kernels and the allocator's heap). Peak memory is what the scan adds above the memory held
-before it: on a CPU the peak of the process's RSS sampled every millisecond by a thread
-(``psutil``), in a worker of its own whose allocator unmaps what it frees (``EXACT_RSS``), on
-an accelerator
-``torch.cuda.max_memory_allocated`` after a reset. Seconds are CPU seconds of the process on a
-CPU (others' load does not count), wall seconds after a synchronize on an accelerator.
+rows in a pair pass, unembedding nothing, what any pair scan costs at least) interleaved
+``--repeats`` times in one run; a process scans twice and measures the second scan (the first
+warms lazy imports, kernels and the allocator's heap). Peak memory is what the scan adds above
+the memory held before it: on a CPU the peak of the process's RSS sampled every millisecond by
+a thread (``psutil``), in a worker of its own whose allocator unmaps what it frees
+(``EXACT_RSS``), on an accelerator ``torch.cuda.max_memory_allocated`` after a reset. Seconds
+are CPU seconds of the process on a CPU (others' load does not count), wall seconds after a
+synchronize on an accelerator.
 
 Run: ``python benchmarks/bench_fastpath.py [--device cpu|cuda] [--sizes 160m,410m]
 [--contexts 2048,8192] [--rows 1] [--layers 0] [--repeats 2] [--out ...]``. ``--layers K``
