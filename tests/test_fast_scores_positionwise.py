@@ -72,3 +72,14 @@ def test_a_hooked_mlp_runs_whole_rows(models, monkeypatch):
     with torch.no_grad(), pair_pass(model, {}), model.hooks(fwd_hooks=[hook]):
         model(rows)
     assert seen == [rows.shape[1]] and calls == [rows.shape[1], 1]
+
+
+def test_a_wide_batch_gets_larger_chunks_not_more(models, monkeypatch):
+    model = models["gpt_neox"]
+    monkeypatch.setattr(positionwise, "CHUNK_ELEMENTS", 1)
+    monkeypatch.setattr(positionwise, "MAX_CHUNKS", 4)
+    calls = count_calls(model, monkeypatch)
+    rows = inputs.repeated_tokens(model, n=8, batch=2, seed=0)  # 16 positions: chunks of 4
+    with torch.no_grad(), pair_pass(model, {}):
+        model(rows)
+    assert calls == [4] * model.cfg.n_layers

@@ -24,6 +24,7 @@ from transformer_lens.hook_points import HookPoint
 # out); Bloom's also takes the residual, chunked alike
 POSITIONWISE = ("MLPBridge", "GatedMLPBridge", "JointGateUpMLPBridge", "BloomMLPBridge")
 CHUNK_ELEMENTS = 2**20  # hidden activations per chunk, [batch, positions, d_mlp]: 4 MB float32
+MAX_CHUNKS = 32  # per call: a wide batch gets larger chunks, not hundreds of tiny products
 
 
 def _hooked(module: torch.nn.Module) -> bool:
@@ -36,7 +37,7 @@ def _hooked(module: torch.nn.Module) -> bool:
 def by_positions(module: torch.nn.Module, width: int) -> Callable:
     """``module``'s forward on chunks of positions of its ``[batch, pos, d]`` input (and of any
     argument with the same leading shape), at most :data:`CHUNK_ELEMENTS` ``width``-wide hidden
-    activations each, concatenated along the positions.
+    activations each (or :data:`MAX_CHUNKS` chunks, if more), concatenated along the positions.
 
     >>> mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
     >>> x = torch.randn(2, 9, 4)
@@ -49,7 +50,7 @@ def by_positions(module: torch.nn.Module, width: int) -> Callable:
         if not isinstance(hidden, torch.Tensor) or hidden.dim() != 3 or _hooked(module):
             return whole(hidden, *args, **kwargs)
         lead = hidden.shape[:2]
-        step = max(1, CHUNK_ELEMENTS // (lead[0] * width))
+        step = max(-(-lead[1] // MAX_CHUNKS), CHUNK_ELEMENTS // (lead[0] * width))
         if lead[1] <= step:
             return whole(hidden, *args, **kwargs)
 
