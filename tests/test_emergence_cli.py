@@ -127,7 +127,9 @@ def test_figures_mark_the_point_and_the_prediction():
     far = dataclasses.replace(near, tokens=float(tokens.max()) * 40)
     figure = trajectory_figure(table, point, far)
     assert [s.x0 for s in figure.layout.shapes if s.type == "line"] == [point.tokens]
-    assert any("off this axis" in a.text for a in figure.layout.annotations)
+    (note,) = [a for a in figure.layout.annotations if "off this axis" in a.text]
+    # above the plot area (paper y >= 1, growing upwards): clear of the curves and the x ticks
+    assert (note.yref, note.yanchor) == ("paper", "bottom") and note.y >= 1
     strip = head_strip_figure(table)
     assert strip.data[0].z.shape == (2, len(tokens)) and strip.data[0].y == ("L1H0", "L1H1")
     fit = fit_law([(4, 32, 3000), (8, 32, 2000), (8, 64, 1500), (16, 64, 1000)])
