@@ -27,6 +27,7 @@ from ihprobe.io.swap import load_or_swap
 from ihprobe.io.tensor_reads import ReadCheckpoint
 from ihprobe.io.weights import has_safetensors, read_checked, weights_hash
 from ihprobe.series.prefetch import prefetched
+from ihprobe.series.repeats import series_label
 from ihprobe.series.shard import each_share
 
 log = logging.getLogger(__name__)
@@ -147,6 +148,5 @@ class Duplicates:
         earlier = self.first.get(digest)
         if earlier is not None:
             log.warning("%s has the same weights as %s", ckpt.label, earlier)
-        label = f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source
-        self.first.setdefault(digest, label)
+        self.first.setdefault(digest, series_label(ckpt))
         return earlier
