@@ -30,8 +30,8 @@ from ihprobe.io.sources import resolve, sources_of
 from ihprobe.probes.battery import check_metrics, scan
 from ihprobe.probes.scores import HeadScores
 from ihprobe.series.cache import cached_map, settings_key
-from ihprobe.series.repeats import Repeats, checkpoint_digests, series_label
-from ihprobe.series.sweep import Duplicates, checkpoint_hash, map_checkpoints
+from ihprobe.series.repeats import Duplicates, Repeats, checkpoint_digests, series_label
+from ihprobe.series.sweep import checkpoint_hash, map_checkpoints
 
 SCAN_DEFAULTS = {
     name: p.default

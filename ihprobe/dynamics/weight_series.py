@@ -39,8 +39,8 @@ from ihprobe.probes.composition import BASELINE_DRAWS, composition
 from ihprobe.probes.copying import copying_scores
 from ihprobe.series.cache import ROW_COLUMNS, checked_rows, with_provenance
 from ihprobe.series.prefetch import prefetched
-from ihprobe.series.repeats import Repeats, series_label
-from ihprobe.series.sweep import Duplicates, checkpoint_bytes, walk
+from ihprobe.series.repeats import Duplicates, Repeats, series_label
+from ihprobe.series.sweep import checkpoint_bytes, walk
 
 FOLDER = "weights"  # results cache folder
 

@@ -102,7 +102,7 @@ def scan_job(
                 for scores, dup, repeat in found
             ]
             last.append(found[-1][:2])
-            sections += _heatmaps([scores for scores, _ in found])
+            sections += _heatmaps([scores for scores, *_ in found])
     table = csv_table(pd.concat(frames, ignore_index=True))
     if not is_main_process():
         return ScanDone(table, last)

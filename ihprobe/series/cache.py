@@ -36,9 +36,9 @@ from ihprobe.io.tensor_reads import (
 )
 from ihprobe.io.weights import check_files, has_safetensors, read_checked, weights_hash
 from ihprobe.series.prefetch import prefetched
-from ihprobe.series.repeats import Repeats, series_label
+from ihprobe.series.repeats import Duplicates, Repeats, series_label
 from ihprobe.series.shard import each_share
-from ihprobe.series.sweep import Duplicates, checkpoint_bytes, walk
+from ihprobe.series.sweep import checkpoint_bytes, walk
 
 log = logging.getLogger(__name__)
 

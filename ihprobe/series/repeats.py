@@ -33,6 +33,7 @@ from ihprobe.io.sources import resolve
 from ihprobe.io.tensor_reads import Digests, cached_digests
 from ihprobe.io.validation.tensors import LEGACY_BUFFERS
 from ihprobe.io.weights import has_safetensors, read_checked
+from ihprobe.series.sweep import checkpoint_hash, walk
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,21 @@ def series_label(ckpt: Checkpoint) -> str:
     return f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source
 
 
+class Duplicates:
+    """Finds checkpoints whose weights equal an earlier one's; logs a warning for each."""
+
+    def __init__(self):
+        self.first: dict[str, str] = {}  # weights hash -> label of the first checkpoint
+
+    def check(self, ckpt: Checkpoint, digest: str) -> str | None:
+        """The earlier checkpoint with the same weights hash ``digest``, or None."""
+        earlier = self.first.get(digest)
+        if earlier is not None:
+            log.warning("%s has the same weights as %s", ckpt.label, earlier)
+        self.first.setdefault(digest, series_label(ckpt))
+        return earlier
+
+
 def series_repeats(labels: Sequence[str], digests: Sequence[Digests | None]) -> list[Repeat]:
     """The checkpoints (by ``labels``, in the series' order) some of whose tensors repeat an
     earlier one's, each as a :class:`Repeat`."""
@@ -149,7 +165,7 @@ def checkpoint_digests(ckpt: Checkpoint) -> Digests | None:
     return known if known is not None and known.whole is not None else read_checked(path).digests
 
 
-def repeated_tensors(ckpts: Sequence[Checkpoint]) -> pd.DataFrame:
+def repeated_tensors(ckpts: Sequence[Checkpoint], *, progress: bool | None = False) -> pd.DataFrame:
     """:func:`repeats_table` of a series of checkpoints, in the given order: each one's tensors
     hashed as it is read once (or the digests remembered from an earlier read).
 
@@ -157,4 +173,34 @@ def repeated_tensors(ckpts: Sequence[Checkpoint]) -> pd.DataFrame:
         >>> repeated_tensors(sources_of("EleutherAI/pythia-12b", ["step1000", "step2000"]))
         ... # doctest: +SKIP
     """
-    return repeats_table([series_label(c) for c in ckpts], [checkpoint_digests(c) for c in ckpts])
+    return repeats_table([series_label(c) for c in ckpts], _digests(ckpts, progress))
+
+
+def repeated_checkpoints(
+    ckpts: Sequence[Checkpoint], *, progress: bool | None = False
+) -> pd.DataFrame:
+    """One row per checkpoint, in the given order: ``checkpoint, step, tokens, duplicate_of,
+    repeats``, where ``duplicate_of`` names an earlier checkpoint of identical weights and
+    ``repeats`` says which shards or tensors repeat earlier checkpoints' (:meth:`Repeat.describe`)
+    when only some do; each checkpoint read once, as in :func:`repeated_tensors`.
+
+    Example:
+        >>> repeated_checkpoints(suite_checkpoints("pythia", size="12b"))   # doctest: +SKIP
+    """
+    found = _digests(ckpts, progress)
+    repeats = {
+        r.label: r.describe() for r in series_repeats([series_label(c) for c in ckpts], found)
+    }
+    duplicates, rows = Duplicates(), []
+    for ckpt, digests in zip(ckpts, found, strict=True):
+        whole = digests.whole if digests is not None else checkpoint_hash(ckpt)
+        label = series_label(ckpt)
+        rows.append(
+            (label, ckpt.step, ckpt.tokens, duplicates.check(ckpt, whole), repeats.get(label))
+        )
+    frame = pd.DataFrame(rows, columns=["checkpoint", "step", "tokens", "duplicate_of", "repeats"])
+    return frame.astype({"step": "Int64", "tokens": "Int64"})
+
+
+def _digests(ckpts: Sequence[Checkpoint], progress: bool | None) -> list[Digests | None]:
+    return [checkpoint_digests(c) for c in walk(ckpts, progress=progress, desc="hash")]
