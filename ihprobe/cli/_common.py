@@ -148,8 +148,8 @@ def add_sources(
     p: argparse.ArgumentParser, *, out: str | None, many: bool = True, suite: bool = False
 ) -> None:
     """SOURCE (one or several) and ``--revision`` (repeatable); with ``out``, ``--out`` (that
-    default) and ``--force``; with ``suite``, ``--suite NAME`` in place of SOURCE
-    (:mod:`ihprobe.cli._suite`)."""
+    default) and ``--force``; with ``suite``, SOURCE may be left out for ``--suite NAME``
+    (:func:`ihprobe.cli._suite.add_sources_or_suite` adds both)."""
     p.add_argument(
         "sources",
         nargs="*" if suite else "+" if many else 1,
@@ -157,10 +157,6 @@ def add_sources(
         metavar="SOURCE",
         help="checkpoint directory, run directory or hub id" + (" (or --suite)" if suite else ""),
     )
-    if suite:
-        from ihprobe.cli._suite import add_suite
-
-        add_suite(p)
     p.add_argument(
         "--revision",
         action="append",

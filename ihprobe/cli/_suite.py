@@ -1,9 +1,10 @@
 """The suite form of SOURCE (not a subcommand: the name starts with '_'): ``--suite NAME``
 names a public checkpoint suite instead of SOURCE arguments, with the suite's options as
 ``--suite-option KEY=VALUE`` (repeatable, read as ``--option`` is), ``--steps`` and
-``--every``. :func:`ihprobe.cli._common.add_sources` adds these flags (``suite=True``), so
-every command that reads a series spells them the same; :func:`suite_of` lists the checkpoints
-they name, offline (:func:`ihprobe.io.suites.suite_checkpoints`).
+``--every``. :func:`add_sources_or_suite` adds them beside SOURCE
+(:func:`ihprobe.cli._common.add_sources`), so every command that reads a series spells them the
+same; :func:`suite_of` lists the checkpoints they name, offline
+(:func:`ihprobe.io.suites.suite_checkpoints`).
 
     ihprobe scan --suite pythia --suite-option size=160m --every 10 --out scans/pythia-160m
     ihprobe weight-trajectory --suite olmo --suite-option size=1B
@@ -44,8 +45,10 @@ def steps(text: str) -> list[int]:
         ) from None
 
 
-def add_suite(p: argparse.ArgumentParser) -> None:
-    """``--suite``, ``--suite-option``, ``--steps`` and ``--every``."""
+def add_sources_or_suite(p: argparse.ArgumentParser, *, out: str | None) -> None:
+    """SOURCE... (:func:`ihprobe.cli._common.add_sources`, with ``out``) or ``--suite NAME``
+    with ``--suite-option``, ``--steps`` and ``--every``."""
+    flags.add_sources(p, out=out, suite=True)
     suite = p.add_argument(
         "--suite",
         metavar="NAME",

@@ -14,6 +14,7 @@ checkpoint, ``checkpoint, step, tokens, duplicate_of, repeats``
 from __future__ import annotations
 
 from ihprobe.cli import _common as flags
+from ihprobe.cli._suite import add_sources_or_suite
 
 
 def register(subparsers) -> None:
@@ -21,7 +22,7 @@ def register(subparsers) -> None:
         "repeated-tensors",
         help="checkpoints that repeat an earlier one's weights, whole or a shard or tensors",
     )
-    flags.add_sources(p, out=None, suite=True)
+    add_sources_or_suite(p, out=None)
     flags.add_json(p)
     flags.add_quiet(p)
     p.set_defaults(func=run)

@@ -18,6 +18,7 @@ revisions), and prints the top heads of each source's last checkpoint; the work 
 from __future__ import annotations
 
 from ihprobe.cli import _common as flags
+from ihprobe.cli._suite import add_sources_or_suite
 
 SUMMARY_METRIC = "prefix_matching"
 
@@ -36,7 +37,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "scan", help="score every head (prefix matching, LA, copying, ...) of checkpoints"
     )
-    flags.add_sources(p, out="scan", suite=True)
+    add_sources_or_suite(p, out="scan")
     metrics = p.add_argument("--metrics", help="comma-separated names (default: all): %(names)s")
     metrics.names = _MetricNames()  # read from the metric table only when --help is shown
     flags.add_probe_rows(p)

@@ -12,6 +12,7 @@ prints the top heads of the last checkpoint for each metric.
 from __future__ import annotations
 
 from ihprobe.cli import _common as flags
+from ihprobe.cli._suite import add_sources_or_suite
 
 FILE = "weights.csv"
 
@@ -31,7 +32,7 @@ def register(subparsers) -> None:
         "weight-trajectory",
         help="weight-only head scores (copying, composition) over checkpoints; reads few tensors",
     )
-    flags.add_sources(p, out="weights", suite=True)
+    add_sources_or_suite(p, out="weights")
     metrics = p.add_argument(
         "--metrics", default="copying", help="comma-separated names: %(names)s"
     )

@@ -130,10 +130,9 @@ def trajectory(
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
     Returns:
-        The ``scan`` columns ``model, revision, step, tokens, layer, head, metric, value``
-        plus ``duplicate_of``: the earlier checkpoint with identical weights, or None, and
-        ``repeats``: the shards or tensors that repeat an earlier checkpoint's, or None. Under
-        torchrun each rank scans (and caches) its share and every rank returns the whole table.
+        The ``scan`` columns ``model, revision, step, tokens, layer, head, metric, value``,
+        ``duplicate_of`` (an earlier checkpoint of identical weights) and ``repeats`` (shards or
+        tensors that repeat an earlier one's). Under torchrun every rank returns the whole table.
 
     Example:
         >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP
