@@ -103,6 +103,20 @@ def test_weight_trajectory_of_a_suite_reads_its_tensors_and_flags_the_repeat(sui
     assert first in set(whole["tensor"]) and not constant_by_design(first)
 
 
+def test_weight_trajectory_names_the_whole_shard_once_every_tensor_was_hashed(
+    suite, capsys, monkeypatch
+):
+    monkeypatch.setenv("IHPROBE_CACHE", str(suite / "cache"))
+    assert run(["repeated-tensors", *SUITE, *LAID_OUT, "-q"], capsys)[0] == 0  # hashes all
+    out = suite / "weights"
+    code, _, err = run(["weight-trajectory", *SUITE, *LAID_OUT, "--out", str(out), "-q"], capsys)
+    assert code == 0, err
+    repeats = planted(pd.read_csv(out / "weights.csv"))
+    assert list(repeats) == ["step8"]
+    assert repeats["step8"].startswith(f"shard {SHARD} (")
+    assert repeats["step8"].endswith(f"repeats {REPO}@step2")
+
+
 def test_repeated_tensors_reports_the_shard_and_json_has_a_row_per_checkpoint(suite, capsys):
     code, said, err = run(["repeated-tensors", *SUITE, *LAID_OUT, "-q"], capsys)
     assert code == 0, err

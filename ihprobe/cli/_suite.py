@@ -63,7 +63,8 @@ def add_sources_or_suite(p: argparse.ArgumentParser, *, out: str | None) -> None
         default=[],
         metavar="KEY=VALUE",
         help="an option of the --suite, repeatable: size=160m, deduped=true, seed=3, model=..., "
-        "stage=2 (default: the suite's first size, model or seed)",
+        "stage=2 (default: each option's first value in ihprobe.io.suites.SUITES, e.g. pythia "
+        "size=160m)",
     )
     p.add_argument(
         "--steps",

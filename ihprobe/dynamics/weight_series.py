@@ -140,7 +140,8 @@ def weight_trajectory(
             if rows is not None:
                 return digest, rows, path, known
         weights.load(needed)
-        return weights.digest, weights, path, weights.reader.digests
+        whole = known is not None and known.whole is not None  # every tensor's digest known
+        return weights.digest, weights, path, known if whole else weights.reader.digests
 
     duplicates, repeats, frames = Duplicates(), Repeats(), []
     with closing(prefetched(ckpts, fetch, ahead=prefetch, size=checkpoint_bytes)) as reads:
