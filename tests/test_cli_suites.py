@@ -143,6 +143,7 @@ BAD = [
     (["repeated-tensors", "--suite", "olmo2", "--suite-option", "stage=0"], "stage=0"),
     (["repeated-tensors", "--suite", "pythia", "--suite-option", "steps=[1]"], "--steps"),
     (["repeated-tensors", "--suite", "olmo"], "no checkpoints of allenai/OLMo-1B-hf"),
+    (["repeated-tensors", "--suite", "timaeus-l2w256"], "not loadable"),
     (["weight-trajectory", "--suite", "pythia", "--steps", "1,x"], "not comma-separated"),
     (["weight-trajectory", "--suite", "pythia", "--every", "0"], "--every"),
 ]

@@ -112,8 +112,13 @@ def suite_of(args: argparse.Namespace) -> list[Checkpoint] | None:
         raise IhprobeError(f"pass SOURCE ({sources[0]}) or --suite {args.suite}, not both.")
     if getattr(args, "revision", None):
         raise IhprobeError("--revision picks revisions of a SOURCE; with --suite pass --steps.")
-    from ihprobe.io.suites import suite_checkpoints
+    from ihprobe.io.suites import SUITES, suite_checkpoints
 
+    if args.suite in SUITES and SUITES[args.suite].kind == "files":
+        raise IhprobeError(
+            f"{args.suite} is listed (ihprobe.suite_checkpoints) but not loadable: its files are "
+            "the authors' own state dicts, with no config.json."
+        )
     options = dict(args.suite_option)
     if {"name", "steps"} & set(options):
         raise IhprobeError("--suite-option names an option of the suite; pass steps as --steps.")
