@@ -17,6 +17,7 @@ import pytest
 
 from ihprobe.cli import _common as types
 from ihprobe.cli import build_parser, main
+from ihprobe.cli._suite import steps as suite_steps
 from ihprobe.cli.train import checkpoints as checkpoint_list
 from ihprobe.cli.train import clip, count
 from ihprobe.core.errors import IhprobeError
@@ -40,6 +41,7 @@ REFUSES = {
     types.warmup_fraction: ["-5", "1"],
     count: ["0", "-5"],
     clip: ["-5"],
+    suite_steps: ["-5", "2.5", "1,-5", "1,,2"],
 }
 NOT_NUMERIC = {types.key_value, types.device, checkpoint_list, None}
 
