@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import torch
 
 import ihprobe
 from ihprobe.core.errors import IhprobeError
@@ -53,3 +54,27 @@ def test_wrong_types_in_the_public_api_are_one_line_ihprobe_errors():
             call()
         assert "\n" not in str(caught.value), name
     assert scores.top_heads("prefix_matching", k=1)[0][:2] == (0, 1)  # right types still work
+
+
+def test_the_probe_inputs_take_what_every_public_function_takes(tmp_path):
+    """``repeated_tokens`` and ``token_rows``, public for measures of one's own: a path or a
+    loaded model alike, bad arguments one line."""
+    from tests.helpers import save_checkpoint, tiny_hf_model
+
+    path = save_checkpoint(tiny_hf_model("gpt-neox"), tmp_path / "tiny")
+    model = ihprobe.load(path)
+    by_path = ihprobe.repeated_tokens(path, n=6, batch=3, seed=2)
+    assert torch.equal(by_path, ihprobe.repeated_tokens(model, n=6, batch=3, seed=2))
+    assert by_path.shape == (3, 12) and torch.equal(by_path[:, :6], by_path[:, 6:])
+    rows = ihprobe.token_rows(model, by_path, rows=2, length=8)
+    assert torch.equal(rows, by_path[:2, :8])
+    losses = ihprobe.token_losses(model(rows), rows)
+    assert losses.shape == (2, 7) and bool((losses > 0).all())
+    for call in (
+        lambda: ihprobe.repeated_tokens(model, batch=0),
+        lambda: ihprobe.repeated_tokens(model, seed=-1),
+        lambda: ihprobe.token_rows(model, by_path, rows=2, length=1.5),
+    ):
+        with pytest.raises(IhprobeError) as caught:
+            call()
+        assert "\n" not in str(caught.value)
