@@ -6,7 +6,9 @@
 >>> scores.to_frame().query("metric == 'prefix_matching'").nlargest(3, "value")  # doctest: +SKIP
 
 Public names are imported lazily (``import ihprobe`` stays fast for the CLI); the table below
-says where each one lives.
+says where each one lives. With ``ihprobe.data``'s ``__all__`` (the producers and the text
+corpus) they are the public surface (docs/architecture.md, "Public names"); every other
+module is internal.
 """
 
 from __future__ import annotations

@@ -59,9 +59,10 @@ def test_wrong_types_in_the_public_api_are_one_line_ihprobe_errors():
 def test_the_probe_inputs_take_what_every_public_function_takes(tmp_path):
     """``repeated_tokens`` and ``token_rows``, public for measures of one's own: a path or a
     loaded model alike, bad arguments one line."""
+    from ihprobe.core.standin import id_tokenizer
     from tests.helpers import save_checkpoint, tiny_hf_model
 
-    path = save_checkpoint(tiny_hf_model("gpt-neox"), tmp_path / "tiny")
+    path = save_checkpoint(tiny_hf_model("gpt-neox"), tmp_path / "tiny", id_tokenizer(512))
     model = ihprobe.load(path)
     by_path = ihprobe.repeated_tokens(path, n=6, batch=3, seed=2)
     assert torch.equal(by_path, ihprobe.repeated_tokens(model, n=6, batch=3, seed=2))
