@@ -98,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "loss_by_position_figure": "ihprobe.figures.circuit",
     "forecast_figure": "ihprobe.figures.forecast",
     "llc_figure": "ihprobe.figures.forecast",
+    "use_static_images": "ihprobe.figures.notebook",  # a PNG beside each figure, for GitHub
     "demo_run": "ihprobe.jobs.demo",
     "run_demo": "ihprobe.jobs.demo",
     "DemoConfig": "ihprobe.jobs.demo",
