@@ -28,7 +28,6 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import accumulating, hook_name, replace_with
 from ihprobe.core.memory import available_bytes
 from ihprobe.data.corpus import default_documents
-from ihprobe.io.any_model import as_model
 from ihprobe.io.attention import forward_options, pair_pass
 from ihprobe.io.validation import require_finite
 from ihprobe.probes.metrics import PATTERN
@@ -301,13 +300,12 @@ def token_rows(
 
     Documents are tokenized with the model's tokenizer and joined with its EOS token (when it
     has one); token ids ``[rows, pos]`` are cut as given; None is ihprobe's embedded corpus.
-    ``model`` is a model from ``ihprobe.load``, a HF model or a checkpoint.
+    ``model`` is a model from ``ihprobe.load`` (its tokenizer and ``cfg.device`` are read).
 
     Example:
         >>> token_rows(model, open("book.txt").read(), rows=16, length=501).shape  # doctest: +SKIP
         torch.Size([16, 501])
     """
-    model = as_model(model)
     rows, length = checks.count("rows", rows), checks.count("length", length)
     if isinstance(text, torch.Tensor):
         given = text if text.ndim == 2 else text.view(1, -1)

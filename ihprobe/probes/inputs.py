@@ -19,7 +19,6 @@ from jaxtyping import Int
 
 from ihprobe.core import calls
 from ihprobe.core.errors import IhprobeError
-from ihprobe.io.any_model import as_model
 
 SNIPPET_LENGTH = 20  # |S| of the Bi-Induct snippets [S, SEP, S] (as in Bi-Induct)
 VARIED_LENGTHS = (10, 30)  # |S| drawn per row in this range: no single offset fits every row
@@ -94,8 +93,8 @@ def repeated_tokens(
     """[A]'s probe: per row ``n`` distinct random ids ``s``, repeated: ``[s_1..s_n, s_1..s_n]``.
 
     Args:
-        model: a model from ``ihprobe.load`` (reads ``cfg.d_vocab``, ``cfg.n_ctx`` and the
-            tokenizer's special ids), a HF model or a checkpoint, as every public function.
+        model: a model from ``ihprobe.load`` (only its ``cfg.d_vocab``, ``cfg.n_ctx``,
+            ``cfg.device`` and the tokenizer's special ids are read).
         n: half-length; defaults to ``min(50, n_ctx // 2)`` (less one when ``bos``).
         batch: rows.
         seed: seeds the generator; same seed, same tokens.
@@ -113,7 +112,6 @@ def repeated_tokens(
         >>> x.shape, bool((x[:, :8] == x[:, 8:]).all())                # doctest: +SKIP
         (torch.Size([2, 16]), True)
     """
-    model = as_model(model)
     calls.arguments(n=n, batch=batch, seed=seed, bos=bos)
     extra = int(bos)
     if n is None:
