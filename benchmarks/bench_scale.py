@@ -134,11 +134,12 @@ def read_safetensors(path: Path) -> None:
 
 def scan_rows(model, batch: int, n: int) -> list[torch.Tensor]:
     """The rows ``scan`` runs: repeated tokens, then forward and backward snippets."""
-    from ihprobe.probes import inputs
+    import ihprobe
+    from ihprobe.probes.inputs import snippets
 
-    rows = [inputs.repeated_tokens(model, n=n, batch=batch, seed=0)]
+    rows = [ihprobe.repeated_tokens(model, n=n, batch=batch, seed=0)]
     for backward in (False, True):
-        rows.append(inputs.snippets(model, backward=backward, length=20, batch=batch, seed=0))
+        rows.append(snippets(model, backward=backward, length=20, batch=batch, seed=0))
     return rows
 
 
@@ -182,9 +183,9 @@ def measure_scan(metrics):
 def measure_ablate_before(size, device, dtype, rows, n, repeats) -> dict:
     """``ablate`` with the logits budget it had before issue 13 (16 MB: one row a pass at
     Pythia's vocabulary), for the profile in RESULTS_scale.md."""
-    from ihprobe.probes import engine
+    from ihprobe.probes.engine import MAX_LOGITS
 
-    engine.MAX_LOGITS["cpu"] = 2**22
+    MAX_LOGITS["cpu"] = 2**22
     return measure_ablate(size, device, dtype, rows, n, repeats)
 
 
@@ -196,11 +197,10 @@ def measure_ablate_ranked(size, device, dtype, rows, n, repeats) -> dict:
 
 def measure_ablate(size, device, dtype, rows, n, repeats, ranked: bool = False) -> dict:
     import ihprobe
-    from ihprobe.probes import inputs
     from ihprobe.probes.engine import DEFAULT_CHUNK
 
     model = built_model(size, device, dtype)
-    tokens = inputs.repeated_tokens(model, n=n, batch=rows, seed=1)
+    tokens = ihprobe.repeated_tokens(model, n=n, batch=rows, seed=1)
     groups = 2 + RANDOM  # clean, top, random draws
     metrics = ["ar_accuracy", "induction_loss"]
     given = {"scores": torch.rand(model.cfg.n_layers, model.cfg.n_heads)} if ranked else {}
@@ -214,23 +214,19 @@ def measure_ablate(size, device, dtype, rows, n, repeats, ranked: bool = False) 
 
 
 def measure_head_effects(size, device, dtype, rows, n, repeats) -> dict:
-    from ihprobe.causal import ablation
-
-    if not hasattr(ablation, "head_effects"):
-        return {"skipped": "ihprobe.causal.ablation has no head_effects on this branch"}
-    from ihprobe.probes import inputs
+    import ihprobe
     from ihprobe.probes.engine import DEFAULT_CHUNK
 
     model = built_model(size, device, dtype)
     rows = min(rows, EFFECT_ROWS)  # L x H + 1 groups: few rows keep it within minutes on CPU
-    tokens = inputs.repeated_tokens(model, n=n, batch=rows, seed=1)
+    tokens = ihprobe.repeated_tokens(model, n=n, batch=rows, seed=1)
     heads = model.cfg.n_layers * model.cfg.n_heads
     ref, op = [], []
     for _ in range(repeats):
         one = timed(lambda: bare(model, tokens, DEFAULT_CHUNK))
         ref.append(one * (heads + 2))  # every head alone, the clean group, the reference
-        op.append(timed(lambda: ablation.head_effects(model, metrics=["induction_loss"], n=n,
-                                                       batch=rows)))  # fmt: skip
+        op.append(timed(lambda: ihprobe.head_effects(model, metrics=["induction_loss"], n=n,
+                                                      batch=rows)))  # fmt: skip
     return {"op_s": min(op), "ref_s": min(ref), "ref": f"(L x H + 2) x bare forward, {rows} rows"}
 
 

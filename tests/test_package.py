@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import torch
 
 import ihprobe
 from ihprobe.core.errors import IhprobeError
@@ -53,3 +54,32 @@ def test_wrong_types_in_the_public_api_are_one_line_ihprobe_errors():
             call()
         assert "\n" not in str(caught.value), name
     assert scores.top_heads("prefix_matching", k=1)[0][:2] == (0, 1)  # right types still work
+
+
+def test_the_probe_inputs_are_public_and_check_their_arguments(tmp_path):
+    """``repeated_tokens``, ``token_rows`` and ``token_losses``, public for measures of one's
+    own: seeded rows, cut as given, one loss per predicted token; bad arguments one line."""
+    from ihprobe.core.standin import id_tokenizer
+    from tests.helpers import save_checkpoint, tiny_hf_model
+
+    path = save_checkpoint(tiny_hf_model("gpt-neox"), tmp_path / "tiny", id_tokenizer(512))
+    model = ihprobe.load(path)
+    tokens = ihprobe.repeated_tokens(model, n=6, batch=3, seed=2)
+    assert torch.equal(tokens, ihprobe.repeated_tokens(model, n=6, batch=3, seed=2))
+    assert not torch.equal(tokens, ihprobe.repeated_tokens(model, n=6, batch=3, seed=3))
+    assert tokens.shape == (3, 12) and torch.equal(tokens[:, :6], tokens[:, 6:])
+    rows = ihprobe.token_rows(model, tokens, rows=2, length=8)
+    assert torch.equal(rows, tokens[:2, :8])
+    logits = model(rows)
+    by_torch = torch.nn.functional.cross_entropy(
+        logits[:, :-1].transpose(1, 2).float(), rows[:, 1:], reduction="none"
+    )
+    assert torch.allclose(ihprobe.token_losses(logits, rows), by_torch, atol=1e-5)
+    for call in (
+        lambda: ihprobe.repeated_tokens(model, batch=0),
+        lambda: ihprobe.repeated_tokens(model, seed=-1),
+        lambda: ihprobe.token_rows(model, tokens, rows=2, length=1.5),
+    ):
+        with pytest.raises(IhprobeError) as caught:
+            call()
+        assert "\n" not in str(caught.value)

@@ -161,3 +161,34 @@ def test_a_small_version_of_the_recipe_trains_end_to_end_and_extends(tmp_path):
     assert extension == {"from_steps": found[-1].step, "to_steps": longer[-1].step,
                          "from_tokens": found[-1].tokens,
                          "to_tokens": longer[-1].tokens}  # fmt: skip
+
+
+def test_export_replaces_an_earlier_export_whole(tmp_path, monkeypatch):
+    """The export copies the final checkpoint (its record made portable and named after the
+    folder), the live probes, the recipe and the card into a staging folder, then renames it
+    over an earlier export; a folder that is no export is refused (recipe and card stubbed:
+    they read the documentation corpus)."""
+    from tests.helpers import TINY_TRAIN
+
+    config = ihprobe.TrainConfig(
+        out=str(tmp_path / "run"), live_probes=True, probe_batch=4, **TINY_TRAIN
+    )
+    run = ihprobe.train(config)
+    monkeypatch.setattr(natural_reference, "recipe_of", lambda *a: {"steps": 8})
+    monkeypatch.setattr(natural_reference, "model_card", lambda recipe, records: f"{records}\n")
+    out = tmp_path / "reference" / "tiny"
+    out.mkdir(parents=True)
+    (out / "recipe.json").write_text("{}")  # an earlier export
+    (out / "stale.txt").write_text("left by the earlier export")
+    natural_reference.export(Path(run), out, pilot="p", summary={})
+    final = Path(ihprobe.checkpoints(run)[-1].source)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [p.name for p in final.iterdir()] + ["probes.jsonl", "recipe.json", "README.md"]
+    )
+    assert json.loads((out / "ihprobe.json").read_text())["run"] == "tiny"
+    assert live_probes(out) == live_probes(Path(run)) and len(live_probes(out)) == 3
+    assert (out / "README.md").read_text() == f"{live_probes(Path(run))}\n"
+    assert not out.with_name("tiny.new").exists()
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(SystemExit, match="not an earlier export"):
+        natural_reference.export(Path(run), tmp_path / "mine", pilot="p", summary={})

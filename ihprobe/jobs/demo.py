@@ -92,6 +92,18 @@ class DemoConfig:
     # extra threads spin-wait (ihprobe.core.threads, benchmarks/bench_threads.py)
     threads: int = DEFAULT_THREADS
 
+    def train_config(self, run: str = "main") -> TrainConfig:
+        """The TrainConfig of one of the demo's runs (``"main"``; with ``compare`` also
+        ``"natural"`` and ``"bi-induct"``), trained into ``out/run``.
+
+        Example:
+            >>> config = DemoConfig(out="runs/x", steps=100).train_config()
+            >>> config.out, config.steps, config.producer
+            ('runs/x/main', 100, 'repeats')
+        """
+        producer, options = variants(self)[run]
+        return _train_config(self, Path(self.out) / run, producer, options)
+
 
 # the DemoConfig fields that set the run (out and the data are set per run)
 RUN_FIELDS = tuple(
