@@ -28,9 +28,8 @@ from pathlib import Path
 
 import torch
 
-from ihprobe import TrainConfig, causal_lm_loss, train
+from ihprobe import TrainConfig, build_model, causal_lm_loss, train
 from ihprobe.data import make_producer
-from ihprobe.training.trainer import build_model
 
 RESULTS = Path(__file__).with_name("RESULTS_train.md")
 

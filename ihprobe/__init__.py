@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     # training and data
     "train": "ihprobe.training.trainer",
     "TrainConfig": "ihprobe.training.trainer",
+    "build_model": "ihprobe.io.architectures",  # a TrainConfig's model, freshly initialised
     "causal_lm_loss": "ihprobe.io.architectures",  # the training loss of a HF causal LM
     "make_producer": "ihprobe.data",
     # emergence and the law
