@@ -45,7 +45,7 @@ def walk(
     bar = tqdm(ckpts, desc=desc, unit="ckpt", disable=None if progress is None else not progress)
     counter = Counter(log, desc, len(ckpts))  # a stage line each, with the time left
     for index, ckpt in enumerate(bar, 1):
-        bar.set_postfix_str(ckpt.label)
+        bar.set_postfix_str(ckpt.label, refresh=False)  # shown at the bar's own pace
         counter.start(index, ckpt.label)
         yield ckpt
 
