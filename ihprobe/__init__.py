@@ -79,7 +79,7 @@ _EXPORTS: dict[str, str] = {
     "PatchResult": "ihprobe.circuit.patching",
     "PathPatchResult": "ihprobe.circuit.patching",
     "loss_by_position": "ihprobe.circuit.positions",
-    "loss_by_position_over_run": "ihprobe.circuit.positions",
+    "loss_by_position_trajectory": "ihprobe.circuit.positions",
     "attention_viewer": "ihprobe.figures.viewer",
     "head_effects": "ihprobe.causal.ablation",
     "HeadEffects": "ihprobe.causal.ablation",

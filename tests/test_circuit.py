@@ -169,14 +169,14 @@ def test_docstring_examples(name):
 def test_loss_by_position_over_a_run_matches_the_models_own_loss(tmp_path, tokenizer):
     import json
 
-    from ihprobe.circuit.positions import loss_by_position_over_run, position_losses
+    from ihprobe.circuit.positions import loss_by_position_trajectory, position_losses
     from ihprobe.figures.circuit import loss_by_position_figure
 
     for step in (0, 10):
         directory = tmp_path / "checkpoints" / f"step-{step:06d}"
         save_checkpoint(tiny_hf_model("gpt-neox", context=64, seed=step), directory, tokenizer)
         (directory / "ihprobe.json").write_text(json.dumps({"step": step, "tokens": 64 * step}))
-    table = loss_by_position_over_run(tmp_path, rows=3)
+    table = loss_by_position_trajectory(tmp_path, rows=3)
     assert sorted(table.step.unique()) == [0, 10]
     assert set(table.input) == {"natural", "repeated"}
     assert (table.groupby(["step", "input"]).position.max() == 63).all()  # positions 1..63

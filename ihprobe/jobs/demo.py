@@ -30,7 +30,7 @@ import pandas as pd
 
 import ihprobe
 from ihprobe.causal.ablation import check_settings
-from ihprobe.circuit.positions import loss_by_position_over_run
+from ihprobe.circuit.positions import loss_by_position_trajectory
 from ihprobe.core.files import atomic_write, check_writable_dir
 from ihprobe.core.stages import STAGE
 from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
@@ -183,7 +183,7 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study
         ablations=ablations,
         effects=ihprobe.head_effects(model, ABLATION_METRICS, seed=config.seed),
         summary={},
-        positions=loss_by_position_over_run(run, rows=8, seed=config.seed),
+        positions=loss_by_position_trajectory(run, rows=8, seed=config.seed),
     )
     study.summary = summary_row(name, study)
     return study
