@@ -253,9 +253,13 @@ def test_pickle_that_runs_code_is_refused(ckpt, tmp_path, capsys, monkeypatch):
 def start_process(argv: list[str], cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "ihprobe", *argv], cwd=cwd, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [sys.executable, "-m", "ihprobe", *argv],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 @pytest.mark.slow  # two fresh Python processes: seconds
@@ -268,10 +272,19 @@ def test_fifo_weights_and_nan_checkpoint_in_a_separate_process(ckpt, tmp_path):
     set_value(ckpt, "embed_out.weight", float("nan"))
     cases = {"not a regular file": fifo, "tensor embed_out.weight": ckpt}
     running = {  # both at once: each pays the start-up of torch and transformers
-        match: start_process(["scan", str(source), "--metrics", "copying", "--out",
-                              str(tmp_path / f"out-{source.name}")], tmp_path)
+        match: start_process(
+            [
+                "scan",
+                str(source),
+                "--metrics",
+                "copying",
+                "--out",
+                str(tmp_path / f"out-{source.name}"),
+            ],
+            tmp_path,
+        )
         for match, source in cases.items()
-    }  # fmt: skip
+    }
     for match, process in running.items():
         try:
             _, stderr = process.communicate(timeout=120)
@@ -327,10 +340,16 @@ TOO_DEEP = b"[" * 100_000 + b"]" * 100_000
 
 @pytest.mark.parametrize(
     "content, match",
-    [(b"null", "JSON NoneType"), (b"[1, 2]", "JSON list"), (b"\x89PNG\x00\xff", "not valid JSON"),
-     (b'"text"', "JSON str"), (b"{", "not valid JSON"), (TOO_DEEP, "not valid JSON"),
-     (b'{"vocab_size": 0, "deep": ' + DEEP + b"}", "vocab_size must be at least 1")],
-)  # fmt: skip
+    [
+        (b"null", "JSON NoneType"),
+        (b"[1, 2]", "JSON list"),
+        (b"\x89PNG\x00\xff", "not valid JSON"),
+        (b'"text"', "JSON str"),
+        (b"{", "not valid JSON"),
+        (TOO_DEEP, "not valid JSON"),
+        (b'{"vocab_size": 0, "deep": ' + DEEP + b"}", "vocab_size must be at least 1"),
+    ],
+)
 def test_config_that_is_not_an_object_refused(ckpt, tmp_path, capsys, monkeypatch, content, match):
     (ckpt / "config.json").write_bytes(content)
     refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
@@ -349,8 +368,14 @@ def bert_lm(is_decoder: bool):
     from transformers import BertConfig, BertLMHeadModel
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=64, is_decoder=is_decoder)  # fmt: skip
+    cfg = BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        is_decoder=is_decoder,
+    )
     return BertLMHeadModel(cfg).eval()
 
 
@@ -372,8 +397,21 @@ def test_the_untouched_checkpoint_still_loads(base, tmp_path, capsys, monkeypatc
     """The known-good side of every case above: the same CLI accepts the intact copy."""
     monkeypatch.chdir(tmp_path)
     assert main(["info", str(base)]) == 0
-    assert main(["scan", str(base), "--metrics", "copying,ar_accuracy", "--batch", "4",
-                 "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "scan",
+                str(base),
+                "--metrics",
+                "copying,ar_accuracy",
+                "--batch",
+                "4",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     assert "Traceback" not in capsys.readouterr().err
 
 

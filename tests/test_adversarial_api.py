@@ -58,9 +58,18 @@ BAD_HEADS = ([(5, 0)], [(0, -1)], [(0, 1.5)], [(0,)], [], 3, "0,1", [(True, 0)])
 def frame(values) -> pd.DataFrame:
     """A trajectory table of one head over len(values) checkpoints."""
     n = len(values)
-    return pd.DataFrame({"model": "m", "revision": None, "step": range(1, n + 1),
-                         "tokens": [64 * (i + 1) for i in range(n)], "layer": 0, "head": 0,
-                         "metric": "prefix_matching", "value": values})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "model": "m",
+            "revision": None,
+            "step": range(1, n + 1),
+            "tokens": [64 * (i + 1) for i in range(n)],
+            "layer": 0,
+            "head": 0,
+            "metric": "prefix_matching",
+            "value": values,
+        }
+    )
 
 
 CURVE = [0.01 * i for i in range(12)]
@@ -84,20 +93,36 @@ SLOTS = [
     Slot("scan.bos", lambda m, v: ihprobe.scan(m, "previous_token", bos=v), ("yes", 1, None)),
     Slot("scan.tokens", lambda m, v: ihprobe.scan(m, "prefix_matching", tokens=v), BAD_TOKENS),
     Slot("scan.metrics", lambda m, v: ihprobe.scan(m, v), ("nope", [], ["x"])),
-    Slot("scan.snippet_length",
-         lambda m, v: ihprobe.scan(m, "induction_attention_forward", snippet_length=v),
-         BAD_OPTIONAL_COUNTS),
+    Slot(
+        "scan.snippet_length",
+        lambda m, v: ihprobe.scan(m, "induction_attention_forward", snippet_length=v),
+        BAD_OPTIONAL_COUNTS,
+    ),
     Slot("ablate.random", lambda m, v: ihprobe.ablate(m, random=v, batch=4), BAD_COUNTS),
     Slot("ablate.batch", lambda m, v: ihprobe.ablate(m, random=2, batch=v), BAD_COUNTS),
     Slot("ablate.seed", lambda m, v: ihprobe.ablate(m, random=2, batch=4, seed=v), BAD_SEEDS),
-    Slot("ablate.top", lambda m, v: ihprobe.ablate(m, top=v, random=2, batch=4),
-         (0, -1, NAN, INF, 1.5, "x")),
-    Slot("ablate.scores", lambda m, v: ihprobe.ablate(m, scores=v, random=2, batch=4),
-         (torch.full((2, 4), NAN), torch.full((2, 4), INF), [[1, 2], [3]], torch.zeros(3, 4),
-          "scores", [[1, 2, 3, 4], [5, 6, 7, "x"]])),
-    Slot("ablate.match", lambda m, v: ihprobe.ablate(m, baseline="score-matched", match=v,
-                                                     random=2, batch=4),
-         (torch.full((2, 4), NAN), torch.zeros(3, 4), [[1, 2], [3]], "match")),
+    Slot(
+        "ablate.top",
+        lambda m, v: ihprobe.ablate(m, top=v, random=2, batch=4),
+        (0, -1, NAN, INF, 1.5, "x"),
+    ),
+    Slot(
+        "ablate.scores",
+        lambda m, v: ihprobe.ablate(m, scores=v, random=2, batch=4),
+        (
+            torch.full((2, 4), NAN),
+            torch.full((2, 4), INF),
+            [[1, 2], [3]],
+            torch.zeros(3, 4),
+            "scores",
+            [[1, 2, 3, 4], [5, 6, 7, "x"]],
+        ),
+    ),
+    Slot(
+        "ablate.match",
+        lambda m, v: ihprobe.ablate(m, baseline="score-matched", match=v, random=2, batch=4),
+        (torch.full((2, 4), NAN), torch.zeros(3, 4), [[1, 2], [3]], "match"),
+    ),
     Slot("ablate.mode", lambda m, v: ihprobe.ablate(m, mode=v, random=2, batch=4), ("x", None)),
     Slot("ablate.model", lambda m, v: ihprobe.ablate(v), (None, "ckpt")),
     Slot("head_effects.batch", lambda m, v: ihprobe.head_effects(m, batch=v), BAD_COUNTS),
@@ -105,91 +130,176 @@ SLOTS = [
     Slot("composition.draws", lambda m, v: ihprobe.composition(m, draws=v), (*BAD_COUNTS, 1)),
     Slot("composition.seed", lambda m, v: ihprobe.composition(m, seed=v), BAD_SEEDS),
     Slot("composition.kind", lambda m, v: ihprobe.composition(m, kind=v), ("x", None, 3)),
-    Slot("composition.senders", lambda m, v: ihprobe.composition(m, senders=v),
-         (torch.ones(3, 3, dtype=torch.bool), torch.ones(2, 4), "all")),
+    Slot(
+        "composition.senders",
+        lambda m, v: ihprobe.composition(m, senders=v),
+        (torch.ones(3, 3, dtype=torch.bool), torch.ones(2, 4), "all"),
+    ),
     Slot("composition.model", lambda m, v: ihprobe.composition(v), (None, "ckpt")),
-    Slot("strongest_into", lambda m, v: ihprobe.composition(m, draws=2).strongest_into(*v),
-         ((1, -1), (-1, 0), (2, 0), (1, 4), (1.0, 0), ("1", 0))),
+    Slot(
+        "strongest_into",
+        lambda m, v: ihprobe.composition(m, draws=2).strongest_into(*v),
+        ((1, -1), (-1, 0), (2, 0), (1, 4), (1.0, 0), ("1", 0)),
+    ),
     Slot("patch.batch", lambda m, v: ihprobe.patch(m, batch=v), BAD_COUNTS),
     Slot("patch.n", lambda m, v: ihprobe.patch(m, n=v, batch=2), BAD_OPTIONAL_COUNTS),
     Slot("patch.seed", lambda m, v: ihprobe.patch(m, seed=v, batch=2), BAD_SEEDS),
     Slot("patch.clean", lambda m, v: ihprobe.patch(m, v, v), BAD_TOKENS),
     Slot("patch.per", lambda m, v: ihprobe.patch(m, per=v, batch=2), ("x", None)),
-    Slot("attribution_patch.batch", lambda m, v: ihprobe.attribution_patch(m, batch=v),
-         BAD_COUNTS),
-    Slot("attribution_patch.seed", lambda m, v: ihprobe.attribution_patch(m, seed=v, batch=2),
-         BAD_SEEDS),
-    Slot("path_patch.sender", lambda m, v: ihprobe.path_patch(m, v, [(1, 0)], batch=2),
-         BAD_HEADS),
-    Slot("path_patch.receivers", lambda m, v: ihprobe.path_patch(m, [(0, 0)], v, batch=2),
-         BAD_HEADS),
-    Slot("path_patch.batch", lambda m, v: ihprobe.path_patch(m, [(0, 0)], [(1, 0)], batch=v),
-         BAD_COUNTS),
+    Slot("attribution_patch.batch", lambda m, v: ihprobe.attribution_patch(m, batch=v), BAD_COUNTS),
+    Slot(
+        "attribution_patch.seed",
+        lambda m, v: ihprobe.attribution_patch(m, seed=v, batch=2),
+        BAD_SEEDS,
+    ),
+    Slot("path_patch.sender", lambda m, v: ihprobe.path_patch(m, v, [(1, 0)], batch=2), BAD_HEADS),
+    Slot(
+        "path_patch.receivers", lambda m, v: ihprobe.path_patch(m, [(0, 0)], v, batch=2), BAD_HEADS
+    ),
+    Slot(
+        "path_patch.batch",
+        lambda m, v: ihprobe.path_patch(m, [(0, 0)], [(1, 0)], batch=v),
+        BAD_COUNTS,
+    ),
     Slot("loss_by_position.rows", lambda m, v: ihprobe.loss_by_position(m, rows=v), BAD_COUNTS),
     Slot("loss_by_position.seed", lambda m, v: ihprobe.loss_by_position(m, seed=v), BAD_SEEDS),
-    Slot("loss_by_position.text", lambda m, v: ihprobe.loss_by_position(m, text=v),
-         BAD_TOKENS[:5]),
-    Slot("attention_viewer.tokens", lambda m, v: ihprobe.attention_viewer(m, v),
-         (ids(1, 2, VOCAB), torch.zeros(0, dtype=torch.long), ids(1.0, 2.0), torch.arange(80),
-          "1 2 3", ids([1, 2]))),
-    Slot("attention_viewer.layers", lambda m, v: ihprobe.attention_viewer(m, ids(1, 2), layers=v),
-         ([7], [-1], [0.5], 1, "0")),
-    Slot("attention_viewer.start", lambda m, v: ihprobe.attention_viewer(m, ids(1, 2), start=v),
-         ((0, -1), (3, 0), (0,), "L9H9")),  # None is the top head (the default)
-    Slot("make_producer.batch_size",
-         lambda m, v: ihprobe.make_producer("iid", batch_size=v, context=8), BAD_COUNTS),
-    Slot("make_producer.context",
-         lambda m, v: ihprobe.make_producer("iid", batch_size=2, context=v), (*BAD_COUNTS, 1)),
-    Slot("make_producer.seed",
-         lambda m, v: ihprobe.make_producer("iid", batch_size=2, context=8, seed=v), BAD_SEEDS),
-    Slot("make_producer.vocab_size",
-         lambda m, v: ihprobe.make_producer("markov", batch_size=2, context=8, vocab_size=v),
-         (0, -3, 2.5, "64", 10**6)),
-    Slot("make_producer.name", lambda m, v: ihprobe.make_producer(v, batch_size=2, context=8),
-         (None, "x", 3)),
+    Slot("loss_by_position.text", lambda m, v: ihprobe.loss_by_position(m, text=v), BAD_TOKENS[:5]),
+    Slot(
+        "attention_viewer.tokens",
+        lambda m, v: ihprobe.attention_viewer(m, v),
+        (
+            ids(1, 2, VOCAB),
+            torch.zeros(0, dtype=torch.long),
+            ids(1.0, 2.0),
+            torch.arange(80),
+            "1 2 3",
+            ids([1, 2]),
+        ),
+    ),
+    Slot(
+        "attention_viewer.layers",
+        lambda m, v: ihprobe.attention_viewer(m, ids(1, 2), layers=v),
+        ([7], [-1], [0.5], 1, "0"),
+    ),
+    Slot(
+        "attention_viewer.start",
+        lambda m, v: ihprobe.attention_viewer(m, ids(1, 2), start=v),
+        ((0, -1), (3, 0), (0,), "L9H9"),
+    ),  # None is the top head (the default)
+    Slot(
+        "make_producer.batch_size",
+        lambda m, v: ihprobe.make_producer("iid", batch_size=v, context=8),
+        BAD_COUNTS,
+    ),
+    Slot(
+        "make_producer.context",
+        lambda m, v: ihprobe.make_producer("iid", batch_size=2, context=v),
+        (*BAD_COUNTS, 1),
+    ),
+    Slot(
+        "make_producer.seed",
+        lambda m, v: ihprobe.make_producer("iid", batch_size=2, context=8, seed=v),
+        BAD_SEEDS,
+    ),
+    Slot(
+        "make_producer.vocab_size",
+        lambda m, v: ihprobe.make_producer("markov", batch_size=2, context=8, vocab_size=v),
+        (0, -3, 2.5, "64", 10**6),
+    ),
+    Slot(
+        "make_producer.name",
+        lambda m, v: ihprobe.make_producer(v, batch_size=2, context=8),
+        (None, "x", 3),
+    ),
     Slot("TrainConfig.arch", lambda m, v: ihprobe.TrainConfig(arch=v), (None, 3, ["llama"])),
     Slot("TrainConfig.layers", lambda m, v: ihprobe.TrainConfig(layers=v), ("2", 1.5, None, NAN)),
-    Slot("TrainConfig.batch_size", lambda m, v: ihprobe.TrainConfig(batch_size=v),
-         ("32", 1.5, None, True)),
+    Slot(
+        "TrainConfig.batch_size",
+        lambda m, v: ihprobe.TrainConfig(batch_size=v),
+        ("32", 1.5, None, True),
+    ),
     Slot("TrainConfig.seed", lambda m, v: ihprobe.TrainConfig(seed=v), BAD_SEEDS),
     Slot("TrainConfig.lr", lambda m, v: ihprobe.TrainConfig(lr=v), ("0.1", None, [1])),
-    Slot("emergence.segments", lambda m, v: ihprobe.emergence(frame(CURVE), segments=v),
-         BAD_COUNTS),
-    Slot("emergence.threshold", lambda m, v: ihprobe.emergence(frame(CURVE), threshold=v),
-         BAD_REALS),
-    Slot("emergence.min_rise", lambda m, v: ihprobe.emergence(frame(CURVE), min_rise=v),
-         (*BAD_REALS, -0.5)),
-    Slot("emergence.table", lambda m, v: ihprobe.emergence(v),
-         (None, "table", frame([0.1, NAN] * 6), frame([0.1, INF] * 6), frame(["a"] * 12))),
-    Slot("trajectory.source", lambda m, v: ihprobe.trajectory(v, cache=False, progress=False),
-         (None, "", 3, ["", None])),
-    Slot("trajectory.batch",
-         lambda m, v: ihprobe.trajectory("x/y", batch=v, cache=False, progress=False), BAD_COUNTS),
+    Slot(
+        "emergence.segments", lambda m, v: ihprobe.emergence(frame(CURVE), segments=v), BAD_COUNTS
+    ),
+    Slot(
+        "emergence.threshold", lambda m, v: ihprobe.emergence(frame(CURVE), threshold=v), BAD_REALS
+    ),
+    Slot(
+        "emergence.min_rise",
+        lambda m, v: ihprobe.emergence(frame(CURVE), min_rise=v),
+        (*BAD_REALS, -0.5),
+    ),
+    Slot(
+        "emergence.table",
+        lambda m, v: ihprobe.emergence(v),
+        (None, "table", frame([0.1, NAN] * 6), frame([0.1, INF] * 6), frame(["a"] * 12)),
+    ),
+    Slot(
+        "trajectory.source",
+        lambda m, v: ihprobe.trajectory(v, cache=False, progress=False),
+        (None, "", 3, ["", None]),
+    ),
+    Slot(
+        "trajectory.batch",
+        lambda m, v: ihprobe.trajectory("x/y", batch=v, cache=False, progress=False),
+        BAD_COUNTS,
+    ),
     Slot("checkpoints.source", lambda m, v: ihprobe.checkpoints(v), (None, "", 3)),
-    Slot("ablation_trajectory.keywords",
-         lambda m, v: ihprobe.ablation_trajectory("x/y", cache=False, **v),
-         ({"foo": 1}, {"random": 0}, {"batch": 1.5}, {"seed": -1}, {"n": 0})),
-    Slot("SGLDSettings", lambda m, v: ihprobe.SGLDSettings(**v),
-         ({"chains": 0}, {"draws": 1.5}, {"lr": NAN}, {"lr": 0}, {"localization": -1},
-          {"n_beta": INF}, {"seed": -1}, {"rows": "9"})),
+    Slot(
+        "ablation_trajectory.keywords",
+        lambda m, v: ihprobe.ablation_trajectory("x/y", cache=False, **v),
+        ({"foo": 1}, {"random": 0}, {"batch": 1.5}, {"seed": -1}, {"n": 0}),
+    ),
+    Slot(
+        "SGLDSettings",
+        lambda m, v: ihprobe.SGLDSettings(**v),
+        (
+            {"chains": 0},
+            {"draws": 1.5},
+            {"lr": NAN},
+            {"lr": 0},
+            {"localization": -1},
+            {"n_beta": INF},
+            {"seed": -1},
+            {"rows": "9"},
+        ),
+    ),
     Slot("llc_trajectory.run", lambda m, v: ihprobe.llc_trajectory(v), (None, "", 3)),
     Slot("llc_stages.traj", lambda m, v: ihprobe.llc_stages(v), (None, frame(CURVE))),
-    Slot("ablate_heads.heads", lambda m, v: ihprobe.ablate_heads(m, v).__enter__(),
-         tuple(h for h in BAD_HEADS if h != [])),  # no heads: the clean run
+    Slot(
+        "ablate_heads.heads",
+        lambda m, v: ihprobe.ablate_heads(m, v).__enter__(),
+        tuple(h for h in BAD_HEADS if h != []),
+    ),  # no heads: the clean run
     Slot("load.source", lambda m, v: ihprobe.load(v), (None, "", 3, "no/such/dir")),
     Slot("load.dtype", lambda m, v: ihprobe.load("x", dtype=v), ("int8", None, torch.int64)),
     Slot("load.processing", lambda m, v: ihprobe.load("x", processing=v), ("all", None)),
-    Slot("law_prior.spread", lambda m, v: ihprobe.law_prior(4, 64, spread=v),
-         (*BAD_REALS, 0, -0.1)),
-    Slot("forecast_emergence.records",
-         lambda m, v: ihprobe.forecast_emergence(v, ihprobe.law_prior(4, 64)), (None, 3, "x")),
-    Slot("forecast_emergence.prior", lambda m, v: ihprobe.forecast_emergence([], v),
-         (None, "fitted", 3)),
-    Slot("fit_law.points", lambda m, v: ihprobe.fit_law(v),
-         (None, "points", 5, [(1, 2)], [(4, 64, INF)] * 3, [("a", 64, 1)] * 3)),
-    Slot("fit_law.b", lambda m, v: ihprobe.fit_law([(4, 64, 9), (8, 64, 7), (4, 32, 8)], b=v),
-         BAD_REALS[:3]),
-]  # fmt: skip
+    Slot(
+        "law_prior.spread", lambda m, v: ihprobe.law_prior(4, 64, spread=v), (*BAD_REALS, 0, -0.1)
+    ),
+    Slot(
+        "forecast_emergence.records",
+        lambda m, v: ihprobe.forecast_emergence(v, ihprobe.law_prior(4, 64)),
+        (None, 3, "x"),
+    ),
+    Slot(
+        "forecast_emergence.prior",
+        lambda m, v: ihprobe.forecast_emergence([], v),
+        (None, "fitted", 3),
+    ),
+    Slot(
+        "fit_law.points",
+        lambda m, v: ihprobe.fit_law(v),
+        (None, "points", 5, [(1, 2)], [(4, 64, INF)] * 3, [("a", 64, 1)] * 3),
+    ),
+    Slot(
+        "fit_law.b",
+        lambda m, v: ihprobe.fit_law([(4, 64, 9), (8, 64, 7), (4, 32, 8)], b=v),
+        BAD_REALS[:3],
+    ),
+]
 BY_NAME = {slot.name: slot for slot in SLOTS}
 
 
@@ -224,8 +334,13 @@ def test_every_slot_refuses_its_first_bad_value(slot, model):
     refused(slot, model, slot.bad[0])
 
 
-COUNT_SLOTS = ["scan.batch", "ablate.random", "composition.draws", "patch.batch",
-               "emergence.segments"]  # fmt: skip
+COUNT_SLOTS = [
+    "scan.batch",
+    "ablate.random",
+    "composition.draws",
+    "patch.batch",
+    "emergence.segments",
+]
 
 
 @pytest.mark.parametrize("name", COUNT_SLOTS)
@@ -246,8 +361,12 @@ def test_strongest_into_refuses_negative_indices_instead_of_wrapping(model):
 
 def test_huge_counts_are_refused_by_the_memory_estimate(model):
     """Counts that would fit the type but not the memory: the line gives both sizes."""
-    huge = {"scan.batch": 10**6, "ablate.random": 10**9, "composition.draws": 10**9,
-            "make_producer.vocab_size": 10**6}  # fmt: skip
+    huge = {
+        "scan.batch": 10**6,
+        "ablate.random": 10**9,
+        "composition.draws": 10**9,
+        "make_producer.vocab_size": 10**6,
+    }
     for name, value in huge.items():
         message = refused(BY_NAME[name], model, value)
         assert "GB but" in message and "IHPROBE_NO_SIZE_LIMITS" in message, message
@@ -319,9 +438,14 @@ def test_fuzz_public_api(model, data):
 
 @pytest.mark.parametrize(
     "fields, name",
-    [({"step": "a"}, "step"), ({"step": -1}, "step"), ({"tokens": 1.5}, "tokens"),
-     ({"revision": 3}, "revision"), ({"source": ""}, "source")],
-)  # fmt: skip
+    [
+        ({"step": "a"}, "step"),
+        ({"step": -1}, "step"),
+        ({"tokens": 1.5}, "tokens"),
+        ({"revision": 3}, "revision"),
+        ({"source": ""}, "source"),
+    ],
+)
 def test_a_checkpoint_with_a_bad_field_is_one_line(fields, name):
     with pytest.raises(IhprobeError, match=f"^{name} must be"):
         ihprobe.Checkpoint(**{"source": "runs/x", **fields})

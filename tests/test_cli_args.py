@@ -238,10 +238,37 @@ def test_disk_full_is_one_line_and_leaves_no_temporary_file(tmp_path):
 
 
 def tiny_train(out: Path, *extra: str) -> list[str]:
-    return ["train", "--out", str(out), "--producer", "iid", "--vocab-size", "32",
-            "--layers", "1", "--heads", "2", "--d-model", "16", "-C", "16", "-B", "4",
-            "--steps", "6", "--checkpoints", "linear", "--n-checkpoints", "2",
-            "--log-every", "2", "--device", "cpu", "--no-progress", *extra]  # fmt: skip
+    return [
+        "train",
+        "--out",
+        str(out),
+        "--producer",
+        "iid",
+        "--vocab-size",
+        "32",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--d-model",
+        "16",
+        "-C",
+        "16",
+        "-B",
+        "4",
+        "--steps",
+        "6",
+        "--checkpoints",
+        "linear",
+        "--n-checkpoints",
+        "2",
+        "--log-every",
+        "2",
+        "--device",
+        "cpu",
+        "--no-progress",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")

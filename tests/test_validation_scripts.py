@@ -49,8 +49,9 @@ def test_every_law_cell_gets_a_budget_that_grows_as_b_and_c_shrink():
 
 def test_the_issue_24_cells_train_what_they_say(monkeypatch):
     monkeypatch.setattr(law, "natural_repetition", lambda C: {32: 0.4, 64: 0.6}.get(C, 0.8))
-    args = SimpleNamespace(out="/tmp/unused", steps=None, layers=2, d_model=64, checkpoints=40,
-                           state_every=100)  # fmt: skip
+    args = SimpleNamespace(
+        out="/tmp/unused", steps=None, layers=2, d_model=64, checkpoints=40, state_every=100
+    )
     configs = {
         name: law.config_of(name, cell, 0, args) for name, cell in law_cells.EXPERIMENTS.items()
     }
@@ -91,10 +92,22 @@ def law_frame(b: float, c: float, seeds=law_cells.SEEDS) -> pd.DataFrame:
         for seed in law_cells.SEEDS:
             done = seed in seeds and name not in law_cells.EXPERIMENTS
             updates = 1e5 / (cell["B"] ** b * cell["C"] ** c) * rng.lognormal(0, 0.03)
-            rows.append({"cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"],
-                         "C": cell["C"], "status": "done" if done else "pending",
-                         "transition": True, "censored": False, "updates": updates,
-                         "steps": 1e6, "budget_factor": 1, "first_run": None})  # fmt: skip
+            rows.append(
+                {
+                    "cell": name,
+                    "seed": seed,
+                    "grid": cell["grid"],
+                    "B": cell["B"],
+                    "C": cell["C"],
+                    "status": "done" if done else "pending",
+                    "transition": True,
+                    "censored": False,
+                    "updates": updates,
+                    "steps": 1e6,
+                    "budget_factor": 1,
+                    "first_run": None,
+                }
+            )
     return law.tidy(pd.DataFrame(rows))
 
 
@@ -210,10 +223,13 @@ def test_a_size_cell_that_never_transitions_is_a_bound_not_a_ratio():
 
 @pytest.mark.parametrize(
     "peaks, verdict",
-    [((0.02, 0.03, 0.025, 0.02, 0.03), "agrees"), ((0.6, 0.5, 0.7, 0.55, 0.65), "disagrees"),
-     ((0.02, 0.3, 0.03, 0.02, 0.25), "inconclusive at this scale"),
-     ((0.02, 0.03, 0.025), "pending: 3 of 5 seeds")],
-)  # fmt: skip
+    [
+        ((0.02, 0.03, 0.025, 0.02, 0.03), "agrees"),
+        ((0.6, 0.5, 0.7, 0.55, 0.65), "disagrees"),
+        ((0.02, 0.3, 0.03, 0.02, 0.25), "inconclusive at this scale"),
+        ((0.02, 0.03, 0.025), "pending: 3 of 5 seeds"),
+    ],
+)
 def test_the_iid_control_is_judged_by_each_runs_highest_prefix_matching(peaks, verdict):
     frame = control_frame(peaks)
     line = control.control_lines(frame)[0]
@@ -224,10 +240,12 @@ def test_the_iid_control_is_judged_by_each_runs_highest_prefix_matching(peaks, v
 
 @pytest.mark.parametrize(
     "varied, ar, reads",
-    [(0.05, 0.004, "a signature without induction"),
-     (0.25, 0.004, "not every peak is explained by fixed offsets"),
-     (0.05, 0.5, "not every peak is explained by fixed offsets")],
-)  # fmt: skip
+    [
+        (0.05, 0.004, "a signature without induction"),
+        (0.25, 0.004, "not every peak is explained by fixed offsets"),
+        (0.05, 0.5, "not every peak is explained by fixed offsets"),
+    ],
+)
 def test_the_check_at_each_peak_reads_a_fixed_offset_head_only_when_every_run_shows_one(
     varied, ar, reads
 ):
@@ -271,9 +289,16 @@ def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are
     for seed in first:  # seed 1 censored at the cell's budget; seeds 3 and 4 not run yet
         run = law.run_dir(args.out, cell, seed)
         run.mkdir(parents=True)
-        common.write_result(run, {"transition": True, "censored": seed == 1, "steps": budget,
-                                  "updates": 12867.0 if seed == 1 else 6000.0 + seed,
-                                  "budget_factor": 1})  # fmt: skip
+        common.write_result(
+            run,
+            {
+                "transition": True,
+                "censored": seed == 1,
+                "steps": budget,
+                "updates": 12867.0 if seed == 1 else 6000.0 + seed,
+                "budget_factor": 1,
+            },
+        )
     assert law.censored_cells(args) == [cell]
 
     def row(seed):
@@ -283,9 +308,16 @@ def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are
         rerun = law.run_dir(args.out, cell, seed, law_cells.EXTEND)
         assert rerun.name == f"seed{seed}-x{law_cells.EXTEND}"
         rerun.mkdir()
-        common.write_result(rerun, {"transition": True, "censored": False,
-                                    "steps": budget * law_cells.EXTEND, "updates": 7000.0 + seed,
-                                    "budget_factor": law_cells.EXTEND})  # fmt: skip
+        common.write_result(
+            rerun,
+            {
+                "transition": True,
+                "censored": False,
+                "steps": budget * law_cells.EXTEND,
+                "updates": 7000.0 + seed,
+                "budget_factor": law_cells.EXTEND,
+            },
+        )
         if seed != first[-1]:  # a partly rerun cell keeps its first runs, censored one too
             assert bool(row(1).censored) and row(0).updates == 6000
             assert report.rerun_lines(law.collect(args), law_cells.EXTEND) == []
@@ -300,17 +332,37 @@ def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are
 
 @pytest.mark.parametrize(("b", "verdict"), [(0.37, "agrees"), (0.9, "disagrees")])
 def test_the_toy_law_refit_is_judged_by_the_shared_rules(b, verdict):
-    table = pd.DataFrame([{"checkpoints": 40, "B": B, "C": C, "d_model": 64,
-                           "updates": 1e5 / (B**b * C**0.62) * (1.01 if B == 32 else 1)}
-                          for B, C in ((16, 64), (32, 64), (64, 64), (32, 128))])  # fmt: skip
+    table = pd.DataFrame(
+        [
+            {
+                "checkpoints": 40,
+                "B": B,
+                "C": C,
+                "d_model": 64,
+                "updates": 1e5 / (B**b * C**0.62) * (1.01 if B == 32 else 1),
+            }
+            for B, C in ((16, 64), (32, 64), (64, 64), (32, 128))
+        ]
+    )
     said = " ".join(toy_law.fit_lines(table))
     assert f"b **{verdict}**" in said and "t df 1, 1 seed per cell" in said
 
 
 def forecast_rows(width: float, covered: list[bool], prior_covered: list[bool]) -> pd.DataFrame:
-    return pd.DataFrame([{"prior": "refit", "fraction": 0.3, "at_step": 150, "width": width,
-                          "covered": c, "prior_width": 5.9, "prior_covered": p}
-                         for c, p in zip(covered, prior_covered, strict=True)])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "prior": "refit",
+                "fraction": 0.3,
+                "at_step": 150,
+                "width": width,
+                "covered": c,
+                "prior_width": 5.9,
+                "prior_covered": p,
+            }
+            for c, p in zip(covered, prior_covered, strict=True)
+        ]
+    )
 
 
 def test_the_forecast_is_judged_against_its_prior_alone():
@@ -327,10 +379,19 @@ def test_the_peak_check_probes_the_checkpoint_where_the_curve_peaks(tmp_path):
     import ihprobe
     from ihprobe.training.trainer import TrainConfig, train
 
-    config = TrainConfig(out=str(tmp_path / "iid"), producer="iid",
-                         producer_options={"vocab_size": 64, "marginal": "zipf"}, layers=2,
-                         heads=2, d_model=32, context=64, batch_size=8, steps=40,
-                         n_checkpoints=4, progress=False)  # fmt: skip
+    config = TrainConfig(
+        out=str(tmp_path / "iid"),
+        producer="iid",
+        producer_options={"vocab_size": 64, "marginal": "zipf"},
+        layers=2,
+        heads=2,
+        d_model=32,
+        context=64,
+        batch_size=8,
+        steps=40,
+        n_checkpoints=4,
+        progress=False,
+    )
     run = train(config)
     steps = [c.step for c in ihprobe.checkpoints(run)]
     peaked = [0.5 if i == 1 else 0.1 for i in range(len(steps))]
@@ -338,8 +399,13 @@ def test_the_peak_check_probes_the_checkpoint_where_the_curve_peaks(tmp_path):
     checked = control.peak_check(run, curve)
     assert checked["peak_step"] == steps[1]
     where = ihprobe.checkpoints(run)[1].source
-    by_length = [ihprobe.scan(where, ["prefix_matching"], n=control.N + s, batch=control.ROWS)
-                 .head["prefix_matching"].max().item() for s in control.SHIFTS]  # fmt: skip
+    by_length = [
+        ihprobe.scan(where, ["prefix_matching"], n=control.N + s, batch=control.ROWS)
+        .head["prefix_matching"]
+        .max()
+        .item()
+        for s in control.SHIFTS
+    ]
     assert checked["peak_ps_min"] == pytest.approx(min(by_length))
     varied = ihprobe.scan(where, ["forward_induction_varied"], batch=control.ROWS)
     assert checked["peak_fiv"] == pytest.approx(varied.head["forward_induction_varied"].max())
@@ -347,6 +413,8 @@ def test_the_peak_check_probes_the_checkpoint_where_the_curve_peaks(tmp_path):
     assert 0.0 <= checked["peak_ar"] <= 1.0
     base = control.base_check(Path(run))  # the last checkpoint, the same probes
     last = ihprobe.checkpoints(run)[-1].source
-    assert base["base_ar"] == ihprobe.scan(last, ["ar_accuracy"], n=control.N,
-                                           batch=control.ROWS).model["ar_accuracy"]  # fmt: skip
+    assert (
+        base["base_ar"]
+        == ihprobe.scan(last, ["ar_accuracy"], n=control.N, batch=control.ROWS).model["ar_accuracy"]
+    )
     assert control.base_check(tmp_path / "gone") == {"base_checked": True}
