@@ -296,24 +296,16 @@ RESULTS = Path(__file__).with_name("RESULTS_scale.md")
 
 def run_worker(task: str, size: str, opts) -> dict:
     """One measurement in a fresh process (its own peak memory); its JSON line."""
-    argv = [
-        sys.executable,
-        __file__,
-        "--worker",
-        task,
-        "--sizes",
-        size,
-        "--rows",
-        str(opts.rows),
-        "--n",
-        str(opts.n),
-        "--repeats",
-        str(opts.repeats),
-        "--device",
-        opts.device,
-        "--dtype",
-        opts.dtype,
-    ]
+    passed = {  # the worker reads the same options, for one size
+        "--sizes": size,
+        "--rows": opts.rows,
+        "--n": opts.n,
+        "--repeats": opts.repeats,
+        "--device": opts.device,
+        "--dtype": opts.dtype,
+    }
+    flags = [str(word) for pair in passed.items() for word in pair]
+    argv = [sys.executable, __file__, "--worker", task, *flags]
     done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ})
     if done.returncode != 0:
         return {"skipped": f"failed: {done.stderr.strip().splitlines()[-1:]}"}
