@@ -14,7 +14,7 @@ from ihprobe.jobs import grid as common
 from studies.law import cells as law_cells
 from studies.law import control
 from studies.law import run as law
-from tests.test_validation_scripts import fit_text, law_frame
+from tests.helpers import fit_text, law_frame
 
 
 @pytest.fixture(autouse=True)
