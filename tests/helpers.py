@@ -1,6 +1,6 @@
 """Builders the test modules share: tiny random checkpoints, fake runs, a model trained on
-periodic rows, the check that the CLI refuses with one line, a law-study results frame. Fixtures that wrap them live in ``conftest.py``; test modules import from here,
-never from one another."""
+periodic rows, the check that the CLI refuses with one line, a law-study results frame. Fixtures
+that wrap them live in ``conftest.py``; test modules import from here, never from one another."""
 
 from __future__ import annotations
 
