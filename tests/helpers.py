@@ -5,6 +5,7 @@ that wrap them live in ``conftest.py``; test modules import from here, never fro
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -233,6 +234,20 @@ def valid_checkpoint(directory: Path, vocab: int = 64) -> Path:
     intact copy that the hostile-input tests break one way each."""
     hf = tiny_hf_model("gpt-neox", vocab_size=vocab, d_model=32, context=64)
     return save_checkpoint(hf, directory, id_tokenizer(vocab))
+
+
+def edit_config(ckpt: Path, **changes) -> None:
+    """Update ``ckpt/config.json`` with ``changes``."""
+    config = json.loads((ckpt / "config.json").read_text())
+    config.update(changes)
+    (ckpt / "config.json").write_text(json.dumps(config))
+
+
+def raw_safetensors(file: Path, header, data: bytes = b"", length: int | None = None) -> None:
+    """Write ``file`` as safetensors with this ``header`` (a dict, or raw bytes) and ``data``;
+    ``length`` overrides the header length the file claims."""
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    file.write_bytes(struct.pack("<Q", len(text) if length is None else length) + text + data)
 
 
 def file_times(root: Path) -> dict[str, int]:

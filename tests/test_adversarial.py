@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +28,13 @@ import ihprobe
 from ihprobe.cli import main
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
-from tests.helpers import cli_refused, save_checkpoint, tiny_hf_model, valid_checkpoint
+from tests.helpers import (
+    cli_refused,
+    raw_safetensors,
+    save_checkpoint,
+    tiny_hf_model,
+    valid_checkpoint,
+)
 
 VOCAB = 64
 WEIGHTS = "model.safetensors"
@@ -121,11 +126,6 @@ def test_buffers_of_older_checkpoints_are_not_unexpected(tmp_path):
 
 
 # ----------------------------------------------------------------------------- safetensors headers
-
-
-def raw_safetensors(file: Path, header, data: bytes = b"", length: int | None = None) -> None:
-    text = header if isinstance(header, bytes) else json.dumps(header).encode()
-    file.write_bytes(struct.pack("<Q", len(text) if length is None else length) + text + data)
 
 
 def one_tensor(shape, dtype="F32", offsets=(0, 16)) -> dict:

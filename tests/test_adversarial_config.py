@@ -6,7 +6,6 @@ those of ``tests/test_adversarial.py`` (``tests.helpers.cli_refused``)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.io.validation.config import SIZE_LIMIT_ENV, check_config
 from ihprobe.io.validation.tensors import check_causal
-from tests.helpers import cli_refused, save_checkpoint, tiny_hf_model, valid_checkpoint
+from tests.helpers import cli_refused, edit_config, save_checkpoint, tiny_hf_model, valid_checkpoint
 
 VOCAB = 64
 
@@ -31,12 +30,6 @@ def base(tmp_path_factory) -> Path:
 def ckpt(base, tmp_path) -> Path:
     """A fresh copy of ``base`` to break, in ``tmp_path/work/ckpt``."""
     return Path(shutil.copytree(base, tmp_path / "work" / "ckpt"))
-
-
-def edit_config(ckpt: Path, **changes) -> None:
-    config = json.loads((ckpt / "config.json").read_text())
-    config.update(changes)
-    (ckpt / "config.json").write_text(json.dumps(config))
 
 
 CONFIG_VALUES = {

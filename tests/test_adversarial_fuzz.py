@@ -15,7 +15,7 @@ from ihprobe.cli import main
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.validation.config import check_config
 from ihprobe.io.validation.files import safetensors_header
-from tests.test_adversarial import edit_config, raw_safetensors, valid_checkpoint
+from tests.helpers import edit_config, raw_safetensors, valid_checkpoint
 
 
 @pytest.fixture(scope="module")
