@@ -48,9 +48,13 @@ def tiny_model(directory: Path, layers: int, heads: int, d_model: int, vocab: in
 
     torch.manual_seed(0)
     cfg = GPTNeoXConfig(
-        vocab_size=vocab, hidden_size=d_model, num_hidden_layers=layers,
-        num_attention_heads=heads, intermediate_size=4 * d_model, max_position_embeddings=128,
-    )  # fmt: skip
+        vocab_size=vocab,
+        hidden_size=d_model,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * d_model,
+        max_position_embeddings=128,
+    )
     GPTNeoXForCausalLM(cfg).save_pretrained(directory)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -100,10 +104,15 @@ def bench(name: str, overrides: dict, rows: int, n: int) -> dict:
     run_clean()  # warm-up
     t_clean, t_loop, t_batched = best_of(run_clean), best_of(run_loop), best_of(run_batched)
     return {
-        "model": name, "rows": rows, "tokens/row": 2 * n, "clean s": t_clean,
-        "loop of 21 s": t_loop, "batched 22 groups s": t_batched,
-        "batched / clean": t_batched / t_clean, "loop / batched": t_loop / t_batched,
-    }  # fmt: skip
+        "model": name,
+        "rows": rows,
+        "tokens/row": 2 * n,
+        "clean s": t_clean,
+        "loop of 21 s": t_loop,
+        "batched 22 groups s": t_batched,
+        "batched / clean": t_batched / t_clean,
+        "loop / batched": t_loop / t_batched,
+    }
 
 
 def bench_effects(name: str, overrides: dict, rows: int, n: int) -> dict:
@@ -125,10 +134,13 @@ def bench_effects(name: str, overrides: dict, rows: int, n: int) -> dict:
     effects()  # warm-up
     t_bare, t_effects = best_of(bare), best_of(effects)
     return {
-        "model": name, "rows": rows, "groups (L x H + 1)": groups, "bare forward s": t_bare,
-        "head_effects s": t_effects, "head_effects / (groups x forward)": t_effects
-        / (groups * t_bare),
-    }  # fmt: skip
+        "model": name,
+        "rows": rows,
+        "groups (L x H + 1)": groups,
+        "bare forward s": t_bare,
+        "head_effects s": t_effects,
+        "head_effects / (groups x forward)": t_effects / (groups * t_bare),
+    }
 
 
 def _table(results: list[dict]) -> list[str]:

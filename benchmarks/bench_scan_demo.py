@@ -53,8 +53,10 @@ def main() -> None:
         if run is None:
             run = demo_run(tmp, DemoConfig(out=tmp, progress=False))
         torch_default = torch.get_num_threads()
-        routes = {f"--threads {DEFAULT_THREADS} (default)": DEFAULT_THREADS,
-                  f"torch's default ({torch_default} threads)": None}  # fmt: skip
+        routes = {
+            f"--threads {DEFAULT_THREADS} (default)": DEFAULT_THREADS,
+            f"torch's default ({torch_default} threads)": None,
+        }
         best: dict[str, tuple[float, float, int]] = {}
         sweep(run, DEFAULT_THREADS)  # warm-up: imports, first allocations
         for _ in range(args.repeats):

@@ -1,6 +1,7 @@
 """The layering of docs/architecture.md, checked: the folder a module sits in is its layer, a
 folder imports only its own modules and folders below it, the doc's table and the tree name the
-same folders, and no two modules import each other, directly or in a ring."""
+same folders, and no two modules import each other, directly or in a ring. Module sizes and
+``fmt: skip`` markers are checked in ``test_architecture_size.py``."""
 
 from __future__ import annotations
 
@@ -10,12 +11,9 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "ihprobe"
 DOC = PACKAGE.parent / "docs" / "architecture.md"
 TOP_LEVEL = {"__init__", "__main__"}  # the only modules outside a layer folder
-MAX_LINES = 400
 
 
 def doc_layers(text: str) -> list[str]:
@@ -141,58 +139,6 @@ def test_no_import_cycles():
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
-
-
-SCRIPTS_AND_TESTS = sorted(
-    str(p.relative_to(PACKAGE.parent))
-    for folder in ("benchmarks", "studies", "tests", "notebooks", "hooks")
-    for p in (PACKAGE.parent / folder).rglob("*.py")
-)
-
-
-@pytest.mark.parametrize("module", sorted(SOURCES))
-def test_modules_stay_short(module):
-    lines = SOURCES[module].count("\n")
-    assert lines <= MAX_LINES, f"{module} has {lines} lines (at most {MAX_LINES}): split it"
-
-
-def test_scripts_and_tests_stay_short_too():
-    lines = {name: (PACKAGE.parent / name).read_text().count("\n") for name in SCRIPTS_AND_TESTS}
-    long = {name: n for name, n in lines.items() if n > MAX_LINES}
-    assert len(SCRIPTS_AND_TESTS) > 50 and not long, f"split these (at most {MAX_LINES}): {long}"
-
-
-# ``# fmt: skip`` keeps a module short by packing lines, not by splitting ideas: a ratchet on
-# the markers left in the package (lower it as they go; never raise it).
-FMT_SKIPS = 0
-FMT_MARKER = re.compile(r"#\s*fmt:\s*(skip|off)")
-
-
-def test_fmt_skip_markers_only_go_down():
-    found = {m: n for m, s in SOURCES.items() if (n := len(FMT_MARKER.findall(s)))}
-    total = sum(found.values())
-    assert total <= FMT_SKIPS, f"{total} fmt: skip/off markers (at most {FMT_SKIPS}): {found}"
-    assert FMT_MARKER.search("x = 1  # fmt: skip") and FMT_MARKER.search("# fmt: off")
-
-
-def long_functions(source: str) -> list[str]:
-    r"""Functions over 60 lines whose docstring does not say why (the words "60 lines").
-
-    >>> long_functions("def f():\n" + "    x = 1\n" * 61)
-    ['f']
-    """
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            doc = " ".join((ast.get_docstring(node) or "").split())
-            if node.end_lineno - node.lineno + 1 > 60 and "60 lines" not in doc:
-                found.append(node.name)
-    return found
-
-
-def test_long_functions_say_why():
-    unexplained = {m: f for m, s in SOURCES.items() if (f := long_functions(s))}
-    assert unexplained == {}, f"functions over 60 lines without a reason: {unexplained}"
 
 
 # Beside the package: studies/ (the paper reproductions) and benchmarks/ (speed only).

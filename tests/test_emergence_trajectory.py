@@ -28,9 +28,17 @@ def run(tmp_path, tokenizer):
 def test_table_is_ordered_and_matches_direct_scans(run, tmp_path, counted):
     table = ihprobe.trajectory(run, METRICS, cache=tmp_path / "cache", **SCAN)
     assert list(table.columns) == [
-        "model", "revision", "step", "tokens", "layer", "head", "metric", "value", "duplicate_of",
+        "model",
+        "revision",
+        "step",
+        "tokens",
+        "layer",
+        "head",
+        "metric",
+        "value",
+        "duplicate_of",
         "repeats",
-    ]  # fmt: skip
+    ]
     assert table["step"].unique().tolist() == [0, 10, 40]
     assert table["tokens"].is_monotonic_increasing
     assert set(table["model"]) == {"tiny-run"} and table["duplicate_of"].isna().all()

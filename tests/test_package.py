@@ -27,10 +27,21 @@ def test_public_names_survive_importing_every_submodule():
 
 
 def test_cli_lists_every_command():
-    out = subprocess.run([sys.executable, "-m", "ihprobe", "--help"], capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
-    for command in ("demo", "info", "scan", "train", "data-stats", "predict", "emergence",
-                    "fit-law", "sweep", "ablate"):  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "ihprobe", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for command in (
+        "demo",
+        "info",
+        "scan",
+        "train",
+        "data-stats",
+        "predict",
+        "emergence",
+        "fit-law",
+        "sweep",
+        "ablate",
+    ):
         assert command in out
 
 
@@ -40,9 +51,19 @@ def test_wrong_types_in_the_public_api_are_one_line_ihprobe_errors():
 
     tiny_model = SimpleNamespace(cfg=SimpleNamespace(n_layers=2, n_heads=4))
     scores = HeadScores.from_frame(
-        pd.DataFrame({"model": "m", "revision": None, "step": 0, "tokens": 0, "layer": [0, 0],
-                      "head": [0, 1], "metric": "prefix_matching", "value": [0.1, 0.9]})
-    )  # fmt: skip
+        pd.DataFrame(
+            {
+                "model": "m",
+                "revision": None,
+                "step": 0,
+                "tokens": 0,
+                "layer": [0, 0],
+                "head": [0, 1],
+                "metric": "prefix_matching",
+                "value": [0.1, 0.9],
+            }
+        )
+    )
     calls = {
         "top_heads": lambda: scores.top_heads("prefix_matching", k="3"),
         "predict_emergence": lambda: ihprobe.predict_emergence("16", 64),
