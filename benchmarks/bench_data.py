@@ -37,7 +37,7 @@ PRODUCERS = {  # label -> (name, options)
 
 def tiny_trainer(vocab_size: int):
     """One AdamW step of the trainer's default model (GPT-NeoX 2 x 4 heads, d_model 64)."""
-    from ihprobe.training.trainer import TrainConfig, build_model
+    from ihprobe import TrainConfig, build_model
 
     model = build_model(TrainConfig(context=CONTEXT, batch_size=BATCH), vocab_size).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

@@ -58,7 +58,7 @@ def main() -> str:
         *[
             f"| {name} | {wall:.1f} | {cpu:.1f} | {wall / TARGET_S:.2f}x |"
             for name, wall, cpu in rows
-        ],  # fmt: skip
+        ],
     ]
     return "\n".join(lines)
 

@@ -85,8 +85,9 @@ def model_of(size: str, context: int, layers: int, device: str):
     shape = {**PYTHIA[size]}
     shape["num_hidden_layers"] = layers or shape["num_hidden_layers"]
     d = shape["hidden_size"]
-    cfg = GPTNeoXConfig(**{**SHARED, **shape, "max_position_embeddings": context},
-                        intermediate_size=4 * d)  # fmt: skip
+    cfg = GPTNeoXConfig(
+        **{**SHARED, **shape, "max_position_embeddings": context}, intermediate_size=4 * d
+    )
     torch.manual_seed(0)
     with warnings.catch_warnings(), torch.device(device):
         warnings.simplefilter("ignore")
@@ -99,11 +100,12 @@ def worker(size: str, context: int, layers: int, rows: int, path: str, device: s
 
     torch.set_grad_enabled(False)
     model = model_of(size, context, layers, device)
-    if path == "floor":
-        run = lambda: floor(model, context, rows)  # noqa: E731
-    else:
-        run = lambda: ihprobe.scan(model, ["prefix_matching"], n=context // 2, batch=rows,  # noqa: E731
-                                   attention=path)  # fmt: skip
+
+    def run():
+        if path == "floor":
+            return floor(model, context, rows)
+        return ihprobe.scan(model, ["prefix_matching"], n=context // 2, batch=rows, attention=path)
+
     run()  # warm: lazy imports, kernels, the allocator's heap; the second run is measured
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -130,12 +132,12 @@ def floor(model, context: int, rows: int) -> None:
     """What any pair scan costs at least: a forward of the same rows in a pair pass (SDPA
     attention, MLPs over chunks of positions), no KV cache and no hooks, unembedding no
     position."""
-    from ihprobe.io.attention import forward_options, pair_pass
+    from ihprobe.io.attention import pair_pass
 
     tokens = torch.randint(0, model.cfg.d_vocab, (rows, context), device=model.cfg.device)
     nothing = [("unembed.hook_in", lambda x, hook: x[:, :0])]
     with pair_pass(model, {}):
-        model.run_with_hooks(tokens, fwd_hooks=nothing, **forward_options(model))
+        model.run_with_hooks(tokens, fwd_hooks=nothing, use_cache=False)  # a bridge: no KV cache
 
 
 def pattern_gb(size: str, context: int, rows: int) -> float:
@@ -144,9 +146,8 @@ def pattern_gb(size: str, context: int, rows: int) -> float:
 
 
 def run_worker(size, context, layers, path, opts, exact_rss: bool = False) -> dict:
-    argv = [sys.executable, __file__, "--worker", path, "--sizes", size, "--contexts",
-            str(context), "--layers", str(layers), "--rows", str(opts.rows), "--device",
-            opts.device]  # fmt: skip
+    argv = [sys.executable, __file__, "--worker", path, "--sizes", size, "--device", opts.device]
+    argv += ["--contexts", str(context), "--layers", str(layers), "--rows", str(opts.rows)]
     # ihprobe's memory estimate is keyed on the model's context with full logits (a rough
     # refusal); this script guards the pattern scans itself (measure), so it lifts the estimate
     env = {
@@ -194,20 +195,26 @@ def measure(size: str, context: int, layers: int, opts) -> dict:
 
 
 def table(results: dict, opts) -> str:
-    lines = ["| model | context | layers | rows | pattern s | pairs s | time ratio | pattern "
-             "peak GB | pairs peak GB | memory ratio | bare forward GB | max difference |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| model | context | layers | rows | pattern s | pairs s | time ratio | pattern "
+        "peak GB | pairs peak GB | memory ratio | bare forward GB | max difference |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for (size, context), r in results.items():
         if "skipped" in r:
-            lines.append(f"| {size} | {context} | | {opts.rows} | - | - | - | - | - | - | - | "
-                         f"{r['skipped']} |")  # fmt: skip
+            lines.append(
+                f"| {size} | {context} | | {opts.rows} | - | - | - | - | - | - | - | "
+                f"{r['skipped']} |"
+            )
             continue
         s, m = r["seconds"], r["added_gb"]
-        lines.append(f"| {size} | {context} | {r['layers']} | {opts.rows} | {s['patterns']:.2f} | "
-                     f"{s['pairs']:.2f} | {s['patterns'] / s['pairs']:.2f}x | "
-                     f"{m['patterns']:.3f} | {m['pairs']:.3f} | "
-                     f"{m['patterns'] / max(m['pairs'], 1e-9):.1f}x | {m['floor']:.3f} | "
-                     f"{r['difference']:.1e} |")  # fmt: skip
+        lines.append(
+            f"| {size} | {context} | {r['layers']} | {opts.rows} | {s['patterns']:.2f} | "
+            f"{s['pairs']:.2f} | {s['patterns'] / s['pairs']:.2f}x | "
+            f"{m['patterns']:.3f} | {m['pairs']:.3f} | "
+            f"{m['patterns'] / max(m['pairs'], 1e-9):.1f}x | {m['floor']:.3f} | "
+            f"{r['difference']:.1e} |"
+        )
     return "\n".join(lines)
 
 
@@ -234,11 +241,16 @@ def main() -> None:
             layers = opts.long_layers if context > 2048 else opts.layers
             results[(size, context)] = measure(size, context, layers, opts)
             print(size, context, results[(size, context)], flush=True)
-    where = torch.cuda.get_device_name() if opts.device.startswith("cuda") else (
-        f"{os.cpu_count()} CPU cores, {platform.machine()}")  # fmt: skip
-    header = (f"{where}; torch {torch.__version__}; float32; prefix matching on repeated random "
-              f"tokens; least of {opts.repeats} runs (seconds and memory); "
-              f"ratios are pattern / pairs (higher is better for pairs).")  # fmt: skip
+    where = (
+        torch.cuda.get_device_name()
+        if opts.device.startswith("cuda")
+        else (f"{os.cpu_count()} CPU cores, {platform.machine()}")
+    )
+    header = (
+        f"{where}; torch {torch.__version__}; float32; prefix matching on repeated random "
+        f"tokens; least of {opts.repeats} runs (seconds and memory); "
+        f"ratios are pattern / pairs (higher is better for pairs)."
+    )
     text = f"{header}\n\n{table(results, opts)}"
     print(text)
     write_section(Path(opts.out), opts.section or opts.device.split(":")[0], text)

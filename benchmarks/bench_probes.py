@@ -199,14 +199,13 @@ def main() -> int:
     from transformer_lens.head_detector import detect_head
 
     import ihprobe
-    from ihprobe.probes.inputs import repeated_tokens
 
     if args.threads:
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         model = build_model(args, Path(tmp))
     model.cfg.default_prepend_bos = False  # detect_head tokenizes text: no BOS, like the others
-    tokens = repeated_tokens(model, n=args.n, batch=args.batch, seed=0)
+    tokens = ihprobe.repeated_tokens(model, n=args.n, batch=args.batch, seed=0)
     prompts = ["".join(f"<{i}>" for i in row.tolist()) for row in tokens.cpu()]
     assert torch.equal(model.to_tokens(prompts[0])[0].cpu(), tokens[0].cpu())
 

@@ -48,12 +48,24 @@ PYTHIA = {  # GPTNeoXConfig values of EleutherAI/pythia-*
         "vocab_size": 512,
     },  # the device job's CPU mode
 }
-SHARED = {"vocab_size": 50304, "rotary_pct": 0.25, "max_position_embeddings": 2048,
-          "use_parallel_residual": True, "rotary_emb_base": 10000, "bos_token_id": 0,
-          "eos_token_id": 0, "tie_word_embeddings": False}  # fmt: skip
+SHARED = {
+    "vocab_size": 50304,
+    "rotary_pct": 0.25,
+    "max_position_embeddings": 2048,
+    "use_parallel_residual": True,
+    "rotary_emb_base": 10000,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+    "tie_word_embeddings": False,
+}
 TASKS = ("load", "swap", "scan_attention", "scan_all", "ablate", "head_effects")
-ATTENTION = ["prefix_matching", "previous_token", "duplicate_token", "forward_induction_fixed",
-             "anti_induction"]  # fmt: skip
+ATTENTION = [
+    "prefix_matching",
+    "previous_token",
+    "duplicate_token",
+    "forward_induction_fixed",
+    "anti_induction",
+]
 RANDOM = 5  # random draws in the ablate measurement (the issue's report used 5)
 EFFECT_ROWS = 4  # rows of the head_effects measurement
 
@@ -134,11 +146,12 @@ def read_safetensors(path: Path) -> None:
 
 def scan_rows(model, batch: int, n: int) -> list[torch.Tensor]:
     """The rows ``scan`` runs: repeated tokens, then forward and backward snippets."""
-    from ihprobe.probes import inputs
+    import ihprobe
+    from ihprobe.probes.inputs import snippets
 
-    rows = [inputs.repeated_tokens(model, n=n, batch=batch, seed=0)]
+    rows = [ihprobe.repeated_tokens(model, n=n, batch=batch, seed=0)]
     for backward in (False, True):
-        rows.append(inputs.snippets(model, backward=backward, length=20, batch=batch, seed=0))
+        rows.append(snippets(model, backward=backward, length=20, batch=batch, seed=0))
     return rows
 
 
@@ -182,9 +195,9 @@ def measure_scan(metrics):
 def measure_ablate_before(size, device, dtype, rows, n, repeats) -> dict:
     """``ablate`` with the logits budget it had before issue 13 (16 MB: one row a pass at
     Pythia's vocabulary), for the profile in RESULTS_scale.md."""
-    from ihprobe.probes import engine
+    from ihprobe.probes.engine import MAX_LOGITS
 
-    engine.MAX_LOGITS["cpu"] = 2**22
+    MAX_LOGITS["cpu"] = 2**22
     return measure_ablate(size, device, dtype, rows, n, repeats)
 
 
@@ -196,11 +209,10 @@ def measure_ablate_ranked(size, device, dtype, rows, n, repeats) -> dict:
 
 def measure_ablate(size, device, dtype, rows, n, repeats, ranked: bool = False) -> dict:
     import ihprobe
-    from ihprobe.probes import inputs
     from ihprobe.probes.engine import DEFAULT_CHUNK
 
     model = built_model(size, device, dtype)
-    tokens = inputs.repeated_tokens(model, n=n, batch=rows, seed=1)
+    tokens = ihprobe.repeated_tokens(model, n=n, batch=rows, seed=1)
     groups = 2 + RANDOM  # clean, top, random draws
     metrics = ["ar_accuracy", "induction_loss"]
     given = {"scores": torch.rand(model.cfg.n_layers, model.cfg.n_heads)} if ranked else {}
@@ -208,29 +220,31 @@ def measure_ablate(size, device, dtype, rows, n, repeats, ranked: bool = False) 
     for _ in range(repeats):
         one = timed(lambda: bare(model, tokens, DEFAULT_CHUNK))
         ref.append(one * (groups + 1))  # the groups + one reference (mean z) pass
-        op.append(timed(lambda: ihprobe.ablate(model, random=RANDOM, metrics=metrics, n=n,
-                                               batch=rows, **given)))  # fmt: skip
+        op.append(
+            timed(
+                lambda: ihprobe.ablate(
+                    model, random=RANDOM, metrics=metrics, n=n, batch=rows, **given
+                )
+            )
+        )
     return {"op_s": min(op), "ref_s": min(ref), "ref": f"({groups} groups + 1) x bare forward"}
 
 
 def measure_head_effects(size, device, dtype, rows, n, repeats) -> dict:
-    from ihprobe.causal import ablation
-
-    if not hasattr(ablation, "head_effects"):
-        return {"skipped": "ihprobe.causal.ablation has no head_effects on this branch"}
-    from ihprobe.probes import inputs
+    import ihprobe
     from ihprobe.probes.engine import DEFAULT_CHUNK
 
     model = built_model(size, device, dtype)
     rows = min(rows, EFFECT_ROWS)  # L x H + 1 groups: few rows keep it within minutes on CPU
-    tokens = inputs.repeated_tokens(model, n=n, batch=rows, seed=1)
+    tokens = ihprobe.repeated_tokens(model, n=n, batch=rows, seed=1)
     heads = model.cfg.n_layers * model.cfg.n_heads
     ref, op = [], []
     for _ in range(repeats):
         one = timed(lambda: bare(model, tokens, DEFAULT_CHUNK))
         ref.append(one * (heads + 2))  # every head alone, the clean group, the reference
-        op.append(timed(lambda: ablation.head_effects(model, metrics=["induction_loss"], n=n,
-                                                       batch=rows)))  # fmt: skip
+        op.append(
+            timed(lambda: ihprobe.head_effects(model, metrics=["induction_loss"], n=n, batch=rows))
+        )
     return {"op_s": min(op), "ref_s": min(ref), "ref": f"(L x H + 2) x bare forward, {rows} rows"}
 
 
@@ -269,16 +283,29 @@ def worker(task: str, size: str, device: str, dtype: str, rows: int, n: int, rep
     print(json.dumps(out))
 
 
-TARGETS = {"swap": 1.5, "scan_attention": 1.3, "scan_all": 1.3, "ablate": 1.15,
-           "ablate_before": 1.15, "ablate_ranked": 1.15}  # fmt: skip
+TARGETS = {
+    "swap": 1.5,
+    "scan_attention": 1.3,
+    "scan_all": 1.3,
+    "ablate": 1.15,
+    "ablate_before": 1.15,
+    "ablate_ranked": 1.15,
+}
 RESULTS = Path(__file__).with_name("RESULTS_scale.md")
 
 
 def run_worker(task: str, size: str, opts) -> dict:
     """One measurement in a fresh process (its own peak memory); its JSON line."""
-    argv = [sys.executable, __file__, "--worker", task, "--sizes", size, "--rows", str(opts.rows),
-            "--n", str(opts.n), "--repeats", str(opts.repeats), "--device", opts.device,
-            "--dtype", opts.dtype]  # fmt: skip
+    passed = {  # the worker reads the same options, for one size
+        "--sizes": size,
+        "--rows": opts.rows,
+        "--n": opts.n,
+        "--repeats": opts.repeats,
+        "--device": opts.device,
+        "--dtype": opts.dtype,
+    }
+    flags = [str(word) for pair in passed.items() for word in pair]
+    argv = [sys.executable, __file__, "--worker", task, *flags]
     done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ})
     if done.returncode != 0:
         return {"skipped": f"failed: {done.stderr.strip().splitlines()[-1:]}"}
@@ -296,8 +323,11 @@ def weights_gb(size: str) -> float:
 
 
 def table(results: dict, opts) -> str:
-    lines = ["| model | step | seconds | reference | ref seconds | ratio | target | peak RSS GB "
-             "| weights GB |", "|---|---|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| model | step | seconds | reference | ref seconds | ratio | target | peak RSS GB "
+        "| weights GB |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for (size, task), r in results.items():
         if "skipped" in r:
             lines.append(f"| {size} | {task} | - | {r['skipped']} | | | | | |")
@@ -305,9 +335,11 @@ def table(results: dict, opts) -> str:
         ratio = r["op_s"] / r["ref_s"]
         target = f"<= {TARGETS[task]}" if task in TARGETS else ""
         shown = "-" if ratio != ratio else f"{ratio:.2f}x"  # NaN: no time reference
-        lines.append(f"| {size} | {task} | {r['op_s']:.2f} | {r['ref']} | {r['ref_s']:.2f} | "
-                     f"{shown} | {target} | {r['peak_rss_gb']:.2f} | "
-                     f"{weights_gb(size):.2f} |")  # fmt: skip
+        lines.append(
+            f"| {size} | {task} | {r['op_s']:.2f} | {r['ref']} | {r['ref_s']:.2f} | "
+            f"{shown} | {target} | {r['peak_rss_gb']:.2f} | "
+            f"{weights_gb(size):.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -334,8 +366,9 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.worker:
-        return worker(opts.worker, opts.sizes, opts.device, opts.dtype, opts.rows, opts.n,
-                      opts.repeats)  # fmt: skip
+        return worker(
+            opts.worker, opts.sizes, opts.device, opts.dtype, opts.rows, opts.n, opts.repeats
+        )
     results = {}
     for size in opts.sizes.split(","):
         if {"load", "swap"} & set(opts.tasks.split(",")):
@@ -343,11 +376,16 @@ def main() -> None:
         for task in opts.tasks.split(","):
             results[size, task] = run_worker(task, size, opts)
             print(size, task, results[size, task], flush=True)
-    where = torch.cuda.get_device_name() if opts.device.startswith("cuda") else (
-        f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}")  # fmt: skip
-    text = (f"{where}; torch {torch.__version__}; dtype {opts.dtype}; {opts.rows} rows of "
-            f"2 x {opts.n} tokens; best of {opts.repeats}; ablate with {RANDOM} random draws."
-            f"\n\n{table(results, opts)}")  # fmt: skip
+    where = (
+        torch.cuda.get_device_name()
+        if opts.device.startswith("cuda")
+        else (f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}")
+    )
+    text = (
+        f"{where}; torch {torch.__version__}; dtype {opts.dtype}; {opts.rows} rows of "
+        f"2 x {opts.n} tokens; best of {opts.repeats}; ablate with {RANDOM} random draws."
+        f"\n\n{table(results, opts)}"
+    )
     print(text)
     if opts.section:
         write_section(RESULTS, opts.section, text)

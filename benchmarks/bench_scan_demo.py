@@ -2,10 +2,11 @@
 thread (``--threads``' default, ``ihprobe.core.threads``) against torch's own default, side by
 side in one process.
 
-Each route sweeps the demo's checkpoints as ``ihprobe scan RUN`` does (one skeleton, weights
-swapped per checkpoint, ``scan`` of every metric: the repeated-token pass, the two snippet
-passes and the weight scores; the ICL score needs text and is left out), routes interleaved
-over ``--repeats`` rounds; the best round counts. Target: at most 1.5 s of CPU per checkpoint.
+Each route sweeps the demo's checkpoints with ``ihprobe.trajectory``, uncached and without
+read-ahead, as ``ihprobe scan RUN`` sweeps them (one skeleton, weights swapped per checkpoint,
+``scan`` of every metric: the repeated-token pass, the two snippet passes and the weight
+scores; the ICL score needs text and is left out), routes interleaved over ``--repeats``
+rounds; the best round counts. Target: at most 1.5 s of CPU per checkpoint.
 
     .venv/bin/python benchmarks/bench_scan_demo.py [--run runs/demo/main] [--write]
 
@@ -25,10 +26,9 @@ from pathlib import Path
 
 import torch
 
-from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
-from ihprobe.dynamics.trajectories import scan_checkpoints
-from ihprobe.io.runs import checkpoints
-from ihprobe.jobs.demo import DemoConfig, demo_run
+import ihprobe
+from ihprobe import DemoConfig, demo_run
+from ihprobe.core.threads import DEFAULT_THREADS
 
 RESULTS = Path(__file__).with_name("RESULTS_scan_demo.md")
 TARGET_S = 1.5  # CPU seconds per checkpoint, all metrics
@@ -36,12 +36,10 @@ TARGET_S = 1.5  # CPU seconds per checkpoint, all metrics
 
 def sweep(run: Path, threads: int | None) -> tuple[float, float, int]:
     """(CPU s, wall s, checkpoints) of scanning every checkpoint with ``threads``."""
-    found = checkpoints(run)
-    with torch_threads(threads):
-        wall, cpu = time.perf_counter(), time.process_time()
-        scan_checkpoints(found, None, progress=False)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return cpu, wall, len(found)
+    wall, cpu = time.perf_counter(), time.process_time()
+    ihprobe.trajectory(run, cache=False, progress=False, threads=threads, prefetch=0)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return cpu, wall, len(ihprobe.checkpoints(run))
 
 
 def main() -> None:
@@ -55,8 +53,10 @@ def main() -> None:
         if run is None:
             run = demo_run(tmp, DemoConfig(out=tmp, progress=False))
         torch_default = torch.get_num_threads()
-        routes = {f"--threads {DEFAULT_THREADS} (default)": DEFAULT_THREADS,
-                  f"torch's default ({torch_default} threads)": None}  # fmt: skip
+        routes = {
+            f"--threads {DEFAULT_THREADS} (default)": DEFAULT_THREADS,
+            f"torch's default ({torch_default} threads)": None,
+        }
         best: dict[str, tuple[float, float, int]] = {}
         sweep(run, DEFAULT_THREADS)  # warm-up: imports, first allocations
         for _ in range(args.repeats):

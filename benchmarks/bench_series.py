@@ -119,9 +119,14 @@ def one_pass(root: Path, paths, prefetch: int, device: str, scan: dict) -> dict:
     with Timings() as times:
         start = time.perf_counter()
         table = ihprobe.trajectory(
-            [str(p) for p in paths], METRICS, cache=False, progress=False, device=device,
-            prefetch=prefetch, **scan,
-        )  # fmt: skip
+            [str(p) for p in paths],
+            METRICS,
+            cache=False,
+            progress=False,
+            device=device,
+            prefetch=prefetch,
+            **scan,
+        )
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         wall = time.perf_counter() - start

@@ -25,9 +25,8 @@ from pathlib import Path
 
 import torch
 
-from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
-from ihprobe.jobs.demo import DemoConfig, _train_config, variants
-from ihprobe.training.trainer import TrainConfig, train
+from ihprobe import DemoConfig, TrainConfig, train
+from ihprobe.core.threads import DEFAULT_THREADS
 
 RESULTS = Path(__file__).with_name("RESULTS_threads.md")
 TARGET = 0.9  # the default's tokens per CPU-second, at least this fraction of the best
@@ -36,17 +35,16 @@ TARGET = 0.9  # the default's tokens per CPU-second, at least this fraction of t
 def demo_model(out: str, steps: int) -> TrainConfig:
     """The demo's model and data (``ihprobe.jobs.demo.DemoConfig``), two checkpoints only."""
     demo = DemoConfig(out=out, steps=steps, checkpoints="linear", n_checkpoints=1, progress=False)
-    producer, options = variants(demo)["main"]
-    return replace(_train_config(demo, Path(out), producer, options), device="cpu")
+    return replace(demo.train_config(), device="cpu")
 
 
 def measure(threads: int, steps: int, tmp: str) -> tuple[float, float]:
     """(tokens per CPU-second, tokens per wall-second) of one training run."""
     config = demo_model(tempfile.mkdtemp(dir=tmp), steps)
-    with torch_threads(threads):
-        wall, cpu = time.perf_counter(), time.process_time()
-        train(config)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    torch.set_num_threads(threads)  # every measurement sets its own
+    wall, cpu = time.perf_counter(), time.process_time()
+    train(config)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     tokens = steps * config.batch_size * config.context
     return tokens / cpu, tokens / wall
 

@@ -5,7 +5,8 @@ attention) with AdamW on the same batches, measured side by side in one process 
 interleaved, so a busy machine slows all of them alike; the best of ``--repeats`` counts.
 ihprobe's time is the whole ``train()`` call (model build, two checkpoints, logging
 included); HF Trainer's is ``trainer.train()`` (its default optimiser); the bare loop
-(forward, backward, the same fused AdamW step, nothing else) counts its loop only.
+(forward, backward, the same fused AdamW step, nothing else; plain torch, at the run's
+precision) counts its loop only.
 
     .venv/bin/python benchmarks/bench_train.py [--steps 200] [--repeats 3] [--write]
 
@@ -16,6 +17,7 @@ included); HF Trainer's is ``trainer.train()`` (its default optimiser); the bare
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import platform
@@ -26,9 +28,8 @@ from pathlib import Path
 
 import torch
 
+from ihprobe import TrainConfig, build_model, causal_lm_loss, train
 from ihprobe.data import make_producer
-from ihprobe.training.precision import autocast, matmul_precision
-from ihprobe.training.trainer import TrainConfig, build_model, causal_lm_loss, train
 
 RESULTS = Path(__file__).with_name("RESULTS_train.md")
 
@@ -65,9 +66,10 @@ def time_bare(cfg: TrainConfig, data: list[torch.Tensor]) -> float:
     model = build_model(cfg, vocab_size=128).to(cfg.device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0, fused=True)
     device = torch.device(cfg.device)
+    bf16 = torch.autocast(device.type, dtype=torch.bfloat16)  # the same precision as the run's
     begin = time.perf_counter()
     for tokens in data:
-        with autocast(cfg.precision, device):  # the same precision as ihprobe's run
+        with bf16 if cfg.precision == "bf16" else contextlib.nullcontext():
             loss = causal_lm_loss(model, tokens.to(cfg.device))
         loss.backward()
         optimizer.step()
@@ -75,6 +77,18 @@ def time_bare(cfg: TrainConfig, data: list[torch.Tensor]) -> float:
     if torch.cuda.is_initialized():
         torch.cuda.synchronize()
     return time.perf_counter() - begin
+
+
+def tf32_matmuls(cfg: TrainConfig, fn):
+    """``fn()`` with TF32 matmuls on cuda when the run's are (``--precision tf32``), as
+    ``ihprobe.train`` runs them; the previous setting afterwards."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    if cfg.precision == "tf32" and cfg.device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return fn()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def time_hf_trainer(cfg: TrainConfig, data: list[torch.Tensor], tmp: str) -> float:
@@ -127,8 +141,7 @@ def main() -> None:
         for _ in range(opts.repeats):
             best["ihprobe train"].append(time_ihprobe(cfg, tmp))
             best["HF Trainer"].append(time_hf_trainer(cfg, data, tmp))
-            with matmul_precision(cfg.precision, torch.device(cfg.device)):
-                best["bare loop"].append(time_bare(cfg, data))
+            best["bare loop"].append(tf32_matmuls(cfg, lambda: time_bare(cfg, data)))
     speed = {name: tokens / min(times) for name, times in best.items()}
     ours = speed["ihprobe train"]
     lines = [

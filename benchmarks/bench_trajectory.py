@@ -33,9 +33,14 @@ def make_run(root: Path, count: int) -> Path:
     tokenizer = id_tokenizer(512)
     for i in range(count):
         torch.manual_seed(i)
-        cfg = GPTNeoXConfig(vocab_size=512, hidden_size=64, num_hidden_layers=2,
-                            num_attention_heads=4, intermediate_size=256,
-                            max_position_embeddings=128)  # fmt: skip
+        cfg = GPTNeoXConfig(
+            vocab_size=512,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=256,
+            max_position_embeddings=128,
+        )
         directory = root / "checkpoints" / f"step-{i * 100:06d}"
         GPTNeoXForCausalLM(cfg).save_pretrained(directory)
         tokenizer.save_pretrained(directory)

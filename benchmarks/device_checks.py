@@ -9,6 +9,7 @@ numbers, and training (live probes, resume, trajectory, the demo) on the device.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -130,9 +131,7 @@ def failed(model, function, err) -> dict:
 def correct_train(device: str, tiny: bool, rows=None) -> list[dict]:
     """train with live probes then resumed and extended; its trajectory; the demo."""
     import ihprobe
-    from ihprobe.io.runs import RunDir, losses
-    from ihprobe.jobs.demo import DemoConfig, run_demo
-    from ihprobe.training.trainer import TrainConfig
+    from ihprobe import DemoConfig, TrainConfig, run_demo
 
     steps = 40 if tiny else 100
     tmp = Path(tempfile.mkdtemp())
@@ -162,8 +161,8 @@ def correct_train(device: str, tiny: bool, rows=None) -> list[dict]:
                 TrainConfig(out=out, device=where, resume=True, **{**base, "steps": steps})
             )
         )
-    probed = [len(RunDir(r).records("probes.jsonl")) for r in runs]
-    last = [float(losses(r)["loss"].iloc[-1]) for r in runs]
+    probed = [len(records(r, "probes.jsonl")) for r in runs]
+    last = [float(records(r, "metrics.jsonl")[-1]["loss"]) for r in runs]
     worst = abs(last[0] - last[1])
     ok = probed[0] == probed[1] == 5 and worst <= LOSS
     rows.append(
@@ -207,6 +206,11 @@ def correct_train(device: str, tiny: bool, rows=None) -> list[dict]:
         )
     )
     return rows
+
+
+def records(run: Path, name: str) -> list[dict]:
+    """The lines of one of a finished run's JSONL logs (``metrics.jsonl``, ``probes.jsonl``)."""
+    return [json.loads(line) for line in (Path(run) / name).read_text().splitlines()]
 
 
 def random_160m(tiny: bool) -> Path:

@@ -8,6 +8,7 @@ device (``ihprobe sweep --per-device K``), in the shape of the natural-text reci
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -22,11 +23,16 @@ RECIPE = tuple(
 SEED_STEPS = 2000  # updates of one run alone; K runs take SEED_STEPS / K each (at least 300)
 
 
+def logged(run: Path) -> list[dict]:
+    """A run's ``metrics.jsonl`` lines (none for a run that failed before it logged)."""
+    path = run / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
 def speed_seeds(k: int, device: str, tiny: bool) -> list[dict]:
     """Aggregate tokens/s of ``k`` runs of the recipe side by side on the device: the sum of
     each run's median speed over its log lines (the loop alone), and all their tokens over the
     wall time (process starts included)."""
-    from ihprobe.io.runs import RunDir
     from ihprobe.jobs import sweep
 
     tiny_shape = ("--d-model", "32", "--context", "64", "--batch-size", "4") if tiny else ()
@@ -35,7 +41,7 @@ def speed_seeds(k: int, device: str, tiny: bool) -> list[dict]:
     begin = time.perf_counter()
     status = sweep.train_all(runs, (*RECIPE, *tiny_shape, "--steps", str(steps)), per_device=k)
     wall = time.perf_counter() - begin
-    records = [RunDir(r.out).records("metrics.jsonl") for r in runs]
+    records = [logged(Path(r.out)) for r in runs]
     inner = sum(float(np.median([x["tokens_per_s"] for x in r])) for r in records if r)
     tokens = sum(r[-1]["tokens"] for r in records if r)
     finished = sum(code == 0 for code in status.values())

@@ -6,7 +6,9 @@
 >>> scores.to_frame().query("metric == 'prefix_matching'").nlargest(3, "value")  # doctest: +SKIP
 
 Public names are imported lazily (``import ihprobe`` stays fast for the CLI); the table below
-says where each one lives.
+says where each one lives. With ``ihprobe.data``'s ``__all__`` (the producers and the text
+corpus) they are the public surface (docs/architecture.md, "Public names"); every other
+module is internal.
 """
 
 from __future__ import annotations
@@ -21,16 +23,29 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # loading and checkpoints
     "load": "ihprobe.io.models",
+    "load_hf": "ihprobe.io.models",  # the plain HF model, no bridge (same checks)
     "checkpoints": "ihprobe.io.runs",
     "Checkpoint": "ihprobe.io.runs",
     "suite_checkpoints": "ihprobe.io.suites",
     "repeated_tensors": "ihprobe.series.repeats",
+    # what a run folder says: its run.json, whether it wrote its final checkpoint, its losses
+    "run_meta": "ihprobe.io.runs",
+    "is_finished": "ihprobe.io.runs",
+    "losses": "ihprobe.io.runs",
     # probes
     "scan": "ihprobe.probes.battery",
     "HeadScores": "ihprobe.probes.scores",
+    "METRIC_TABLE": "ihprobe.probes.metrics",
+    # probe inputs and per-token losses, for measures of one's own
+    "repeated_tokens": "ihprobe.probes.inputs",
+    "token_rows": "ihprobe.probes.engine",
+    "token_losses": "ihprobe.probes.recall",
+    "induction_loss_per_row": "ihprobe.probes.recall",
     # training and data
     "train": "ihprobe.training.trainer",
     "TrainConfig": "ihprobe.training.trainer",
+    "build_model": "ihprobe.io.architectures",  # a TrainConfig's model, freshly initialised
+    "causal_lm_loss": "ihprobe.io.architectures",  # the training loss of a HF causal LM
     "make_producer": "ihprobe.data",
     # emergence and the law
     "trajectory": "ihprobe.dynamics.trajectories",
@@ -64,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "PatchResult": "ihprobe.circuit.patching",
     "PathPatchResult": "ihprobe.circuit.patching",
     "loss_by_position": "ihprobe.circuit.positions",
+    "loss_by_position_trajectory": "ihprobe.circuit.positions",
     "attention_viewer": "ihprobe.figures.viewer",
     "head_effects": "ihprobe.causal.ablation",
     "HeadEffects": "ihprobe.causal.ablation",
@@ -83,7 +99,10 @@ _EXPORTS: dict[str, str] = {
     "loss_by_position_figure": "ihprobe.figures.circuit",
     "forecast_figure": "ihprobe.figures.forecast",
     "llc_figure": "ihprobe.figures.forecast",
+    "use_static_images": "ihprobe.figures.notebook",  # a PNG beside each figure, for GitHub
     "demo_run": "ihprobe.jobs.demo",
+    "run_demo": "ihprobe.jobs.demo",
+    "DemoConfig": "ihprobe.jobs.demo",
     # errors
     "IhprobeError": "ihprobe.core.errors",
 }

@@ -25,8 +25,12 @@ def execute(path: Path, cwd: Path) -> tuple[nbformat.NotebookNode, float]:
     and the seconds it took."""
     book = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(book, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                   resources={"metadata": {"path": str(cwd)}}).execute()  # fmt: skip
+    NotebookClient(
+        book,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(cwd)}},
+    ).execute()
     for cell in book.cells:  # when each cell ran: noise in every diff of a re-executed notebook
         cell.metadata.pop("execution", None)
     return book, time.perf_counter() - start

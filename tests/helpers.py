@@ -1,12 +1,15 @@
 """Builders the test modules share: tiny random checkpoints, fake runs, a model trained on
-periodic rows. Fixtures that wrap them live in ``conftest.py``; test modules import from here,
-never from one another."""
+periodic rows, the check that the CLI refuses with one line, a law-study results frame. Fixtures
+that wrap them live in ``conftest.py``; test modules import from here, never from one another."""
 
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -224,3 +227,95 @@ TINY_TRAIN = dict(
     progress=False,
     device="cpu",
 )
+
+
+def valid_checkpoint(directory: Path, vocab: int = 64) -> Path:
+    """A valid tiny GPT-NeoX checkpoint with a tokenizer (so loading prints no warning): the
+    intact copy that the hostile-input tests break one way each."""
+    hf = tiny_hf_model("gpt-neox", vocab_size=vocab, d_model=32, context=64)
+    return save_checkpoint(hf, directory, id_tokenizer(vocab))
+
+
+def edit_config(ckpt: Path, **changes) -> None:
+    """Update ``ckpt/config.json`` with ``changes``."""
+    config = json.loads((ckpt / "config.json").read_text())
+    config.update(changes)
+    (ckpt / "config.json").write_text(json.dumps(config))
+
+
+def raw_safetensors(file: Path, header, data: bytes = b"", length: int | None = None) -> None:
+    """Write ``file`` as safetensors with this ``header`` (a dict, or raw bytes) and ``data``;
+    ``length`` overrides the header length the file claims."""
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    file.write_bytes(struct.pack("<Q", len(text) if length is None else length) + text + data)
+
+
+def file_times(root: Path) -> dict[str, int]:
+    """Every path under ``root`` and its modification time (what ``cli_refused`` compares)."""
+    return {str(p.relative_to(root)): p.lstat().st_mtime_ns for p in sorted(root.rglob("*"))}
+
+
+def cli_refused(argv: list[str], tmp_path: Path, capsys, monkeypatch, match: str) -> str:
+    """Run the CLI in ``tmp_path/cwd``; check exit 2, one clean stderr line, no stray files."""
+    from ihprobe.cli import main
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir(exist_ok=True)
+    monkeypatch.chdir(cwd)
+    out = tmp_path / "out"
+    before = {k: v for k, v in file_times(tmp_path).items() if not k.startswith("out")}
+    capsys.readouterr()
+    try:
+        code = main([*argv, "--out", str(out)] if argv[0] in ("scan", "ablate") else argv)
+    except SystemExit as exit_:  # argparse
+        code = exit_.code
+    captured = capsys.readouterr()
+    after = {k: v for k, v in file_times(tmp_path).items() if not k.startswith("out")}
+    lines = captured.err.strip().splitlines()
+    assert code == 2, captured.err
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert match.lower() in lines[0].lower(), lines[0]
+    assert after == before, "files written or changed outside the output directory"
+    assert not [p for p in tmp_path.rglob(".tmp-*")], "temporary files left behind"
+    return lines[0]
+
+
+def law_frame(b: float, c: float, seeds=None) -> pd.DataFrame:
+    """Every cell of issue 15's grid done, its emergence from U = 1e5 / (B^b C^c) with a few %
+    seed noise (the size and schedule cells at the base cell's point, whatever their size);
+    the issue-24 cells pending. ``seeds``: the seeds done (all of them by default)."""
+    from studies.law import cells as law_cells
+    from studies.law import run as law
+
+    seeds = law_cells.SEEDS if seeds is None else seeds
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, cell in law_cells.cells().items():
+        for seed in law_cells.SEEDS:
+            done = seed in seeds and name not in law_cells.EXPERIMENTS
+            updates = 1e5 / (cell["B"] ** b * cell["C"] ** c) * rng.lognormal(0, 0.03)
+            rows.append(
+                {
+                    "cell": name,
+                    "seed": seed,
+                    "grid": cell["grid"],
+                    "B": cell["B"],
+                    "C": cell["C"],
+                    "status": "done" if done else "pending",
+                    "transition": True,
+                    "censored": False,
+                    "updates": updates,
+                    "steps": 1e6,
+                    "budget_factor": 1,
+                    "first_run": None,
+                }
+            )
+    return law.tidy(pd.DataFrame(rows))
+
+
+def fit_text(frame, grid="semi-natural", fixed=None) -> str:
+    """The law study's fit sentences for one grid of ``frame``, as one string."""
+    from studies.law import claims as report
+
+    names = frame[frame.grid == grid].cell.unique()
+    return " ".join(report.fit_lines(frame, grid, names, fixed=fixed))

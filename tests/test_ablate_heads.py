@@ -37,9 +37,13 @@ def test_named_heads_differ_from_the_top_set(model):
 
 @pytest.mark.parametrize(
     ("heads", "said"),
-    [(["L2H0"], "do not exist"), (["L1H9"], "do not exist"), (["L1"], "is written L1H3 or 1.3"),
-     ([(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)], "too few for the random baseline")],
-)  # fmt: skip
+    [
+        (["L2H0"], "do not exist"),
+        (["L1H9"], "do not exist"),
+        (["L1"], "is written L1H3 or 1.3"),
+        ([(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)], "too few for the random baseline"),
+    ],
+)
 def test_a_head_the_model_lacks_is_one_line(model, heads, said):
     with pytest.raises(IhprobeError, match=said):
         ihprobe.ablate(model, heads=heads, random=2, **ROWS)

@@ -39,9 +39,15 @@ def planted_copy_model(layers: int = 2, seed: int = 0) -> GPT2LMHeadModel:
     d = 4 * D_HEAD
     tok, pos, out, junk = (slice(i * D_HEAD, (i + 1) * D_HEAD) for i in range(4))
     cfg = GPT2Config(
-        vocab_size=V, n_embd=d, n_layer=layers, n_head=HEADS, n_positions=C,
-        tie_word_embeddings=False, bos_token_id=0, eos_token_id=0,
-    )  # fmt: skip
+        vocab_size=V,
+        n_embd=d,
+        n_layer=layers,
+        n_head=HEADS,
+        n_positions=C,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     model = GPT2LMHeadModel(cfg).eval()
     state = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
     eye = torch.eye(D_HEAD)
@@ -229,8 +235,15 @@ def test_frame_has_the_shared_columns_and_every_statistic(random_init):
     result = ihprobe.ablate(random_init, random=3, batch=4, metrics=["ar_accuracy"])
     frame = result.to_frame()
     assert list(frame.columns) == [
-        "model", "revision", "step", "tokens", "layer", "head", "metric", "value"
-    ]  # fmt: skip
+        "model",
+        "revision",
+        "step",
+        "tokens",
+        "layer",
+        "head",
+        "metric",
+        "value",
+    ]
     metrics = set(frame.metric)
     assert {"ar_accuracy.clean", "ar_accuracy.p_value", "ar_accuracy.load_bearing_index"} <= metrics
     assert not any(m.endswith((".ratio", "_drop")) for m in metrics)

@@ -82,9 +82,12 @@ def test_a_hook_that_does_not_fire_is_an_error(tiny):
 
 
 SCORES = torch.tensor(
-    [[0.10, 0.92, 0.20, 0.31, 0.05, 0.40], [0.50, 0.55, 0.02, 0.90, 0.60, 0.11],
-     [0.07, 0.30, 0.33, 0.01, 0.95, 0.12]]
-)  # fmt: skip
+    [
+        [0.10, 0.92, 0.20, 0.31, 0.05, 0.40],
+        [0.50, 0.55, 0.02, 0.90, 0.60, 0.11],
+        [0.07, 0.30, 0.33, 0.01, 0.95, 0.12],
+    ]
+)
 
 
 def test_top_sets_per_layer_and_global_by_fraction_or_count():
@@ -160,8 +163,15 @@ def test_head_effects_table_and_heatmap(tiny):
     effects = head_effects(tiny, ["ar_accuracy", "induction_loss"], n=N, batch=BATCH)
     frame = effects.to_frame()
     assert list(frame.columns[:8]) == [
-        "model", "revision", "step", "tokens", "layer", "head", "metric", "clean"
-    ]  # fmt: skip
+        "model",
+        "revision",
+        "step",
+        "tokens",
+        "layer",
+        "head",
+        "metric",
+        "clean",
+    ]
     assert len(frame) == 2 * 2 * 4 and {"ablated", "change", "relative_change"} <= set(frame)
     loss = frame[frame.metric == "induction_loss"]
     assert (loss.change == loss.ablated - loss.clean).all()
@@ -184,9 +194,14 @@ def trained(two_layer_checkpoint):
 def test_trained_induction_head_is_load_bearing_and_ranked_first(trained):
     ps = ihprobe.scan(trained, ["prefix_matching"]).top_heads("prefix_matching", 1)[0]
     result = ihprobe.ablate(
-        trained, by="prefix_matching", scope="global", top=1, baseline="layer-matched",
-        random=20, metrics=["ar_accuracy"],
-    )  # fmt: skip
+        trained,
+        by="prefix_matching",
+        scope="global",
+        top=1,
+        baseline="layer-matched",
+        random=20,
+        metrics=["ar_accuracy"],
+    )
     assert result.top_heads == [ps[:2]]
     stats = result.summary().set_index("metric").loc["ar_accuracy"]
     # more harmful than every one of the 20 draws: p = 1 / (R + 1), never below it
@@ -227,9 +242,14 @@ def test_random_init_is_not_significant_under_any_baseline(tmp_path, scope):
     model = ihprobe.load(save_checkpoint(model, tmp_path / "random", id_tokenizer(32)))
     for baseline in ("layer-matched", "global", "score-matched"):
         result = ihprobe.ablate(
-            model, scope=scope, top=0.1, baseline=baseline, random=20, batch=20,
+            model,
+            scope=scope,
+            top=0.1,
+            baseline=baseline,
+            random=20,
+            batch=20,
             metrics=["induction_loss", "ar_mean_rank"],
-        )  # fmt: skip
+        )
         for row in result.summary().itertuples():
             assert row.p_value > 0.05, (scope, baseline, row.metric)
             assert row.load_bearing_lo < 2, (scope, baseline, row.metric)

@@ -30,9 +30,21 @@ def run_dir(tmp_path_factory, tokenizer):
 @pytest.mark.slow
 def test_ablate_a_run_writes_csv_and_report(run_dir, tmp_path, capsys):
     out = tmp_path / "out"
-    argv = ["ablate", str(run_dir), "--out", str(out), "--draws", "3", "--batch", "6",
-            "--metrics", "induction_loss,natural_loss", "--mode", "zero",
-            "--all-checkpoints"]  # fmt: skip
+    argv = [
+        "ablate",
+        str(run_dir),
+        "--out",
+        str(out),
+        "--draws",
+        "3",
+        "--batch",
+        "6",
+        "--metrics",
+        "induction_loss,natural_loss",
+        "--mode",
+        "zero",
+        "--all-checkpoints",
+    ]
     assert main(argv) == 0
     frame = pd.read_csv(out / "ablation.csv")
     assert sorted(frame.step.unique()) == list(STEPS)
@@ -94,9 +106,23 @@ def test_over_training_table_report_and_cache(run_dir, tmp_path, capsys, monkeyp
     from ihprobe.io.provenance import csv_table
 
     out = tmp_path / "over"
-    argv = ["ablate", str(run_dir), "--out", str(out), "--over-training", "--scope", "global",
-            "--top", "1", "--draws", "3", "--batch", "4",
-            "--metrics", "induction_loss"]  # fmt: skip
+    argv = [
+        "ablate",
+        str(run_dir),
+        "--out",
+        str(out),
+        "--over-training",
+        "--scope",
+        "global",
+        "--top",
+        "1",
+        "--draws",
+        "3",
+        "--batch",
+        "4",
+        "--metrics",
+        "induction_loss",
+    ]
     assert main(argv) == 0
     frame = pd.read_csv(out / "ablation.csv")
     assert sorted(frame.step.unique()) == list(STEPS)

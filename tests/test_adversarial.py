@@ -7,7 +7,8 @@ output directory. A FIFO and a NaN checkpoint also run as a separate process, wh
 LAPACK crash (segfault, double free) would show. ``hypothesis`` fuzzes the config schema and
 safetensors headers (`tests/test_adversarial_fuzz.py`), which must give an ``IhprobeError`` or
 pass, never another exception.
-The numeric flags of every command are tried in `tests/test_cli_numbers.py`.
+The numeric flags of every command are tried in `tests/test_cli_numbers.py`, hostile config.json
+files in `tests/test_adversarial_config.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -28,19 +28,17 @@ import ihprobe
 from ihprobe.cli import main
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
-from ihprobe.io.validation.config import SIZE_LIMIT_ENV, check_config
-from ihprobe.io.validation.tensors import check_causal
-from tests.helpers import save_checkpoint, tiny_hf_model
+from tests.helpers import (
+    cli_refused,
+    raw_safetensors,
+    save_checkpoint,
+    tiny_hf_model,
+    valid_checkpoint,
+)
 
 VOCAB = 64
 WEIGHTS = "model.safetensors"
 QKV = "gpt_neox.layers.0.attention.query_key_value.weight"
-
-
-def valid_checkpoint(directory: Path) -> Path:
-    """A valid tiny GPT-NeoX checkpoint with a tokenizer (so loading prints no warning)."""
-    hf = tiny_hf_model("gpt-neox", vocab_size=VOCAB, d_model=32, context=64)
-    return save_checkpoint(hf, directory, id_tokenizer(VOCAB))
 
 
 @pytest.fixture(scope="module")
@@ -52,33 +50,6 @@ def base(tmp_path_factory) -> Path:
 def ckpt(base, tmp_path) -> Path:
     """A fresh copy of ``base`` to break, in ``tmp_path/work/ckpt``."""
     return Path(shutil.copytree(base, tmp_path / "work" / "ckpt"))
-
-
-def tree(root: Path) -> dict[str, int]:
-    return {str(p.relative_to(root)): p.lstat().st_mtime_ns for p in sorted(root.rglob("*"))}
-
-
-def refused(argv: list[str], tmp_path: Path, capsys, monkeypatch, match: str) -> str:
-    """Run the CLI in ``tmp_path/cwd``; check exit 2, one clean stderr line, no stray files."""
-    cwd = tmp_path / "cwd"
-    cwd.mkdir(exist_ok=True)
-    monkeypatch.chdir(cwd)
-    out = tmp_path / "out"
-    before = {k: v for k, v in tree(tmp_path).items() if not k.startswith("out")}
-    capsys.readouterr()
-    try:
-        code = main([*argv, "--out", str(out)] if argv[0] in ("scan", "ablate") else argv)
-    except SystemExit as exit_:  # argparse
-        code = exit_.code
-    captured = capsys.readouterr()
-    after = {k: v for k, v in tree(tmp_path).items() if not k.startswith("out")}
-    lines = captured.err.strip().splitlines()
-    assert code == 2, captured.err
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    assert match.lower() in lines[0].lower(), lines[0]
-    assert after == before, "files written or changed outside the output directory"
-    assert not [p for p in tmp_path.rglob(".tmp-*")], "temporary files left behind"
-    return lines[0]
 
 
 # ----------------------------------------------------------------------------- weights
@@ -94,14 +65,14 @@ def set_value(ckpt: Path, name: str, value: float, index=(3, 3)) -> None:
 def test_non_finite_unembedding_named_before_lapack(ckpt, tmp_path, capsys, monkeypatch, value):
     set_value(ckpt, "embed_out.weight", value)
     argv = ["scan", str(ckpt), "--metrics", "copying"]
-    line = refused(argv, tmp_path, capsys, monkeypatch, "tensor embed_out.weight")
+    line = cli_refused(argv, tmp_path, capsys, monkeypatch, "tensor embed_out.weight")
     assert "1 NaN/inf value" in line
 
 
 @pytest.mark.parametrize("command", ["info", "scan", "ablate"])
 def test_nan_in_attention_weights_named(ckpt, tmp_path, capsys, monkeypatch, command):
     set_value(ckpt, QKV, float("nan"), index=(0, 0))
-    refused([command, str(ckpt)], tmp_path, capsys, monkeypatch, f"tensor {QKV}")
+    cli_refused([command, str(ckpt)], tmp_path, capsys, monkeypatch, f"tensor {QKV}")
 
 
 def test_nan_in_half_precision_checkpoint_named(ckpt, tmp_path, capsys, monkeypatch):
@@ -109,7 +80,7 @@ def test_nan_in_half_precision_checkpoint_named(ckpt, tmp_path, capsys, monkeypa
     state["gpt_neox.final_layer_norm.bias"][5] = float("inf")
     save_file(state, ckpt / WEIGHTS, metadata={"format": "pt"})
     match = "tensor gpt_neox.final_layer_norm.bias"
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
+    cli_refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
 
 
 def keep(ckpt: Path, select) -> None:
@@ -134,10 +105,12 @@ WRONG_TENSORS = {
 
 
 @pytest.mark.parametrize("case", WRONG_TENSORS)
-def test_missing_unexpected_or_reshaped_tensors_refused(ckpt, tmp_path, capsys, monkeypatch, case):
+def test_missing_unexpected_or_reshaped_tensors_cli_refused(
+    ckpt, tmp_path, capsys, monkeypatch, case
+):
     select, match = WRONG_TENSORS[case]
     keep(ckpt, select)
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
+    cli_refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
 
 
 def test_buffers_of_older_checkpoints_are_not_unexpected(tmp_path):
@@ -153,11 +126,6 @@ def test_buffers_of_older_checkpoints_are_not_unexpected(tmp_path):
 
 
 # ----------------------------------------------------------------------------- safetensors headers
-
-
-def raw_safetensors(file: Path, header, data: bytes = b"", length: int | None = None) -> None:
-    text = header if isinstance(header, bytes) else json.dumps(header).encode()
-    file.write_bytes(struct.pack("<Q", len(text) if length is None else length) + text + data)
 
 
 def one_tensor(shape, dtype="F32", offsets=(0, 16)) -> dict:
@@ -187,7 +155,7 @@ def test_malformed_safetensors_is_one_line(ckpt, tmp_path, capsys, monkeypatch, 
     header, data, match = HEADER_LIES[case]
     length = 10**6 if case == "header past the end" else None
     raw_safetensors(ckpt / WEIGHTS, header, data, length)
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
+    cli_refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
 
 
 @pytest.mark.parametrize("how", ["empty file", "truncated", "random bytes"])
@@ -195,23 +163,25 @@ def test_damaged_weight_file_is_one_line(ckpt, tmp_path, capsys, monkeypatch, ho
     blob = (ckpt / WEIGHTS).read_bytes()
     damaged = {"empty file": b"", "truncated": blob[:-100], "random bytes": os.urandom(4096)}
     (ckpt / WEIGHTS).write_bytes(damaged[how])
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "corrupt or truncated")
+    cli_refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "corrupt or truncated")
 
 
 # ----------------------------------------------------------------------------- files
 
 
-def test_dangling_symlink_refused(ckpt, tmp_path, capsys, monkeypatch):
+def test_dangling_symlink_cli_refused(ckpt, tmp_path, capsys, monkeypatch):
     (ckpt / WEIGHTS).unlink()
     (ckpt / WEIGHTS).symlink_to(tmp_path / "gone.safetensors")
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "dangling symlink")
+    cli_refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "dangling symlink")
 
 
-def test_symlink_out_of_the_directory_refused(ckpt, tmp_path, capsys, monkeypatch):
+def test_symlink_out_of_the_directory_cli_refused(ckpt, tmp_path, capsys, monkeypatch):
     outside = tmp_path / "work" / "elsewhere.safetensors"
     shutil.move(ckpt / WEIGHTS, outside)
     (ckpt / WEIGHTS).symlink_to(outside)
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "outside the checkpoint directory")
+    cli_refused(
+        ["info", str(ckpt)], tmp_path, capsys, monkeypatch, "outside the checkpoint directory"
+    )
 
 
 def test_symlinks_into_an_hf_cache_blobs_load(base, tmp_path):
@@ -226,7 +196,7 @@ def test_symlinks_into_an_hf_cache_blobs_load(base, tmp_path):
     assert model.cfg.d_vocab == VOCAB
 
 
-def test_shard_index_outside_the_directory_refused(ckpt, tmp_path, capsys, monkeypatch):
+def test_shard_index_outside_the_directory_cli_refused(ckpt, tmp_path, capsys, monkeypatch):
     elsewhere = tmp_path / "work" / "elsewhere"
     elsewhere.mkdir()
     torch.save(load_file(ckpt / WEIGHTS), elsewhere / "pytorch_model.bin")
@@ -234,10 +204,12 @@ def test_shard_index_outside_the_directory_refused(ckpt, tmp_path, capsys, monke
     torch.save({}, ckpt / "pytorch_model-00001.bin")
     index = {"metadata": {}, "weight_map": {QKV: "../elsewhere/pytorch_model.bin"}}
     (ckpt / "pytorch_model.bin.index.json").write_text(json.dumps(index))
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "outside the checkpoint directory")
+    cli_refused(
+        ["info", str(ckpt)], tmp_path, capsys, monkeypatch, "outside the checkpoint directory"
+    )
 
 
-def test_pickle_that_runs_code_is_refused(ckpt, tmp_path, capsys, monkeypatch):
+def test_pickle_that_runs_code_is_cli_refused(ckpt, tmp_path, capsys, monkeypatch):
     marker = tmp_path / "work" / "pwned"
 
     class Payload:
@@ -246,16 +218,20 @@ def test_pickle_that_runs_code_is_refused(ckpt, tmp_path, capsys, monkeypatch):
 
     (ckpt / WEIGHTS).unlink()
     torch.save({"x": Payload()}, ckpt / "pytorch_model.bin")
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "refused to load")
+    cli_refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "refused to load")
     assert not marker.exists()
 
 
 def start_process(argv: list[str], cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "ihprobe", *argv], cwd=cwd, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [sys.executable, "-m", "ihprobe", *argv],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 @pytest.mark.slow  # two fresh Python processes: seconds
@@ -268,10 +244,19 @@ def test_fifo_weights_and_nan_checkpoint_in_a_separate_process(ckpt, tmp_path):
     set_value(ckpt, "embed_out.weight", float("nan"))
     cases = {"not a regular file": fifo, "tensor embed_out.weight": ckpt}
     running = {  # both at once: each pays the start-up of torch and transformers
-        match: start_process(["scan", str(source), "--metrics", "copying", "--out",
-                              str(tmp_path / f"out-{source.name}")], tmp_path)
+        match: start_process(
+            [
+                "scan",
+                str(source),
+                "--metrics",
+                "copying",
+                "--out",
+                str(tmp_path / f"out-{source.name}"),
+            ],
+            tmp_path,
+        )
         for match, source in cases.items()
-    }  # fmt: skip
+    }
     for match, process in running.items():
         try:
             _, stderr = process.communicate(timeout=120)
@@ -282,98 +267,25 @@ def test_fifo_weights_and_nan_checkpoint_in_a_separate_process(ckpt, tmp_path):
     assert not list(tmp_path.glob("out-*"))
 
 
-# ----------------------------------------------------------------------------- config
-
-
-def edit_config(ckpt: Path, **changes) -> None:
-    config = json.loads((ckpt / "config.json").read_text())
-    config.update(changes)
-    (ckpt / "config.json").write_text(json.dumps(config))
-
-
-CONFIG_VALUES = {
-    "vocab -1": ({"vocab_size": -1}, "vocab_size must be at least 1"),
-    "vocab 0": ({"vocab_size": 0}, "vocab_size must be at least 1"),
-    "0 heads": ({"num_attention_heads": 0}, "num_attention_heads must be at least 1"),
-    "mlp -1": ({"intermediate_size": -1}, "intermediate_size must be at least 0"),
-    "3 heads of 32": ({"num_attention_heads": 3}, "not divisible by 3 attention heads"),
-    "kv heads": ({"num_key_value_heads": 3}, "not divisible into 3 key/value heads"),
-    "layers 'two'": ({"num_hidden_layers": "two"}, "must be an integer (got 'two')"),
-    "layers 2.5": ({"num_hidden_layers": 2.5}, "must be an integer (got 2.5)"),
-    "layers true": ({"num_hidden_layers": True}, "must be an integer (got True)"),
-    "eps NaN": ({"layer_norm_eps": float("nan")}, "'layer_norm_eps' is nan"),
-    "eps inf": ({"layer_norm_eps": float("inf")}, "'layer_norm_eps' is inf"),
-    "eps -1": ({"layer_norm_eps": -1.0}, "small positive number"),
-    "rope NaN": ({"rope_parameters": {"rope_theta": float("nan")}}, "'rope_theta' is nan"),
-    "1e9 layers": (
-        {"num_hidden_layers": 10**9},
-        f"exceeds the limit of 1024; set {SIZE_LIMIT_ENV}",
-    ),
-    "huge width": ({"hidden_size": 2**17, "intermediate_size": 2**19}, "over the limit"),
-    "is_causal false": ({"is_causal": False}, "is_causal is false"),
-}
-
-
-@pytest.mark.parametrize("case", CONFIG_VALUES)
-def test_bad_config_values_refused_before_allocation(ckpt, tmp_path, capsys, monkeypatch, case):
-    changes, match = CONFIG_VALUES[case]
-    edit_config(ckpt, **changes)
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
-
-
-DEEP = b'{"a": ' * 900 + b"1.5" + b"}" * 900  # parses; checking it must not recurse 900 deep
-TOO_DEEP = b"[" * 100_000 + b"]" * 100_000
-
-
-@pytest.mark.parametrize(
-    "content, match",
-    [(b"null", "JSON NoneType"), (b"[1, 2]", "JSON list"), (b"\x89PNG\x00\xff", "not valid JSON"),
-     (b'"text"', "JSON str"), (b"{", "not valid JSON"), (TOO_DEEP, "not valid JSON"),
-     (b'{"vocab_size": 0, "deep": ' + DEEP + b"}", "vocab_size must be at least 1")],
-)  # fmt: skip
-def test_config_that_is_not_an_object_refused(ckpt, tmp_path, capsys, monkeypatch, content, match):
-    (ckpt / "config.json").write_bytes(content)
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, match)
-
-
-def test_size_limits_lift_with_the_environment_variable(monkeypatch):
-    config = {"model_type": "gpt_neox", "num_hidden_layers": 2000, "hidden_size": 64}
-    with pytest.raises(IhprobeError, match=SIZE_LIMIT_ENV):
-        check_config(config, "c")
-    assert check_config(config, "c", size_limits=False)["layers"] == 2000
-    monkeypatch.setenv(SIZE_LIMIT_ENV, "1")
-    assert check_config(config, "c")["layers"] == 2000
-
-
-def bert_lm(is_decoder: bool):
-    from transformers import BertConfig, BertLMHeadModel
-
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=64, is_decoder=is_decoder)  # fmt: skip
-    return BertLMHeadModel(cfg).eval()
-
-
-def test_bert_lm_head_that_is_not_a_decoder_refused(tmp_path, capsys, monkeypatch):
-    ckpt = save_checkpoint(
-        bert_lm(is_decoder=False), tmp_path / "work" / "bert", id_tokenizer(VOCAB)
-    )
-    refused(["info", str(ckpt)], tmp_path, capsys, monkeypatch, "is_decoder=False")
-
-
-def test_causality_is_measured_not_only_read_from_the_config():
-    with pytest.raises(IhprobeError, match="attention sees future tokens"):
-        check_causal(bert_lm(is_decoder=False), "bert")
-    check_causal(bert_lm(is_decoder=True), "bert")  # the same weights made causal pass
-    check_causal(tiny_hf_model("gpt-neox", vocab_size=VOCAB), "neox")
-
-
 def test_the_untouched_checkpoint_still_loads(base, tmp_path, capsys, monkeypatch):
     """The known-good side of every case above: the same CLI accepts the intact copy."""
     monkeypatch.chdir(tmp_path)
     assert main(["info", str(base)]) == 0
-    assert main(["scan", str(base), "--metrics", "copying,ar_accuracy", "--batch", "4",
-                 "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "scan",
+                str(base),
+                "--metrics",
+                "copying,ar_accuracy",
+                "--batch",
+                "4",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     assert "Traceback" not in capsys.readouterr().err
 
 

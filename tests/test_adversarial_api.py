@@ -58,9 +58,18 @@ BAD_HEADS = ([(5, 0)], [(0, -1)], [(0, 1.5)], [(0,)], [], 3, "0,1", [(True, 0)])
 def frame(values) -> pd.DataFrame:
     """A trajectory table of one head over len(values) checkpoints."""
     n = len(values)
-    return pd.DataFrame({"model": "m", "revision": None, "step": range(1, n + 1),
-                         "tokens": [64 * (i + 1) for i in range(n)], "layer": 0, "head": 0,
-                         "metric": "prefix_matching", "value": values})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "model": "m",
+            "revision": None,
+            "step": range(1, n + 1),
+            "tokens": [64 * (i + 1) for i in range(n)],
+            "layer": 0,
+            "head": 0,
+            "metric": "prefix_matching",
+            "value": values,
+        }
+    )
 
 
 CURVE = [0.01 * i for i in range(12)]
@@ -189,7 +198,7 @@ SLOTS = [
          (None, "points", 5, [(1, 2)], [(4, 64, INF)] * 3, [("a", 64, 1)] * 3)),
     Slot("fit_law.b", lambda m, v: ihprobe.fit_law([(4, 64, 9), (8, 64, 7), (4, 32, 8)], b=v),
          BAD_REALS[:3]),
-]  # fmt: skip
+]  # fmt: skip  # a data table: one slot a line (name, call, bad values), kept aligned
 BY_NAME = {slot.name: slot for slot in SLOTS}
 
 
@@ -224,8 +233,13 @@ def test_every_slot_refuses_its_first_bad_value(slot, model):
     refused(slot, model, slot.bad[0])
 
 
-COUNT_SLOTS = ["scan.batch", "ablate.random", "composition.draws", "patch.batch",
-               "emergence.segments"]  # fmt: skip
+COUNT_SLOTS = [
+    "scan.batch",
+    "ablate.random",
+    "composition.draws",
+    "patch.batch",
+    "emergence.segments",
+]
 
 
 @pytest.mark.parametrize("name", COUNT_SLOTS)
@@ -246,8 +260,12 @@ def test_strongest_into_refuses_negative_indices_instead_of_wrapping(model):
 
 def test_huge_counts_are_refused_by_the_memory_estimate(model):
     """Counts that would fit the type but not the memory: the line gives both sizes."""
-    huge = {"scan.batch": 10**6, "ablate.random": 10**9, "composition.draws": 10**9,
-            "make_producer.vocab_size": 10**6}  # fmt: skip
+    huge = {
+        "scan.batch": 10**6,
+        "ablate.random": 10**9,
+        "composition.draws": 10**9,
+        "make_producer.vocab_size": 10**6,
+    }
     for name, value in huge.items():
         message = refused(BY_NAME[name], model, value)
         assert "GB but" in message and "IHPROBE_NO_SIZE_LIMITS" in message, message
@@ -319,9 +337,14 @@ def test_fuzz_public_api(model, data):
 
 @pytest.mark.parametrize(
     "fields, name",
-    [({"step": "a"}, "step"), ({"step": -1}, "step"), ({"tokens": 1.5}, "tokens"),
-     ({"revision": 3}, "revision"), ({"source": ""}, "source")],
-)  # fmt: skip
+    [
+        ({"step": "a"}, "step"),
+        ({"step": -1}, "step"),
+        ({"tokens": 1.5}, "tokens"),
+        ({"revision": 3}, "revision"),
+        ({"source": ""}, "source"),
+    ],
+)
 def test_a_checkpoint_with_a_bad_field_is_one_line(fields, name):
     with pytest.raises(IhprobeError, match=f"^{name} must be"):
         ihprobe.Checkpoint(**{"source": "runs/x", **fields})

@@ -107,7 +107,7 @@ ROUND3 = {
     "TrainConfig(warmup=nan)": (lambda m: TrainConfig(warmup=math.nan), "warmup"),
     "TrainConfig(grad_clip=inf)": (lambda m: TrainConfig(grad_clip=math.inf), "grad_clip"),
     "TrainConfig(lr=-inf)": (lambda m: TrainConfig(lr=-math.inf), "lr"),
-}  # fmt: skip
+}
 
 
 def producer(name):

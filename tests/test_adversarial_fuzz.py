@@ -15,7 +15,7 @@ from ihprobe.cli import main
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.validation.config import check_config
 from ihprobe.io.validation.files import safetensors_header
-from tests.test_adversarial import edit_config, raw_safetensors, valid_checkpoint
+from tests.helpers import edit_config, raw_safetensors, valid_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -25,18 +25,29 @@ def base(tmp_path_factory) -> Path:
 
 ANY_JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children,
-                                                                      max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
     max_leaves=8,
-)  # fmt: skip
-SHAPE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-              "num_key_value_heads", "layer_norm_eps", "is_decoder", "is_causal",
-              "head_dim")  # fmt: skip
+)
+SHAPE_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "layer_norm_eps",
+    "is_decoder",
+    "is_causal",
+    "head_dim",
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.sampled_from(SHAPE_KEYS), ANY_JSON, max_size=5),
-       st.sampled_from(["gpt_neox", "llama", "bert"]))  # fmt: skip
+@given(
+    st.dictionaries(st.sampled_from(SHAPE_KEYS), ANY_JSON, max_size=5),
+    st.sampled_from(["gpt_neox", "llama", "bert"]),
+)
 def test_fuzzed_configs_pass_or_raise_ihprobe_error(values, model_type):
     config = {"model_type": model_type, "architectures": ["XForCausalLM"], **values}
     try:
@@ -50,17 +61,21 @@ def test_fuzzed_configs_pass_or_raise_ihprobe_error(values, model_type):
 
 
 ENTRY = st.fixed_dictionaries(
-    {"dtype": st.sampled_from(["F32", "F16", "I8", "BOOL", "Q4"]) | ANY_JSON,
-     "shape": st.lists(st.integers(-2, 5), max_size=3) | ANY_JSON,
-     "data_offsets": st.lists(st.integers(-8, 64), min_size=2, max_size=2) | ANY_JSON}
-)  # fmt: skip
+    {
+        "dtype": st.sampled_from(["F32", "F16", "I8", "BOOL", "Q4"]) | ANY_JSON,
+        "shape": st.lists(st.integers(-2, 5), max_size=3) | ANY_JSON,
+        "data_offsets": st.lists(st.integers(-8, 64), min_size=2, max_size=2) | ANY_JSON,
+    }
+)
 
 
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(st.dictionaries(st.text(max_size=3), ENTRY | ANY_JSON, max_size=3) | ANY_JSON,
-       st.integers(0, 64))  # fmt: skip
+@given(
+    st.dictionaries(st.text(max_size=3), ENTRY | ANY_JSON, max_size=3) | ANY_JSON,
+    st.integers(0, 64),
+)
 def test_fuzzed_safetensors_headers_pass_or_raise_ihprobe_error(tmp_path, header, data_bytes):
     file = tmp_path / "fuzz.safetensors"
     raw_safetensors(file, header, b"\0" * data_bytes)
@@ -73,9 +88,20 @@ def test_fuzzed_safetensors_headers_pass_or_raise_ihprobe_error(tmp_path, header
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # no overlap
 
 
-CONFIG_KEYS = ("hidden_act", "hidden_dropout", "rope_parameters", "architectures", "model_type",
-               "dtype", "use_parallel_residual", "tie_word_embeddings", "is_decoder",
-               "max_position_embeddings", "intermediate_size", "partial_rotary_factor")  # fmt: skip
+CONFIG_KEYS = (
+    "hidden_act",
+    "hidden_dropout",
+    "rope_parameters",
+    "architectures",
+    "model_type",
+    "dtype",
+    "use_parallel_residual",
+    "tie_word_embeddings",
+    "is_decoder",
+    "max_position_embeddings",
+    "intermediate_size",
+    "partial_rotary_factor",
+)
 ODD_VALUES = st.sampled_from([None, True, 0, -1, 3, 2.5, 1e-30, "x", "gelu", [], {}, [1], {"a": 1}])
 
 

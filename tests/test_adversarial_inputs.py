@@ -214,7 +214,7 @@ CLI_FLAGS = {
     ("patch", "--batch"): BAD_COUNT_TEXT + HUGE_COUNT_TEXT,
     ("patch", "--sender"): ("5.0", "0.-1", "0.9", "x", "", "0", "0.0.0", "-1.0"),
     ("patch", "--receiver"): ("5.0", "1.-1", "1.9", "x", "", "1"),
-}  # fmt: skip
+}
 
 
 def cli_cases() -> st.SearchStrategy:
@@ -272,8 +272,9 @@ def test_cli_sample_as_processes(gpt2, run, tmp_path):
         ["patch", str(gpt2), "--sender", "5.0", "--out", out],
     ]
     for argv in sample:
-        done = subprocess.run([sys.executable, "-m", "ihprobe", *argv], capture_output=True,
-                              text=True, timeout=120)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "ihprobe", *argv], capture_output=True, text=True, timeout=120
+        )
         lines = [line for line in done.stderr.splitlines() if "error:" in line]
         assert done.returncode == 2 and len(lines) == 1, (argv, done.stderr[-2000:])
         assert "Traceback" not in done.stderr, (argv, done.stderr[-2000:])

@@ -149,9 +149,10 @@ def test_written_files_and_folders_take_the_umask(tmp_path, mask):
 def checkpoint(tmp_path) -> Path:
     """A tiny GPT-NeoX checkpoint whose ihprobe.json (format 2) hashes what the trainer hashes."""
     directory = save_checkpoint(
-        tiny_hf_model("gpt-neox", vocab_size=64, d_model=32, context=64), tmp_path / "ckpt",
+        tiny_hf_model("gpt-neox", vocab_size=64, d_model=32, context=64),
+        tmp_path / "ckpt",
         id_tokenizer(64),
-    )  # fmt: skip
+    )
     meta = {"step": 0, "format": CHECKSUM_FORMAT, "sha256": checkpoint_checksums(directory)}
     (directory / "ihprobe.json").write_text(json.dumps(meta))
     return directory
@@ -277,8 +278,9 @@ TEXT_OPTIONS = {
 
 @pytest.mark.parametrize("case", TEXT_OPTIONS)
 def test_bad_text_options_are_one_line(case):
-    one_line(lambda: ihprobe.make_producer("natural", batch_size=2, context=16,
-                                           text=TEXT_OPTIONS[case]))  # fmt: skip
+    one_line(
+        lambda: ihprobe.make_producer("natural", batch_size=2, context=16, text=TEXT_OPTIONS[case])
+    )
 
 
 def test_fifos_in_a_text_folder_are_skipped_not_read(tmp_path):
@@ -309,15 +311,16 @@ RUN_JSON = {
     "extension x": {"config": {}, "steps": 10, "extensions": ["x"]},
     "extensions a string": {"config": {}, "extensions": "x"},
     "extension with a string step": {
-        "config": {}, "extensions": [{"from_steps": "a", "to_steps": 2, "from_tokens": 0,
-                                      "to_tokens": 1}]},
+        "config": {},
+        "extensions": [{"from_steps": "a", "to_steps": 2, "from_tokens": 0, "to_tokens": 1}],
+    },
     "steps a string": {"config": {}, "steps": "a"},
     "steps negative": {"config": {}, "steps": -1},
     "checkpoint_steps a string": {"config": {}, "checkpoint_steps": "x"},
     "checkpoint_steps floats": {"config": {}, "checkpoint_steps": [1.5]},
     "no config": {"steps": 3},
     "a list": [1, 2],
-}  # fmt: skip
+}
 RUN_BYTES = {
     "nested too deep": b"[" * 100_000 + b"]" * 100_000,
     "not JSON": b"{steps: 3",

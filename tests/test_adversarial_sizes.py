@@ -91,8 +91,13 @@ def test_the_default_training_fits_and_the_override_lifts_the_check(monkeypatch)
 def test_the_estimate_grows_with_every_flag():
     base = memory.Shape(2, 4, 64, 256, 512, 64)
     one = memory.estimate(base, train_batch=32, steps=10)
-    for field, value in [("layers", 4), ("d_model", 128), ("d_mlp", 512), ("vocab", 1024),
-                         ("context", 128)]:  # fmt: skip
+    for field, value in [
+        ("layers", 4),
+        ("d_model", 128),
+        ("d_mlp", 512),
+        ("vocab", 1024),
+        ("context", 128),
+    ]:
         bigger = memory.Shape(**{**base.__dict__, field: value})
         grown = memory.estimate(bigger, train_batch=32, steps=10)
         assert grown.bytes > one.bytes and grown.flops > one.flops, field
@@ -106,8 +111,9 @@ def test_long_work_is_announced_before_it_starts(caplog):
 
     import torch
 
-    cfg = SimpleNamespace(n_layers=2, n_heads=8, d_model=128, d_mlp=512, d_vocab=512, n_ctx=256,
-                          device="cpu")  # fmt: skip
+    cfg = SimpleNamespace(
+        n_layers=2, n_heads=8, d_model=128, d_mlp=512, d_vocab=512, n_ctx=256, device="cpu"
+    )
     model = torch.nn.Linear(1, 1)
     model.cfg = cfg
     with caplog.at_level(logging.WARNING):
@@ -154,8 +160,23 @@ def test_resume_with_nothing_to_resume_is_one_line(tmp_path, capsys, folder):
 
 def test_resume_or_start_starts_a_new_run(tmp_path, capsys):
     out = tmp_path / "new"
-    flags = ["--producer", "iid", "--layers", "1", "--d-model", "16", "-C", "8", "-B", "2",
-             "--steps", "2", "--n-checkpoints", "1", "-q"]  # fmt: skip
+    flags = [
+        "--producer",
+        "iid",
+        "--layers",
+        "1",
+        "--d-model",
+        "16",
+        "-C",
+        "8",
+        "-B",
+        "2",
+        "--steps",
+        "2",
+        "--n-checkpoints",
+        "1",
+        "-q",
+    ]
     assert main(["train", "--out", str(out), "--resume-or-start", *flags]) == 0
     assert (out / "run.json").is_file()
     assert main(["train", "--out", str(out), "--resume", *flags]) == 0  # now there is a run
@@ -192,8 +213,9 @@ def test_available_memory_honours_the_address_space_limit():
         "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30)); "
         "from ihprobe.core.memory import available_bytes; print(available_bytes())"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert 0 <= int(done.stdout) < 3 * 2**30
 
@@ -203,8 +225,18 @@ def test_sweep_on_a_missing_device_is_refused_before_training(tmp_path, capsys):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: the sweep would train")
-    argv = ["sweep", "--grid", "batch_size=4,8", "--out", str(tmp_path / "s"), "--",
-            "--device", "cuda", "--steps", "1"]  # fmt: skip
+    argv = [
+        "sweep",
+        "--grid",
+        "batch_size=4,8",
+        "--out",
+        str(tmp_path / "s"),
+        "--",
+        "--device",
+        "cuda",
+        "--steps",
+        "1",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no CUDA device" in err, err

@@ -1,19 +1,19 @@
 """The layering of docs/architecture.md, checked: the folder a module sits in is its layer, a
 folder imports only its own modules and folders below it, the doc's table and the tree name the
-same folders, and no two modules import each other, directly or in a ring."""
+same folders, and no two modules import each other, directly or in a ring. Module sizes and
+``fmt: skip`` markers are checked in ``test_architecture_size.py``."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import json
 import re
 from pathlib import Path
-
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ihprobe"
 DOC = PACKAGE.parent / "docs" / "architecture.md"
 TOP_LEVEL = {"__init__", "__main__"}  # the only modules outside a layer folder
-MAX_LINES = 400
 
 
 def doc_layers(text: str) -> list[str]:
@@ -141,82 +141,42 @@ def test_no_import_cycles():
             visit(m, [m])
 
 
-SCRIPTS_AND_TESTS = sorted(
-    str(p.relative_to(PACKAGE.parent))
-    for folder in ("benchmarks", "studies", "tests", "notebooks", "hooks")
-    for p in (PACKAGE.parent / folder).rglob("*.py")
-)
-
-
-@pytest.mark.parametrize("module", sorted(SOURCES))
-def test_modules_stay_short(module):
-    lines = SOURCES[module].count("\n")
-    assert lines <= MAX_LINES, f"{module} has {lines} lines (at most {MAX_LINES}): split it"
-
-
-def test_scripts_and_tests_stay_short_too():
-    lines = {name: (PACKAGE.parent / name).read_text().count("\n") for name in SCRIPTS_AND_TESTS}
-    long = {name: n for name, n in lines.items() if n > MAX_LINES}
-    assert len(SCRIPTS_AND_TESTS) > 50 and not long, f"split these (at most {MAX_LINES}): {long}"
-
-
-# ``# fmt: skip`` keeps a module short by packing lines, not by splitting ideas: a ratchet on
-# the markers left in the package (lower it as they go; never raise it).
-FMT_SKIPS = 0
-FMT_MARKER = re.compile(r"#\s*fmt:\s*(skip|off)")
-
-
-def test_fmt_skip_markers_only_go_down():
-    found = {m: n for m, s in SOURCES.items() if (n := len(FMT_MARKER.findall(s)))}
-    total = sum(found.values())
-    assert total <= FMT_SKIPS, f"{total} fmt: skip/off markers (at most {FMT_SKIPS}): {found}"
-    assert FMT_MARKER.search("x = 1  # fmt: skip") and FMT_MARKER.search("# fmt: off")
-
-
-def long_functions(source: str) -> list[str]:
-    r"""Functions over 60 lines whose docstring does not say why (the words "60 lines").
-
-    >>> long_functions("def f():\n" + "    x = 1\n" * 61)
-    ['f']
-    """
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            doc = " ".join((ast.get_docstring(node) or "").split())
-            if node.end_lineno - node.lineno + 1 > 60 and "60 lines" not in doc:
-                found.append(node.name)
-    return found
-
-
-def test_long_functions_say_why():
-    unexplained = {m: f for m, s in SOURCES.items() if (f := long_functions(s))}
-    assert unexplained == {}, f"functions over 60 lines without a reason: {unexplained}"
-
-
 # Beside the package: studies/ (the paper reproductions) and benchmarks/ (speed only).
 REPO = PACKAGE.parent
-# what studies/ may import of the package: the public names (``import ihprobe``), the grid
-# runner, the claim grammar and the law's fits over seeds ...
+# The public surfaces, the one table of them (docs/architecture.md, "Public names"): a script
+# outside the package may import any name a surface lists in its ``__all__``.
+PUBLIC_SURFACES = {
+    "ihprobe": "the top-level names: its _EXPORTS table, imported lazily",
+    "ihprobe.data": "the data surface: the producers, their types and the text corpus",
+}
+# what studies/ may import beyond them: the grid runner, the claim grammar and the law's fits
 STUDIES_MAY_IMPORT = {
-    "ihprobe",
     "ihprobe.jobs.grid",
     "ihprobe.dynamics.verdicts",
     "ihprobe.dynamics.law",
     "ihprobe.dynamics.lack_of_fit",
 }
-# ... and, until each is replaced by a public name, these internal modules: a ratchet (a
-# study that needs another internal module fails here; remove a line once nothing uses it)
-STUDIES_STILL_IMPORT = {
-    "ihprobe.core",
-    "ihprobe.core.files",
-    "ihprobe.data",  # the data surface: producer types, the text corpus (its __all__)
-    "ihprobe.io.architectures",
-    "ihprobe.io.models",
-    "ihprobe.io.runs",
-    "ihprobe.probes.engine",
-    "ihprobe.probes.metrics",
-    "ihprobe.probes.recall",
+# The internal names a script outside the package still uses, each with why: the speed
+# benchmarks time parts of the package, or build exactly the inputs those parts take. A new
+# internal import fails the test below; a name nothing uses any more must leave the list.
+INTERNAL_NAMES = {
+    "ihprobe.causal.evaluation.evaluate_groups": "bench_ablation: the stacked groups, timed",
+    "ihprobe.causal.evaluation.repeated_probe": "bench_ablation: the probe those groups run",
+    "ihprobe.causal.masks.mean_z": "bench_ablation: the mean-ablation values those groups take",
+    "ihprobe.io.attention.pair_pass": "bench_fastpath: the SDPA pass the floor is timed in",
+    "ihprobe.io.any_model.as_model": "bench_fastpath, bench_scale: bridge a model built in memory",
+    "ihprobe.io.swap.load_weights": "bench_scale: the weight swap, timed",
+    "ihprobe.probes.engine.DEFAULT_CHUNK": "bench_scale: the bare forwards' rows per pass",
+    "ihprobe.probes.engine.MAX_LOGITS": "bench_scale: ablate at the budget it had before",
+    "ihprobe.probes.inputs.snippets": "bench_scale: the snippet rows scan runs, forwarded bare",
+    "ihprobe.series.cache": "bench_series: the engine's read and compute steps, each timed",
+    "ihprobe.core.standin.id_tokenizer": "bench_probes, _series, _trajectory: checkpoints laid out",
+    "ihprobe.core.threads.DEFAULT_THREADS": "bench_threads, bench_scan_demo: the default measured",
+    "ihprobe.core.devices.stray_tensors": "device_checks: tensors left off the device",
+    "ihprobe.jobs.sweep": "device_seeds: K runs per device, launched as ihprobe sweep does",
 }
+# a ratchet on how many there are: lower it as names go; never raise it
+MAX_INTERNAL_NAMES = 14
 
 
 def imported_modules(source: str) -> set[str]:
@@ -256,17 +216,101 @@ def forbidden_imports(sources: dict[str, str], packages: tuple[str, ...]) -> lis
     ]
 
 
+def surface_names() -> dict[str, set[str]]:
+    """Each public surface's names (its ``__all__``)."""
+    return {m: set(importlib.import_module(m).__all__) for m in PUBLIC_SURFACES}
+
+
+def internal_names(source: str, public: dict[str, set[str]]) -> set[str]:
+    r"""The package names a source outside it imports that no public surface lists, spelled
+    ``module.name`` (``from ihprobe.io.runs import RunDir`` -> ``ihprobe.io.runs.RunDir``), or
+    the module itself for ``import ihprobe.x.y``; the study tools (:data:`STUDIES_MAY_IMPORT`)
+    are not counted.
+
+    >>> public = {"ihprobe": {"load"}, "ihprobe.data": {"make_producer"}}
+    >>> sorted(internal_names("from ihprobe import load, core\nimport ihprobe.io.runs\n"
+    ...     "from ihprobe.data import make_producer, text", public))
+    ['ihprobe.core', 'ihprobe.data.text', 'ihprobe.io.runs']
+    """
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and not node.level and under(node.module, "ihprobe"):
+            if node.module in STUDIES_MAY_IMPORT:
+                continue
+            listed = public.get(node.module, set())
+            found |= {f"{node.module}.{a.name}" for a in node.names if a.name not in listed}
+        elif isinstance(node, ast.Import):
+            found |= {
+                a.name
+                for a in node.names
+                if under(a.name, "ihprobe") and a.name not in set(public) | STUDIES_MAY_IMPORT
+            }
+    return found
+
+
+def notebook_code(text: str) -> str:
+    """A notebook's code cells as one source, IPython's ``%`` and ``!`` lines left out."""
+    cells = [c for c in json.loads(text)["cells"] if c["cell_type"] == "code"]
+    lines = [line for c in cells for line in "".join(c["source"]).splitlines()]
+    return "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+
+
+def scripts_outside() -> dict[str, str]:
+    """Every source outside the package that imports it: studies, benchmarks, notebooks."""
+    sources = sources_under("studies", "benchmarks", "notebooks", "hooks")
+    for p in sorted((REPO / "notebooks").glob("*.ipynb")):
+        sources[str(p.relative_to(REPO))] = notebook_code(p.read_text())
+    return sources
+
+
+def internal_uses(sources: dict[str, str]) -> dict[str, list[str]]:
+    """Internal name -> the paths that import it."""
+    public, uses = surface_names(), {}
+    for path, source in sources.items():
+        for name in internal_names(source, public):
+            uses.setdefault(name, []).append(path)
+    return uses
+
+
+def test_scripts_outside_the_package_use_public_names_and_the_listed_internals():
+    sources = scripts_outside()
+    assert len(sources) > 30 and any(p.endswith(".ipynb") for p in sources)
+    uses = internal_uses(sources)
+    unlisted = {name: paths for name, paths in uses.items() if name not in INTERNAL_NAMES}
+    assert unlisted == {}, f"internal names outside the package (use public ones): {unlisted}"
+    stale = set(INTERNAL_NAMES) - set(uses)
+    assert not stale, f"nothing imports these any more; remove them from the list: {stale}"
+    assert len(uses) <= len(INTERNAL_NAMES) <= MAX_INTERNAL_NAMES
+
+
 def test_studies_import_public_names_the_grid_runner_and_the_claim_grammar():
-    allowed = STUDIES_MAY_IMPORT | STUDIES_STILL_IMPORT
-    used = {
-        (path, module)
-        for path, source in sources_under("studies").items()
-        for module in imported_modules(source)
-        if under(module, "ihprobe")
+    studies = {p: s for p, s in scripts_outside().items() if p.startswith("studies/")}
+    assert internal_uses(studies) == {}
+    used = {m for s in studies.values() for m in imported_modules(s) if under(m, "ihprobe")}
+    assert used <= set(PUBLIC_SURFACES) | STUDIES_MAY_IMPORT, used - set(PUBLIC_SURFACES)
+
+
+def test_a_planted_internal_import_is_caught():
+    sources = scripts_outside()
+    sources["studies/law/claims.py"] += "\nfrom ihprobe.io.runs import RunDir, run_meta\n"
+    sources["benchmarks/bench_data.py"] += "\ndef f():\n    import ihprobe.core.cache\n"
+    cell = {
+        "cell_type": "code",
+        "source": ["%matplotlib inline\n", "from ihprobe.data import text"],
     }
-    assert sorted(f"{path} imports {m}" for path, m in used if m not in allowed) == []
-    stale = STUDIES_STILL_IMPORT - {m for _, m in used}
-    assert not stale, f"no study imports these any more; remove them from the list: {stale}"
+    sources["notebooks/x.ipynb"] = notebook_code(json.dumps({"cells": [cell]}))
+    uses = internal_uses(sources)
+    assert uses["ihprobe.io.runs.RunDir"] == ["studies/law/claims.py"]
+    assert uses["ihprobe.io.runs.run_meta"] == ["studies/law/claims.py"]  # public as ihprobe's
+    assert uses["ihprobe.core.cache"] == ["benchmarks/bench_data.py"]
+    assert uses["ihprobe.data.text"] == ["notebooks/x.ipynb"]
+    assert len(set(uses) - set(INTERNAL_NAMES)) == 4
+
+
+def test_the_public_surfaces_are_documented():
+    text = DOC.read_text()
+    assert all(f"`{m}`" in text for m in PUBLIC_SURFACES)
+    assert "make_producer" in surface_names()["ihprobe.data"]
 
 
 def test_nothing_but_the_studies_and_their_tests_imports_studies():

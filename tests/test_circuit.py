@@ -63,8 +63,15 @@ def test_pair_scores_known_answers():
 
 def test_composition_frame_and_errors(random_model):
     frame = composition(random_model, "k").to_frame()
-    assert list(frame.columns[:10]) == [*COLUMNS[:4], "layer_from", "head_from", "layer_to",
-                                        "head_to", "kind", "value"]  # fmt: skip
+    assert list(frame.columns[:10]) == [
+        *COLUMNS[:4],
+        "layer_from",
+        "head_from",
+        "layer_to",
+        "head_to",
+        "kind",
+        "value",
+    ]
     assert set(frame.model) == {ihprobe.io.models.provenance(random_model).model}
     assert len(frame) == 48 and (frame.layer_from < frame.layer_to).all()
     with pytest.raises(ihprobe.IhprobeError, match="kind must be one of"):
@@ -90,8 +97,10 @@ def test_batched_head_patching_equals_one_patch_at_a_time(random_model):
     pair = induction_pair(random_model, n=8, batch=3, seed=2)
     result = patch(random_model, pair.clean, pair.corrupted, per="head_position")
     clean_z = {}
-    random_model.run_with_hooks(pair.clean, fwd_hooks=[
-        ("blocks.1.attn.hook_z", lambda z, hook: clean_z.setdefault("z", z.clone()))])  # fmt: skip
+    random_model.run_with_hooks(
+        pair.clean,
+        fwd_hooks=[("blocks.1.attn.hook_z", lambda z, hook: clean_z.setdefault("z", z.clone()))],
+    )
 
     def patched_value(head, pos):
         def hook(z, hook):
@@ -169,14 +178,14 @@ def test_docstring_examples(name):
 def test_loss_by_position_over_a_run_matches_the_models_own_loss(tmp_path, tokenizer):
     import json
 
-    from ihprobe.circuit.positions import loss_by_position_over_run, position_losses
+    from ihprobe.circuit.positions import loss_by_position_trajectory, position_losses
     from ihprobe.figures.circuit import loss_by_position_figure
 
     for step in (0, 10):
         directory = tmp_path / "checkpoints" / f"step-{step:06d}"
         save_checkpoint(tiny_hf_model("gpt-neox", context=64, seed=step), directory, tokenizer)
         (directory / "ihprobe.json").write_text(json.dumps({"step": step, "tokens": 64 * step}))
-    table = loss_by_position_over_run(tmp_path, rows=3)
+    table = loss_by_position_trajectory(tmp_path, rows=3)
     assert sorted(table.step.unique()) == [0, 10]
     assert set(table.input) == {"natural", "repeated"}
     assert (table.groupby(["step", "input"]).position.max() == 63).all()  # positions 1..63
@@ -211,17 +220,22 @@ def test_path_patching_equals_a_direct_two_pass_patch(random_model):
     pair = induction_pair(random_model, n=8, batch=3, seed=4, corruption="anchors")
     found = path_patch(random_model, [(1, 1)], [(2, 2)], "k", n=8, batch=3, seed=4)  # same pair
     clean_z, keys = {}, {}
-    random_model.run_with_hooks(pair.clean, fwd_hooks=[
-        ("blocks.1.attn.hook_z", keep(clean_z, "z", lambda z: z.clone()))])  # fmt: skip
+    random_model.run_with_hooks(
+        pair.clean, fwd_hooks=[("blocks.1.attn.hook_z", keep(clean_z, "z", lambda z: z.clone()))]
+    )
 
     def sender_clean(z, hook):
         z = z.clone()
         z[:, :, 1] = clean_z["z"][:, :, 1]
         return z
 
-    random_model.run_with_hooks(pair.corrupted, fwd_hooks=[
-        ("blocks.1.attn.hook_z", sender_clean),
-        ("blocks.2.attn.hook_k", keep(keys, "k", lambda k: k.clone()))])  # fmt: skip
+    random_model.run_with_hooks(
+        pair.corrupted,
+        fwd_hooks=[
+            ("blocks.1.attn.hook_z", sender_clean),
+            ("blocks.2.attn.hook_k", keep(keys, "k", lambda k: k.clone())),
+        ],
+    )
     kv = 2 // (4 // keys["k"].shape[2])
 
     def receiver_keys(k, hook):
@@ -229,8 +243,9 @@ def test_path_patching_equals_a_direct_two_pass_patch(random_model):
         k[:, :, kv] = keys["k"][:, :, kv]
         return k
 
-    logits = random_model.run_with_hooks(pair.corrupted, fwd_hooks=[
-        ("blocks.2.attn.hook_k", receiver_keys)])  # fmt: skip
+    logits = random_model.run_with_hooks(
+        pair.corrupted, fwd_hooks=[("blocks.2.attn.hook_k", receiver_keys)]
+    )
     expected = logit_diff(logits[:, pair.positions], pair.targets).mean()
     assert found.patched == pytest.approx(float(expected), abs=1e-5)
     assert abs(found.patched - found.corrupted) > 1e-7  # the patch did something (tiny: random)

@@ -25,8 +25,9 @@ def checkpoint(tmp_path_factory):
     from ihprobe.core.standin import id_tokenizer
 
     directory = tmp_path_factory.mktemp("ckpt")
-    return save_checkpoint(tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=64), directory,
-                           id_tokenizer(VOCAB))  # fmt: skip
+    return save_checkpoint(
+        tiny_hf_model("gpt-neox", vocab_size=VOCAB, context=64), directory, id_tokenizer(VOCAB)
+    )
 
 
 @pytest.mark.slow  # headless Chromium, twice
@@ -34,8 +35,10 @@ def test_viewer_renders_offline_and_follows_the_hovered_token(checkpoint, tmp_pa
     model = ihprobe.load(checkpoint)
     row = induction_pair(model, n=10, batch=1).clean[0]
     fragment = attention_viewer(model, row, start=(1, 2))
-    hover = ("<script>document.querySelectorAll('.ihp-tok')[7]"
-             ".dispatchEvent(new Event('mouseenter'));</script>")  # fmt: skip
+    hover = (
+        "<script>document.querySelectorAll('.ihp-tok')[7]"
+        ".dispatchEvent(new Event('mouseenter'));</script>"
+    )
     page = write_report(tmp_path / "viewer.html", "viewer", [Section("v", [fragment, hover])])
     assert not re.search(r"(src|href)=[\"']?https?:", page.read_text())
     rendered = browser.render(page)

@@ -115,8 +115,9 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"ihprobe {__version__}"
 
 
-@pytest.mark.parametrize("command", sorted(c for c in commands() if "seed" in
-                                           {a.dest for a in options(commands()[c])}))  # fmt: skip
+@pytest.mark.parametrize(
+    "command", sorted(c for c in commands() if "seed" in {a.dest for a in options(commands()[c])})
+)
 def test_a_seed_beyond_int64_or_negative_is_one_line(command, capsys):
     for value in (BIG, "-1", "9" * 400):
         assert main([command, f"--seed={value}", "--no-such-flag"]) == 2
@@ -165,9 +166,15 @@ def test_an_empty_source_is_refused_not_the_current_directory(capsys):
 
 @pytest.mark.parametrize(
     "extra",
-    [["--b", "1000"], ["--T", "1e308", "--b", "-1"], ["--b", "-1000"], ["-B", BIG],
-     ["-B", "9" * 400], ["-B", str(2**63 - 1), "-C", str(2**63 - 1)]],
-)  # fmt: skip
+    [
+        ["--b", "1000"],
+        ["--T", "1e308", "--b", "-1"],
+        ["--b", "-1000"],
+        ["-B", BIG],
+        ["-B", "9" * 400],
+        ["-B", str(2**63 - 1), "-C", str(2**63 - 1)],
+    ],
+)
 def test_predict_refuses_combinations_without_a_finite_answer(extra, capsys):
     argv = ["predict", "-B", "16", "-C", "64", *extra]
     assert main(argv) == 2
@@ -266,11 +273,10 @@ def test_every_csv_has_one_shape_and_run_directories_work_everywhere(run_dir, tm
     rows = ["-n", "4", "--batch", "4", "-q"]
     commands_run = {
         "scores.csv": ["scan", str(run_dir), "--metrics", "prefix_matching", *rows],
-        "ablation.csv": ["ablate", str(run_dir), "--draws", "2", "--metrics", "ar_accuracy",
-                         *rows],
+        "ablation.csv": ["ablate", str(run_dir), "--draws", "2", "--metrics", "ar_accuracy", *rows],
         "composition.csv": ["composition", str(run_dir), "--draws", "2", "-q"],
         "patch.csv": ["patch", str(run_dir), "--sender", "0.1", "--receiver", "1.2", *rows],
-    }  # fmt: skip
+    }
     tables = {}
     for name, argv in commands_run.items():
         out = tmp_path / name
@@ -294,10 +300,22 @@ def test_every_csv_has_one_shape_and_run_directories_work_everywhere(run_dir, tm
 
 
 @pytest.mark.slow
-def test_ablate_all_checkpoints_and_the_contradiction_with_over_training(run_dir, tmp_path,
-                                                                          capsys):  # fmt: skip
-    argv = ["ablate", str(run_dir), "--draws", "2", "--metrics", "ar_accuracy", "-n", "4",
-            "--batch", "4", "-q", "--out", str(tmp_path / "a")]  # fmt: skip
+def test_ablate_all_checkpoints_and_the_contradiction_with_over_training(run_dir, tmp_path, capsys):
+    argv = [
+        "ablate",
+        str(run_dir),
+        "--draws",
+        "2",
+        "--metrics",
+        "ar_accuracy",
+        "-n",
+        "4",
+        "--batch",
+        "4",
+        "-q",
+        "--out",
+        str(tmp_path / "a"),
+    ]
     assert main([*argv, "--all-checkpoints"]) == 0
     assert set(pd.read_csv(tmp_path / "a" / "ablation.csv")["step"]) == {0, 100, 200}
     capsys.readouterr()

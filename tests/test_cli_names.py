@@ -90,8 +90,18 @@ def test_a_threshold_no_run_can_cross_is_refused_before_scanning(argv, said, cap
 
 def test_sweep_refuses_too_few_checkpoints_for_the_fit_before_training(tmp_path, capsys):
     out = tmp_path / "sweep"
-    argv = ["sweep", "--out", str(out), "--grid", "batch_size=4,8", "--", "--producer", "iid",
-            "--n-checkpoints", "2"]  # fmt: skip
+    argv = [
+        "sweep",
+        "--out",
+        str(out),
+        "--grid",
+        "batch_size=4,8",
+        "--",
+        "--producer",
+        "iid",
+        "--n-checkpoints",
+        "2",
+    ]
     assert main(argv) == 2
     line = one_line(capsys)
     assert "too few for the change-point fit" in line and "--n-checkpoints 6" in line

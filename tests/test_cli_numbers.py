@@ -26,7 +26,7 @@ ZERO_ALLOWED = {
     "--weight-decay",
     "--grad-clip",
     "--gpus-per-run",
-}  # fmt: skip  (0 GPUs: a CPU-only Slurm job)
+}  # 0 GPUs: a CPU-only Slurm job
 NEGATIVE_ALLOWED = {"--threshold", "--b", "--c"}  # a seed is 0 to 2**63-1
 NEVER_ALLOWED = ("nan", "inf", "-inf", "x", "", "1e999")
 

@@ -18,8 +18,22 @@ from ihprobe.io.runs import is_finished
 from ihprobe.jobs import cluster, sweep
 from ihprobe.jobs.cluster import Slurm
 
-TRAIN = ("--producer", "iid", "--steps", "40", "--layers", "1", "--d-model", "16",
-         "--heads", "2", "--n-checkpoints", "8", "--device", "cpu")  # fmt: skip
+TRAIN = (
+    "--producer",
+    "iid",
+    "--steps",
+    "40",
+    "--layers",
+    "1",
+    "--d-model",
+    "16",
+    "--heads",
+    "2",
+    "--n-checkpoints",
+    "8",
+    "--device",
+    "cpu",
+)
 POINT = {"n": 4, "batch": 4}
 GRID = ["batch_size=2,4", "context=16"]
 

@@ -31,13 +31,17 @@ def frame(share: float, index: float, hits: float, natural_ps=0.4, seeds=contras
     for arm in contrast.ARMS:
         for seed in contrast.SEEDS:
             jitter, is_natural = 0.01 * seed, arm == "natural"
-            rows.append({
-                "arm": arm, "seed": seed, "status": "done" if seed in seeds else "pending",
-                "max_ps": (natural_ps if is_natural else 0.4) + jitter,
-                "top_head_share": (share if is_natural else 0.3) + jitter,
-                "per-layer:load_bearing_index": (index if is_natural else 1.0) + jitter,
-                "hits@1": (hits if is_natural else 0.10) + jitter,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "arm": arm,
+                    "seed": seed,
+                    "status": "done" if seed in seeds else "pending",
+                    "max_ps": (natural_ps if is_natural else 0.4) + jitter,
+                    "top_head_share": (share if is_natural else 0.3) + jitter,
+                    "per-layer:load_bearing_index": (index if is_natural else 1.0) + jitter,
+                    "hits@1": (hits if is_natural else 0.10) + jitter,
+                }
+            )
             rows[-1]["max_forward_induction_varied"] = rows[-1]["max_ps"]  # a head's, or none
             rows[-1]["per-layer:relative_change"] = rows[-1]["max_ps"] / 2
             for column in (*contrast_claims.SHOWN.values(), "train_s"):  # the other claims' columns
@@ -88,8 +92,15 @@ def test_a_smoke_run_elsewhere_writes_its_own_results_files(tmp_path):
     assert (md.parent, csv.name) == (tmp_path / "smoke", "RESULTS_papers_contrast-docs.csv")
 
 
-TINY = {"heads": 2, "d_model": 32, "context": 128, "batch_size": 2, "lr": 3e-3,
-        "tokens": 2 * 128 * 48, "vocab": 300}  # fmt: skip
+TINY = {
+    "heads": 2,
+    "d_model": 32,
+    "context": 128,
+    "batch_size": 2,
+    "lr": 3e-3,
+    "tokens": 2 * 128 * 48,
+    "vocab": 300,
+}
 
 
 @pytest.fixture
@@ -111,8 +122,20 @@ def tiny_pilot(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_the_recipe_scores_the_pilot_run_and_trains_bi_induct_on_its_config(tiny_pilot):
-    argv = ["--recipe", "docs", "--cell", "natural", "--cell", "forward", "--seed", "0",
-            "--random", "2", "--out", str(tiny_pilot / "contrast")]  # fmt: skip
+    argv = [
+        "--recipe",
+        "docs",
+        "--cell",
+        "natural",
+        "--cell",
+        "forward",
+        "--seed",
+        "0",
+        "--random",
+        "2",
+        "--out",
+        str(tiny_pilot / "contrast"),
+    ]
     with pytest.raises(SystemExit, match="not finished"):  # the pilot has not run yet
         contrast.main(argv[:4] + argv[6:])  # natural seed 0 alone
     contrast.main(argv)  # with another arm-seed: the natural arm is skipped, forward trained
@@ -160,8 +183,18 @@ def test_an_extended_pilot_is_scored_at_the_recipes_budget(tiny_pilot):
     budget = run_meta(pilot)["steps"]
     train(replace(config, tokens=2 * config.tokens, resume=True))  # --extend, to 2x the budget
     assert docs.budget_step(pilot) == budget and docs.pilot_problem(config) == ""
-    argv = ["--recipe", "docs", "--cell", "natural", "--seed", "1", "--random", "2",
-            "--out", str(tiny_pilot / "contrast")]  # fmt: skip
+    argv = [
+        "--recipe",
+        "docs",
+        "--cell",
+        "natural",
+        "--seed",
+        "1",
+        "--random",
+        "2",
+        "--out",
+        str(tiny_pilot / "contrast"),
+    ]
     contrast.main(argv)
     row = pd.read_csv(tiny_pilot / "RESULTS_papers_contrast-docs.csv").set_index(["arm", "seed"])
     row = row.loc[("natural", 1)]

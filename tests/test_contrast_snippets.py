@@ -21,16 +21,29 @@ def frame(backward_vs_shuffled: float, forward_varied: float, rescored=contrast.
         for seed in contrast.SEEDS:
             jitter = 0.01 * seed
             scored = seed in rescored
-            rows.append({
-                "arm": arm, "seed": seed, "status": "done", "max_ps": 0.02 + jitter,
-                "max_forward_induction_fixed": 0.5 + jitter, "max_anti_induction": 0.04,
-                "global-layer-matched:load_bearing_index": jitter, "natural_perplexity": 8.0,
-                "max_forward_induction_varied": (forward_varied if arm == "forward" else 0.04)
-                + jitter if scored else np.nan,
-                "backward_copy_vs_shuffled": (backward_vs_shuffled if arm == "backward" else 0.0)
-                + jitter if scored else np.nan,
-                "rescore_train_s": 1500.0 if scored else np.nan,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "arm": arm,
+                    "seed": seed,
+                    "status": "done",
+                    "max_ps": 0.02 + jitter,
+                    "max_forward_induction_fixed": 0.5 + jitter,
+                    "max_anti_induction": 0.04,
+                    "global-layer-matched:load_bearing_index": jitter,
+                    "natural_perplexity": 8.0,
+                    "max_forward_induction_varied": (forward_varied if arm == "forward" else 0.04)
+                    + jitter
+                    if scored
+                    else np.nan,
+                    "backward_copy_vs_shuffled": (
+                        backward_vs_shuffled if arm == "backward" else 0.0
+                    )
+                    + jitter
+                    if scored
+                    else np.nan,
+                    "rescore_train_s": 1500.0 if scored else np.nan,
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -9,24 +9,30 @@ from studies.contrast import claims as contrast_claims
 from studies.contrast import run as contrast
 
 
-def contrast_frame(natural_ps: float, backward_anti: float, seeds=contrast.SEEDS,
-                   natural_perplexity: float = 7.0) -> pd.DataFrame:  # fmt: skip
+def contrast_frame(
+    natural_ps: float, backward_anti: float, seeds=contrast.SEEDS, natural_perplexity: float = 7.0
+) -> pd.DataFrame:
     """Every arm done with a little spread; the natural arm's PS and perplexity and the
     backward arm's anti-induction set by the test (every Bi-Induct arm's perplexity is 8)."""
     rows = []
     for arm in contrast.ARMS:
         for seed in contrast.SEEDS:
             jitter = 0.01 * seed
-            rows.append({
-                "arm": arm, "seed": seed, "status": "done" if seed in seeds else "pending",
-                "max_ps": (natural_ps if arm == "natural" else 0.5) + jitter,
-                "max_forward_induction": (0.9 if arm == "forward" else 0.1) + jitter,
-                "max_forward_induction_fixed": (0.9 if arm == "forward" else 0.1) + jitter,
-                "max_anti_induction": (backward_anti if arm == "backward" else 0.03) + jitter,
-                "global-layer-matched:load_bearing_index": (3.0 if arm == "natural" else 1.0)
-                + jitter,
-                "natural_perplexity": (natural_perplexity if arm == "natural" else 8.0) + jitter,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "arm": arm,
+                    "seed": seed,
+                    "status": "done" if seed in seeds else "pending",
+                    "max_ps": (natural_ps if arm == "natural" else 0.5) + jitter,
+                    "max_forward_induction": (0.9 if arm == "forward" else 0.1) + jitter,
+                    "max_forward_induction_fixed": (0.9 if arm == "forward" else 0.1) + jitter,
+                    "max_anti_induction": (backward_anti if arm == "backward" else 0.03) + jitter,
+                    "global-layer-matched:load_bearing_index": (3.0 if arm == "natural" else 1.0)
+                    + jitter,
+                    "natural_perplexity": (natural_perplexity if arm == "natural" else 8.0)
+                    + jitter,
+                }
+            )
             rows[-1]["max_forward_induction_varied"] = rows[-1]["max_ps"]  # a head's, or none
             rows[-1]["per-layer:relative_change"] = rows[-1]["max_ps"] / 2
             for column in (*contrast_claims.SHOWN.values(), "train_s"):  # the table's other columns
@@ -55,10 +61,15 @@ def test_contrast_anti_induction_verdict_flips_with_the_backward_arm():
 
 
 def test_contrast_perplexity_verdicts_need_no_heads_and_flip_with_the_data():
-    claims = [f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"
-              for arm in ("forward", "backward", "balanced")]  # fmt: skip
-    for perplexity, expected in ((7.0, "agrees"), (9.0, "disagrees"),
-                                 (8.0, "inconclusive at this scale")):  # fmt: skip
+    claims = [
+        f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"
+        for arm in ("forward", "backward", "balanced")
+    ]
+    for perplexity, expected in (
+        (7.0, "agrees"),
+        (9.0, "disagrees"),
+        (8.0, "inconclusive at this scale"),
+    ):
         found = said(contrast_frame(0.02, 0.03, natural_perplexity=perplexity))
         assert [found[c] for c in claims] == [expected] * 3, perplexity
 

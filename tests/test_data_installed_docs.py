@@ -24,10 +24,15 @@ def fake_docs(tmp_path, monkeypatch, cache_dir):
             text = f"{name} manual page {i}. " + "The option :set number shows line numbers. " * 8
             (where / f"page{i}.txt").write_text(text)
     sources = {
-        name: DocSource(f"{name}-doc", str(tmp_path / "share" / name / "do[c]"), "**/*.txt", "MIT",
-                        f"{name}'s docs")
+        name: DocSource(
+            f"{name}-doc",
+            str(tmp_path / "share" / name / "do[c]"),
+            "**/*.txt",
+            "MIT",
+            f"{name}'s docs",
+        )
         for name in ("alpha", "beta")
-    }  # fmt: skip
+    }
     monkeypatch.setattr(installed_docs, "SOURCES", sources)
     return tmp_path
 

@@ -38,7 +38,7 @@ CASES = {
             "snippet_source": "random",
             "direction": "backward",
         },
-    ),  # fmt: skip
+    ),
     "markov-iid-order2-repetition": (
         "markov",
         {
@@ -48,7 +48,7 @@ CASES = {
             "repetition": 0.9,
             "reliability": 0.6,
         },
-    ),  # fmt: skip
+    ),
     "repeats": ("repeats", {"base": "iid", "vocab_size": 20, "period": [2, 5], "start": (1, 4)}),
 }
 

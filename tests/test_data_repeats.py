@@ -20,8 +20,15 @@ def _period_and_start(row: torch.Tensor, low: int, high: int) -> tuple[int, int]
 
 
 def test_rows_repeat_with_varying_periods_and_starts():
-    p = make_producer("repeats", batch_size=64, context=64, base="iid", vocab_size=5000,
-                      period=(8, 32), start=(0, 16))  # fmt: skip
+    p = make_producer(
+        "repeats",
+        batch_size=64,
+        context=64,
+        base="iid",
+        vocab_size=5000,
+        period=(8, 32),
+        start=(0, 16),
+    )
     tokens = p.sample(0).tokens
     found = [_period_and_start(row, 8, 32) for row in tokens]
     periods = {period for period, _ in found}

@@ -98,8 +98,12 @@ def test_demo_report_renders_fits_the_page_and_labels_its_lines(demo):
 
 
 def test_compare_adds_natural_and_bi_induct_runs(tmp_path):
-    config = replace(DemoConfig(out=str(tmp_path), progress=False, compare=True), steps=30,
-                     n_checkpoints=7, random=2)  # fmt: skip
+    config = replace(
+        DemoConfig(out=str(tmp_path), progress=False, compare=True),
+        steps=30,
+        n_checkpoints=7,
+        random=2,
+    )
     result = run_demo(config)
     assert list(result.summary.run) == ["main", "natural", "bi-induct"]
     assert all(path.is_file() for path in result.tables.values())
@@ -113,10 +117,21 @@ def test_compare_adds_natural_and_bi_induct_runs(tmp_path):
 def test_cli_demo_prints_where_files_are(tmp_path):
     out = tmp_path / "d"
     result = subprocess.run(
-        [sys.executable, "-m", "ihprobe", "demo", "--out", str(out), "--steps", "20",
-         "--draws", "2"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "ihprobe",
+            "demo",
+            "--out",
+            str(out),
+            "--steps",
+            "20",
+            "--draws",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert f"report: {out / 'report.html'}" in result.stdout
     assert "max prefix matching" in result.stdout and "(chance" in result.stdout
@@ -145,20 +160,37 @@ def _ps_at(demo, step: int) -> float:
 # each sentence of the README that quotes the demo, and what the demo wrote for its numbers
 DEMO_CLAIMS = {
     r"max PS N at update 350, N at 400, N\s+at 425 and N at 500": lambda d, s: [
-        _ps_at(d, 350), _ps_at(d, 400), _ps_at(d, 425), _ps_at(d, 500)],
+        _ps_at(d, 350),
+        _ps_at(d, 400),
+        _ps_at(d, 425),
+        _ps_at(d, 500),
+    ],
     r"one seed: max PS N -> N and AR accuracy N -> N \(induction loss N -> N, uniform guess "
-    r"ln 64 = N\), steep segment from about N updates \(between checkpoints N and N\)":
-    lambda d, s: [
-        s.ps_start, s.ps_final, s.ar_start, s.ar_final, s.induction_loss_start,
-        s.induction_loss_final, s.induction_loss_chance, s.emergence_updates, s.emergence_low,
-        s.emergence_high],
+    r"ln 64 = N\), steep segment from about N updates "
+    r"\(between checkpoints N and N\)": lambda d, s: [
+        s.ps_start,
+        s.ps_final,
+        s.ar_start,
+        s.ar_final,
+        s.induction_loss_start,
+        s.induction_loss_final,
+        s.induction_loss_chance,
+        s.emergence_updates,
+        s.emergence_low,
+        s.emergence_high,
+    ],
     r"AR accuracy N% vs N% on average for 20 layer-matched draws of 3 other layer-1 heads "
     r"\(N distinct sets exist; p = N, the least 20 draws can give\), load-bearing index N "
     r"\(95% interval N to N\)": lambda d, s: [
-        100 * s.ar_accuracy_relative_change, 100 * s.ar_accuracy_random_relative_change,
-        math.comb(DemoConfig().heads - DemoConfig().top, DemoConfig().top), s.ar_accuracy_p,
-        s.ar_accuracy_index, s.ar_accuracy_index_low, s.ar_accuracy_index_high],
-}  # fmt: skip
+        100 * s.ar_accuracy_relative_change,
+        100 * s.ar_accuracy_random_relative_change,
+        math.comb(DemoConfig().heads - DemoConfig().top, DemoConfig().top),
+        s.ar_accuracy_p,
+        s.ar_accuracy_index,
+        s.ar_accuracy_index_low,
+        s.ar_accuracy_index_high,
+    ],
+}
 
 
 def _agrees(quoted: str, value: float) -> bool:
@@ -176,8 +208,11 @@ def test_every_number_the_readme_quotes_from_the_demo_is_what_the_demo_wrote(dem
         assert found, f"the README no longer says: {sentence}"
         values = computed(demo, s)
         assert len(values) == len(found.groups())
-        wrong = [(q, round(v, 4)) for q, v in zip(found.groups(), values, strict=True)
-                 if not _agrees(q, v)]  # fmt: skip
+        wrong = [
+            (q, round(v, 4))
+            for q, v in zip(found.groups(), values, strict=True)
+            if not _agrees(q, v)
+        ]
         assert not wrong, (sentence, wrong)
     verdict = re.search(r"load-bearing index [^:|]+: ([a-z -]+) \(the demo's `summary.csv`", README)
     assert verdict and verdict.group(1) == s.verdict  # the verdict the demo chose

@@ -20,9 +20,17 @@ from ihprobe.figures.demo_text import (
 def point(transition: bool, updates: float = 300.0) -> EmergencePoint:
     if not transition:
         return EmergencePoint("prefix_matching", "max", False, reason="the rise is 0.01 < 0.1")
-    return EmergencePoint("prefix_matching", "max", True, tokens=updates * 2048, updates=updates,
-                          updates_low=updates - 25, updates_high=updates + 25, threshold=0.3,
-                          threshold_step=int(updates) + 25)  # fmt: skip
+    return EmergencePoint(
+        "prefix_matching",
+        "max",
+        True,
+        tokens=updates * 2048,
+        updates=updates,
+        updates_low=updates - 25,
+        updates_high=updates + 25,
+        threshold=0.3,
+        threshold_step=int(updates) + 25,
+    )
 
 
 def test_emergence_sentence_follows_the_transition():

@@ -48,9 +48,23 @@ def test_load_puts_every_parameter_and_buffer_on_the_requested_device(
 # ------------------------------------------------------------------------ tensors ihprobe makes
 
 FACTORIES = {
-    "arange", "as_tensor", "empty", "eye", "full", "linspace", "logspace", "ones", "rand",
-    "randint", "randn", "randperm", "tensor", "tril_indices", "triu_indices", "zeros",
-}  # fmt: skip
+    "arange",
+    "as_tensor",
+    "empty",
+    "eye",
+    "full",
+    "linspace",
+    "logspace",
+    "ones",
+    "rand",
+    "randint",
+    "randn",
+    "randperm",
+    "tensor",
+    "tril_indices",
+    "triu_indices",
+    "zeros",
+}
 # where a call may leave the device unsaid, and why (a folder or a module)
 ALLOWED = {
     "data/": "producers draw batches on the CPU from seeded generators, the same tokens on every "
@@ -111,15 +125,33 @@ def test_auto_on_a_machine_with_a_device_runs_trains_live_probes_there(tmp_path,
     from ihprobe.training.trainer import TrainConfig, train
 
     real = world.resolve_device
-    run = train(TrainConfig(out=str(tmp_path / "run"), producer="iid", steps=4, layers=2,
-                            heads=2, d_model=16, context=16, batch_size=4, checkpoints="linear",
-                            n_checkpoints=1, progress=False, device="cpu"))  # fmt: skip
+    run = train(
+        TrainConfig(
+            out=str(tmp_path / "run"),
+            producer="iid",
+            steps=4,
+            layers=2,
+            heads=2,
+            d_model=16,
+            context=16,
+            batch_size=4,
+            checkpoints="linear",
+            n_checkpoints=1,
+            progress=False,
+            device="cpu",
+        )
+    )
     monkeypatch.setattr(world, "resolve_device", lambda d, *r: META if d == "auto" else real(d))
     monkeypatch.setattr(models, "resolve_device", lambda d, *r: torch.device(d))
     with world.join_world("auto") as joined:
         assert joined.device == META
-        probes = LiveProbes(RunDir(run), batch=4, tokens_per_update=64, device=joined.device,
-                            on_probe=lambda record: None)  # fmt: skip
+        probes = LiveProbes(
+            RunDir(run),
+            batch=4,
+            tokens_per_update=64,
+            device=joined.device,
+            on_probe=lambda record: None,
+        )
         with SameDevice(), pytest.raises((RuntimeError, NotImplementedError)) as stopped:
             probes(4, None)
     assert "meta" in str(stopped.value) and "same device" not in str(stopped.value)
@@ -135,7 +167,8 @@ def test_demo_with_auto_trains_on_the_resolved_device_and_finishes(tmp_path, mon
 
     asked, real = [], world.resolve_device
     monkeypatch.setattr(world, "resolve_device", lambda d, *r: asked.append(d) or real(d, *r))
-    config = replace(DemoConfig(out=str(tmp_path), progress=False), steps=30, n_checkpoints=7,
-                     random=2)  # fmt: skip
+    config = replace(
+        DemoConfig(out=str(tmp_path), progress=False), steps=30, n_checkpoints=7, random=2
+    )
     result = run_demo(config)
     assert "auto" in asked and result.report.is_file()

@@ -88,8 +88,9 @@ def test_every_function_runs_on_the_device_and_returns_cpu_numbers(
     table = frame(result)
     assert len(table) and table.columns[0] == "model"
     assert numbers(table).shape == numbers(on_the_cpu[name]).shape
-    assert np.allclose(numbers(table), numbers(on_the_cpu[name]), rtol=1e-3, atol=1e-4,
-                       equal_nan=True)  # fmt: skip
+    assert np.allclose(
+        numbers(table), numbers(on_the_cpu[name]), rtol=1e-3, atol=1e-4, equal_nan=True
+    )
 
 
 NO_VALUES = ("meta tensor", "meta device", "no data")  # what meta says at a first value read
@@ -115,10 +116,25 @@ def test_on_a_stand_in_device_no_function_mixes_devices_before_its_first_value_r
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_train_with_live_probes_resumes_and_its_trajectory_scans_on_the_device(device, tmp_path):
-    config = dict(out=str(tmp_path / "run"), producer="iid", producer_options={"vocab_size": 64},
-                  layers=2, heads=2, d_model=16, context=16, batch_size=4, steps=8,
-                  schedule="constant", checkpoints="linear", n_checkpoints=2, log_every=2,
-                  live_probes=True, probe_batch=4, progress=False, device=device)  # fmt: skip
+    config = dict(
+        out=str(tmp_path / "run"),
+        producer="iid",
+        producer_options={"vocab_size": 64},
+        layers=2,
+        heads=2,
+        d_model=16,
+        context=16,
+        batch_size=4,
+        steps=8,
+        schedule="constant",
+        checkpoints="linear",
+        n_checkpoints=2,
+        log_every=2,
+        live_probes=True,
+        probe_batch=4,
+        progress=False,
+        device=device,
+    )
     run = ihprobe.train(TrainConfig(**config))
     ihprobe.train(TrainConfig(**{**config, "steps": 12, "resume": True}))  # extended: resumed
     probed = [r["step"] for r in ihprobe.io.runs.RunDir(run).records("probes.jsonl")]

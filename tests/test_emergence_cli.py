@@ -66,9 +66,17 @@ def _sweep_table() -> pd.DataFrame:
     rows = []
     for B in (4, 8, 16):
         for C in (32, 64):
-            rows.append({"run": f"B{B}C{C}", "batch_size": B, "context": C, "transition": True,
-                         "updates": LAWS["fitted"].updates(B, C), "repetition": B / 20,
-                         "reliability": C / 80})  # fmt: skip
+            rows.append(
+                {
+                    "run": f"B{B}C{C}",
+                    "batch_size": B,
+                    "context": C,
+                    "transition": True,
+                    "updates": LAWS["fitted"].updates(B, C),
+                    "repetition": B / 20,
+                    "reliability": C / 80,
+                }
+            )
     rows[0]["transition"], rows[0]["updates"] = False, None
     return pd.DataFrame(rows)
 
@@ -127,7 +135,9 @@ def test_figures_mark_the_point_and_the_prediction():
     far = dataclasses.replace(near, tokens=float(tokens.max()) * 40)
     figure = trajectory_figure(table, point, far)
     assert [s.x0 for s in figure.layout.shapes if s.type == "line"] == [point.tokens]
-    assert any("off this axis" in a.text for a in figure.layout.annotations)
+    (note,) = [a for a in figure.layout.annotations if "off this axis" in a.text]
+    # above the plot area (paper y >= 1, growing upwards): clear of the curves and the x ticks
+    assert (note.yref, note.yanchor) == ("paper", "bottom") and note.y >= 1
     strip = head_strip_figure(table)
     assert strip.data[0].z.shape == (2, len(tokens)) and strip.data[0].y == ("L1H0", "L1H1")
     fit = fit_law([(4, 32, 3000), (8, 32, 2000), (8, 64, 1500), (16, 64, 1000)])
@@ -184,8 +194,15 @@ def test_fit_law_cli_refits_from_run_points(tmp_path, monkeypatch, capsys):
 
     def planted(run_dir, **kwargs):
         B, C = shapes[run_dir]
-        return EmergencePoint("prefix_matching", "max", True, updates=law.updates(B, C),
-                              batch_size=B, context=C, model=run_dir)  # fmt: skip
+        return EmergencePoint(
+            "prefix_matching",
+            "max",
+            True,
+            updates=law.updates(B, C),
+            batch_size=B,
+            context=C,
+            model=run_dir,
+        )
 
     monkeypatch.setattr(changepoint, "run_emergence", planted)
     assert main(["fit-law", *shapes, "--json"]) == 0
@@ -197,10 +214,18 @@ def test_fit_law_cli_refits_from_run_points(tmp_path, monkeypatch, capsys):
     said = capsys.readouterr().out
     assert "an exact fit" in said and "r = " not in said  # an r of 1 that says nothing
     shapes["e"] = (4, 64)  # a run that stopped before its heads formed: a lower bound
-    never = EmergencePoint("prefix_matching", "max", False, batch_size=4, context=64, model="e",
-                           curve=pd.DataFrame({"step": [0, 100, 50_000]}))  # fmt: skip
-    monkeypatch.setattr(changepoint, "run_emergence",
-                        lambda r, **k: never if r == "e" else planted(r))  # fmt: skip
+    never = EmergencePoint(
+        "prefix_matching",
+        "max",
+        False,
+        batch_size=4,
+        context=64,
+        model="e",
+        curve=pd.DataFrame({"step": [0, 100, 50_000]}),
+    )
+    monkeypatch.setattr(
+        changepoint, "run_emergence", lambda r, **k: never if r == "e" else planted(r)
+    )
     assert main(["fit-law", *shapes]) == 0
     assert "(5 runs, 1 censored (no placed point" in capsys.readouterr().out
 
@@ -208,9 +233,32 @@ def test_fit_law_cli_refits_from_run_points(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow
 def test_sweep_cli_trains_through_ihprobe_train_and_skips_it_the_second_time(tmp_path, capsys):
     out = tmp_path / "sweep"
-    args = ["sweep", "--out", str(out), "--grid", "batch_size=2", "--grid", "context=16",
-            "-n", "4", "--batch", "4", "--", "--producer", "iid", "--steps", "12",
-            "--layers", "1", "--d-model", "16", "--heads", "2", "--n-checkpoints", "8"]  # fmt: skip
+    args = [
+        "sweep",
+        "--out",
+        str(out),
+        "--grid",
+        "batch_size=2",
+        "--grid",
+        "context=16",
+        "-n",
+        "4",
+        "--batch",
+        "4",
+        "--",
+        "--producer",
+        "iid",
+        "--steps",
+        "12",
+        "--layers",
+        "1",
+        "--d-model",
+        "16",
+        "--heads",
+        "2",
+        "--n-checkpoints",
+        "8",
+    ]
     assert main(args) == 0
     table = pd.read_csv(out / "sweep.csv")
     assert table["run"].tolist() == ["batch_size=2_context=16"]
@@ -224,9 +272,18 @@ def test_sweep_cli_trains_through_ihprobe_train_and_skips_it_the_second_time(tmp
 
 
 def _curve_table(steps, values) -> pd.DataFrame:
-    return pd.DataFrame({"model": "run", "revision": None, "step": steps,
-                         "tokens": [s * 1024 for s in steps], "layer": 1, "head": 0,
-                         "metric": "prefix_matching", "value": values})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "model": "run",
+            "revision": None,
+            "step": steps,
+            "tokens": [s * 1024 for s in steps],
+            "layer": 1,
+            "head": 0,
+            "metric": "prefix_matching",
+            "value": values,
+        }
+    )
 
 
 def test_a_rise_cut_off_by_the_end_of_training_is_reported_as_a_lower_bound():
@@ -242,6 +299,8 @@ def test_a_rise_cut_off_by_the_end_of_training_is_reported_as_a_lower_bound():
     said = describe(cut, kwargs)
     assert cut.transition and cut.at_edge and "a lower bound" in said and ">=" in said
     assert cut.updates_high == steps[-1]
-    figure_labels = [a.text for a in trajectory_figure(_curve_table(steps, [*flat, 0.6]), cut,
-                                                       None).layout.annotations]  # fmt: skip
+    figure_labels = [
+        a.text
+        for a in trajectory_figure(_curve_table(steps, [*flat, 0.6]), cut, None).layout.annotations
+    ]
     assert any(t.startswith("emergence >=") for t in figure_labels)  # the page says it too

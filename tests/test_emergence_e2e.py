@@ -19,10 +19,20 @@ def test_transition_is_found_where_prefix_matching_jumps(tmp_path, monkeypatch, 
 
     monkeypatch.setitem(data.PRODUCERS, "periodic", Periodic)
     config = TrainConfig(
-        out=str(tmp_path / "run"), producer="periodic", producer_options={}, layers=2,
-        heads=4, d_model=64, context=64, batch_size=32, steps=560, lr=3e-3,
-        schedule="constant", n_checkpoints=12, progress=False,
-    )  # fmt: skip
+        out=str(tmp_path / "run"),
+        producer="periodic",
+        producer_options={},
+        layers=2,
+        heads=4,
+        d_model=64,
+        context=64,
+        batch_size=32,
+        steps=560,
+        lr=3e-3,
+        schedule="constant",
+        n_checkpoints=12,
+        progress=False,
+    )
     run = train(config)
     scan = {"n": 16, "batch": 20}
     point = run_emergence(run, "prefix_matching", **scan)

@@ -28,11 +28,23 @@ def run(tmp_path, tokenizer):
 def test_table_is_ordered_and_matches_direct_scans(run, tmp_path, counted):
     table = ihprobe.trajectory(run, METRICS, cache=tmp_path / "cache", **SCAN)
     assert list(table.columns) == [
-        "model", "revision", "step", "tokens", "layer", "head", "metric", "value", "duplicate_of",
-    ]  # fmt: skip
+        "model",
+        "revision",
+        "step",
+        "tokens",
+        "layer",
+        "head",
+        "metric",
+        "value",
+        "duplicate_of",
+        "repeats",
+    ]
     assert table["step"].unique().tolist() == [0, 10, 40]
     assert table["tokens"].is_monotonic_increasing
     assert set(table["model"]) == {"tiny-run"} and table["duplicate_of"].isna().all()
+    # fresh models of three seeds share their zero biases and unit norms, and the column says so
+    said = table.groupby("step")["repeats"].first()
+    assert pd.isna(said[0]) and said[10].endswith("repeat " + str(run / "checkpoints/step-000000"))
     assert len(table) == 3 * (2 * 4 + 1)  # 2 layers x 4 heads of PS, one AR accuracy
     # the values are what scanning each checkpoint on its own gives
     direct = ihprobe.scan(ihprobe.load(run / "checkpoints" / "step-000010"), METRICS, **SCAN)

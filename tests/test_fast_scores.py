@@ -49,8 +49,9 @@ def full_softmax(q, k, scale, mask=None, softcap=None, bias=None):
 
 def random_qk(batch=3, heads=4, kv_heads=2, n=12, d=8, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(batch, heads, n, d, generator=g), torch.randn(batch, kv_heads, n, d,
-                                                                   generator=g)  # fmt: skip
+    return torch.randn(batch, heads, n, d, generator=g), torch.randn(
+        batch, kv_heads, n, d, generator=g
+    )
 
 
 def alibi(heads: int, n: int) -> torch.Tensor:
@@ -233,10 +234,12 @@ def neox(tmp_path_factory):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_pairs_run_on_the_models_device_and_equal_the_cpu_patterns(device, neox):
-    reference = ihprobe.scan(ihprobe.load(neox), PATTERN_METRICS, n=8, batch=4,
-                             attention="patterns")  # fmt: skip
-    scores = ihprobe.scan(ihprobe.load(neox, device=device), PATTERN_METRICS, n=8, batch=4,
-                          attention="pairs")  # fmt: skip
+    reference = ihprobe.scan(
+        ihprobe.load(neox), PATTERN_METRICS, n=8, batch=4, attention="patterns"
+    )
+    scores = ihprobe.scan(
+        ihprobe.load(neox, device=device), PATTERN_METRICS, n=8, batch=4, attention="pairs"
+    )
     for metric in PATTERN_METRICS:
         assert scores.head[metric].device.type == "cpu"
         assert torch.allclose(scores.head[metric], reference.head[metric], atol=1e-4), metric
@@ -259,8 +262,9 @@ def test_the_memory_estimate_of_a_pair_scan_leaves_out_the_patterns(matrix, monk
 
     model, batch = matrix("llama"), 64
     shape = memory.shape_of(model.cfg)
-    full, pairs = (memory.estimate(shape, rows=batch, chunk=25, patterns=p).bytes
-                   for p in (True, False))  # fmt: skip
+    full, pairs = (
+        memory.estimate(shape, rows=batch, chunk=25, patterns=p).bytes for p in (True, False)
+    )
     assert pairs < full
     monkeypatch.setattr(memory, "limits_on", lambda: True)
     monkeypatch.setattr(memory, "available_bytes", lambda *device: int((full + pairs) / 2))

@@ -25,10 +25,20 @@ from tests.test_model_inputs import ARCHITECTURES, V, build
 ALIBI = {
     "bloom": ARCHITECTURES["bloom"],
     "falcon": ("FalconConfig", "FalconForCausalLM", {**ARCHITECTURES["falcon"][2], "alibi": True}),
-    "mpt": ("MptConfig", "MptForCausalLM",
-            {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64, "expansion_ratio": 2,
-             "attn_config": {"clip_qkv": 0.1, "softmax_scale": 3.0}, "vocab_size": V}),
-}  # fmt: skip
+    "mpt": (
+        "MptConfig",
+        "MptForCausalLM",
+        {
+            "d_model": 32,
+            "n_heads": 4,
+            "n_layers": 2,
+            "max_seq_len": 64,
+            "expansion_ratio": 2,
+            "attn_config": {"clip_qkv": 0.1, "softmax_scale": 3.0},
+            "vocab_size": V,
+        },
+    ),
+}
 
 
 @pytest.fixture(scope="module")

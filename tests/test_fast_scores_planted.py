@@ -21,8 +21,12 @@ V, C, D_HEAD, HEADS = 64, 64, 64, 4  # one-hot tokens and positions each fill on
 N = 8  # the repeated halves' length, which the positional head's offset (7) fits; no snippet does
 INDUCTION, UNIFORM, SHUFFLED, POSITIONAL = range(HEADS)  # layer 1's heads
 SHARP = 4.0  # query weight: score margins of about 40 after LayerNorm's rescaling
-METRICS = ["previous_token", "prefix_matching", "forward_induction_fixed",
-           "forward_induction_varied"]  # fmt: skip
+METRICS = [
+    "previous_token",
+    "prefix_matching",
+    "forward_induction_fixed",
+    "forward_induction_varied",
+]
 
 
 def shift(offset: int) -> torch.Tensor:
@@ -38,8 +42,16 @@ def planted_induction_model() -> GPT2LMHeadModel:
     j + N - 1). Other weights are zero, MLPs write nothing, the unembedding reads the token."""
     d = 4 * D_HEAD
     tok, pos, prev, _ = (slice(i * D_HEAD, (i + 1) * D_HEAD) for i in range(4))
-    cfg = GPT2Config(vocab_size=V, n_embd=d, n_layer=2, n_head=HEADS, n_positions=C,
-                     tie_word_embeddings=False, bos_token_id=0, eos_token_id=0)  # fmt: skip
+    cfg = GPT2Config(
+        vocab_size=V,
+        n_embd=d,
+        n_layer=2,
+        n_head=HEADS,
+        n_positions=C,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     model = GPT2LMHeadModel(cfg).eval()
     state = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
     eye = torch.eye(D_HEAD)
@@ -73,12 +85,15 @@ def planted_induction_model() -> GPT2LMHeadModel:
 
 @pytest.fixture(scope="module")
 def both_paths(tmp_path_factory):
-    folder = save_checkpoint(planted_induction_model(), tmp_path_factory.mktemp("planted"),
-                             id_tokenizer(V))  # fmt: skip
+    folder = save_checkpoint(
+        planted_induction_model(), tmp_path_factory.mktemp("planted"), id_tokenizer(V)
+    )
     model = ihprobe.load(folder)
     settings = {"n": N, "batch": 8, "seed": 3, "snippet_length": 6}  # varied: |S| of 10 to 30
-    return {mode: ihprobe.scan(model, METRICS, **settings, attention=mode)
-            for mode in ("pairs", "patterns")}  # fmt: skip
+    return {
+        mode: ihprobe.scan(model, METRICS, **settings, attention=mode)
+        for mode in ("pairs", "patterns")
+    }
 
 
 def test_both_paths_ran_and_agree(both_paths):

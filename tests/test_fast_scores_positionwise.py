@@ -19,8 +19,12 @@ from tests.helpers import save_checkpoint
 from tests.test_fast_scores import check_pairs_equal_patterns
 from tests.test_model_inputs import ARCHITECTURES, V, build
 
-KINDS = {"gpt_neox": "MLPBridge", "llama": "GatedMLPBridge", "phi3": "JointGateUpMLPBridge",
-         "bloom": "BloomMLPBridge"}  # fmt: skip
+KINDS = {
+    "gpt_neox": "MLPBridge",
+    "llama": "GatedMLPBridge",
+    "phi3": "JointGateUpMLPBridge",
+    "bloom": "BloomMLPBridge",
+}
 
 
 @pytest.fixture(scope="module")

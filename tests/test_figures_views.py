@@ -40,8 +40,17 @@ def _positions(inputs=("repeated",)) -> pd.DataFrame:
         for name in inputs:
             for position in range(1, 2 * HALF):
                 loss = second if name == "repeated" and position >= HALF else first
-                rows.append({"model": "m", "revision": None, "step": step, "tokens": step * 64,
-                             "input": name, "position": position, "loss": loss})  # fmt: skip
+                rows.append(
+                    {
+                        "model": "m",
+                        "revision": None,
+                        "step": step,
+                        "tokens": step * 64,
+                        "input": name,
+                        "position": position,
+                        "loss": loss,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -68,8 +77,14 @@ def test_bounded_scores_keep_fixed_scales_so_chance_noise_stays_pale():
     scores = HeadScores(head={"k_composition": noise}, model={}, provenance=provenance)
     k = head_heatmap(scores, "k_composition")
     assert (k.data[0].zmin, k.data[0].zmax) == (-1.0, 1.0)
-    result = AblationResult(provenance, "prefix_matching", noise, [(0, 1)], [[(1, 0)]],
-                            {"ar_accuracy": torch.tensor([0.1, 0.1, 0.1])})  # fmt: skip
+    result = AblationResult(
+        provenance,
+        "prefix_matching",
+        noise,
+        [(0, 1)],
+        [[(1, 0)]],
+        {"ar_accuracy": torch.tensor([0.1, 0.1, 0.1])},
+    )
     sets = head_sets_figure(result).data[0]
     assert (sets.zmin, sets.zmax) == (0.0, 1.0)
     raw = torch.full((2, 2, 2, 2), math.nan)
@@ -88,8 +103,11 @@ def test_spaced_labels_name_outstanding_points_and_skip_crowded_ones():
 
 
 def test_titles_fit_the_width_of_their_png():
-    effects = HeadEffects(Provenance("runs/demo/main", None, 500, 1_024_000), (2, 4),
-                          {"ar_accuracy": torch.linspace(0.9, 0.1, 9)})  # fmt: skip
+    effects = HeadEffects(
+        Provenance("runs/demo/main", None, 500, 1_024_000),
+        (2, 4),
+        {"ar_accuracy": torch.linspace(0.9, 0.1, 9)},
+    )
     fig = head_effects_figure(effects, "ar_accuracy")
     lines = re.sub(r"<sub>.*?</sub>", "", fig.layout.title.text).split("<br>")
     assert len(lines) >= 2  # the 420 px figure wraps its title
@@ -127,24 +145,38 @@ def test_in_chromium_names_do_not_overlap_titles_are_whole_and_tables_fit_1024(t
         PatchResult("head", activation, 1.0, 0.0),
         PatchResult("head", attribution, 1.0, 0.0, "attribution"),
     )
-    effects = HeadEffects(Provenance("runs/demo/main", None, 500, 1_024_000), (2, 4),
-                          {"ar_accuracy": torch.linspace(0.9, 0.1, 9)})  # fmt: skip
+    effects = HeadEffects(
+        Provenance("runs/demo/main", None, 500, 1_024_000),
+        (2, 4),
+        {"ar_accuracy": torch.linspace(0.9, 0.1, 9)},
+    )
     page = tmp_path / "figures.html"
     # figures at their own widths, as a notebook's PNG draws them (not fitted to the page)
     body = "".join(
         f.to_html(full_html=False, include_plotlyjs=i == 0)
         for i, f in enumerate([scatter, head_effects_figure(effects, "ar_accuracy")])
     )
-    page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{body}"
-                    f"{_MEASURE}</body></html>", encoding="utf-8")  # fmt: skip
+    page.write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{body}"
+        f"{_MEASURE}</body></html>",
+        encoding="utf-8",
+    )
     measured = _measure(page, width=1024)
     assert measured["names"] >= 2 and measured["overlaps"] == 0 and measured["cut"] == 0
     screenshot(page, "figures-labels-titles.png", height=1000)
     # a report whose ablation table has every statistic of three metrics: no hidden columns
-    values = {m: torch.tensor([0.5, 0.9, 0.4, 0.6, 0.55]) for m in
-              ("ar_accuracy", "induction_loss", "ar_mean_rank")}  # fmt: skip
-    result = AblationResult(Provenance("m"), "prefix_matching", torch.full((2, 4), 0.5),
-                            [(1, 2)], [[(1, 0)], [(1, 1)], [(1, 3)]], values)  # fmt: skip
+    values = {
+        m: torch.tensor([0.5, 0.9, 0.4, 0.6, 0.55])
+        for m in ("ar_accuracy", "induction_loss", "ar_mean_rank")
+    }
+    result = AblationResult(
+        Provenance("m"),
+        "prefix_matching",
+        torch.full((2, 4), 0.5),
+        [(1, 2)],
+        [[(1, 0)], [(1, 1)], [(1, 3)]],
+        values,
+    )
     report = write_ablation_report(tmp_path / "ablation.html", [result])
     report.write_text(report.read_text().replace("</body>", _MEASURE + "</body>"))
     measured = _measure(report, width=1024)

@@ -20,7 +20,7 @@ RECORDED = [
     (0, 0.021), (150, 0.024), (300, 0.022), (450, 0.025), (600, 0.026), (750, 0.027),
     (900, 0.061), (1050, 0.277), (1200, 0.461), (1350, 0.485), (1500, 0.575), (1650, 0.619),
     (1800, 0.642), (1950, 0.662), (2100, 0.668), (2250, 0.676), (2400, 0.671), (2550, 0.669),
-]  # fmt: skip
+]  # fmt: skip  # a data table: recorded (step, max PS), six a line
 
 
 def records(pairs):
@@ -93,8 +93,9 @@ def test_nothing_detected_below_the_threshold():
 
 
 def point(batch_size: int, updates: float, context: int = 64) -> EmergencePoint:
-    return EmergencePoint("prefix_matching", "max", True, updates=updates,
-                          batch_size=batch_size, context=context)  # fmt: skip
+    return EmergencePoint(
+        "prefix_matching", "max", True, updates=updates, batch_size=batch_size, context=context
+    )
 
 
 def test_law_from_two_batch_sizes_interpolates_geometrically():
@@ -121,8 +122,14 @@ def test_law_from_residuals_set_the_spread():
 
 
 def test_law_from_keeps_a_run_that_stopped_before_its_point_as_a_bound():
-    stopped = EmergencePoint("prefix_matching", "max", False, batch_size=32, context=64,
-                             curve=pd.DataFrame({"step": [0, 100, 2000]}))  # fmt: skip
+    stopped = EmergencePoint(
+        "prefix_matching",
+        "max",
+        False,
+        batch_size=32,
+        context=64,
+        curve=pd.DataFrame({"step": [0, 100, 2000]}),
+    )
     prior = law_prior(32, 64, law_from=[point(16, 900), point(64, 400), stopped])
     assert prior.runs == 3 and prior.law.endswith("1 censored")
     assert prior.updates > math.sqrt(900 * 400)  # at least 2,000 at B = 32 pulls it later
@@ -146,8 +153,9 @@ def test_the_figure_draws_forecast_interval_and_measured_point():
 
     data = records(RECORDED[:8])
     forecasts = forecast_records(data, Prior(1800, 0.3, "test", 16, 64))
-    measured = EmergencePoint("prefix_matching", "max", True, updates=880.0,
-                              updates_low=750.0, updates_high=900.0)  # fmt: skip
+    measured = EmergencePoint(
+        "prefix_matching", "max", True, updates=880.0, updates_low=750.0, updates_high=900.0
+    )
     fig = forecast_figure(forecasts, measured)
     median = next(t for t in fig.data if t.name == "forecast (median)")
     assert list(median.x) == [s for s, _ in RECORDED[:8]]
@@ -185,10 +193,21 @@ def test_train_with_forecast_starts_at_the_laws_value(tmp_path):
     from ihprobe.io.runs import PROBES, RunDir
     from ihprobe.training.trainer import TrainConfig, train
 
-    config = TrainConfig(out=str(tmp_path / "run"), producer="iid", layers=1, heads=2,
-                         d_model=16, context=16, batch_size=8, steps=20, checkpoints="linear",
-                         n_checkpoints=2, live_probes=True, forecast=True,
-                         progress=False)  # fmt: skip
+    config = TrainConfig(
+        out=str(tmp_path / "run"),
+        producer="iid",
+        layers=1,
+        heads=2,
+        d_model=16,
+        context=16,
+        batch_size=8,
+        steps=20,
+        checkpoints="linear",
+        n_checkpoints=2,
+        live_probes=True,
+        forecast=True,
+        progress=False,
+    )
     run = RunDir(train(config))
     lines, probes = run.records(FORECAST), run.records(PROBES)
     assert [line["step"] for line in lines] == [p["step"] for p in probes] == [0, 10, 20]
@@ -225,8 +244,9 @@ def test_the_figure_axis_is_log_updates_clipped_to_the_run_when_a_bound_is_unbou
     forecasts = forecast_records(records(RECORDED[:8]), Prior(1800, 0.3, "test", 16, 64))
     forecasts[0] = replace(forecasts[0], updates_high=math.inf)
     forecasts[1] = replace(forecasts[1], updates_high=1e308, updates_low=1e-300)
-    measured = EmergencePoint("prefix_matching", "max", True, updates=880.0,
-                              updates_low=750.0, updates_high=900.0)  # fmt: skip
+    measured = EmergencePoint(
+        "prefix_matching", "max", True, updates=880.0, updates_low=750.0, updates_high=900.0
+    )
     fig = forecast_figure(forecasts, measured)
     axis = fig.layout.yaxis
     low, high = (10**v for v in axis.range)

@@ -28,8 +28,9 @@ def module(name: str):
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_gpu_check_script_parses():
-    done = subprocess.run(["bash", "-n", str(BENCHMARKS / "gpu_check.sh")], capture_output=True,
-                          text=True)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-n", str(BENCHMARKS / "gpu_check.sh")], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -71,9 +72,11 @@ def test_a_failed_or_timed_out_step_is_one_row_and_the_natural_step_is_a_no_op(m
 def test_a_step_past_its_limit_is_killed_with_everything_it_started(tmp_path):
     job = module("device_job")
     pid_file = tmp_path / "grandchild"
-    parent = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
-              "'import time; time.sleep(60)']); open(sys.argv[1], 'w').write(str(p.pid)); "
-              "time.sleep(60)")  # fmt: skip
+    parent = (
+        "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(60)']); open(sys.argv[1], 'w').write(str(p.pid)); "
+        "time.sleep(60)"
+    )
     code, _, _ = job.run_group([sys.executable, "-c", parent, str(pid_file)], 8)
     assert code is None
     grandchild = int(pid_file.read_text())
@@ -95,8 +98,10 @@ def test_compare_holds_numbers_to_the_tolerance():
     assert job.compare(cpu.assign(value=[1.00001, float("nan")]), cpu, job.FP32)[1]
     worst, ok = job.compare(cpu.assign(value=[1.1, float("nan")]), cpu, job.FP32)
     assert not ok and abs(worst - 0.1) < 1e-9
-    assert job.compare(cpu.iloc[:1], cpu, job.FP32) == (pytest.approx(float("nan"), nan_ok=True),
-                                                         False)  # fmt: skip
+    assert job.compare(cpu.iloc[:1], cpu, job.FP32) == (
+        pytest.approx(float("nan"), nan_ok=True),
+        False,
+    )
 
 
 # The whole CPU mode takes 5-8 minutes on two shared cores; the suite runs the steps whose code
@@ -111,9 +116,23 @@ def test_the_cpu_mode_of_the_device_job_runs_its_steps_and_passes(tmp_path):
     results = tmp_path / "RESULTS_device.md"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("IHPROBE_NATURAL_GPU", None)
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "device_job.py"), "--device", "cpu",
-                           "--tiny", "--results", str(results), "--steps", ",".join(IN_SUITE)],
-                          capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "device_job.py"),
+            "--device",
+            "cpu",
+            "--tiny",
+            "--results",
+            str(results),
+            "--steps",
+            ",".join(IN_SUITE),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     text = results.read_text()
     for name in IN_SUITE:

@@ -60,8 +60,9 @@ def files_in(directory: Path) -> list[Path]:
 
 def test_streamed_series_flags_the_duplicate_and_empties_the_cache(hub, tmp_path):
     revisions = ["step100", "step200", "step300"]
-    table = trajectory(REPO, METRICS, revisions=revisions, keep="none",
-                       cache=tmp_path / "results", **SCAN)  # fmt: skip
+    table = trajectory(
+        REPO, METRICS, revisions=revisions, keep="none", cache=tmp_path / "results", **SCAN
+    )
     per_revision = table.groupby("revision")["duplicate_of"].first()
     assert per_revision["step300"] == f"{REPO}@step200"
     assert per_revision[["step100", "step200"]].isna().all()
@@ -75,8 +76,9 @@ def test_streamed_series_flags_the_duplicate_and_empties_the_cache(hub, tmp_path
     assert (pm["step300"] == pm["step200"]).all() and (pm["step100"] != pm["step200"]).any()
 
     # an interrupted series resumes: scanned revisions come from the results cache, unfetched
-    again = trajectory(REPO, METRICS, revisions=revisions, keep="none",
-                       cache=tmp_path / "results", **SCAN)  # fmt: skip
+    again = trajectory(
+        REPO, METRICS, revisions=revisions, keep="none", cache=tmp_path / "results", **SCAN
+    )
     assert again["value"].tolist() == table["value"].tolist()
     assert again.groupby("revision")["duplicate_of"].first()["step300"] == f"{REPO}@step200"
 
@@ -102,8 +104,9 @@ def test_cli_scan_streams_and_removes(hub, tmp_path, capsys):
     "source, revision, hint",
     [(REPO, "step999", "step999"), ("org/absent", "step100", "org/absent")],
 )
-def test_unknown_revision_or_repo_exits_2_with_one_line(hub, tmp_path, capsys, source, revision,
-                                                        hint):  # fmt: skip
+def test_unknown_revision_or_repo_exits_2_with_one_line(
+    hub, tmp_path, capsys, source, revision, hint
+):
     argv = ["scan", source, "--revision", revision, "--out", str(tmp_path / "x")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -125,10 +128,16 @@ def test_duplicates_are_left_out_of_the_fit_and_marked_in_the_figure():
     ps = [0.02] * 7 + [0.8] * 6  # PS jumps between 32k and 64k tokens
     copies = {1, 2, 3}  # early branches that hold the final weights (pythia issue #205)
     values = [0.8 if i in copies else v for i, v in enumerate(ps)]
-    table = pd.DataFrame({"model": "m", "step": [t // 1000 for t in tokens], "tokens": tokens,
-                          "metric": "prefix_matching", "value": values,
-                          "duplicate_of": [("m@final" if i in copies else None)
-                                           for i in range(len(tokens))]})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "model": "m",
+            "step": [t // 1000 for t in tokens],
+            "tokens": tokens,
+            "metric": "prefix_matching",
+            "value": values,
+            "duplicate_of": [("m@final" if i in copies else None) for i in range(len(tokens))],
+        }
+    )
     point = emergence(table)
     assert (point.tokens_low, point.tokens_high) == (32000.0, 64000.0)
     assert point.curve["duplicate"].sum() == len(copies)  # the curve keeps them, marked

@@ -131,8 +131,11 @@ def test_runs_cut_off_before_their_point_are_kept_as_lower_bounds_not_dropped():
         kept.append(fit_law(cut))
         dropped.append(fit_law([(B, C, U) for B, C, U, censored in cut if not censored]))
     assert 0.15 < np.mean([f.censored for f in kept]) / 30 < 0.5
-    bias = {(way, k): np.mean([getattr(f, k) for f in fits]) - getattr(truth, k)
-            for way, fits in (("kept", kept), ("dropped", dropped)) for k in "bc"}  # fmt: skip
+    bias = {
+        (way, k): np.mean([getattr(f, k) for f in fits]) - getattr(truth, k)
+        for way, fits in (("kept", kept), ("dropped", dropped))
+        for k in "bc"
+    }
     assert abs(bias["kept", "b"]) < 0.05 and abs(bias["kept", "c"]) < 0.05
     assert bias["dropped", "c"] < -0.1
     assert kept[0].to_dict()["censored"] == kept[0].censored and kept[0].to_frame().censored.any()
@@ -145,9 +148,20 @@ def test_runs_cut_off_before_their_point_are_kept_as_lower_bounds_not_dropped():
 
 def test_emergence_points_without_a_placed_point_are_censored_at_their_bound():
     law, steps = LAWS["fitted"], pd.DataFrame({"step": [0, 10, 100, 40_000]})
-    placed = [EmergencePoint("prefix_matching", "max", True, updates=law.updates(B, C),
-                             batch_size=B, context=C, updates_low=1, updates_high=2, curve=steps)
-              for B, C in ((4, 32), (8, 64), (16, 32), (4, 128))]  # fmt: skip
+    placed = [
+        EmergencePoint(
+            "prefix_matching",
+            "max",
+            True,
+            updates=law.updates(B, C),
+            batch_size=B,
+            context=C,
+            updates_low=1,
+            updates_high=2,
+            curve=steps,
+        )
+        for B, C in ((4, 32), (8, 64), (16, 32), (4, 128))
+    ]
     none = EmergencePoint("prefix_matching", "max", False, batch_size=2, context=16, curve=steps)
     edge = EmergencePoint(
         "prefix_matching",

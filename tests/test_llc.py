@@ -21,9 +21,18 @@ def small_run(tmp_path_factory):
     from ihprobe.training.trainer import TrainConfig, train
 
     out = tmp_path_factory.mktemp("llc") / "run"
-    config = TrainConfig(out=str(out), producer="iid", layers=1, heads=2, d_model=16,
-                         context=16, batch_size=8, steps=40, checkpoints=(0, 1280, 5120),
-                         progress=False)  # fmt: skip
+    config = TrainConfig(
+        out=str(out),
+        producer="iid",
+        layers=1,
+        heads=2,
+        d_model=16,
+        context=16,
+        batch_size=8,
+        steps=40,
+        checkpoints=(0, 1280, 5120),
+        progress=False,
+    )
     return train(config)
 
 
@@ -58,8 +67,7 @@ def test_a_directory_that_is_not_a_run_is_refused(tmp_path):
 
 
 def point(updates, low=None, high=None, metric="llc"):
-    return EmergencePoint(metric, "max", True, updates=updates, updates_low=low,
-                          updates_high=high)  # fmt: skip
+    return EmergencePoint(metric, "max", True, updates=updates, updates_low=low, updates_high=high)
 
 
 def test_stage_sentence_inside_and_outside_the_bracket():
@@ -91,12 +99,26 @@ def test_the_llc_figure_draws_llc_ps_and_every_chain():
     from ihprobe.dynamics.llc import LLCTrajectory
     from ihprobe.figures.forecast import llc_figure
 
-    frame = pd.DataFrame({"step": [0, 10], "tokens": [0, 640], "llc_mean": [3.0, 9.0],
-                          "llc_std": [0.5, 1.0], "init_loss": [5.0, 4.0]})  # fmt: skip
-    traces = pd.DataFrame({"step": [0, 0, 10, 10] * 2, "chain": [0, 0, 0, 0, 1, 1, 1, 1],
-                           "draw": [0, 1] * 4, "loss": [5.0, 5.1, 4.0, 4.2] * 2})  # fmt: skip
-    table = pd.DataFrame({"step": [0, 10], "tokens": [0, 640], "metric": "prefix_matching",
-                          "value": [0.1, 0.6]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "step": [0, 10],
+            "tokens": [0, 640],
+            "llc_mean": [3.0, 9.0],
+            "llc_std": [0.5, 1.0],
+            "init_loss": [5.0, 4.0],
+        }
+    )
+    traces = pd.DataFrame(
+        {
+            "step": [0, 0, 10, 10] * 2,
+            "chain": [0, 0, 0, 0, 1, 1, 1, 1],
+            "draw": [0, 1] * 4,
+            "loss": [5.0, 5.1, 4.0, 4.2] * 2,
+        }
+    )
+    table = pd.DataFrame(
+        {"step": [0, 10], "tokens": [0, 640], "metric": "prefix_matching", "value": [0.1, 0.6]}
+    )
     fig = llc_figure(LLCTrajectory(frame, traces, FEW, "r"), table)
     names = [t.name for t in fig.data]
     assert "LLC" in names and "max PS" in names

@@ -20,9 +20,15 @@ from tests.helpers import hf_prefix_matching, save_checkpoint, tiny_hf_model
 
 V, D, L, H, CTX, N = 64, 32, 2, 4, 64, 8
 COMMON = {"vocab_size": V, "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}
-LLAMA_LIKE = {"hidden_size": D, "num_hidden_layers": L, "num_attention_heads": H,
-              "num_key_value_heads": 2, "intermediate_size": 64,
-              "max_position_embeddings": CTX, **COMMON}  # fmt: skip
+LLAMA_LIKE = {
+    "hidden_size": D,
+    "num_hidden_layers": L,
+    "num_attention_heads": H,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": CTX,
+    **COMMON,
+}
 GPT2_LIKE = {"n_embd": D, "n_layer": L, "n_head": H, "n_positions": CTX, **COMMON}
 # model_type -> (config class, model class, tiny config)
 ARCHITECTURES = {
@@ -69,7 +75,7 @@ ARCHITECTURES = {
                    {"n_embd": D, "n_layer": L, "n_head": H, "n_positions": CTX, "vocab_size": V}),
     "mixtral": ("MixtralConfig", "MixtralForCausalLM",
                 {**LLAMA_LIKE, "num_local_experts": 2, "num_experts_per_tok": 1}),
-}  # fmt: skip
+}  # fmt: skip  # a data table: one architecture a line
 UNBRIDGEABLE = ("CodeGenConfig", "CodeGenForCausalLM", {**GPT2_LIKE, "n_ctx": CTX, "rotary_dim": 4})
 LOG_PROB_TOLERANCE = 1e-4  # float32 on CPU; measured differences are below 1e-6
 PS_TOLERANCE = 1e-5  # attention weights are probabilities
@@ -118,10 +124,12 @@ def test_scan_takes_a_plain_hf_model_a_path_and_a_bridge_alike(tmp_path):
     loaded = ihprobe.load(directory)
     by_bridge = ihprobe.scan(loaded, ["prefix_matching"], tokens=tokens)
     for scores in (by_object, by_bridge):
-        assert torch.allclose(scores.head["prefix_matching"], by_path.head["prefix_matching"],
-                              atol=1e-6)  # fmt: skip
-    assert torch.allclose(by_object.head["prefix_matching"], hf_prefix_matching(hf, tokens),
-                          atol=PS_TOLERANCE)  # fmt: skip
+        assert torch.allclose(
+            scores.head["prefix_matching"], by_path.head["prefix_matching"], atol=1e-6
+        )
+    assert torch.allclose(
+        by_object.head["prefix_matching"], hf_prefix_matching(hf, tokens), atol=PS_TOLERANCE
+    )
     assert as_model(hf) is as_model(hf)  # bridged once per object
     assert as_model(loaded) is loaded
     with torch.no_grad():  # the user trains on: the next call sees the new weights
@@ -152,8 +160,9 @@ def test_results_print_in_one_short_line(tmp_path):
     hf = tiny_hf_model("gpt-neox", vocab_size=V, context=CTX, d_model=D)
     model = as_model(hf)
     scores = ihprobe.scan(model, ["prefix_matching", "ar_accuracy"], n=N, batch=4)
-    result = ihprobe.ablate(model, top=1, scope="global", random=2, n=N, batch=4,
-                            metrics=["ar_accuracy"])  # fmt: skip
+    result = ihprobe.ablate(
+        model, top=1, scope="global", random=2, n=N, batch=4, metrics=["ar_accuracy"]
+    )
     composition = ihprobe.composition(model, "k", draws=2)
     for shown in (repr(scores), repr(result), repr(composition)):
         assert "\n" not in shown and "tensor(" not in shown and len(shown) < 300, shown

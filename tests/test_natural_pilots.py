@@ -22,9 +22,16 @@ def test_the_natural_pilots_outcome_counts_formed_seeds_and_keeps_rows_whose_fol
     monkeypatch.setattr(natural, "OUT_CSV", tmp_path / "natural.csv")
     pilot = next(iter(natural.PILOTS))
     budget = natural.PILOTS[pilot]["tokens"] / 1e6
-    saved = [{**natural.summary(pilot, seed), "status": "done", "curve": "0.0: 0.010 (0.001)",
-              "tokens_M_seen": budget, "formed_at_M": 21.3 if seed == 0 else None}
-             for seed in (0, 1, 2)]  # fmt: skip
+    saved = [
+        {
+            **natural.summary(pilot, seed),
+            "status": "done",
+            "curve": "0.0: 0.010 (0.001)",
+            "tokens_M_seen": budget,
+            "formed_at_M": 21.3 if seed == 0 else None,
+        }
+        for seed in (0, 1, 2)
+    ]
     pd.DataFrame(saved).to_csv(natural.OUT_CSV, index=False)
     frame = natural.rows()
     mine = frame[frame.pilot == pilot]
@@ -38,8 +45,10 @@ def test_the_natural_pilots_outcome_counts_formed_seeds_and_keeps_rows_whose_fol
     )
     # seeds 1 and 2 continued to 3x the law: judged at both budgets, seed 0 counted in both
     more = natural.extended_tokens(pilot) / 1e6
-    late = [saved[0]] + [{**row, "extended_to_M": more, "tokens_M_seen": more,
-                          "formed_at_M": 40.0} for row in saved[1:]]  # fmt: skip
+    late = [saved[0]] + [
+        {**row, "extended_to_M": more, "tokens_M_seen": more, "formed_at_M": 40.0}
+        for row in saved[1:]
+    ]
     first, second = natural.outcome(pd.DataFrame(late))
     assert "2.0x the law" in first and "**misses the target**" in first and "1 of 3" in first
     assert "3.0x the law" in second and "**pending: 3 of 5 seeds**" in second and "3 of 3" in second
@@ -67,8 +76,17 @@ def _natural_pilots(
             if censor_last and B == 4 and seed == seeds - 1:
                 onset = None  # no change point by its last probe, 1.5x its true point
             seen = 1.5 * updates * B * 256 / 1e6
-            rows.append({"pilot": pilot, "seed": seed, "B": B, "C": 256, "status": "done",
-                         "onset_M": onset, "tokens_M_seen": seen})  # fmt: skip
+            rows.append(
+                {
+                    "pilot": pilot,
+                    "seed": seed,
+                    "B": B,
+                    "C": 256,
+                    "status": "done",
+                    "onset_M": onset,
+                    "tokens_M_seen": seen,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -124,8 +142,9 @@ def test_seeds_whose_folders_are_gone_are_read_from_the_csv_not_retrained(
     natural.extend_pilot(pilot, 0)  # extended in an earlier session: its record, no training
     assert capsys.readouterr().out.count('"max_PS": 0.34') == 2
     args = SimpleNamespace(out=str(tmp_path / "contrast"), label=None, recipe="embedded")
-    monkeypatch.setattr(contrast, "results_files",
-                        lambda args: (tmp_path / "c.md", tmp_path / "c.csv"))  # fmt: skip
+    monkeypatch.setattr(
+        contrast, "results_files", lambda args: (tmp_path / "c.md", tmp_path / "c.csv")
+    )
     monkeypatch.setattr(contrast, "arm_run", lambda *a: pytest.fail("retrained"))
     pd.DataFrame([{"arm": "natural", "seed": 3, "status": "done", "max_ps": 0.4}]).to_csv(
         tmp_path / "c.csv", index=False

@@ -23,8 +23,9 @@ def outputs(book) -> list:
 
 
 def text_of(book) -> str:
-    return "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
-                   for o in outputs(book))  # fmt: skip
+    return "".join(
+        o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outputs(book)
+    )
 
 
 def test_there_are_notebooks():

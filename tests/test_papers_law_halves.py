@@ -28,8 +28,17 @@ def sigmoid_table(midpoint: float, *, noise: float = 0.0, seed: int = 0) -> pd.D
     rng = np.random.default_rng(seed)
     ps = 0.02 + 0.8 / (1 + np.exp(-x / 0.08)) + noise * rng.standard_normal(len(steps))
     tokens = np.asarray(steps) * 2048
-    return pd.DataFrame({"model": "m", "step": steps, "tokens": tokens, "layer": 0, "head": 0,
-                         "metric": "prefix_matching", "value": ps})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "model": "m",
+            "step": steps,
+            "tokens": tokens,
+            "layer": 0,
+            "head": 0,
+            "metric": "prefix_matching",
+            "value": ps,
+        }
+    )
 
 
 @pytest.mark.parametrize("module", [h, lf, pl])
@@ -76,28 +85,52 @@ def halves_frame(sd_half: float, runs: int, *, seed: int = 0) -> pd.DataFrame:
     """Rows as ``update`` writes them: runs spread over 3 cells, halves around U = 2,000."""
     rng = np.random.default_rng(seed)
     errors = rng.normal(0, sd_half, (runs, 2))
-    return pd.DataFrame({"cell": [f"c{i % 3}" for i in range(runs)], "seed": range(runs),
-                         "budget_factor": 1, "grid": "semi-natural", "C": 64,
-                         "updates": 2000.0, "transition": True, "censored": False,
-                         "even_updates": 2000 * 10 ** errors[:, 0], "even_transition": True,
-                         "odd_updates": 2000 * 10 ** errors[:, 1], "odd_transition": True,
-                         "n_long": None})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "cell": [f"c{i % 3}" for i in range(runs)],
+            "seed": range(runs),
+            "budget_factor": 1,
+            "grid": "semi-natural",
+            "C": 64,
+            "updates": 2000.0,
+            "transition": True,
+            "censored": False,
+            "even_updates": 2000 * 10 ** errors[:, 0],
+            "even_transition": True,
+            "odd_updates": 2000 * 10 ** errors[:, 1],
+            "odd_transition": True,
+            "n_long": None,
+        }
+    )
 
 
 def law_frame(sd_seed: float, seeds: int = 5, *, seed: int = 1) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame([{"cell": f"c{c}", "seed": s, "status": "done", "transition": True,
-                          "censored": False, "updates": 2000 * 10 ** rng.normal(0, sd_seed)}
-                         for c in range(3) for s in range(seeds)])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "cell": f"c{c}",
+                "seed": s,
+                "status": "done",
+                "transition": True,
+                "censored": False,
+                "updates": 2000 * 10 ** rng.normal(0, sd_seed),
+            }
+            for c in range(3)
+            for s in range(seeds)
+        ]
+    )
 
 
 @pytest.mark.parametrize(
     ("sd_half", "sd_seed", "runs", "says"),
-    [(0.01, 0.15, 10, "estimator noise is small next to seed noise"),
-     (0.30, 0.05, 10, "estimator noise on half the checkpoints is not small next to seed noise"),
-     (0.06, 0.12, 10, "inconclusive at this scale"),  # the ratio near the margin 0.5
-     (0.01, 0.15, 3, "pending: 3 of 5 seeds")],
-)  # fmt: skip
+    [
+        (0.01, 0.15, 10, "estimator noise is small next to seed noise"),
+        (0.30, 0.05, 10, "estimator noise on half the checkpoints is not small next to seed noise"),
+        (0.06, 0.12, 10, "inconclusive at this scale"),  # the ratio near the margin 0.5
+        (0.01, 0.15, 3, "pending: 3 of 5 seeds"),
+    ],
+)
 def test_the_estimator_verdict_flips_with_the_data(sd_half, sd_seed, runs, says):
     frame, law = halves_frame(sd_half, runs), law_frame(sd_seed)
     refit = h.refitted(frame)
@@ -129,12 +162,15 @@ def test_the_probe_length_verdict_flips_with_the_data(factor, says):
 
 @pytest.mark.parametrize(
     ("late", "says"),
-    [(1.2, "the probe's length does not move the emergence point"),
-     (2.0, "inconclusive at this scale")],
-)  # fmt: skip
+    [
+        (1.2, "the probe's length does not move the emergence point"),
+        (2.0, "inconclusive at this scale"),
+    ],
+)
 def test_a_run_placed_under_one_probe_only_bounds_the_ratio_and_can_block_agreement(late, says):
-    frame = halves_frame(0.01, 6).assign(n_long=64, long_transition=True, long_censored=False,
-                                         steps=4000)  # fmt: skip
+    frame = halves_frame(0.01, 6).assign(
+        n_long=64, long_transition=True, long_censored=False, steps=4000
+    )
     frame["long_updates"] = frame.updates * 1.02
     frame.loc[0, "long_censored"] = True  # placed at n = 16 only: its ratio is at least ...
     frame.loc[0, "long_updates"] = 2000.0 * late
@@ -153,8 +189,9 @@ def test_a_run_placed_under_one_probe_only_bounds_the_ratio_and_can_block_agreem
 
 
 def test_each_grid_gets_its_own_probe_length_verdict():
-    frame = halves_frame(0.01, 12).assign(n_long=64, long_transition=True, long_censored=False,
-                                          steps=4000)  # fmt: skip
+    frame = halves_frame(0.01, 12).assign(
+        n_long=64, long_transition=True, long_censored=False, steps=4000
+    )
     frame["long_updates"] = frame.updates * 1.02
     fixed = frame.index[6:]
     frame.loc[fixed, "grid"] = "fixed-structure"
@@ -175,12 +212,21 @@ def test_a_trained_run_goes_through_the_pass_and_resumes(tmp_path, cache_dir, co
     from ihprobe.training.trainer import TrainConfig, train
 
     out = tmp_path / "law"
-    config = TrainConfig(out=str(out / "fx-tiny" / "seed0-x1"), producer="repeats",
-                         producer_options={"base": "iid", "vocab_size": 64, "period": [4, 16],
-                                           "start": [0, 4]},
-                         layers=2, heads=4, d_model=64, context=64, batch_size=32, steps=500,
-                         lr=3e-3, schedule="constant", n_checkpoints=16,
-                         progress=False)  # fmt: skip
+    config = TrainConfig(
+        out=str(out / "fx-tiny" / "seed0-x1"),
+        producer="repeats",
+        producer_options={"base": "iid", "vocab_size": 64, "period": [4, 16], "start": [0, 4]},
+        layers=2,
+        heads=4,
+        d_model=64,
+        context=64,
+        batch_size=32,
+        steps=500,
+        lr=3e-3,
+        schedule="constant",
+        n_checkpoints=16,
+        progress=False,
+    )
     run = train(config)
     grid = run_emergence(run, **h.SCAN, cache=run / "trajectory-cache")  # as the grid does
     (run / "result.json").write_text(json.dumps({"updates": grid.updates}))

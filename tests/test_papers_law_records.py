@@ -14,7 +14,7 @@ from ihprobe.jobs import grid as common
 from studies.law import cells as law_cells
 from studies.law import control
 from studies.law import run as law
-from tests.test_validation_scripts import fit_text, law_frame
+from tests.helpers import fit_text, law_frame
 
 
 @pytest.fixture(autouse=True)
@@ -79,8 +79,16 @@ def test_a_new_seed_adds_to_the_csv_rows_of_run_folders_that_are_gone(tmp_path, 
     cell = "sn-B8-C64"
     run = law.run_dir(str(law.DEFAULT_OUT), cell, 3)
     run.mkdir(parents=True)
-    common.write_result(run, {"transition": True, "censored": False, "steps": 15300,
-                              "updates": 4321.0, "budget_factor": 1})  # fmt: skip
+    common.write_result(
+        run,
+        {
+            "transition": True,
+            "censored": False,
+            "steps": 15300,
+            "updates": 4321.0,
+            "budget_factor": 1,
+        },
+    )
     rows = law.collect(SimpleNamespace(out=str(law.DEFAULT_OUT))).set_index(["cell", "seed"])
     assert rows.loc[(cell, 3)].updates == 4321.0 and rows.loc[(cell, 3)].status == "done"
     saved = frame.set_index(["cell", "seed"]).loc[(cell, 0)].updates
@@ -98,11 +106,21 @@ def test_finished_runs_whose_folders_are_gone_are_read_not_retrained(tmp_path, m
     frame = law_frame(0.9, 0.1)
     frame.to_csv(law.OUT_CSV, index=False)
     cell = "nr-B8-C128"  # its first runs shown; seed 0's rerun kept only in the reruns CSV
-    pd.DataFrame([{"cell": cell, "seed": 0, "status": "done", "transition": True,
-                   "updates": 20000.0, "budget_factor": law_cells.EXTEND}]).to_csv(
-        law.RERUNS_CSV, index=False)  # fmt: skip
-    args = SimpleNamespace(out=str(law.DEFAULT_OUT), steps=None, layers=2, d_model=64,
-                           checkpoints=40, state_every=100)  # fmt: skip
+    pd.DataFrame(
+        [
+            {
+                "cell": cell,
+                "seed": 0,
+                "status": "done",
+                "transition": True,
+                "updates": 20000.0,
+                "budget_factor": law_cells.EXTEND,
+            }
+        ]
+    ).to_csv(law.RERUNS_CSV, index=False)
+    args = SimpleNamespace(
+        out=str(law.DEFAULT_OUT), steps=None, layers=2, d_model=64, checkpoints=40, state_every=100
+    )
     first = law.run_cell("sn-B8-C32", law_cells.cells()["sn-B8-C32"], 2, args)
     saved = frame.set_index(["cell", "seed"]).loc[("sn-B8-C32", 2)].updates
     assert first["updates"] == saved

@@ -36,19 +36,23 @@ def test_bfloat16_scores_match_float32_within_bf16_precision(checkpoint):
     full, half = scores(checkpoint, "float32"), scores(checkpoint, "bfloat16")
     for metric in ("prefix_matching", "previous_token"):
         assert half.head[metric].dtype == torch.float32  # accumulated in float32
-        torch.testing.assert_close(half.head[metric], full.head[metric], atol=ATTENTION_ATOL,
-                                   rtol=0)  # fmt: skip
-    assert half.model["induction_loss"] == pytest.approx(full.model["induction_loss"],
-                                                         rel=LOSS_RTOL)  # fmt: skip
+        torch.testing.assert_close(
+            half.head[metric], full.head[metric], atol=ATTENTION_ATOL, rtol=0
+        )
+    assert half.model["induction_loss"] == pytest.approx(
+        full.model["induction_loss"], rel=LOSS_RTOL
+    )
     # the comparison can fail: a different model's scores are far outside the tolerance
     assert (full.head["prefix_matching"] - half.head["prefix_matching"]).abs().max() > 0
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"dtype": "float8"}, "dtype='float8' is not one of float32, bfloat16, float16"),
-     ({"device": "tpu"}, "device='tpu' is not a device; use auto, cpu, cuda or cuda:N")],
-)  # fmt: skip
+    [
+        ({"dtype": "float8"}, "dtype='float8' is not one of float32, bfloat16, float16"),
+        ({"device": "tpu"}, "device='tpu' is not a device; use auto, cpu, cuda or cuda:N"),
+    ],
+)
 def test_bad_dtype_or_device_is_one_line(checkpoint, kwargs, message):
     with pytest.raises(IhprobeError, match=message.replace("(", r"\(")):
         ihprobe.load(checkpoint, **kwargs)

@@ -280,9 +280,13 @@ def test_icl_text_as_token_ids(loaded):
 def test_snippet_scores_with_bos(loaded):
     _, model = loaded
     scores = ihprobe.scan(
-        model, ["forward_induction_fixed", "anti_induction"], batch=BATCH, seed=1, bos=True,
+        model,
+        ["forward_induction_fixed", "anti_induction"],
+        batch=BATCH,
+        seed=1,
+        bos=True,
         snippet_length=LENGTH,
-    )  # fmt: skip
+    )
     for metric, backward in (("forward_induction_fixed", False), ("anti_induction", True)):
         rows = inputs.snippets(
             model, backward=backward, length=LENGTH, batch=BATCH, seed=1, bos=True

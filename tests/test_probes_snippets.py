@@ -1,6 +1,7 @@
 """Snippet scores read what they claim: varied-length rows, a reference over the full cache,
-planted heads (a fixed-offset positional head in the weights, content heads as patterns), a
-model trained here on backward snippets, and the metric table, frame and docs."""
+planted heads (a fixed-offset positional head in the weights, content heads as patterns), and
+the metric table, frame and docs. A model trained on backward snippets is in
+``test_probes_snippets_trained.py``."""
 
 from __future__ import annotations
 
@@ -67,8 +68,10 @@ def test_bad_lengths_are_one_line_errors(small, lengths):
 def reference_varied(model, lengths, batch, seed) -> tuple[dict, dict]:
     """The varied-length scores from the full cache, one row and position at a time, with
     every key found by token equality rather than by position arithmetic."""
-    rows = {c: inputs.varied_snippets(model, copy=c, lengths=lengths, batch=batch, seed=seed)
-            for c in COPIES}  # fmt: skip
+    rows = {
+        c: inputs.varied_snippets(model, copy=c, lengths=lengths, batch=batch, seed=seed)
+        for c in COPIES
+    }
     caches = {c: model.run_with_cache(rows[c][0]) for c in COPIES}
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     pairs = {m: [] for m in attention.VARIED_PAIRS}  # (copy, row, query, key)
@@ -97,21 +100,27 @@ def reference_varied(model, lengths, batch, seed) -> tuple[dict, dict]:
         head[metric] = torch.zeros(n_layers, n_heads)
         for layer in range(n_layers):
             for h in range(n_heads):
-                values = [float(caches[c][1][f"blocks.{layer}.attn.hook_pattern"][b, h, q, k])
-                          for c, b, q, k in found]  # fmt: skip
+                values = [
+                    float(caches[c][1][f"blocks.{layer}.attn.hook_pattern"][b, h, q, k])
+                    for c, b, q, k in found
+                ]
                 head[metric][layer, h] = np.mean(values)
     mean = {key: float(torch.stack(v).mean()) for key, v in behaviour.items()}
-    model_scores = {"backward_copy_loss": mean["copy"], "backward_copy_accuracy": mean["hits"],
-                    "backward_copy_vs_first_half": mean["first"] - mean["copy"],
-                    "backward_copy_vs_shuffled": mean["shuffled"] - mean["copy"]}  # fmt: skip
+    model_scores = {
+        "backward_copy_loss": mean["copy"],
+        "backward_copy_accuracy": mean["hits"],
+        "backward_copy_vs_first_half": mean["first"] - mean["copy"],
+        "backward_copy_vs_shuffled": mean["shuffled"] - mean["copy"],
+    }
     return head, model_scores
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["gpt2", "gpt-neox", "llama"])
 def test_varied_scores_match_the_reference(arch, tmp_path):
-    model = ihprobe.load(save_checkpoint(tiny_hf_model(arch, vocab_size=VOCAB), tmp_path,
-                                         id_tokenizer(VOCAB)))  # fmt: skip
+    model = ihprobe.load(
+        save_checkpoint(tiny_hf_model(arch, vocab_size=VOCAB), tmp_path, id_tokenizer(VOCAB))
+    )
     metrics = [*attention.VARIED_PAIRS, *BEHAVIOUR]
     scores = ihprobe.scan(model, metrics, batch=5, seed=2, snippet_lengths=(4, 9), chunk=4)
     with torch.no_grad():
@@ -128,9 +137,17 @@ def positional_head_model(directory: Path, offset: int = inputs.SNIPPET_LENGTH):
     """GPT-NeoX (rotary on every dimension) whose layer-0 head 0 looks ``offset`` tokens back,
     whatever the tokens: zero query and key weights, and biases whose rotary dot product is
     ``sum_i A^2 cos(theta_i (q - k - offset))``, largest at ``q - k = offset``."""
-    cfg = GPTNeoXConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
-                        num_attention_heads=4, intermediate_size=256, rotary_pct=1.0,
-                        max_position_embeddings=128, bos_token_id=0, eos_token_id=0)  # fmt: skip
+    cfg = GPTNeoXConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        rotary_pct=1.0,
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     torch.manual_seed(0)
     hf = GPTNeoXForCausalLM(cfg).eval()
     e = 64 // 4
@@ -174,8 +191,18 @@ def test_a_head_looking_n_minus_1_back_passes_prefix_matching_at_n_only(tmp_path
 def test_scan_names_a_head_that_passes_prefix_matching_by_a_fixed_offset(tmp_path, capsys):
     positional_head_model(tmp_path / "model", offset=15)
     metrics = "prefix_matching,forward_induction_varied"
-    argv = ["scan", str(tmp_path / "model"), "--metrics", metrics, "-n", "16", "--batch", "20",
-            "--out", str(tmp_path / "scan")]  # fmt: skip
+    argv = [
+        "scan",
+        str(tmp_path / "model"),
+        "--metrics",
+        metrics,
+        "-n",
+        "16",
+        "--batch",
+        "20",
+        "--out",
+        str(tmp_path / "scan"),
+    ]
     assert main(argv) == 0
     notes = [line for line in capsys.readouterr().out.splitlines() if "note: " in line]
     assert len(notes) == 1 and notes[0].startswith("  note: L0H0 passes prefix_matching (")
@@ -244,8 +271,12 @@ def planted_content_heads():
         b, t = ids.shape
         previous = torch.diag(torch.ones(t - 1), -1)
         previous[0, 0] = 1.0
-        heads = [first_earlier(ids, 1), previous.expand(b, t, t), first_earlier(ids, 0),
-                 first_earlier(ids, -1)]  # fmt: skip
+        heads = [
+            first_earlier(ids, 1),
+            previous.expand(b, t, t),
+            first_earlier(ids, 0),
+            first_earlier(ids, -1),
+        ]
         return torch.stack(heads, dim=1).to(pattern.dtype)
 
     return [("embed.hook_in", read_ids), ("blocks.1.attn.hook_pattern", plant)]
@@ -278,68 +309,6 @@ def test_a_uniform_head_scores_its_chance(tmp_path):
         assert torch.allclose(scores.head[metric], torch.tensor(exact, dtype=torch.float32))
         table = METRIC_TABLE[metric].chance(VOCAB, 20)
         assert table == pytest.approx(exact, rel=0.1), metric
-
-
-# ----------------------------------------------------------------------------- a trained model
-
-
-TRAIN_VOCAB, SHORTEST, LONGEST = 24, 3, 8
-
-
-def backward_rows(batch: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows packed with ``[S, SEP, reverse(S)]`` (``|S|`` 3-8, SEP a random id outside ``S``, as
-    the probe draws it) and labels on the copy's tokens after its first (-100 elsewhere)."""
-    context = 2 * (2 * LONGEST + 1)
-    x = torch.zeros(batch, context, dtype=torch.long)
-    y = torch.full((batch, context), -100)
-    for row in range(batch):
-        at = 0
-        while True:
-            n = int(torch.randint(SHORTEST, LONGEST + 1, (1,), generator=g))
-            if at + 2 * n + 1 > context:
-                break
-            ids = torch.randperm(TRAIN_VOCAB, generator=g)[: n + 1]
-            s, copy = ids[:n], ids[:n].flip(0)
-            x[row, at : at + n], x[row, at + n], x[row, at + n + 1 : at + 2 * n + 1] = (
-                s,
-                ids[n],
-                copy,
-            )
-            y[row, at + n + 2 : at + 2 * n + 1] = copy[1:]
-            at += 2 * n + 1
-    return x, y
-
-
-@pytest.mark.slow
-def test_a_model_trained_on_backward_snippets_copies_backward_without_anti_induction(tmp_path):
-    """2 layers trained on backward snippets only learn the causal circuit: a previous-token
-    head in layer 0, a duplicate-token head in layer 1 reading it, and the reversed copy
-    predicted; [B]'s anti-induction score stays below its chance level throughout."""
-    cfg = GPTNeoXConfig(vocab_size=TRAIN_VOCAB, hidden_size=64, num_hidden_layers=2,
-                        num_attention_heads=1, intermediate_size=64, rotary_pct=1.0,
-                        max_position_embeddings=4 * LONGEST + 2, bos_token_id=0,
-                        eos_token_id=0)  # fmt: skip
-    torch.manual_seed(0)
-    hf = GPTNeoXForCausalLM(cfg)
-    optimizer = torch.optim.AdamW(hf.parameters(), lr=3e-3, weight_decay=0.0)
-    g = torch.Generator().manual_seed(0)
-    for _ in range(400):
-        x, y = backward_rows(32, g)
-        loss = hf(x, labels=y).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    model = ihprobe.load(save_checkpoint(hf.eval(), tmp_path, id_tokenizer(TRAIN_VOCAB)))
-    scores = ihprobe.scan(model, list(SNIPPET_METRICS), snippet_length=LONGEST,
-                          snippet_lengths=(SHORTEST, LONGEST))  # fmt: skip
-    copying = scores.model
-    assert copying["backward_copy_accuracy"] > 0.9  # chance 1/24
-    assert copying["backward_copy_vs_shuffled"] > 2.0  # the order, not only the set of tokens
-    assert copying["backward_copy_vs_first_half"] > 2.0
-    assert scores.head["backward_previous_token"][0].max() > 0.7
-    assert scores.head["backward_duplicate"][1].max() > 0.7
-    chance = METRIC_TABLE["anti_induction"].chance(TRAIN_VOCAB, LONGEST)
-    assert scores.head["anti_induction"].max() < chance  # [B]'s score: blind to all of it
 
 
 # ----------------------------------------------------------------------------- table and docs

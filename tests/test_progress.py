@@ -43,8 +43,9 @@ def test_trajectory_reports_each_checkpoint_through_logging(run, tmp_path, caplo
 def test_a_metric_scanned_once_is_reused_by_any_later_request(run, tmp_path, monkeypatch):
     from ihprobe.dynamics import trajectories
 
-    first = ihprobe.trajectory(run, ["prefix_matching", "ar_accuracy"], cache=tmp_path,
-                               progress=False, **SCAN)  # fmt: skip
+    first = ihprobe.trajectory(
+        run, ["prefix_matching", "ar_accuracy"], cache=tmp_path, progress=False, **SCAN
+    )
     scanned = []
     real = trajectories.scan
     monkeypatch.setattr(trajectories, "scan", lambda *a, **k: scanned.append(a) or real(*a, **k))
@@ -54,8 +55,9 @@ def test_a_metric_scanned_once_is_reused_by_any_later_request(run, tmp_path, mon
     assert scanned == []  # every checkpoint from the cache
     expected = first[first.metric == "ar_accuracy"].reset_index(drop=True)
     assert again["value"].tolist() == expected["value"].tolist()
-    ihprobe.trajectory(run, ["ar_accuracy", "previous_token"], cache=tmp_path, progress=False,
-                       **SCAN)  # fmt: skip
+    ihprobe.trajectory(
+        run, ["ar_accuracy", "previous_token"], cache=tmp_path, progress=False, **SCAN
+    )
     assert [a[1] for a in scanned] == [["previous_token"]] * 3  # only the missing metric
 
 

@@ -46,9 +46,17 @@ def reference():
 
 def test_the_folder_holds_data_only():
     names = {p.name for p in REFERENCE.iterdir()}
-    assert names == {"README.md", "config.json", "generation_config.json", "ihprobe.json",
-                     "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                     natural_reference.RECIPE, PROBES}  # fmt: skip
+    assert names == {
+        "README.md",
+        "config.json",
+        "generation_config.json",
+        "ihprobe.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        natural_reference.RECIPE,
+        PROBES,
+    }
     assert sum(p.stat().st_size for p in REFERENCE.iterdir()) < 4e6  # small enough to commit
 
 
@@ -99,10 +107,34 @@ def test_portable_paths_name_the_cache_and_the_repository_for_any_machine(monkey
 
 # ----------------------------------------------------------------------------- the recipe, small
 
-SMALL = ["--producer", "natural", "--vocab-size", "300", "--layers", "2", "--heads", "4",
-         "--d-model", "64", "-C", "64", "-B", "8", "--lr", "3e-3", "--schedule", "constant",
-         "--checkpoints", "linear", "--n-checkpoints", "4", "--live-probes", "-q",
-         "--device", "cpu"]  # fmt: skip
+SMALL = [
+    "--producer",
+    "natural",
+    "--vocab-size",
+    "300",
+    "--layers",
+    "2",
+    "--heads",
+    "4",
+    "--d-model",
+    "64",
+    "-C",
+    "64",
+    "-B",
+    "8",
+    "--lr",
+    "3e-3",
+    "--schedule",
+    "constant",
+    "--checkpoints",
+    "linear",
+    "--n-checkpoints",
+    "4",
+    "--live-probes",
+    "-q",
+    "--device",
+    "cpu",
+]
 TOKENS, EXTENDED = 100_000, 150_000
 
 
@@ -136,8 +168,21 @@ def test_a_small_version_of_the_recipe_trains_end_to_end_and_extends(tmp_path):
 
     train_text, heldout = write_documents(tmp_path / "text")
     run = tmp_path / "run"
-    assert main(["train", "--out", str(run), "--option", f"text={train_text}",
-                 "--tokens", str(TOKENS), *SMALL]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--out",
+                str(run),
+                "--option",
+                f"text={train_text}",
+                "--tokens",
+                str(TOKENS),
+                *SMALL,
+            ]
+        )
+        == 0
+    )
     found = ihprobe.checkpoints(run)
     assert len(found) == 5 and abs(found[-1].tokens - TOKENS) < 8 * 64  # B C per update
     probes = RunDir(run).records(PROBES)
@@ -158,6 +203,40 @@ def test_a_small_version_of_the_recipe_trains_end_to_end_and_extends(tmp_path):
     assert steps == sorted(set(steps)) and steps[-1] == longer[-1].step  # each update once
     assert {m["lr"] for m in metrics if m["step"] > found[-1].step} == {3e-3}  # still constant
     (extension,) = json.loads((run / RUN_META).read_text())["extensions"]
-    assert extension == {"from_steps": found[-1].step, "to_steps": longer[-1].step,
-                         "from_tokens": found[-1].tokens,
-                         "to_tokens": longer[-1].tokens}  # fmt: skip
+    assert extension == {
+        "from_steps": found[-1].step,
+        "to_steps": longer[-1].step,
+        "from_tokens": found[-1].tokens,
+        "to_tokens": longer[-1].tokens,
+    }
+
+
+def test_export_replaces_an_earlier_export_whole(tmp_path, monkeypatch):
+    """The export copies the final checkpoint (its record made portable and named after the
+    folder), the live probes, the recipe and the card into a staging folder, then renames it
+    over an earlier export; a folder that is no export is refused (recipe and card stubbed:
+    they read the documentation corpus)."""
+    from tests.helpers import TINY_TRAIN
+
+    config = ihprobe.TrainConfig(
+        out=str(tmp_path / "run"), live_probes=True, probe_batch=4, **TINY_TRAIN
+    )
+    run = ihprobe.train(config)
+    monkeypatch.setattr(natural_reference, "recipe_of", lambda *a: {"steps": 8})
+    monkeypatch.setattr(natural_reference, "model_card", lambda recipe, records: f"{records}\n")
+    out = tmp_path / "reference" / "tiny"
+    out.mkdir(parents=True)
+    (out / "recipe.json").write_text("{}")  # an earlier export
+    (out / "stale.txt").write_text("left by the earlier export")
+    natural_reference.export(Path(run), out, pilot="p", summary={})
+    final = Path(ihprobe.checkpoints(run)[-1].source)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [p.name for p in final.iterdir()] + ["probes.jsonl", "recipe.json", "README.md"]
+    )
+    assert json.loads((out / "ihprobe.json").read_text())["run"] == "tiny"
+    assert live_probes(out) == live_probes(Path(run)) and len(live_probes(out)) == 3
+    assert (out / "README.md").read_text() == f"{live_probes(Path(run))}\n"
+    assert not out.with_name("tiny.new").exists()
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(SystemExit, match="not an earlier export"):
+        natural_reference.export(Path(run), tmp_path / "mine", pilot="p", summary={})

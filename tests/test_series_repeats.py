@@ -71,8 +71,11 @@ def test_the_sweep_logs_the_repeated_shard_and_its_rows_stay_its_own(suite, capl
     last = read_checkpoint(resolve(REPO, revision="step300"), in_cache=False).digests
     count = sum(f == SHARD and not constant_by_design(n) for n, f in last.files.items())
     assert count > 1
-    assert flagged == [f"{REPO}@step300: shard {SHARD} ({count} tensors) repeats {REPO}@step200"]
+    said = f"shard {SHARD} ({count} tensors) repeats {REPO}@step200"
+    assert flagged == [f"{REPO}@step300: {said}"]
     assert table["duplicate_of"].isna().all()
+    by_revision = table.groupby("revision")["repeats"].agg(lambda r: set(r.dropna()))
+    assert by_revision.to_dict() == {"step100": set(), "step200": set(), "step300": {said}}
 
 
 def test_a_whole_duplicate_or_nothing_repeated_is_not_a_partial_repeat():

@@ -9,8 +9,24 @@ from ihprobe.cli import main
 from ihprobe.io.runs import is_finished
 from ihprobe.jobs import sweep
 
-TRAIN = ("--producer", "iid", "--steps", "6", "--layers", "1", "--d-model", "16", "--heads", "2",
-         "--context", "16", "--batch-size", "4", "--n-checkpoints", "1")  # fmt: skip
+TRAIN = (
+    "--producer",
+    "iid",
+    "--steps",
+    "6",
+    "--layers",
+    "1",
+    "--d-model",
+    "16",
+    "--heads",
+    "2",
+    "--context",
+    "16",
+    "--batch-size",
+    "4",
+    "--n-checkpoints",
+    "1",
+)
 
 
 @pytest.mark.slow

@@ -117,9 +117,13 @@ def test_ablate_reports_hits_per_task_and_averaged(tmp_path, tokenizer):
         model, random=2, metrics=["hits@1", "hits@3"], tasks=tasks, scores=torch.rand(2, 4)
     )
     assert set(result.values) == {
-        "hits@1", "hits@3", "hits@1:copy_word", "hits@3:copy_word", "hits@1:pairs",
+        "hits@1",
+        "hits@3",
+        "hits@1:copy_word",
+        "hits@3:copy_word",
+        "hits@1:pairs",
         "hits@3:pairs",
-    }  # fmt: skip
+    }
     for k in ("hits@1", "hits@3"):
         mean = (result.values[f"{k}:copy_word"] + result.values[f"{k}:pairs"]) / 2
         assert torch.allclose(result.values[k], mean)

@@ -17,17 +17,58 @@ from ihprobe.training.trainer import TrainConfig, train
 
 # The demo's run with a 16-wide MLP (nearly attention-only, twice as fast): heads form between
 # 300 and 350 updates (seed 0; measured: max PS 0.27 at 300, 0.84 at 350)
-EMERGES = ["--producer", "repeats", "--option", "base=iid", "--option", "vocab_size=64",
-           "--option", "period=[4, 16]", "--option", "start=[0, 4]", "--layers", "2",
-           "--heads", "4", "--d-model", "64", "--d-mlp", "16", "-C", "64", "-B", "32",
-           "--lr", "3e-3", "--schedule", "constant", "--steps", "400", "--checkpoints", "linear",
-           "--n-checkpoints", "8", "--probe-batch", "8", "--log-every", "10",
-           "--device", "cpu", "--live-probes", "--forecast"]  # fmt: skip
+EMERGES = [
+    "--producer",
+    "repeats",
+    "--option",
+    "base=iid",
+    "--option",
+    "vocab_size=64",
+    "--option",
+    "period=[4, 16]",
+    "--option",
+    "start=[0, 4]",
+    "--layers",
+    "2",
+    "--heads",
+    "4",
+    "--d-model",
+    "64",
+    "--d-mlp",
+    "16",
+    "-C",
+    "64",
+    "-B",
+    "32",
+    "--lr",
+    "3e-3",
+    "--schedule",
+    "constant",
+    "--steps",
+    "400",
+    "--checkpoints",
+    "linear",
+    "--n-checkpoints",
+    "8",
+    "--probe-batch",
+    "8",
+    "--log-every",
+    "10",
+    "--device",
+    "cpu",
+    "--live-probes",
+    "--forecast",
+]
 
 
 def probe(step: int, ps: float, head=(1, 3)) -> dict:
-    return {"step": step, "tokens": step * 64, "max_prefix_matching": ps,
-            "top_head": list(head), "ar_accuracy": 0.5}  # fmt: skip
+    return {
+        "step": step,
+        "tokens": step * 64,
+        "max_prefix_matching": ps,
+        "top_head": list(head),
+        "ar_accuracy": 0.5,
+    }
 
 
 def test_the_bar_keeps_the_last_probe_and_forecast_in_memory():
@@ -48,8 +89,10 @@ def test_off_a_terminal_the_bar_is_off_and_each_log_and_probe_is_a_stage_line(ca
     shown.logged(2.5, 1000.0)
     shown.probed(probe(50, 0.31), None)
     stages = [r.getMessage() for r in caplog.records if is_stage(r)]
-    assert stages == ["update 50/100, loss 2.500, tok/s 1,000",
-                      "update 50/100, loss 2.500, tok/s 1,000, max PS 0.31 (L1H3)"]  # fmt: skip
+    assert stages == [
+        "update 50/100, loss 2.500, tok/s 1,000",
+        "update 50/100, loss 2.500, tok/s 1,000, max PS 0.31 (L1H3)",
+    ]
     caplog.clear()
     quiet = Display(total=100, start=0, enabled=False)
     quiet.logged(2.5, 1000.0)
@@ -84,11 +127,23 @@ def test_live_probes_load_the_probe_model_once_and_then_swap_weights_in(tmp_path
         return real(*args, **kwargs)
 
     monkeypatch.setattr(live, "load", counted)
-    config = TrainConfig(out=str(tmp_path / "run"), producer="iid",
-                         producer_options={"vocab_size": 64}, layers=1, heads=2, d_model=16,
-                         context=16, batch_size=4, steps=8, checkpoints="linear",
-                         n_checkpoints=4, live_probes=True, probe_batch=8, progress=False,
-                         device="cpu")  # fmt: skip
+    config = TrainConfig(
+        out=str(tmp_path / "run"),
+        producer="iid",
+        producer_options={"vocab_size": 64},
+        layers=1,
+        heads=2,
+        d_model=16,
+        context=16,
+        batch_size=4,
+        steps=8,
+        checkpoints="linear",
+        n_checkpoints=4,
+        live_probes=True,
+        probe_batch=8,
+        progress=False,
+        device="cpu",
+    )
     run = train(config)
     assert [r["step"] for r in RunDir(run).records(PROBES)] == [0, 2, 4, 6, 8]
     assert len(loads) == 1  # the step-0 checkpoint; later probes read no checkpoint

@@ -26,10 +26,22 @@ from ihprobe.training.trainer import TrainConfig, load_config, train
 
 def tiny(tmp_path, name="run", **overrides) -> TrainConfig:
     """1 layer, d_model 16, B=4, C=16: trains in well under a second."""
-    base = dict(out=str(tmp_path / name), producer="iid", producer_options={"vocab_size": 64},
-                layers=1, heads=2, d_model=16, context=16, batch_size=4, steps=10,
-                checkpoints="linear", n_checkpoints=2, log_every=2, progress=False,
-                device="cpu")  # fmt: skip
+    base = dict(
+        out=str(tmp_path / name),
+        producer="iid",
+        producer_options={"vocab_size": 64},
+        layers=1,
+        heads=2,
+        d_model=16,
+        context=16,
+        batch_size=4,
+        steps=10,
+        checkpoints="linear",
+        n_checkpoints=2,
+        log_every=2,
+        progress=False,
+        device="cpu",
+    )
     return TrainConfig(**{**base, **overrides})
 
 
@@ -179,9 +191,33 @@ def limit_file_size() -> None:
 @pytest.mark.slow
 def test_a_file_size_limit_while_training_is_one_line_and_leaves_no_torn_file(tmp_path):
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "ihprobe", "train", "--out", str(out), "--producer", "iid",
-            "--vocab-size", "64", "--layers", "1", "--heads", "2", "--d-model", "16", "-C", "16",
-            "-B", "4", "--steps", "4", "--no-progress", "--device", "cpu"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ihprobe",
+        "train",
+        "--out",
+        str(out),
+        "--producer",
+        "iid",
+        "--vocab-size",
+        "64",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--d-model",
+        "16",
+        "-C",
+        "16",
+        "-B",
+        "4",
+        "--steps",
+        "4",
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, preexec_fn=limit_file_size)
     assert done.returncode == 2, done.stderr
     err = done.stderr.strip()
@@ -218,8 +254,9 @@ def test_writers_that_wrap_the_os_error_still_say_disk_full(tmp_path):
 def test_a_finished_constant_rate_run_extends_to_the_weights_of_a_longer_run(tmp_path):
     # warm-up 0.25 of 8 updates is 2; the longer run keeps those 2 (0.125 of 16)
     short = train(tiny(tmp_path, steps=8, schedule="constant", warmup=0.25, lr=1e-2))
-    longer = train(tiny(tmp_path, "reference", steps=16, schedule="constant", warmup=0.125,
-                        lr=1e-2))  # fmt: skip
+    longer = train(
+        tiny(tmp_path, "reference", steps=16, schedule="constant", warmup=0.125, lr=1e-2)
+    )
     train(load_config(short, resume=True, steps=16))
     assert [c.step for c in checkpoints(short)] == [0, 4, 8, 12, 16]  # spacing 4 goes on
     extended, reference = final_weights(short), final_weights(longer)
@@ -238,12 +275,34 @@ def test_a_finished_constant_rate_run_extends_to_the_weights_of_a_longer_run(tmp
 def test_the_cli_extends_by_tokens_and_refuses_cosine_and_shorter_budgets(tmp_path, capsys):
     from ihprobe.cli import main
 
-    small = ["--producer", "iid", "--vocab-size", "64", "--layers", "1", "--heads", "2",
-             "--d-model", "16", "-C", "16", "-B", "4", "--checkpoints", "linear",
-             "--n-checkpoints", "2", "--no-progress", "--device", "cpu"]  # fmt: skip
+    small = [
+        "--producer",
+        "iid",
+        "--vocab-size",
+        "64",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--d-model",
+        "16",
+        "-C",
+        "16",
+        "-B",
+        "4",
+        "--checkpoints",
+        "linear",
+        "--n-checkpoints",
+        "2",
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
     constant, cosine = tmp_path / "constant", tmp_path / "cosine"
-    assert main(["train", "--out", str(constant), "--tokens", "512", "--schedule", "constant",
-                 *small]) == 0  # fmt: skip
+    assert (
+        main(["train", "--out", str(constant), "--tokens", "512", "--schedule", "constant", *small])
+        == 0
+    )
     assert main(["train", "--out", str(constant), "--resume", "--tokens", "1024"]) == 0
     assert [c.tokens for c in checkpoints(constant)] == [0, 256, 512, 768, 1024]
     assert load_config(constant).tokens == 1024

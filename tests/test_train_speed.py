@@ -17,10 +17,22 @@ from ihprobe.training.trainer import TrainConfig, train
 
 
 def tiny(tmp_path, name="run", **overrides) -> TrainConfig:
-    base = dict(out=str(tmp_path / name), producer="iid", producer_options={"vocab_size": 64},
-                layers=1, heads=2, d_model=16, context=16, batch_size=4, steps=10,
-                checkpoints="linear", n_checkpoints=1, log_every=2, progress=False,
-                device="cpu")  # fmt: skip
+    base = dict(
+        out=str(tmp_path / name),
+        producer="iid",
+        producer_options={"vocab_size": 64},
+        layers=1,
+        heads=2,
+        d_model=16,
+        context=16,
+        batch_size=4,
+        steps=10,
+        checkpoints="linear",
+        n_checkpoints=1,
+        log_every=2,
+        progress=False,
+        device="cpu",
+    )
     return TrainConfig(**{**base, **overrides})
 
 
@@ -63,8 +75,20 @@ def test_tf32_is_set_for_a_cuda_run_only_and_restored():
 def test_an_unknown_precision_is_one_line(tmp_path):
     with pytest.raises(IhprobeError, match="precision='fp8' is not one of fp32, tf32, bf16"):
         train(tiny(tmp_path, precision="fp8"))
-    done = subprocess.run([sys.executable, "-m", "ihprobe", "train", "--out", str(tmp_path / "x"),
-                           "--precision", "fp8"], capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ihprobe",
+            "train",
+            "--out",
+            str(tmp_path / "x"),
+            "--precision",
+            "fp8",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "precision='fp8'" in done.stderr
     assert "Traceback" not in done.stderr
 

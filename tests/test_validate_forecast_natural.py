@@ -22,8 +22,9 @@ def pilot_run(root: Path, seed: int, *, finished: bool = True, probes: bool = Tr
     ``finished``) and live probes whose max PS ramps up from step 7,000 to 12,000."""
     run = root / "d128-test" / f"seed{seed}"
     run.mkdir(parents=True)
-    (run / "run.json").write_text(json.dumps({"config": {"batch_size": 4, "context": 256},
-                                              "steps": STEPS}))  # fmt: skip
+    (run / "run.json").write_text(
+        json.dumps({"config": {"batch_size": 4, "context": 256}, "steps": STEPS})
+    )
     if finished:
         last = run / "checkpoints" / f"step-{STEPS:06d}"
         last.mkdir(parents=True)
@@ -31,15 +32,23 @@ def pilot_run(root: Path, seed: int, *, finished: bool = True, probes: bool = Tr
     if probes:
         steps = np.linspace(0, STEPS, 25).astype(int)
         ps = 0.01 + 0.3 * np.clip((steps - 7000) / 5000, 0, 1)
-        lines = [json.dumps({"step": int(s), "max_prefix_matching": float(p)})
-                 for s, p in zip(steps, ps, strict=True)]  # fmt: skip
+        lines = [
+            json.dumps({"step": int(s), "max_prefix_matching": float(p)})
+            for s, p in zip(steps, ps, strict=True)
+        ]
         (run / "probes.jsonl").write_text("\n".join(lines))
     return run
 
 
 def point(updates: float) -> EmergencePoint:
-    return EmergencePoint("prefix_matching", "max", True, updates=updates,
-                          updates_low=updates * 0.9, updates_high=updates * 1.1)  # fmt: skip
+    return EmergencePoint(
+        "prefix_matching",
+        "max",
+        True,
+        updates=updates,
+        updates_low=updates * 0.9,
+        updates_high=updates * 1.1,
+    )
 
 
 def test_only_finished_pilot_runs_with_probes_are_judged(tmp_path):

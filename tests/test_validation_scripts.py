@@ -1,12 +1,12 @@
 """The papers' validation scripts (studies/, validate_forecast.py) choose
 their verdicts by the shared rules: each claim flipped by the data, the seed count and a
-censored cell, and the tables rebuilt from a results CSV alone."""
+censored cell, and the tables rebuilt from a results CSV alone. The law study's i.i.d. control
+is tested in ``test_validation_control.py``."""
 
 from __future__ import annotations
 
 import doctest
 import importlib
-import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,9 +21,9 @@ from ihprobe.training.config import check_config
 from studies.forecast import claims as forecast
 from studies.law import cells as law_cells
 from studies.law import claims as report
-from studies.law import control
 from studies.law import run as law
 from studies.toy_law import claims as toy_law
+from tests.helpers import fit_text, law_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 WITH_EXAMPLES = sorted(
@@ -49,8 +49,9 @@ def test_every_law_cell_gets_a_budget_that_grows_as_b_and_c_shrink():
 
 def test_the_issue_24_cells_train_what_they_say(monkeypatch):
     monkeypatch.setattr(law, "natural_repetition", lambda C: {32: 0.4, 64: 0.6}.get(C, 0.8))
-    args = SimpleNamespace(out="/tmp/unused", steps=None, layers=2, d_model=64, checkpoints=40,
-                           state_every=100)  # fmt: skip
+    args = SimpleNamespace(
+        out="/tmp/unused", steps=None, layers=2, d_model=64, checkpoints=40, state_every=100
+    )
     configs = {
         name: law.config_of(name, cell, 0, args) for name, cell in law_cells.EXPERIMENTS.items()
     }
@@ -79,28 +80,6 @@ def test_the_issue_24_cells_train_what_they_say(monkeypatch):
     assert (control.steps, control.lr, control.d_model) == (base.steps, base.lr, base.d_model)
     rerun = law.config_of("wu-B8-C32", law_cells.EXPERIMENTS["wu-B8-C32"], 0, args, factor=2)
     assert rerun.warmup * rerun.steps == pytest.approx(configs["wu-B8-C32"].warmup * 28600)
-
-
-def law_frame(b: float, c: float, seeds=law_cells.SEEDS) -> pd.DataFrame:
-    """Every cell of issue 15's grid done, its emergence from U = 1e5 / (B^b C^c) with a few %
-    seed noise (the size and schedule cells at the base cell's point, whatever their size);
-    the issue-24 cells pending."""
-    rng = np.random.default_rng(0)
-    rows = []
-    for name, cell in law_cells.cells().items():
-        for seed in law_cells.SEEDS:
-            done = seed in seeds and name not in law_cells.EXPERIMENTS
-            updates = 1e5 / (cell["B"] ** b * cell["C"] ** c) * rng.lognormal(0, 0.03)
-            rows.append({"cell": name, "seed": seed, "grid": cell["grid"], "B": cell["B"],
-                         "C": cell["C"], "status": "done" if done else "pending",
-                         "transition": True, "censored": False, "updates": updates,
-                         "steps": 1e6, "budget_factor": 1, "first_run": None})  # fmt: skip
-    return law.tidy(pd.DataFrame(rows))
-
-
-def fit_text(frame, grid="semi-natural", fixed=None) -> str:
-    names = frame[frame.grid == grid].cell.unique()
-    return " ".join(report.fit_lines(frame, grid, names, fixed=fixed))
 
 
 def test_law_fit_verdicts_follow_the_exponents_the_data_hold():
@@ -208,72 +187,22 @@ def test_a_size_cell_that_never_transitions_is_a_bound_not_a_ratio():
     assert "**inconclusive at this scale**" in report.compared_lines(frame, law_cells.SIZE_AT)[0]
 
 
-@pytest.mark.parametrize(
-    "peaks, verdict",
-    [((0.02, 0.03, 0.025, 0.02, 0.03), "agrees"), ((0.6, 0.5, 0.7, 0.55, 0.65), "disagrees"),
-     ((0.02, 0.3, 0.03, 0.02, 0.25), "inconclusive at this scale"),
-     ((0.02, 0.03, 0.025), "pending: 3 of 5 seeds")],
-)  # fmt: skip
-def test_the_iid_control_is_judged_by_each_runs_highest_prefix_matching(peaks, verdict):
-    frame = control_frame(peaks)
-    line = control.control_lines(frame)[0]
-    assert f"**{verdict}**" in line and "placed an emergence point in 5 of 5 seeds" in line
-    assert "a transition in 0 of" in line and f"{peaks[0]:.3f}" in line
-    assert len(control.control_lines(frame)) == 1  # no peak checked: no check line
-
-
-@pytest.mark.parametrize(
-    "varied, ar, reads",
-    [(0.05, 0.004, "a signature without induction"),
-     (0.25, 0.004, "not every peak is explained by fixed offsets"),
-     (0.05, 0.5, "not every peak is explained by fixed offsets")],
-)  # fmt: skip
-def test_the_check_at_each_peak_reads_a_fixed_offset_head_only_when_every_run_shows_one(
-    varied, ar, reads
-):
-    check = {"peak_ps_min": varied, "peak_ar": ar, "peak_ps_by_length": "0.1", "peak_fiv": varied}
-    frame = control_frame((0.3, 0.2, 0.25, 0.15, 0.27), check)
-    lines = control.control_lines(frame)
-    assert "**disagrees**" in lines[0] and reads in lines[1]
-    quiet = control_frame((0.02, 0.03, 0.025, 0.02, 0.03), check)
-    assert "nothing to explain" in control.control_lines(quiet)[1]
-    base = (frame.cell == control.CELL) & (frame.seed == 3)
-    frame.loc[base, ["base_ps_min", "base_ar", "base_fiv"]] = [0.46, 0.13, 0.5]
-    positive = control.control_lines(frame)[2]
-    assert "positive control; seeds 3, whose" in positive and "0.460" in positive
-
-
-def test_the_loss_check_reads_the_last_losses_and_the_marginals_entropy(tmp_path):
-    logged = [{"step": i, "loss": float(i)} for i in range(30)] + [{"step": 30, "probe": 1}]
-    (tmp_path / "metrics.jsonl").write_text("\n".join(map(json.dumps, logged)))
-    checked = control.loss_check(tmp_path, {"vocab_size": 64, "marginal": "uniform"})
-    assert checked["final_loss"] == pytest.approx(np.mean(range(10, 30)))  # the last 20
-    assert checked["marginal_entropy"] == pytest.approx(np.log(64), rel=1e-6)  # uniform: ln V
-
-
-def control_frame(peaks, check: dict | None = None) -> pd.DataFrame:
-    """The law frame with the control's first ``len(peaks)`` seeds done at those peaks, each
-    with the peak check's columns ``check``."""
-    frame = law_frame(0.37, 0.62)
-    frame["peak_ps_min"], frame["peak_ar"], frame["peak_ps_by_length"] = np.nan, np.nan, None
-    frame["base_ps_min"], frame["base_ar"], frame["base_fiv"] = np.nan, np.nan, np.nan
-    rows = frame.index[(frame.cell == control.CELL) & (frame.seed < len(peaks))]
-    frame.loc[rows, ["status", "transition", "steps"]] = ["done", False, 8200]
-    frame.loc[rows, "max_ps"] = peaks
-    for column, value in (check or {}).items():
-        frame.loc[frame.cell == control.CELL, column] = value
-    return frame
-
-
 def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are_done(tmp_path):
     args = SimpleNamespace(out=str(tmp_path))
     cell, budget, first = "sn-B8-C128", 16400, (0, 1, 2)
     for seed in first:  # seed 1 censored at the cell's budget; seeds 3 and 4 not run yet
         run = law.run_dir(args.out, cell, seed)
         run.mkdir(parents=True)
-        common.write_result(run, {"transition": True, "censored": seed == 1, "steps": budget,
-                                  "updates": 12867.0 if seed == 1 else 6000.0 + seed,
-                                  "budget_factor": 1})  # fmt: skip
+        common.write_result(
+            run,
+            {
+                "transition": True,
+                "censored": seed == 1,
+                "steps": budget,
+                "updates": 12867.0 if seed == 1 else 6000.0 + seed,
+                "budget_factor": 1,
+            },
+        )
     assert law.censored_cells(args) == [cell]
 
     def row(seed):
@@ -283,9 +212,16 @@ def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are
         rerun = law.run_dir(args.out, cell, seed, law_cells.EXTEND)
         assert rerun.name == f"seed{seed}-x{law_cells.EXTEND}"
         rerun.mkdir()
-        common.write_result(rerun, {"transition": True, "censored": False,
-                                    "steps": budget * law_cells.EXTEND, "updates": 7000.0 + seed,
-                                    "budget_factor": law_cells.EXTEND})  # fmt: skip
+        common.write_result(
+            rerun,
+            {
+                "transition": True,
+                "censored": False,
+                "steps": budget * law_cells.EXTEND,
+                "updates": 7000.0 + seed,
+                "budget_factor": law_cells.EXTEND,
+            },
+        )
         if seed != first[-1]:  # a partly rerun cell keeps its first runs, censored one too
             assert bool(row(1).censored) and row(0).updates == 6000
             assert report.rerun_lines(law.collect(args), law_cells.EXTEND) == []
@@ -300,17 +236,37 @@ def test_a_cell_with_a_censored_seed_is_replaced_by_its_reruns_only_once_all_are
 
 @pytest.mark.parametrize(("b", "verdict"), [(0.37, "agrees"), (0.9, "disagrees")])
 def test_the_toy_law_refit_is_judged_by_the_shared_rules(b, verdict):
-    table = pd.DataFrame([{"checkpoints": 40, "B": B, "C": C, "d_model": 64,
-                           "updates": 1e5 / (B**b * C**0.62) * (1.01 if B == 32 else 1)}
-                          for B, C in ((16, 64), (32, 64), (64, 64), (32, 128))])  # fmt: skip
+    table = pd.DataFrame(
+        [
+            {
+                "checkpoints": 40,
+                "B": B,
+                "C": C,
+                "d_model": 64,
+                "updates": 1e5 / (B**b * C**0.62) * (1.01 if B == 32 else 1),
+            }
+            for B, C in ((16, 64), (32, 64), (64, 64), (32, 128))
+        ]
+    )
     said = " ".join(toy_law.fit_lines(table))
     assert f"b **{verdict}**" in said and "t df 1, 1 seed per cell" in said
 
 
 def forecast_rows(width: float, covered: list[bool], prior_covered: list[bool]) -> pd.DataFrame:
-    return pd.DataFrame([{"prior": "refit", "fraction": 0.3, "at_step": 150, "width": width,
-                          "covered": c, "prior_width": 5.9, "prior_covered": p}
-                         for c, p in zip(covered, prior_covered, strict=True)])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "prior": "refit",
+                "fraction": 0.3,
+                "at_step": 150,
+                "width": width,
+                "covered": c,
+                "prior_width": 5.9,
+                "prior_covered": p,
+            }
+            for c, p in zip(covered, prior_covered, strict=True)
+        ]
+    )
 
 
 def test_the_forecast_is_judged_against_its_prior_alone():
@@ -320,33 +276,3 @@ def test_the_forecast_is_judged_against_its_prior_alone():
     assert forecast.informs(forecast_rows(3.0, four, all_five)).startswith("narrower but")
     row = forecast.summary(forecast_rows(3.0, four, all_five)).iloc[0]
     assert row["forecast covers"].startswith("4/5 0.80 [0.28, 0.99] (Clopper-Pearson, 5 seeds)")
-
-
-@pytest.mark.slow  # trains a tiny i.i.d. run: about 10 s
-def test_the_peak_check_probes_the_checkpoint_where_the_curve_peaks(tmp_path):
-    import ihprobe
-    from ihprobe.training.trainer import TrainConfig, train
-
-    config = TrainConfig(out=str(tmp_path / "iid"), producer="iid",
-                         producer_options={"vocab_size": 64, "marginal": "zipf"}, layers=2,
-                         heads=2, d_model=32, context=64, batch_size=8, steps=40,
-                         n_checkpoints=4, progress=False)  # fmt: skip
-    run = train(config)
-    steps = [c.step for c in ihprobe.checkpoints(run)]
-    peaked = [0.5 if i == 1 else 0.1 for i in range(len(steps))]
-    curve = pd.DataFrame({"step": steps, "value": peaked})
-    checked = control.peak_check(run, curve)
-    assert checked["peak_step"] == steps[1]
-    where = ihprobe.checkpoints(run)[1].source
-    by_length = [ihprobe.scan(where, ["prefix_matching"], n=control.N + s, batch=control.ROWS)
-                 .head["prefix_matching"].max().item() for s in control.SHIFTS]  # fmt: skip
-    assert checked["peak_ps_min"] == pytest.approx(min(by_length))
-    varied = ihprobe.scan(where, ["forward_induction_varied"], batch=control.ROWS)
-    assert checked["peak_fiv"] == pytest.approx(varied.head["forward_induction_varied"].max())
-    assert checked["peak_ps_by_length"] == ";".join(f"{v:.3f}" for v in by_length)
-    assert 0.0 <= checked["peak_ar"] <= 1.0
-    base = control.base_check(Path(run))  # the last checkpoint, the same probes
-    last = ihprobe.checkpoints(run)[-1].source
-    assert base["base_ar"] == ihprobe.scan(last, ["ar_accuracy"], n=control.N,
-                                           batch=control.ROWS).model["ar_accuracy"]  # fmt: skip
-    assert control.base_check(tmp_path / "gone") == {"base_checked": True}

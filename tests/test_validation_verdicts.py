@@ -44,13 +44,15 @@ def test_proportion_is_clopper_pearson():
 
 @pytest.mark.parametrize(
     ("interval", "margin", "verdict"),
-    [((0.30, 0.45), 0.15, "agrees"),  # wholly inside 0.37 +- 0.15
-     ((0.30, 0.45), 0.05, "inconclusive at this scale"),  # the same data, a tighter margin
-     ((0.80, 1.10), 0.15, "disagrees"),  # wholly outside
-     ((-0.20, 0.75), 0.15, "inconclusive at this scale"),  # holds 0.37 but far wider
-     ((0.10, 0.30), 0.15, "inconclusive at this scale"),  # straddles the edge
-     ((np.nan, np.nan), 0.15, "inconclusive at this scale")],
-)  # fmt: skip
+    [
+        ((0.30, 0.45), 0.15, "agrees"),  # wholly inside 0.37 +- 0.15
+        ((0.30, 0.45), 0.05, "inconclusive at this scale"),  # the same data, a tighter margin
+        ((0.80, 1.10), 0.15, "disagrees"),  # wholly outside
+        ((-0.20, 0.75), 0.15, "inconclusive at this scale"),  # holds 0.37 but far wider
+        ((0.10, 0.30), 0.15, "inconclusive at this scale"),  # straddles the edge
+        ((np.nan, np.nan), 0.15, "inconclusive at this scale"),
+    ],
+)
 def test_an_equivalence_verdict_needs_the_whole_interval_inside_or_outside(
     interval, margin, verdict
 ):
@@ -74,8 +76,12 @@ def test_one_sided_claims_flip_with_the_data():
     assert v.judge(high, v.below(0.3))[0] == "disagrees"
     up = v.welch([0.9, 0.85, 0.88, 0.9, 0.87], [0.1, 0.12, 0.15, 0.11, 0.13])
     assert v.judge(up, v.above(0.0))[0] == "agrees"
-    assert v.judge(v.welch([0.1, 0.12, 0.15, 0.11, 0.13], [0.9, 0.85, 0.88, 0.9, 0.87]),
-                   v.above(0.0))[0] == "disagrees"  # fmt: skip
+    assert (
+        v.judge(v.welch([0.1, 0.12, 0.15, 0.11, 0.13], [0.9, 0.85, 0.88, 0.9, 0.87]), v.above(0.0))[
+            0
+        ]
+        == "disagrees"
+    )
     noisy = v.welch([0.1, 0.9, 0.5, 0.2, 0.8], [0.4, 0.6, 0.5, 0.3, 0.7])
     assert v.judge(noisy, v.above(0.0))[0] == "inconclusive at this scale"
 
@@ -89,8 +95,16 @@ def law_runs(b, c, *, seeds=3, seed_sd=0.05, cell_sd=0.0, rng=None) -> pd.DataFr
         shift = rng.normal(0, cell_sd)
         for seed in range(seeds):
             log_u = 5 - b * np.log10(B) - c * np.log10(C) + shift + rng.normal(0, seed_sd)
-            rows.append({"cell": f"B{B}-C{C}", "B": B, "C": C, "seed": seed,
-                         "updates": 10**log_u, "censored": False})  # fmt: skip
+            rows.append(
+                {
+                    "cell": f"B{B}-C{C}",
+                    "B": B,
+                    "C": C,
+                    "seed": seed,
+                    "updates": 10**log_u,
+                    "censored": False,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -191,16 +205,20 @@ def bound_of(frame: pd.DataFrame) -> float:
 def test_a_censored_contrast_is_the_plain_one_without_censoring_and_keeps_censored_runs():
     rng = np.random.default_rng(3)
     names, means, weights = ["a", "b", "c", "d"], [3.9, 3.3, 3.9, 3.4], [1, -1, -1, 1]
-    rows = [{"cell": n, "updates": 10 ** rng.normal(m, 0.05), "censored": False}
-            for n, m in zip(names, means, strict=True) for _ in range(5)]  # fmt: skip
+    rows = [
+        {"cell": n, "updates": 10 ** rng.normal(m, 0.05), "censored": False}
+        for n, m in zip(names, means, strict=True)
+        for _ in range(5)
+    ]
     runs = pd.DataFrame(rows)
     plain = v.contrast([runs[runs.cell == n].updates for n in names], weights, log=True)
     tobit = fits.censored_contrast(runs, names, weights)
     assert tobit.value == pytest.approx(plain.value, abs=1e-6) and "Tobit" in tobit.method
     cut = runs.assign(censored=(runs.cell == "a") & (runs.updates > 10**3.9))
     cut["updates"] = np.where(cut.censored, 10**3.9, cut.updates)  # stopped at the budget
-    dropped = v.contrast([cut[(cut.cell == n) & ~cut.censored].updates for n in names], weights,
-                         log=True)  # fmt: skip
+    dropped = v.contrast(
+        [cut[(cut.cell == n) & ~cut.censored].updates for n in names], weights, log=True
+    )
     kept = fits.censored_contrast(cut, names, weights)
     assert abs(kept.value - plain.value) < abs(dropped.value - plain.value)
 

@@ -32,9 +32,14 @@ def _result(values, draws=DISTINCT, *, top_ps=0.9, repeat=False) -> AblationResu
     if repeat:
         settings["distinct_sets"] = len({tuple(d) for d in draws})
     return AblationResult(
-        Provenance("m"), "prefix_matching", scores, [(1, 2)], draws,
-        {"ar_accuracy": torch.tensor(values)}, settings,
-    )  # fmt: skip
+        Provenance("m"),
+        "prefix_matching",
+        scores,
+        [(1, 2)],
+        draws,
+        {"ar_accuracy": torch.tensor(values)},
+        settings,
+    )
 
 
 def test_a_set_far_more_harmful_than_random_is_load_bearing():
@@ -42,8 +47,9 @@ def test_a_set_far_more_harmful_than_random_is_load_bearing():
     assert verdict.answer == "load-bearing" and verdict.metric == "ar_accuracy"
     sentence = str(verdict)
     assert "L1H2 changes ar_accuracy by -0.8" in sentence and "p = 0.048" in sentence
-    assert sentence.endswith("load-bearing: the model depends on these heads more than on "
-                             "random ones.")  # fmt: skip
+    assert sentence.endswith(
+        "load-bearing: the model depends on these heads more than on random ones."
+    )
 
 
 def test_a_set_that_costs_what_random_heads_cost_is_a_signature_only():
@@ -111,8 +117,10 @@ def test_the_rule_names_every_answer_and_every_view_states_it_verbatim():
     assert f"<b>Verdict.</b> {html.escape(str(result.verdict()))}" in page
 
 
-@pytest.mark.parametrize("view", ["ihprobe/cli/ablate.py", "ihprobe/jobs/demo_summary.py",
-                                  "ihprobe/figures/demo_report.py"])  # fmt: skip
+@pytest.mark.parametrize(
+    "view",
+    ["ihprobe/cli/ablate.py", "ihprobe/jobs/demo_summary.py", "ihprobe/figures/demo_report.py"],
+)
 def test_views_call_the_results_verdict_and_keep_no_rule_of_their_own(view):
     source = (ROOT / view).read_text()
     assert ".verdict(" in source
@@ -121,11 +129,21 @@ def test_views_call_the_results_verdict_and_keep_no_rule_of_their_own(view):
 
 def test_compare_note_says_what_budget_the_law_asks_for_when_an_arm_forms_no_head():
     rows = [
-        {"run": "main", "producer": "repeats", "ps_final": 0.74, "steps": 500,
-         "law_updates": 15768.0},
-        {"run": "natural", "producer": "natural", "ps_final": 0.017, "steps": 500,
-         "law_updates": 15768.0},
-    ]  # fmt: skip
+        {
+            "run": "main",
+            "producer": "repeats",
+            "ps_final": 0.74,
+            "steps": 500,
+            "law_updates": 15768.0,
+        },
+        {
+            "run": "natural",
+            "producer": "natural",
+            "ps_final": 0.017,
+            "steps": 500,
+            "law_updates": 15768.0,
+        },
+    ]
     note = compare_note(pd.DataFrame(rows))
     assert note.startswith("natural formed no induction head at this budget (max PS 0.017")
     assert "the law predicts 15,768" in note and "--steps 15800" in note
@@ -135,8 +153,15 @@ def test_compare_note_says_what_budget_the_law_asks_for_when_an_arm_forms_no_hea
 
 
 def test_a_demo_run_too_short_is_pointed_to_the_demo_budget_not_the_law():
-    rows = [{"run": "main", "producer": "repeats", "ps_final": 0.03, "steps": 100,
-             "law_updates": 15788.0}]  # fmt: skip
+    rows = [
+        {
+            "run": "main",
+            "producer": "repeats",
+            "ps_final": 0.03,
+            "steps": 100,
+            "law_updates": 15788.0,
+        }
+    ]
     note = compare_note(pd.DataFrame(rows), default_steps=500)
     assert "--steps 500" in note and "--steps 15800" not in note
     assert "--steps 15800" in compare_note(pd.DataFrame(rows))  # no default known: the law's

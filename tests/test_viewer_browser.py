@@ -63,12 +63,15 @@ def _diffs(tmp_path, viewers: list[str], steps: list) -> list[int]:
 
     page = tmp_path / "viewer.html"
     body = "".join(viewers) + _DRIVE % {"steps": json.dumps(steps)}
-    page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{body}"
-                    "</body></html>", encoding="utf-8")  # fmt: skip
+    page.write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{body}</body></html>",
+        encoding="utf-8",
+    )
     rendered = render(page)
     assert rendered.errors == []
-    return json.loads(re.search(r"data-diffs=\"([^\"]*)\"", rendered.dom).group(1)
-                      .replace("&quot;", '"'))  # fmt: skip
+    return json.loads(
+        re.search(r"data-diffs=\"([^\"]*)\"", rendered.dom).group(1).replace("&quot;", '"')
+    )
 
 
 @pytest.mark.slow
@@ -76,8 +79,17 @@ def test_switching_heads_and_hovering_leaves_a_fresh_draw(model, tmp_path):
     tokens = repeated_tokens(model, n=12, batch=1, seed=1)[0]
     last = len(tokens) - 1
     fresh = attention_viewer(model, tokens, start=(1, 1))
-    steps = [["head", 0, 2], ["token", 3], ["row", 9], ["head", 1, 3], ["token", 17],
-             ["head", 1, 1], ["row", 5], ["token", 20], ["token", last]]  # fmt: skip
+    steps = [
+        ["head", 0, 2],
+        ["token", 3],
+        ["row", 9],
+        ["head", 1, 3],
+        ["token", 17],
+        ["head", 1, 1],
+        ["row", 5],
+        ["token", 20],
+        ["token", last],
+    ]
     driven = [attention_viewer(model, tokens, start=start) for start in ((0, 0), (1, 1))]
     assert _diffs(tmp_path, [fresh, *driven], steps) == [0, 0]
     # the comparison can fail: another head, or another hovered query, differs

@@ -11,7 +11,7 @@ prediction made at ``position - 1`` from the tokens before it.
 
 >>> frame = loss_by_position(model)                                        # doctest: +SKIP
 >>> frame.groupby("input").loss.mean()                                     # doctest: +SKIP
->>> sweep = loss_by_position_over_run("runs/demo/main")                    # doctest: +SKIP
+>>> sweep = loss_by_position_trajectory("runs/demo/main")                    # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def loss_by_position(
     return frame
 
 
-def loss_by_position_over_run(
+def loss_by_position_trajectory(
     source_or_sources,
     *,
     revisions: Sequence[str] | None = None,
@@ -112,7 +112,7 @@ def loss_by_position_over_run(
     """:func:`loss_by_position` at every checkpoint of a run, one skeleton reused throughout.
 
     Example:
-        >>> table = loss_by_position_over_run("runs/demo/main")            # doctest: +SKIP
+        >>> table = loss_by_position_trajectory("runs/demo/main")            # doctest: +SKIP
     """
 
     def at(checkpoint, model) -> pd.DataFrame:

@@ -3,7 +3,8 @@
 A thing has one flag name everywhere: ``-n/--n`` (half-length of the repeated tokens),
 ``--batch``, ``--seed``, ``--device``, ``--dtype``, ``--threads``, ``-q/--quiet``, ``--text``,
 ``--revision``, ``--out``, ``--force``, ``--json``, ``--draws`` (random draws of a baseline),
-``--show`` (rows printed; ``--top`` is only ever the size of a top set); each ``add_*``
+``--show`` (rows printed; ``--top`` is only ever the size of a top set), ``--suite`` (a public
+suite in place of SOURCE, :mod:`ihprobe.cli._suite`); each ``add_*``
 function below adds one of them, so a subcommand that has the thing gets the same name, type,
 help and default. SOURCE arguments accept a checkpoint, a run directory or a hub id
 everywhere (:func:`checkpoints_of`).
@@ -143,15 +144,18 @@ def source(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def add_sources(p: argparse.ArgumentParser, *, out: str | None, many: bool = True) -> None:
+def add_sources(
+    p: argparse.ArgumentParser, *, out: str | None, many: bool = True, suite: bool = False
+) -> None:
     """SOURCE (one or several) and ``--revision`` (repeatable); with ``out``, ``--out`` (that
-    default) and ``--force``."""
+    default) and ``--force``; with ``suite``, SOURCE may be left out for ``--suite NAME``
+    (:func:`ihprobe.cli._suite.add_sources_or_suite` adds both)."""
     p.add_argument(
         "sources",
-        nargs="+" if many else 1,
+        nargs="*" if suite else "+" if many else 1,
         type=source,
         metavar="SOURCE",
-        help="checkpoint directory, run directory or hub id",
+        help="checkpoint directory, run directory or hub id" + (" (or --suite)" if suite else ""),
     )
     p.add_argument(
         "--revision",

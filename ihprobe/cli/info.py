@@ -59,7 +59,7 @@ def run(args) -> int:
 def _checkpoint_rows(found) -> list[dict]:
     """One row per checkpoint; ``duplicate_of`` from the weights hash."""
     from ihprobe.io.weights import weights_hash
-    from ihprobe.series.sweep import Duplicates
+    from ihprobe.series.repeats import Duplicates
 
     duplicates, rows = Duplicates(), []
     for index, c in enumerate(found, 1):

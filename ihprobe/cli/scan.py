@@ -1,7 +1,8 @@
 """``ihprobe scan SOURCE...``: score every head of one or more checkpoints.
 
 Writes ``OUT/scores.csv`` (the one long CSV shape, one block per checkpoint, with
-``duplicate_of`` naming an earlier checkpoint of identical weights) and ``OUT/heatmaps.html`` (a
+``duplicate_of`` naming an earlier checkpoint of identical weights, ``repeats`` the shards or
+tensors that repeat an earlier checkpoint's) and ``OUT/heatmaps.html`` (a
 heatmap per head metric of each source, with a slider over the checkpoints of a run or several
 revisions), and prints the top heads of each source's last checkpoint; the work is
 :func:`ihprobe.jobs.scan.scan_job`. A run directory is swept checkpoint by checkpoint. Under
@@ -10,12 +11,14 @@ revisions), and prints the top heads of each source's last checkpoint; the work 
     ihprobe scan runs/demo --metrics prefix_matching,ar_accuracy --out scans/demo
     ihprobe scan EleutherAI/pythia-70m --revision step1000 --revision step2000 --keep none
     ihprobe scan runs/demo --attention patterns        # whole patterns, as the viewer reads them
+    ihprobe scan --suite pythia --suite-option size=160m --every 10 --keep none
     torchrun --nproc-per-node 8 -m ihprobe scan runs/demo --device cuda
 """
 
 from __future__ import annotations
 
 from ihprobe.cli import _common as flags
+from ihprobe.cli._suite import add_sources_or_suite
 
 SUMMARY_METRIC = "prefix_matching"
 
@@ -34,7 +37,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "scan", help="score every head (prefix matching, LA, copying, ...) of checkpoints"
     )
-    flags.add_sources(p, out="scan")
+    add_sources_or_suite(p, out="scan")
     metrics = p.add_argument("--metrics", help="comma-separated names (default: all): %(names)s")
     metrics.names = _MetricNames()  # read from the metric table only when --help is shown
     flags.add_probe_rows(p)
@@ -68,13 +71,15 @@ def run(args) -> int:
 
     text = flags.read_text_option(args.text)  # before heavy imports: a FIFO is refused at once
 
+    from ihprobe.cli._suite import suite_of
     from ihprobe.jobs.scan import FILES, scan_job
     from ihprobe.probes.battery import DEFAULT_CHUNK, check_metrics
 
     check_metrics(args.metrics)  # before any model is loaded
     flags.refuse_overwrite([Path(args.out) / name for name in FILES], args.force)
+    suite = suite_of(args)
     done = scan_job(
-        args.sources,
+        [suite] if suite else args.sources,
         args.out,
         metrics=args.metrics,
         revisions=args.revision,
@@ -96,6 +101,8 @@ def run(args) -> int:
         _print_summary(scores, duplicate, args.show)
     for name in done.table["duplicate_of"].dropna().unique():
         print(f"note: checkpoints with the same weights as {name} (column duplicate_of)")
+    for revision, said in repeat_notes(done.table):
+        print(f"note: {revision}: {said} (column repeats)")
     print(f"wrote {done.files[0]} ({len(done.table)} rows) and {done.files[1]}")
     return 0
 
@@ -112,3 +119,14 @@ def _print_summary(scores, duplicate: str | None, top: int) -> None:
         print(f"  {name}: {value:.4g}{flags.chance_text(scores, name)}")
     for note in scores.settings.get("notes", []):
         print(f"  note: {note}")
+
+
+def repeat_notes(table) -> list[tuple[str, str]]:
+    """(checkpoint, what repeats) of each checkpoint the table's ``repeats`` column flags."""
+    flagged = table.dropna(subset=["repeats"]).drop_duplicates(["model", "revision", "step"])
+    return [(checkpoint_name(row), row.repeats) for row in flagged.itertuples()]
+
+
+def checkpoint_name(row) -> str:
+    """A table row's checkpoint: its revision, else its model and step."""
+    return row.revision if isinstance(row.revision, str) else f"{row.model} step {row.step}"

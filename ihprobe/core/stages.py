@@ -1,7 +1,7 @@
 """Stage records: a library log record marked as a stage ("scan 3/20: step-000300, about 40 s
 left") is what the command line shows on stderr every few seconds when stderr is not a terminal
 (``ihprobe/cli/_stages.py``); the library itself never prints. Off a terminal, a long API call
-(``trajectory``, ``ablation_trajectory``, ``loss_by_position_over_run``) reports through these
+(``trajectory``, ``ablation_trajectory``, ``loss_by_position_trajectory``) reports through these
 records: ``logging.basicConfig(level=logging.INFO)`` shows them.
 
 >>> logging.getLogger("ihprobe.x").info("scan %d/%d", 3, 20, extra=STAGE)

@@ -18,7 +18,9 @@ mappings as the producer reads them, e.g. a run's saved options with the ones gi
 This package's names are the data surface scripts build on (``studies/``): the producer types
 (subclass :class:`Producer` for a source of your own and add it to :data:`PRODUCERS`), the text
 corpus (``load_corpus``, ``TextOptions``, ``TEXT_SUFFIXES``, ``default_directory``: the
-documentation corpus ``make corpus`` builds) and [A]'s repetition/reliability measure.
+documentation corpus ``make corpus`` builds), [A]'s repetition/reliability measure and
+``corpus_stats``. With ``ihprobe``'s own names they are the public surface
+(docs/architecture.md, "Public names").
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from ihprobe.data.registry import (
 )
 from ihprobe.data.repeats import RepeatsProducer
 from ihprobe.data.seminatural import SemiNaturalProducer
-from ihprobe.data.stats import repetition_reliability
+from ihprobe.data.stats import corpus_stats, repetition_reliability
 from ihprobe.data.text import TEXT_SUFFIXES, NaturalProducer, TextOptions, load_corpus
 
 PRODUCERS.update(
@@ -60,6 +62,7 @@ __all__ = [
     "ProducerOptions",
     "SemiNaturalProducer",
     "TextOptions",
+    "corpus_stats",
     "default_directory",
     "load_corpus",
     "make_producer",

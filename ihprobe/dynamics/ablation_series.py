@@ -50,7 +50,8 @@ def ablation_trajectory(
             ``mode``, ``metrics``, ...); the per-head effects use the same metrics and rows.
 
     Returns:
-        Columns ``model, revision, step, tokens, layer, head, metric, value, duplicate_of``.
+        Columns ``model, revision, step, tokens, layer, head, metric, value, duplicate_of,
+        repeats`` (as :func:`ihprobe.trajectory`'s).
 
     Example:
         >>> table = ablation_trajectory("runs/demo", metrics=["ar_accuracy"], random=20)

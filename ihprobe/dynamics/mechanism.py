@@ -29,7 +29,7 @@ def mechanism_scores(
     chosen = found[-1:] if step is None else [c for c in found if c.step == step][:1]
     if not chosen:
         raise IhprobeError(f"{run_dir} has no checkpoint at step {step}; see its checkpoints/.")
-    [(scores, _)] = scan_checkpoints(
+    [(scores, *_)] = scan_checkpoints(
         chosen, ["prefix_matching", VARIED], device=device, **scan_kwargs
     )
     return scores

@@ -30,7 +30,8 @@ from ihprobe.io.sources import resolve, sources_of
 from ihprobe.probes.battery import check_metrics, scan
 from ihprobe.probes.scores import HeadScores
 from ihprobe.series.cache import cached_map, settings_key
-from ihprobe.series.sweep import Duplicates, checkpoint_hash, map_checkpoints
+from ihprobe.series.repeats import Duplicates, Repeats, checkpoint_digests, series_label
+from ihprobe.series.sweep import checkpoint_hash, map_checkpoints
 
 SCAN_DEFAULTS = {
     name: p.default
@@ -48,20 +49,23 @@ def scan_checkpoints(
     dtype: str | torch.dtype = "float32",
     keep: str = "all",
     **scan_kwargs,
-) -> list[tuple[HeadScores, str | None]]:
+) -> list[tuple[HeadScores, str | None, str | None]]:
     """:func:`ihprobe.scan` of every checkpoint, each with the earlier checkpoint of identical
-    weights (or None) when there is more than one checkpoint. Sharded under torchrun. With
-    ``keep="none"`` each hub revision leaves the HF cache once it is scanned (as in
-    :func:`trajectory`).
+    weights (or None) and, when only some of its tensors or shards repeat earlier checkpoints',
+    which (:meth:`~ihprobe.series.repeats.Repeat.describe`, or None); both when there is more
+    than one checkpoint. Sharded under torchrun. With ``keep="none"`` each hub revision leaves
+    the HF cache once it is scanned (as in :func:`trajectory`).
 
     Example:
-        >>> [s.step for s, _ in scan_checkpoints(checkpoints("runs/demo"))]   # doctest: +SKIP
+        >>> [s.step for s, *_ in scan_checkpoints(checkpoints("runs/demo"))]  # doctest: +SKIP
     """
     keep = check_keep(keep)
     several = len(ckpts) > 1
 
-    def scan_one(ckpt: Checkpoint, model) -> tuple[HeadScores, str | None]:
-        found = (scan(model, metrics, **scan_kwargs), checkpoint_hash(ckpt) if several else None)
+    def scan_one(ckpt: Checkpoint, model) -> tuple:
+        scores = scan(model, metrics, **scan_kwargs)
+        tensors = checkpoint_digests(ckpt) if several else None  # remembered when it was read
+        found = (scores, checkpoint_hash(ckpt) if several else None, tensors)
         if keep == "none":
             drop_revision(resolve(ckpt.source, revision=ckpt.revision))
         return found
@@ -69,11 +73,12 @@ def scan_checkpoints(
     swept = map_checkpoints(
         ckpts, scan_one, progress=progress, desc="scan", device=device, dtype=dtype
     )
-    duplicates = Duplicates()
-    return [
-        (scores, duplicates.check(ckpt, digest) if digest else None)
-        for ckpt, (scores, digest) in swept
-    ]
+    duplicates, repeats, found = Duplicates(), Repeats(), []
+    for ckpt, (scores, digest, tensors) in swept:
+        repeat = repeats.check(series_label(ckpt), tensors)
+        duplicate = duplicates.check(ckpt, digest) if digest else None
+        found.append((scores, duplicate, repeat.describe() if repeat is not None else None))
+    return found
 
 
 def ablate_checkpoints(
@@ -125,9 +130,9 @@ def trajectory(
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
     Returns:
-        The ``scan`` columns ``model, revision, step, tokens, layer, head, metric, value``
-        plus ``duplicate_of``: the earlier checkpoint with identical weights, or None. Under
-        torchrun each rank scans (and caches) its share and every rank returns the whole table.
+        The ``scan`` columns ``model, revision, step, tokens, layer, head, metric, value``,
+        ``duplicate_of`` (an earlier checkpoint of identical weights) and ``repeats`` (shards or
+        tensors that repeat an earlier one's). Under torchrun every rank returns the whole table.
 
     Example:
         >>> table = trajectory("EleutherAI/pythia-70m", ["prefix_matching"],   # doctest: +SKIP

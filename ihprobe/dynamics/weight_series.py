@@ -39,7 +39,8 @@ from ihprobe.probes.composition import BASELINE_DRAWS, composition
 from ihprobe.probes.copying import copying_scores
 from ihprobe.series.cache import ROW_COLUMNS, checked_rows, with_provenance
 from ihprobe.series.prefetch import prefetched
-from ihprobe.series.sweep import Duplicates, checkpoint_bytes, walk
+from ihprobe.series.repeats import Duplicates, Repeats, series_label
+from ihprobe.series.sweep import checkpoint_bytes, walk
 
 FOLDER = "weights"  # results cache folder
 
@@ -96,8 +97,10 @@ def weight_trajectory(
         draws: random-matrix draws of the composition baseline.
 
     Returns:
-        ``model, revision, step, tokens, layer, head, metric, value, duplicate_of``, where
-        ``duplicate_of`` names an earlier checkpoint whose tensors read here are identical.
+        ``model, revision, step, tokens, layer, head, metric, value, duplicate_of, repeats``,
+        where ``duplicate_of`` names an earlier checkpoint whose tensors read here are identical
+        and ``repeats`` the tensors that repeat an earlier checkpoint's when only some do (whole
+        shards only where every tensor's digest is known: a checkpoint read whole before).
 
     Only the named tensors of safetensors checkpoints are read, each checked finite; the files
     and the config are checked as for loading (regular files, sound headers, config schema), but
@@ -124,7 +127,8 @@ def weight_trajectory(
         return where / FOLDER / f"{digest[:32]}-{settings}.json" if where is not None else None
 
     def fetch(ckpt: Checkpoint):
-        """(digest, rows if cached, weights if read): run ahead in the prefetching thread."""
+        """(digest, rows if cached or weights if read, path, tensor digests): run ahead in the
+        prefetching thread."""
         path = fetched(ckpt.source, ckpt.revision)
         check_checkpoint(path, weight_files(path), finite=False)  # each tensor read is checked
         weights = HeadWeights(path, where if where is not None else False)
@@ -134,19 +138,22 @@ def weight_trajectory(
             digest = whole_digest({n: known.tensors[n] for n in names})
             rows = entries.read(entry(digest), checked_rows_any)
             if rows is not None:
-                return digest, rows, path
+                return digest, rows, path, known
         weights.load(needed)
-        return weights.digest, weights, path
+        whole = known is not None and known.whole is not None  # every tensor's digest known
+        return weights.digest, weights, path, known if whole else weights.reader.digests
 
-    duplicates, frames = Duplicates(), []
+    duplicates, repeats, frames = Duplicates(), Repeats(), []
     with closing(prefetched(ckpts, fetch, ahead=prefetch, size=checkpoint_bytes)) as reads:
         walked = zip(walk(ckpts, progress=progress, desc="weights"), reads, strict=True)
-        for ckpt, (_, (digest, found, path)) in walked:
+        for ckpt, (_, (digest, found, path, tensors)) in walked:
             rows = found if isinstance(found, pd.DataFrame) else _score(found, metrics, draws)
             if not isinstance(found, pd.DataFrame) and where is not None:
                 entries.write(entry(digest), _records(rows))
             frame = with_provenance(rows, ckpt, checkpoint_meta(path), tokens_per_step)
             frame["duplicate_of"] = duplicates.check(ckpt, digest)
+            repeat = repeats.check(series_label(ckpt), tensors)
+            frame["repeats"] = repeat.describe() if repeat is not None else None
             frames.append(frame)
     table = pd.concat(frames, ignore_index=True)
     order = "tokens" if table["tokens"].notna().all() else "step"

@@ -2,7 +2,7 @@
 
 >>> composition_figure(ihprobe.composition(model, "k"))                    # doctest: +SKIP
 >>> patch_figure(ihprobe.patch(model))                                     # doctest: +SKIP
->>> loss_by_position_figure(loss_by_position_over_run("runs/demo/main"))   # doctest: +SKIP
+>>> loss_by_position_figure(loss_by_position_trajectory("runs/demo/main"))   # doctest: +SKIP
 """
 
 from __future__ import annotations

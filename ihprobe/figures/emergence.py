@@ -107,18 +107,18 @@ OFF_AXIS = 10  # a prediction this many times past the last checkpoint is named,
 
 
 def _law_mark(fig: go.Figure, prediction, table: pd.DataFrame, left: bool) -> None:
-    """The law's prediction: a dashed line, or, far past the run's last checkpoint, a note at
-    the axis edge (a line there would stretch the log axis far beyond the data)."""
+    """The law's prediction: a dashed line, or, far past the run's last checkpoint, a note above
+    the plot's right edge (a line there would stretch the log axis far beyond the data)."""
     last = float(table["tokens"].max()) if table["tokens"].notna().any() else None
     said = f"{law_label(prediction.law.name)}: {prediction.updates:,.0f} updates"
     if last and prediction.tokens > OFF_AXIS * last:
         fig.add_annotation(
             x=1,
-            y=0.08,
+            y=1.0,
             xref="paper",
             yref="paper",
             xanchor="right",
-            yanchor="top",
+            yanchor="bottom",  # above the plot: clear of the curves and of the axis' tick labels
             text=f"{said} ({prediction.tokens:,.3g} tokens), {prediction.tokens / last:,.0f}x "
             "past this run's end, off this axis →",
             showarrow=False,

@@ -65,6 +65,10 @@ def use_static_images(timeout_s: float = PNG_TIMEOUT_S) -> str:
 
     Starts one kaleido browser for the session, so each PNG costs a fraction of a second;
     a PNG that takes longer than ``timeout_s`` is dropped rather than stalling the notebook.
+
+    Example:
+        >>> use_static_images()  # first in a notebook  # doctest: +SKIP
+        'plotly_mimetype+png'
     """
     renderer = "plotly_mimetype"
     try:

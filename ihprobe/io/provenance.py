@@ -85,7 +85,15 @@ def with_provenance(frame: pd.DataFrame, provenance: Provenance) -> pd.DataFrame
 
 
 # what a CSV row may say beside COLUMNS; every CSV ihprobe writes has all of them, in this order
-QUALIFIERS = ("statistic", "sender_layer", "sender_head", "input", "position", "duplicate_of")
+QUALIFIERS = (
+    "statistic",
+    "sender_layer",
+    "sender_head",
+    "input",
+    "position",
+    "duplicate_of",
+    "repeats",
+)
 CSV_COLUMNS = COLUMNS + QUALIFIERS
 
 

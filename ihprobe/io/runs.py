@@ -143,7 +143,13 @@ def _digits(name: str) -> int | None:
 
 
 def run_meta(run_dir: str | os.PathLike) -> dict | None:
-    """The run's ``run.json`` (config and what it resolved to), or None outside ihprobe runs."""
+    """The run's ``run.json`` (``config``, and what it resolved to: ``steps``, ``tokens``,
+    ``model``, ``checkpoint_steps``, ``extensions``...), or None outside ihprobe runs.
+
+    Example:
+        >>> run_meta("no/such/run") is None
+        True
+    """
     file = Path(run_dir) / RUN_META
     if not file.is_file():
         return None

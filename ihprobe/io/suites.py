@@ -147,6 +147,7 @@ def suite_checkpoints(
         ('step20000-tokens84B', 84000000000)
     """
     suite, repo = _suite(name), suite_repo(name, **options)
+    _check_stage(name, suite, stage)
     if suite.kind == "schedule":
         found = [Checkpoint(repo, f"step{s}", s, s * suite.tokens_per_step) for s in suite.steps]
     elif suite.kind == "branches":
@@ -209,6 +210,13 @@ def _file_checkpoint(repo: str, file: str) -> Checkpoint | None:
     if match is None:
         return None
     return Checkpoint(repo, f"main:checkpoints/{file}", int(match["step"]))
+
+
+def _check_stage(name: str, suite: Suite, stage) -> None:
+    if isinstance(stage, bool) or not isinstance(stage, int) or stage < 1:
+        raise IhprobeError(f"stage={stage!r}: pass a training stage 1, 2, ... (OLMo-2's).")
+    if stage != 1 and suite.kind != "branches":
+        raise IhprobeError(f"{name} has one training stage; stage={stage} is for olmo2.")
 
 
 def _suite(name: str) -> Suite:

@@ -30,7 +30,7 @@ import pandas as pd
 
 import ihprobe
 from ihprobe.causal.ablation import check_settings
-from ihprobe.circuit.positions import loss_by_position_over_run
+from ihprobe.circuit.positions import loss_by_position_trajectory
 from ihprobe.core.files import atomic_write, check_writable_dir
 from ihprobe.core.stages import STAGE
 from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
@@ -91,6 +91,18 @@ class DemoConfig:
     # intra-op threads: a model this small gains nothing from more, and on shared cores the
     # extra threads spin-wait (ihprobe.core.threads, benchmarks/bench_threads.py)
     threads: int = DEFAULT_THREADS
+
+    def train_config(self, run: str = "main") -> TrainConfig:
+        """The TrainConfig of one of the demo's runs (``"main"``; with ``compare`` also
+        ``"natural"`` and ``"bi-induct"``), trained into ``out/run``.
+
+        Example:
+            >>> config = DemoConfig(out="runs/x", steps=100).train_config()
+            >>> config.out, config.steps, config.producer
+            ('runs/x/main', 100, 'repeats')
+        """
+        producer, options = variants(self)[run]
+        return _train_config(self, Path(self.out) / run, producer, options)
 
 
 # the DemoConfig fields that set the run (out and the data are set per run)
@@ -171,7 +183,7 @@ def _study(config: DemoConfig, name: str, producer: str, options: dict) -> Study
         ablations=ablations,
         effects=ihprobe.head_effects(model, ABLATION_METRICS, seed=config.seed),
         summary={},
-        positions=loss_by_position_over_run(run, rows=8, seed=config.seed),
+        positions=loss_by_position_trajectory(run, rows=8, seed=config.seed),
     )
     study.summary = summary_row(name, study)
     return study

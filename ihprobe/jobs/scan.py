@@ -1,11 +1,12 @@
 """The scan job: score every head of one or more sources and write the table and heatmaps.
 
-:func:`scan_job` is what ``ihprobe scan`` runs: each source (a checkpoint, a run directory or a
-hub id with revisions) is swept checkpoint by checkpoint into one skeleton
-(:func:`~ihprobe.dynamics.trajectories.scan_checkpoints`), and rank 0 writes ``scores.csv`` (the
-long table, one block per checkpoint, ``duplicate_of`` naming an earlier checkpoint of identical
-weights) and ``heatmaps.html`` (a heatmap per head metric, with a slider over the checkpoints of
-a source). Under ``torchrun`` each rank scans every N-th checkpoint.
+:func:`scan_job` is what ``ihprobe scan`` runs: each source (a checkpoint, a run directory, a
+hub id with revisions, or a suite's checkpoints) is swept checkpoint by checkpoint into one
+skeleton (:func:`~ihprobe.dynamics.trajectories.scan_checkpoints`), and rank 0 writes
+``scores.csv`` (the long table, one block per checkpoint, ``duplicate_of`` naming an earlier
+checkpoint of identical weights, ``repeats`` the shards or tensors that repeat an earlier
+checkpoint's) and ``heatmaps.html`` (a heatmap per head metric, with a slider over the
+checkpoints of a source). Under ``torchrun`` each rank scans every N-th checkpoint.
 
 >>> done = scan_job(["runs/demo"], "scans/demo", metrics=["prefix_matching"])  # doctest: +SKIP
 >>> done.table.query("metric == 'prefix_matching'").nlargest(3, "value")      # doctest: +SKIP
@@ -28,6 +29,7 @@ from ihprobe.dynamics.trajectories import scan_checkpoints
 from ihprobe.figures.heads import checkpoint_slider, head_heatmap
 from ihprobe.figures.report import Section, write_report
 from ihprobe.io.provenance import csv_table
+from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import sources_of
 from ihprobe.probes.battery import check_metrics
 from ihprobe.probes.scores import HeadScores
@@ -54,7 +56,7 @@ class ScanDone:
 
 
 def scan_job(
-    sources: Sequence[str | os.PathLike],
+    sources: Sequence[str | os.PathLike | Sequence[Checkpoint]],
     out: str | os.PathLike,
     *,
     metrics: Sequence[str] | str | None = None,
@@ -68,7 +70,9 @@ def scan_job(
     """Scan ``sources`` and write ``out/scores.csv`` and ``out/heatmaps.html`` (rank 0).
 
     Args:
-        sources: checkpoints, run directories or hub ids.
+        sources: checkpoints, run directories or hub ids, or lists of
+            :class:`~ihprobe.io.runs.Checkpoint` (a suite's, :func:`ihprobe.suite_checkpoints`),
+            each one section of the heatmaps.
         out: output directory.
         metrics: scan metrics (None: all); checked before any model is loaded.
         revisions: hub revisions, each one a checkpoint of every hub source.
@@ -82,7 +86,8 @@ def scan_job(
     with join_world(device):  # one torchrun job for all sources
         for source in sources:
             ckpts = sources_of(source, revisions or None)
-            log.info("scanning %s: %d checkpoint(s)", source, len(ckpts), extra=STAGE)
+            named = source if isinstance(source, (str, os.PathLike)) else ckpts[0].source
+            log.info("scanning %s: %d checkpoint(s)", named, len(ckpts), extra=STAGE)
             found = scan_checkpoints(
                 ckpts,
                 wanted,
@@ -92,9 +97,12 @@ def scan_job(
                 keep=keep,
                 **scan_kwargs,
             )
-            frames += [scores.to_frame().assign(duplicate_of=dup) for scores, dup in found]
-            last.append(found[-1])
-            sections += _heatmaps([scores for scores, _ in found])
+            frames += [
+                scores.to_frame().assign(duplicate_of=dup, repeats=repeat)
+                for scores, dup, repeat in found
+            ]
+            last.append(found[-1][:2])
+            sections += _heatmaps([scores for scores, *_ in found])
     table = csv_table(pd.concat(frames, ignore_index=True))
     if not is_main_process():
         return ScanDone(table, last)

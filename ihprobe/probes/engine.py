@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 from jaxtyping import Bool, Float, Int
 
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import accumulating, hook_name, replace_with
 from ihprobe.core.memory import available_bytes
@@ -299,11 +300,13 @@ def token_rows(
 
     Documents are tokenized with the model's tokenizer and joined with its EOS token (when it
     has one); token ids ``[rows, pos]`` are cut as given; None is ihprobe's embedded corpus.
+    ``model`` is a model from ``ihprobe.load`` (its tokenizer and ``cfg.device`` are read).
 
     Example:
         >>> token_rows(model, open("book.txt").read(), rows=16, length=501).shape  # doctest: +SKIP
         torch.Size([16, 501])
     """
+    rows, length = checks.count("rows", rows), checks.count("length", length)
     if isinstance(text, torch.Tensor):
         given = text if text.ndim == 2 else text.view(1, -1)
         if given.shape[1] < length:

@@ -17,6 +17,7 @@ from typing import Literal
 import torch
 from jaxtyping import Int
 
+from ihprobe.core import calls
 from ihprobe.core.errors import IhprobeError
 
 SNIPPET_LENGTH = 20  # |S| of the Bi-Induct snippets [S, SEP, S] (as in Bi-Induct)
@@ -92,8 +93,8 @@ def repeated_tokens(
     """[A]'s probe: per row ``n`` distinct random ids ``s``, repeated: ``[s_1..s_n, s_1..s_n]``.
 
     Args:
-        model: a hooked model (reads ``cfg.d_vocab``, ``cfg.n_ctx`` and the tokenizer's
-            special ids).
+        model: a model from ``ihprobe.load`` (only its ``cfg.d_vocab``, ``cfg.n_ctx``,
+            ``cfg.device`` and the tokenizer's special ids are read).
         n: half-length; defaults to ``min(50, n_ctx // 2)`` (less one when ``bos``).
         batch: rows.
         seed: seeds the generator; same seed, same tokens.
@@ -111,6 +112,7 @@ def repeated_tokens(
         >>> x.shape, bool((x[:, :8] == x[:, 8:]).all())                # doctest: +SKIP
         (torch.Size([2, 16]), True)
     """
+    calls.arguments(n=n, batch=batch, seed=seed, bos=bos)
     extra = int(bos)
     if n is None:
         n = default_n(model.cfg.n_ctx - extra)

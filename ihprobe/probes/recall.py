@@ -121,7 +121,12 @@ def query_loss(
 def token_losses(
     logits: Float[torch.Tensor, "batch pos vocab"], tokens: Int[torch.Tensor, "batch pos"]
 ) -> Float[torch.Tensor, "batch pos_minus_1"]:
-    """Cross-entropy of each token ``t >= 1`` given the tokens before it (column ``t - 1``)."""
+    """Cross-entropy of each token ``t >= 1`` given the tokens before it (column ``t - 1``).
+
+    Example:
+        >>> token_losses(torch.zeros(1, 3, 4), torch.tensor([[0, 1, 2]]))  # uniform over 4 ids
+        tensor([[1.3863, 1.3863]])
+    """
     logp = logits[:, :-1].float().log_softmax(-1)
     return -logp.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
 

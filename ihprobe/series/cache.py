@@ -36,9 +36,9 @@ from ihprobe.io.tensor_reads import (
 )
 from ihprobe.io.weights import check_files, has_safetensors, read_checked, weights_hash
 from ihprobe.series.prefetch import prefetched
-from ihprobe.series.repeats import Repeats
+from ihprobe.series.repeats import Duplicates, Repeats, series_label
 from ihprobe.series.shard import each_share
-from ihprobe.series.sweep import Duplicates, checkpoint_bytes, walk
+from ihprobe.series.sweep import checkpoint_bytes, walk
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +101,8 @@ def cached_sweep(
     ``threads`` torch threads (``ihprobe.core.threads``; None: torch's setting). ``prefetch``:
     how many checkpoints are read (and fetched from the hub) ahead of the one computed on, in
     a background thread (:mod:`ihprobe.series.prefetch`; 0: none); the table is the same.
-    A checkpoint some of whose tensors or shards repeat an earlier one's is logged
-    (:mod:`ihprobe.series.repeats`)."""
+    A checkpoint some of whose tensors or shards repeat an earlier one's is logged and named in
+    the ``repeats`` column (:mod:`ihprobe.series.repeats`)."""
     keep = check_keep(keep)
 
     def share_rows(share: list[Checkpoint], world) -> list[tuple]:
@@ -125,7 +125,8 @@ def cached_sweep(
     for ckpt, (digest, rows, meta, tensors) in zip(ckpts, found, strict=True):
         frames.append(with_provenance(rows, ckpt, meta, tokens_per_step))
         frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
-        repeats.check(f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source, tensors)
+        repeat = repeats.check(series_label(ckpt), tensors)
+        frames[-1]["repeats"] = repeat.describe() if repeat is not None else None
     table = pd.concat(frames, ignore_index=True)
     order = "tokens" if table["tokens"].notna().all() else "step"
     return table.sort_values(order, kind="stable").reset_index(drop=True)

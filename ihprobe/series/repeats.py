@@ -5,14 +5,19 @@ of which only one shard, or a few tensors, are copies of an earlier checkpoint's
 a multi-shard checkpoint uploaded from the wrong step) is caught here, from the per-tensor
 digests read with the weights (:mod:`ihprobe.io.tensor_reads`). A tensor repeats when it has
 the same name, dtype, shape and bytes as in an earlier checkpoint; buffers that never change
-(causal masks, rotary frequencies) and non-float tensors are left out.
+(causal masks, rotary frequencies) and non-float tensors are left out. A whole shard is
+named only from the digests of every tensor of the checkpoint; from some of its tensors (the
+weight-only metrics read a few) the repeated tensors are named.
 
 >>> from ihprobe.io.tensor_reads import Digests
+>>> files = {"w": "a.safetensors", "v": "b.safetensors"}
 >>> repeats = Repeats()
->>> a = Digests({"w": "1" * 64, "v": "2" * 64}, {"w": "a.safetensors", "v": "b.safetensors"})
->>> b = Digests({"w": "1" * 64, "v": "3" * 64}, {"w": "a.safetensors", "v": "b.safetensors"})
+>>> a = Digests({"w": "1" * 64, "v": "2" * 64}, files, whole="a" * 64)
+>>> b = Digests({"w": "1" * 64, "v": "3" * 64}, files, whole="b" * 64)
 >>> repeats.check("step1", a), repeats.check("step2", b).describe()
 (None, 'shard a.safetensors (1 tensors) repeats step1')
+>>> Repeats().check("x", a) is None, Repeat("s", {"w": "r"}, {}, {}).describe()
+(True, 'tensors w repeat r')
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from ihprobe.io.sources import resolve
 from ihprobe.io.tensor_reads import Digests, cached_digests
 from ihprobe.io.validation.tensors import LEGACY_BUFFERS
 from ihprobe.io.weights import has_safetensors, read_checked
+from ihprobe.series.sweep import checkpoint_hash, walk
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,14 @@ class Repeat:
             parts.append(f"tensors {shown} repeat {', '.join(sorted(set(loose.values())))}")
         return "; ".join(parts)
 
+    def rows(self) -> list[tuple[str, str, str, bool, str]]:
+        """One ``(checkpoint, tensor, shard, whole_shard, repeats)`` row per repeated tensor."""
+        shard_of = {name: shard for shard, names in self.members.items() for name in names}
+        return [
+            (self.label, name, shard_of[name], shard_of[name] in self.shards, earlier)
+            for name, earlier in sorted(self.tensors.items())
+        ]
+
 
 class Repeats:
     """Per tensor digest, the first checkpoint that held it; :meth:`check` flags each later
@@ -75,7 +89,8 @@ class Repeats:
 
     def check(self, label: str, digests: Digests | None) -> Repeat | None:
         """The repeated tensors and shards of checkpoint ``label`` (None: nothing repeats, or
-        every tensor does, which ``duplicate_of`` already says, or no digests are known)."""
+        every tensor does, which ``duplicate_of`` already says, or no digests are known).
+        Whole shards are named only when ``digests`` cover every tensor (``whole`` is set)."""
         if digests is None:
             return None
         counted = {
@@ -92,11 +107,40 @@ class Repeats:
         shards = {}
         for shard, names in members.items():
             sources = {repeated.get(name) for name in names}
-            if len(members) > 1 and None not in sources and len(sources) == 1:
+            whole = digests.whole is not None and len(members) > 1
+            if whole and None not in sources and len(sources) == 1:
                 shards[shard] = sources.pop()
         found = Repeat(label, repeated, shards, {k: tuple(v) for k, v in members.items()})
         log.warning("%s: %s", label, found.describe())
         return found
+
+
+def series_label(ckpt: Checkpoint) -> str:
+    """How a checkpoint is named in ``duplicate_of`` and ``repeats``: ``source@revision``."""
+    return f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source
+
+
+class Duplicates:
+    """Finds checkpoints whose weights equal an earlier one's; logs a warning for each."""
+
+    def __init__(self):
+        self.first: dict[str, str] = {}  # weights hash -> label of the first checkpoint
+
+    def check(self, ckpt: Checkpoint, digest: str) -> str | None:
+        """The earlier checkpoint with the same weights hash ``digest``, or None."""
+        earlier = self.first.get(digest)
+        if earlier is not None:
+            log.warning("%s has the same weights as %s", ckpt.label, earlier)
+        self.first.setdefault(digest, series_label(ckpt))
+        return earlier
+
+
+def series_repeats(labels: Sequence[str], digests: Sequence[Digests | None]) -> list[Repeat]:
+    """The checkpoints (by ``labels``, in the series' order) some of whose tensors repeat an
+    earlier one's, each as a :class:`Repeat`."""
+    repeats = Repeats()
+    found = (repeats.check(label, d) for label, d in zip(labels, digests, strict=True))
+    return [repeat for repeat in found if repeat is not None]
 
 
 def repeats_table(labels: Sequence[str], digests: Sequence[Digests | None]) -> pd.DataFrame:
@@ -107,18 +151,21 @@ def repeats_table(labels: Sequence[str], digests: Sequence[Digests | None]) -> p
         >>> repeats_table(["a"], [None]).columns.tolist()
         ['checkpoint', 'tensor', 'shard', 'whole_shard', 'repeats']
     """
-    repeats, rows = Repeats(), []
-    for label, found in zip(labels, digests, strict=True):
-        repeat = repeats.check(label, found)
-        if repeat is None:
-            continue
-        for name, earlier in sorted(repeat.tensors.items()):
-            shard = found.files.get(name, "?")
-            rows.append((label, name, shard, shard in repeat.shards, earlier))
+    rows = [row for repeat in series_repeats(labels, digests) for row in repeat.rows()]
     return pd.DataFrame(rows, columns=["checkpoint", "tensor", "shard", "whole_shard", "repeats"])
 
 
-def repeated_tensors(ckpts: Sequence[Checkpoint]) -> pd.DataFrame:
+def checkpoint_digests(ckpt: Checkpoint) -> Digests | None:
+    """The per-tensor digests of every tensor of a checkpoint: remembered from an earlier read,
+    else read now (once, each tensor checked); None for pickled weights."""
+    path = resolve(ckpt.source, revision=ckpt.revision)
+    if not has_safetensors(path):
+        return None
+    known = cached_digests(path)
+    return known if known is not None and known.whole is not None else read_checked(path).digests
+
+
+def repeated_tensors(ckpts: Sequence[Checkpoint], *, progress: bool | None = False) -> pd.DataFrame:
     """:func:`repeats_table` of a series of checkpoints, in the given order: each one's tensors
     hashed as it is read once (or the digests remembered from an earlier read).
 
@@ -126,12 +173,34 @@ def repeated_tensors(ckpts: Sequence[Checkpoint]) -> pd.DataFrame:
         >>> repeated_tensors(sources_of("EleutherAI/pythia-12b", ["step1000", "step2000"]))
         ... # doctest: +SKIP
     """
-    labels, found = [], []
-    for ckpt in ckpts:
-        path = resolve(ckpt.source, revision=ckpt.revision)
-        known = cached_digests(path) if has_safetensors(path) else None
-        if known is None or known.whole is None:
-            known = read_checked(path).digests if has_safetensors(path) else None
-        labels.append(f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source)
-        found.append(known)
-    return repeats_table(labels, found)
+    return repeats_table([series_label(c) for c in ckpts], _digests(ckpts, progress))
+
+
+def repeated_checkpoints(
+    ckpts: Sequence[Checkpoint], *, progress: bool | None = False
+) -> pd.DataFrame:
+    """One row per checkpoint, in the given order: ``checkpoint, step, tokens, duplicate_of,
+    repeats``, where ``duplicate_of`` names an earlier checkpoint of identical weights and
+    ``repeats`` says which shards or tensors repeat earlier checkpoints' (:meth:`Repeat.describe`)
+    when only some do; each checkpoint read once, as in :func:`repeated_tensors`.
+
+    Example:
+        >>> repeated_checkpoints(suite_checkpoints("pythia", size="12b"))   # doctest: +SKIP
+    """
+    found = _digests(ckpts, progress)
+    repeats = {
+        r.label: r.describe() for r in series_repeats([series_label(c) for c in ckpts], found)
+    }
+    duplicates, rows = Duplicates(), []
+    for ckpt, digests in zip(ckpts, found, strict=True):
+        whole = digests.whole if digests is not None else checkpoint_hash(ckpt)
+        label = series_label(ckpt)
+        rows.append(
+            (label, ckpt.step, ckpt.tokens, duplicates.check(ckpt, whole), repeats.get(label))
+        )
+    frame = pd.DataFrame(rows, columns=["checkpoint", "step", "tokens", "duplicate_of", "repeats"])
+    return frame.astype({"step": "Int64", "tokens": "Int64"})
+
+
+def _digests(ckpts: Sequence[Checkpoint], progress: bool | None) -> list[Digests | None]:
+    return [checkpoint_digests(c) for c in walk(ckpts, progress=progress, desc="hash")]

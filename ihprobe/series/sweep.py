@@ -45,7 +45,7 @@ def walk(
     bar = tqdm(ckpts, desc=desc, unit="ckpt", disable=None if progress is None else not progress)
     counter = Counter(log, desc, len(ckpts))  # a stage line each, with the time left
     for index, ckpt in enumerate(bar, 1):
-        bar.set_postfix_str(ckpt.label)
+        bar.set_postfix_str(ckpt.label, refresh=False)  # shown at the bar's own pace
         counter.start(index, ckpt.label)
         yield ckpt
 
@@ -134,19 +134,3 @@ def map_checkpoints(
 def checkpoint_hash(ckpt: Checkpoint) -> str:
     """The weights hash of a checkpoint (fetching a hub revision when it is not cached)."""
     return weights_hash(resolve(ckpt.source, revision=ckpt.revision))
-
-
-class Duplicates:
-    """Finds checkpoints whose weights equal an earlier one's; logs a warning for each."""
-
-    def __init__(self):
-        self.first: dict[str, str] = {}  # weights hash -> label of the first checkpoint
-
-    def check(self, ckpt: Checkpoint, digest: str) -> str | None:
-        """The earlier checkpoint with the same weights hash ``digest``, or None."""
-        earlier = self.first.get(digest)
-        if earlier is not None:
-            log.warning("%s has the same weights as %s", ckpt.label, earlier)
-        label = f"{ckpt.source}@{ckpt.revision}" if ckpt.revision else ckpt.source
-        self.first.setdefault(digest, label)
-        return earlier

@@ -102,6 +102,17 @@ class TrainConfig:
     def tokens_per_update(self) -> int:
         return self.batch_size * self.context
 
+    @property
+    def mlp_width(self) -> int:
+        """The MLP width the model gets: ``d_mlp``, or ``4 * d_model`` when it is None (0:
+        attention-only).
+
+        Example:
+            >>> TrainConfig(d_model=64).mlp_width, TrainConfig(d_model=64, d_mlp=0).mlp_width
+            (256, 0)
+        """
+        return 4 * self.d_model if self.d_mlp is None else self.d_mlp
+
     def to_json(self) -> dict:
         data = asdict(self)
         if not isinstance(self.checkpoints, str):
@@ -201,9 +212,10 @@ def check_training_size(config: TrainConfig) -> None:
     estimate of :mod:`ihprobe.core.memory`, with the producer's vocabulary or 512), and say so
     before more than a minute of estimated training."""
     vocab = config.producer_options.get("vocab_size")
-    d_mlp = 4 * config.d_model if config.d_mlp is None else config.d_mlp
     vocab = vocab if isinstance(vocab, int) and vocab > 0 else 512
-    shape = Shape(config.layers, config.heads, config.d_model, d_mlp, vocab, config.context)
+    shape = Shape(
+        config.layers, config.heads, config.d_model, config.mlp_width, vocab, config.context
+    )
     found = estimate(
         shape, train_batch=config.batch_size // config.grad_accum, steps=config.total_steps
     )

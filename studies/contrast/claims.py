@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ihprobe import METRIC_TABLE
 from ihprobe.dynamics.verdicts import (
     INCONCLUSIVE,
     MIN_SEEDS,
@@ -33,7 +34,6 @@ from ihprobe.dynamics.verdicts import (
     t_mean,
     welch,
 )
-from ihprobe.probes.metrics import METRIC_TABLE
 from studies.contrast import docs, heads
 from studies.contrast.docs import values as scored  # finite done values; none where never rescored
 

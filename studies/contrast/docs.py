@@ -52,14 +52,19 @@ import pandas as pd
 import torch
 
 import ihprobe
-from ihprobe import Checkpoint, TrainConfig, checkpoints
+from ihprobe import (
+    METRIC_TABLE,
+    Checkpoint,
+    TrainConfig,
+    checkpoints,
+    is_finished,
+    run_meta,
+    token_losses,
+    token_rows,
+)
 from ihprobe.data import TEXT_SUFFIXES
 from ihprobe.dynamics.verdicts import above, t_mean, welch
-from ihprobe.io.runs import is_finished, run_meta
 from ihprobe.jobs.grid import markdown, other_config
-from ihprobe.probes.engine import token_rows
-from ihprobe.probes.metrics import METRIC_TABLE
-from ihprobe.probes.recall import token_losses
 from studies.natural import run as natural
 
 PILOT = "d128-lr3e-3"

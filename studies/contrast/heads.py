@@ -30,9 +30,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ihprobe import METRIC_TABLE
 from ihprobe.dynamics.verdicts import INCONCLUSIVE, MIN_SEEDS, above, judge, t_mean, welch
 from ihprobe.jobs.grid import markdown
-from ihprobe.probes.metrics import METRIC_TABLE
 
 HEAD_CHECK_PS = 0.1  # ihprobe.head_check's prefix-matching threshold (RULE.ps; a test ties them)
 VARIED_CHANCE = METRIC_TABLE["forward_induction_varied"].chance(512, 20)  # 1/30: no vocab term

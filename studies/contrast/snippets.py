@@ -27,9 +27,8 @@ import numpy as np
 import pandas as pd
 
 import ihprobe
-from ihprobe import checkpoints
+from ihprobe import METRIC_TABLE, checkpoints
 from ihprobe.dynamics.verdicts import t_mean
-from ihprobe.probes.metrics import METRIC_TABLE
 from studies.contrast.claims import scored
 
 # the snippet scores of each seed (max over heads for a head score): [B]'s fixed-length

@@ -15,11 +15,12 @@ from ihprobe import (
     checkpoints,
     forecast_figure,
     forecast_records,
+    is_finished,
     law_prior,
     run_emergence,
+    run_meta,
     train,
 )
-from ihprobe.io.runs import is_finished, run_meta, run_shape
 from studies.forecast import cells
 
 
@@ -147,8 +148,9 @@ def natural_rows(root: Path) -> list[dict]:
     """Every finished pilot run under ``root`` judged against the published law alone."""
     rows = []
     for pilot, seed, run in natural_runs(root):
-        prior = {f"[A] law ({pilot})": law_prior(*run_shape(run))}
-        steps = int(run_meta(run)["steps"])
+        meta = run_meta(run)
+        config, steps = meta["config"], int(meta["steps"])
+        prior = {f"[A] law ({pilot})": law_prior(config["batch_size"], config["context"])}
         shape = {"pilot": pilot, "seed": seed}
         rows += judged(probe_records(run), prior, run_emergence(run), steps, shape)
     return rows

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 import ihprobe
+from ihprobe import METRIC_TABLE
 from ihprobe.data import IIDProducer
 from ihprobe.dynamics.verdicts import below, judge, t_mean
-from ihprobe.probes.metrics import METRIC_TABLE
 
 CLAIM = below(0.1)  # declared before the data: a third of the 0.3 that counts as a head
 N, ROWS, SHIFTS = 16, 50, (-4, -2, 0, 2, 4)

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ihprobe import EmergencePoint, emergence, trajectory
+from ihprobe import EmergencePoint, emergence, is_finished, run_meta, trajectory
 from ihprobe.dynamics.verdicts import (
     AGREES,
     DISAGREES,
@@ -54,7 +54,6 @@ from ihprobe.dynamics.verdicts import (
     judge,
     t_mean,
 )
-from ihprobe.io.runs import is_finished, run_meta, run_shape
 from ihprobe.jobs.grid import markdown
 from studies.law.forecast import forecast_fields, forecast_lines
 from studies.law.probe_length import flag, probe_lines, updates_text
@@ -105,8 +104,8 @@ def run_row(run: Path, shape: dict, cache_name: str = "trajectory-cache") -> dic
     checkpoints (:mod:`papers_law_forecast`) and (where :func:`long_probe`, or
     ``shape["long"]``) the fit on n = C/2 probes. ``shape``: cell, seed, budget_factor, grid."""
     started = time.perf_counter()
-    B, C = run_shape(run)
-    steps = int(run_meta(run)["steps"])
+    meta = run_meta(run)
+    B, C, steps = meta["config"]["batch_size"], meta["config"]["context"], int(meta["steps"])
     cache = run / cache_name
     table = trajectory(run, ["prefix_matching"], cache=cache, progress=False, **SCAN)
     even, odd = interleaved(table)

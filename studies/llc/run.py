@@ -43,8 +43,7 @@ def main(argv: list[str] | None = None) -> None:
         return write(frame, recorded_header(recorded), claims.recorded_stage(recorded))
     import torch
 
-    from ihprobe import SGLDSettings
-    from ihprobe.io.runs import run_meta
+    from ihprobe import SGLDSettings, run_meta
     from studies.llc.measure import measure
 
     torch.set_num_threads(cells.THREADS)

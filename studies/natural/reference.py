@@ -6,7 +6,7 @@ config, the corpus, what was measured) and a model card ``README.md`` written fr
 ``make reference`` calls it through ``python -m studies natural --pilot d128-lr3e-3 --seed 0
 --export reference/natural-docs``.
 
->>> portable({"text": str(cache.root() / "corpora" / "docs" / "train"), "n": [1]})
+>>> portable({"text": str(cache_root() / "corpora" / "docs" / "train"), "n": [1]})
 {'text': '$IHPROBE_CACHE/corpora/docs/train', 'n': [1]}
 """
 
@@ -23,17 +23,24 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
-from ihprobe import checkpoints
-from ihprobe.core import cache
-from ihprobe.core.files import atomic_directory
+from ihprobe import causal_lm_loss, checkpoints, is_finished, load_hf, run_meta
 from ihprobe.data import default_directory, load_corpus
-from ihprobe.io.architectures import causal_lm_loss
-from ihprobe.io.models import load_hf
-from ihprobe.io.runs import CHECKPOINT_META, PROBES, RunDir, is_finished, run_meta
 from studies.study import ROOT
 
 RECIPE = "recipe.json"
 CARD = "README.md"
+CHECKPOINT_META, PROBES = "ihprobe.json", "probes.jsonl"  # files of a trainer run (ihprobe.io.runs)
+
+
+def cache_root() -> Path:
+    """ihprobe's cache root (``$IHPROBE_CACHE`` or ``~/.cache/ihprobe``): the corpus is its
+    ``corpora/docs`` folder."""
+    return default_directory().parents[1]
+
+
+def live_probes(run: Path) -> list[dict]:
+    """The finished run's live probes, one record per checkpoint (``probes.jsonl``)."""
+    return [json.loads(line) for line in (run / PROBES).read_text().splitlines()]
 
 
 def portable(value):
@@ -44,7 +51,7 @@ def portable(value):
     if isinstance(value, list):
         return [portable(v) for v in value]
     if isinstance(value, str):
-        for prefix, name in ((str(cache.root()), "$IHPROBE_CACHE"), (str(ROOT) + os.sep, "")):
+        for prefix, name in ((str(cache_root()), "$IHPROBE_CACHE"), (str(ROOT) + os.sep, "")):
             if value.startswith(prefix):
                 return name + value[len(prefix) :]
     return value
@@ -75,7 +82,7 @@ def heldout_scores(checkpoint: Path, context: int, batch: int = 32) -> dict:
 def recipe_of(run: Path, pilot: str, summary: dict, out: Path) -> dict:
     """What ``recipe.json`` holds: how the run was made, from what, and what it measured."""
     meta, final = run_meta(run), Path(checkpoints(run)[-1].source)
-    records = RunDir(run).records(PROBES)
+    records = live_probes(run)
     manifest = json.loads((default_directory() / "manifest.json").read_text())
     vocab = meta["model"]["vocab_size"]
     with safe_open(final / "model.safetensors", "pt") as weights:
@@ -138,17 +145,18 @@ def export(run: Path, out: Path, *, pilot: str, summary: dict) -> Path:
     final = Path(checkpoints(run)[-1].source)
     staged = out.with_name(out.name + ".new")
     shutil.rmtree(staged, ignore_errors=True)
-    with atomic_directory(staged) as tmp:
-        for file in sorted(final.iterdir()):
-            if file.name != CHECKPOINT_META:
-                shutil.copyfile(file, tmp / file.name)
-        meta = portable(json.loads((final / CHECKPOINT_META).read_text()))
-        meta["run"] = out.name  # what results name the model by (the run's own folder was seed0)
-        (tmp / CHECKPOINT_META).write_text(json.dumps(meta, indent=2) + "\n")
-        shutil.copyfile(run / PROBES, tmp / PROBES)
-        recipe = recipe_of(run, pilot, summary, out)
-        (tmp / RECIPE).write_text(json.dumps(recipe, indent=1) + "\n")
-        (tmp / CARD).write_text(model_card(recipe, RunDir(run).records(PROBES)))
+    # written whole beside ``out``, then renamed over it (an interrupted export's is removed)
+    staged.mkdir(parents=True)
+    for file in sorted(final.iterdir()):
+        if file.name != CHECKPOINT_META:
+            shutil.copyfile(file, staged / file.name)
+    meta = portable(json.loads((final / CHECKPOINT_META).read_text()))
+    meta["run"] = out.name  # what results name the model by (the run's own folder was seed0)
+    (staged / CHECKPOINT_META).write_text(json.dumps(meta, indent=2) + "\n")
+    shutil.copyfile(run / PROBES, staged / PROBES)
+    recipe = recipe_of(run, pilot, summary, out)
+    (staged / RECIPE).write_text(json.dumps(recipe, indent=1) + "\n")
+    (staged / CARD).write_text(model_card(recipe, live_probes(run)))
     shutil.rmtree(out, ignore_errors=True)
     staged.rename(out)
     print(f"exported {run} to {out}")

@@ -41,12 +41,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ihprobe import IhprobeError, TrainConfig, emergence, train
+from ihprobe import IhprobeError, TrainConfig, emergence, is_finished, run_meta, train
 from ihprobe.data import default_directory
 from ihprobe.dynamics.law import predict_emergence
 from ihprobe.dynamics.verdicts import MIN_SEEDS, seed_target
-from ihprobe.io.architectures import model_sizes
-from ihprobe.io.runs import is_finished, run_meta
 from ihprobe.jobs.grid import markdown, report_lock, saved_results, train_or_reuse
 from studies.natural.cells import BASE, PILOTS
 from studies.natural.law import natural_b_lines
@@ -137,7 +135,7 @@ def summary(pilot: str, seed: int) -> dict:
         "pilot": pilot,
         "seed": seed,
         "d_model": p["d_model"],
-        "d_mlp": model_sizes(config_of(pilot, seed), p["vocab"])["d_mlp"],
+        "d_mlp": config_of(pilot, seed).mlp_width,
         "heads": p["heads"],
         "vocab": p["vocab"],
         "B": p["batch_size"],

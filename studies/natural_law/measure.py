@@ -23,8 +23,8 @@ from pathlib import Path
 import pandas as pd
 
 import ihprobe
+from ihprobe import run_meta
 from ihprobe.data import default_directory
-from ihprobe.io.runs import run_meta
 from studies.natural_law.cells import VOCAB
 
 
