@@ -73,3 +73,28 @@ def test_from_frame_inverts_to_frame_and_refuses_mixed_checkpoints():
     mixed = pd.concat([make(step=1).to_frame(), make(step=2).to_frame()])
     with pytest.raises(IhprobeError, match="long table of one checkpoint"):
         HeadScores.from_frame(mixed)
+
+
+def uniform_varied_chance(shortest: int, longest: int) -> float:
+    """A uniform head's forward induction on ``[S, SEP, S]``, pooled over |S| = shortest ..
+    longest, written out by hand: query ``L + 1 + k`` sees ``L + 2 + k`` keys, k = 0 .. L - 2."""
+    values = [1 / (L + 2 + k) for L in range(shortest, longest + 1) for k in range(L - 1)]
+    return sum(values) / len(values)
+
+
+def test_a_varied_score_s_chance_and_suspects_follow_the_scan_s_own_lengths():
+    """A scan over short snippets (|S| 4-6) has a far higher chance level than the default
+    10-30; a fixed-offset head scoring between twice the two is a suspect only at its own."""
+    ps = torch.tensor([[0.9, 0.9]])
+    varied = torch.tensor([[0.95, 0.15]])  # 2 x 0.033 < 0.15 < 2 x 0.119
+    head = {"prefix_matching": ps, "forward_induction_varied": varied}
+    short = HeadScores(head, {}, Provenance("m"), settings={"snippet_lengths": [4, 6]})
+    unrecorded = HeadScores(head, {}, Provenance("m"), settings={})
+    assert short.chance("forward_induction_varied") == pytest.approx(uniform_varied_chance(4, 6))
+    assert unrecorded.chance("forward_induction_varied") is None  # no vocabulary recorded
+    assert [(layer, h) for layer, h, *_ in short.fixed_offset_suspects()] == [(0, 1)]
+    assert unrecorded.fixed_offset_suspects() == []  # the default lengths' chance: 0.033
+    default = HeadScores(head, {}, Provenance("m"), settings={"snippet_lengths": [10, 30]})
+    assert default.chance("forward_induction_varied") == pytest.approx(
+        uniform_varied_chance(10, 30)
+    )

@@ -27,6 +27,7 @@ from jaxtyping import Float
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.provenance import COLUMNS, CarriesProvenance, Provenance, with_provenance
+from ihprobe.probes.attention import VARIED_PAIRS, varied_chance
 from ihprobe.probes.metrics import METRIC_TABLE
 
 VARIED = "forward_induction_varied"  # the content match a fixed-offset head cannot pass
@@ -176,15 +177,22 @@ class HeadScores(CarriesProvenance):
     def chance(self, metric: str) -> float | None:
         """What a model without induction scores on ``metric`` in this scan: the metric table's
         chance level at the model's vocabulary and the probe's length (the snippet length for
-        snippet scores); None where the metric has none or the scan did not record them.
+        snippet scores, the scan's own range of lengths for varied-length ones); None where the
+        metric has none or the scan did not record them.
 
         Example:
             >>> plain = HeadScores(head={}, model={}, provenance=Provenance("m"),
             ...                    settings={"d_vocab": 64, "n": 32})
             >>> round(plain.chance("ar_accuracy"), 4), plain.chance("prefix_matching_sd")
             (0.0156, None)
+            >>> short = HeadScores(head={}, model={}, provenance=Provenance("m"),
+            ...                    settings={"snippet_lengths": [4, 6]})
+            >>> round(short.chance("forward_induction_varied"), 4)  # 0.033 at the default 10-30
+            0.1187
         """
         spec, found = METRIC_TABLE.get(metric), self.settings
+        if metric in VARIED_PAIRS and found.get("snippet_lengths"):
+            return varied_chance(metric, tuple(found["snippet_lengths"]))
         length = found.get("snippet_length" if spec and spec.family == "snippets" else "n")
         if spec is None or spec.chance is None or "d_vocab" not in found or length is None:
             return None
@@ -205,7 +213,9 @@ class HeadScores(CarriesProvenance):
         if "prefix_matching" not in self.head or VARIED not in self.head:
             return []
         formed = METRIC_TABLE["prefix_matching"].threshold
-        low = 2 * METRIC_TABLE[VARIED].chance(0, 0)  # varied lengths: no vocabulary or n
+        # twice a uniform head's score at the scan's varied lengths (the default range where the
+        # scan did not record them): a varied score's chance needs no vocabulary or n
+        low = 2 * (self.chance(VARIED) or METRIC_TABLE[VARIED].chance(0, 0))
         ps, varied = self.head["prefix_matching"], self.head[VARIED]
         suspects = ((ps >= formed) & (varied < low)).nonzero().tolist()
         return [
