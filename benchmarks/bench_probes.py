@@ -107,7 +107,6 @@ def build_model(args, directory: Path):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     import ihprobe
-    from ihprobe.core.standin import id_tokenizer
 
     torch.manual_seed(0)
     config = GPTNeoXConfig(
@@ -118,8 +117,7 @@ def build_model(args, directory: Path):
         intermediate_size=4 * args.d_model,
         max_position_embeddings=max(256, 2 * args.n + 1),
     )
-    GPTNeoXForCausalLM(config).save_pretrained(directory)
-    id_tokenizer(args.vocab).save_pretrained(directory)
+    GPTNeoXForCausalLM(config).save_pretrained(directory)  # no tokenizer: ihprobe loads a stand-in
     return ihprobe.load(directory, device=args.device)
 
 

@@ -70,6 +70,15 @@ RANDOM = 5  # random draws in the ablate measurement (the issue's report used 5)
 EFFECT_ROWS = 4  # rows of the head_effects measurement
 
 
+def scan_chunk() -> int:
+    """``ihprobe.scan``'s default rows per forward (``chunk``): the bare forwards run alike."""
+    import inspect
+
+    import ihprobe
+
+    return inspect.signature(ihprobe.scan).parameters["chunk"].default
+
+
 def bench_dir() -> Path:
     root = os.environ.get("IHPROBE_CACHE")
     return Path(root) / "bench" if root else Path("/tmp/ihprobe-bench")
@@ -177,15 +186,12 @@ def measure_swap(size, device, dtype, rows, n, repeats) -> dict:
 def measure_scan(metrics):
     def measure(size, device, dtype, rows, n, repeats) -> dict:
         import ihprobe
-        from ihprobe.probes.engine import DEFAULT_CHUNK
 
         model = built_model(size, device, dtype)
         runs = scan_rows(model, rows, n)
-        if metrics is not None:  # attention metrics only: the snippet rows and repeated rows
-            pass
         ref, op = [], []
         for _ in range(repeats):  # interleaved, so that load on the machine hits both alike
-            ref.append(timed(lambda: [bare(model, r, DEFAULT_CHUNK) for r in runs]))
+            ref.append(timed(lambda: [bare(model, r, scan_chunk()) for r in runs]))
             op.append(timed(lambda: ihprobe.scan(model, metrics, n=n, batch=rows)))
         return {"op_s": min(op), "ref_s": min(ref), "ref": "bare forwards, same rows"}
 
@@ -209,7 +215,6 @@ def measure_ablate_ranked(size, device, dtype, rows, n, repeats) -> dict:
 
 def measure_ablate(size, device, dtype, rows, n, repeats, ranked: bool = False) -> dict:
     import ihprobe
-    from ihprobe.probes.engine import DEFAULT_CHUNK
 
     model = built_model(size, device, dtype)
     tokens = ihprobe.repeated_tokens(model, n=n, batch=rows, seed=1)
@@ -218,7 +223,7 @@ def measure_ablate(size, device, dtype, rows, n, repeats, ranked: bool = False) 
     given = {"scores": torch.rand(model.cfg.n_layers, model.cfg.n_heads)} if ranked else {}
     ref, op = [], []
     for _ in range(repeats):
-        one = timed(lambda: bare(model, tokens, DEFAULT_CHUNK))
+        one = timed(lambda: bare(model, tokens, scan_chunk()))
         ref.append(one * (groups + 1))  # the groups + one reference (mean z) pass
         op.append(
             timed(
@@ -232,7 +237,6 @@ def measure_ablate(size, device, dtype, rows, n, repeats, ranked: bool = False) 
 
 def measure_head_effects(size, device, dtype, rows, n, repeats) -> dict:
     import ihprobe
-    from ihprobe.probes.engine import DEFAULT_CHUNK
 
     model = built_model(size, device, dtype)
     rows = min(rows, EFFECT_ROWS)  # L x H + 1 groups: few rows keep it within minutes on CPU
@@ -240,7 +244,7 @@ def measure_head_effects(size, device, dtype, rows, n, repeats) -> dict:
     heads = model.cfg.n_layers * model.cfg.n_heads
     ref, op = [], []
     for _ in range(repeats):
-        one = timed(lambda: bare(model, tokens, DEFAULT_CHUNK))
+        one = timed(lambda: bare(model, tokens, scan_chunk()))
         ref.append(one * (heads + 2))  # every head alone, the clean group, the reference
         op.append(
             timed(lambda: ihprobe.head_effects(model, metrics=["induction_loss"], n=n, batch=rows))
@@ -252,11 +256,10 @@ def measure_memory(size, device, dtype, rows, n, repeats) -> dict:
     """Peak RSS of ``scan`` (all metrics) at its default chunk, alone in its process (no bare
     forwards with full logits beside it): after loading, and after the scan."""
     import ihprobe
-    from ihprobe.probes.engine import DEFAULT_CHUNK
 
     model = built_model(size, device, dtype)
     loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    op = timed(lambda: ihprobe.scan(model, n=n, batch=DEFAULT_CHUNK))
+    op = timed(lambda: ihprobe.scan(model, n=n, batch=scan_chunk()))
     return {"op_s": op, "ref_s": float("nan"), "ref": f"peak RSS after load {loaded:.2f} GB"}
 
 

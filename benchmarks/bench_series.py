@@ -43,23 +43,20 @@ PYTHIA_160M = {
 
 
 def lay_out_suite(root: Path, count: int) -> list[Path]:
-    """``count`` checkpoints of pythia-160m's config, each with different bytes in every tensor."""
+    """``count`` checkpoints of pythia-160m's config, each with different bytes in every tensor
+    (no tokenizer: random-token probes need none, and ihprobe loads a stand-in)."""
     from safetensors.torch import save_file
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
-    from ihprobe.core.standin import id_tokenizer
 
     torch.manual_seed(0)
     config = GPTNeoXConfig(**PYTHIA_160M, bos_token_id=0, eos_token_id=0)
     base = GPTNeoXForCausalLM(config).state_dict()
     base = {k: v + 0.02 * torch.randn_like(v) for k, v in base.items() if v.is_floating_point()}
-    tokenizer = id_tokenizer(PYTHIA_160M["vocab_size"])
     paths = []
     for i in range(count):
         directory = root / f"step-{i * 1000:06d}"
         directory.mkdir(parents=True)
         config.save_pretrained(directory)
-        tokenizer.save_pretrained(directory)
         scale = 1.0 + 0.01 * (i + 1)  # distinct bytes per checkpoint, cheaply
         state = {k: (v * scale).to(torch.bfloat16).contiguous() for k, v in base.items()}
         save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})

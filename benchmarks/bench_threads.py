@@ -1,11 +1,12 @@
 """Threads: tokens per CPU-second of ``ihprobe.train`` on the demo model at 1, 2, ... threads.
 
-``ihprobe train --threads`` (and every command that runs torch) defaults to
-``ihprobe.core.threads.DEFAULT_THREADS``; this script measures what that default should be. Each
-thread count trains the demo's model (``DemoConfig``: GPT-NeoX 2 x 10 heads, d_model 80,
-B=32, C=64, the demo's repeats data) for ``--steps`` updates, interleaved over ``--repeats``
-rounds so that a busy machine slows every setting alike, and counts the process's CPU time (all
-its threads) and the wall time; the best round of each setting counts. It prints the table and
+``ihprobe train --threads`` (and every command that runs torch) defaults to the package's
+thread count (the ``threads`` default of its public calls); this script measures what that
+default should be. Each thread count trains the demo's model (``DemoConfig``: GPT-NeoX
+2 x 10 heads, d_model 80, B=32, C=64, the demo's repeats data) for ``--steps`` updates,
+interleaved over ``--repeats`` rounds so that a busy machine slows every setting alike, and
+counts the process's CPU time (all its threads) and the wall time; the best round of each
+setting counts. It prints the table and
 whether the default is within 10% of the best tokens per CPU-second.
 
     .venv/bin/python benchmarks/bench_threads.py [--steps 100] [--repeats 2] [--write]
@@ -16,6 +17,7 @@ whether the default is within 10% of the best tokens per CPU-second.
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import platform
 import tempfile
@@ -25,8 +27,11 @@ from pathlib import Path
 
 import torch
 
+import ihprobe
 from ihprobe import DemoConfig, TrainConfig, train
-from ihprobe.core.threads import DEFAULT_THREADS
+
+# the package's default thread count, as its public calls take it
+DEFAULT_THREADS = inspect.signature(ihprobe.trajectory).parameters["threads"].default
 
 RESULTS = Path(__file__).with_name("RESULTS_threads.md")
 TARGET = 0.9  # the default's tokens per CPU-second, at least this fraction of the best

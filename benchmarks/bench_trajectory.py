@@ -28,9 +28,6 @@ METRICS = ["prefix_matching", "previous_token", "ar_accuracy", "induction_loss"]
 def make_run(root: Path, count: int) -> Path:
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    from ihprobe.core.standin import id_tokenizer
-
-    tokenizer = id_tokenizer(512)
     for i in range(count):
         torch.manual_seed(i)
         cfg = GPTNeoXConfig(
@@ -42,8 +39,7 @@ def make_run(root: Path, count: int) -> Path:
             max_position_embeddings=128,
         )
         directory = root / "checkpoints" / f"step-{i * 100:06d}"
-        GPTNeoXForCausalLM(cfg).save_pretrained(directory)
-        tokenizer.save_pretrained(directory)
+        GPTNeoXForCausalLM(cfg).save_pretrained(directory)  # no tokenizer: a stand-in loads
         meta = {"step": i * 100, "tokens": i * 100 * 2048, "run": "bench"}
         (directory / "ihprobe.json").write_text(json.dumps(meta))
     return root

@@ -166,17 +166,14 @@ INTERNAL_NAMES = {
     "ihprobe.io.attention.pair_pass": "bench_fastpath: the SDPA pass the floor is timed in",
     "ihprobe.io.any_model.as_model": "bench_fastpath, bench_scale: bridge a model built in memory",
     "ihprobe.io.swap.load_weights": "bench_scale: the weight swap, timed",
-    "ihprobe.probes.engine.DEFAULT_CHUNK": "bench_scale: the bare forwards' rows per pass",
     "ihprobe.probes.engine.MAX_LOGITS": "bench_scale: ablate at the budget it had before",
     "ihprobe.probes.inputs.snippets": "bench_scale: the snippet rows scan runs, forwarded bare",
     "ihprobe.series.cache": "bench_series: the engine's read and compute steps, each timed",
-    "ihprobe.core.standin.id_tokenizer": "bench_probes, _series, _trajectory: checkpoints laid out",
-    "ihprobe.core.threads.DEFAULT_THREADS": "bench_threads, bench_scan_demo: the default measured",
     "ihprobe.core.devices.stray_tensors": "device_checks: tensors left off the device",
     "ihprobe.jobs.sweep": "device_seeds: K runs per device, launched as ihprobe sweep does",
 }
 # a ratchet on how many there are: lower it as names go; never raise it
-MAX_INTERNAL_NAMES = 14
+MAX_INTERNAL_NAMES = 11
 
 
 def imported_modules(source: str) -> set[str]:
