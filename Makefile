@@ -48,8 +48,8 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 lint: $(STAMP)
-	$(BIN)/ruff check ihprobe tests benchmarks studies
-	$(BIN)/ruff format --check ihprobe tests benchmarks studies
+	$(BIN)/ruff check ihprobe tests benchmarks studies notebooks
+	$(BIN)/ruff format --check ihprobe tests benchmarks studies notebooks
 
 hooks:
 	git config core.hooksPath hooks
