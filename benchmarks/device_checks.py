@@ -33,9 +33,13 @@ def _calls(light: bool):
     import ihprobe
 
     smooth = ["prefix_matching", "induction_loss"]  # an accuracy flips on near-tied logits
+    attended = ["prefix_matching", "previous_token", "duplicate_token"]
     recall = {"metrics": ["ar_accuracy", "ar_mean_rank", "induction_loss"]} if light else {}
     return {
         "scan": (lambda m: ihprobe.scan(m, **ROWS), lambda m: ihprobe.scan(m, smooth, **ROWS)),
+        # the same scores from full patterns (scan's default reads pairs where it can): the
+        # reference path on the device too
+        "scan_patterns": (lambda m: ihprobe.scan(m, attended, attention="patterns", **ROWS), None),
         "ablate": (
             lambda m: ihprobe.ablate(m, top=2, random=3, **recall, **ROWS),
             lambda m: ihprobe.ablate(m, top=2, random=3, metrics=["induction_loss"], **ROWS),

@@ -139,6 +139,7 @@ def test_the_cpu_mode_of_the_device_job_runs_its_steps_and_passes(tmp_path):
         assert f"### {name} (" in text, name
     assert "failed:" not in text and "FAIL" not in text, text
     assert "| tiny random | load (logits) | float32 |" in text and "CPU cores" in text
+    assert "| tiny random | scan_patterns | float32 |" in text  # the reference path, checked too
     assert "| ihprobe train |" in text and "| demo | demo (device auto) |" in text
 
 
