@@ -73,6 +73,10 @@ def test_scan_of_a_suite_every_second_checkpoint_names_the_repeated_shard(suite,
     )
     assert f"note: step8: {repeats['step8']} (column repeats)" in said
     assert table["duplicate_of"].isna().all()
+    page = (out / "heatmaps.html").read_text()  # the page says it too, above the heatmaps
+    assert (
+        "Repeated weights" in page and "step8 · step 8" in page and f": {repeats['step8']}." in page
+    )
 
 
 def test_the_repeats_column_is_absent_where_the_shard_s_source_was_not_read(suite, capsys):
@@ -81,6 +85,7 @@ def test_the_repeats_column_is_absent_where_the_shard_s_source_was_not_read(suit
     assert code == 0, err
     table = pd.read_csv(suite / "s" / "scores.csv")
     assert table["repeats"].isna().all()  # step 2, whose shard step 8 repeats, was not scanned
+    assert "Repeated weights" not in (suite / "s" / "heatmaps.html").read_text()
 
 
 def test_weight_trajectory_of_a_suite_reads_its_tensors_and_flags_the_repeat(suite, capsys):

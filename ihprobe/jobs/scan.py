@@ -14,6 +14,7 @@ checkpoints of a source). Under ``torchrun`` each rank scans every N-th checkpoi
 
 from __future__ import annotations
 
+import html
 import logging
 import os
 from collections.abc import Sequence
@@ -102,7 +103,7 @@ def scan_job(
                 for scores, dup, repeat in found
             ]
             last.append(found[-1][:2])
-            sections += _heatmaps([scores for scores, *_ in found])
+            sections += _heatmaps([scores for scores, *_ in found], _repeat_notes(found))
     table = csv_table(pd.concat(frames, ignore_index=True))
     if not is_main_process():
         return ScanDone(table, last)
@@ -112,12 +113,36 @@ def scan_job(
     return ScanDone(table, last, files)
 
 
-def _heatmaps(series: list[HeadScores]) -> list[Section]:
-    """One heatmap per head metric of a source; a slider over its checkpoints when several."""
+def _heatmaps(series: list[HeadScores], notes: list[str] = ()) -> list[Section]:
+    """One heatmap per head metric of a source; a slider over its checkpoints when several;
+    ``notes`` (paragraphs) first."""
     if not series[-1].head:
         return []
     if len(series) > 1:
         blocks = [checkpoint_slider(series, metric) for metric in series[-1].head]
     else:
         blocks = [head_heatmap(series[-1], metric) for metric in series[-1].head]
-    return [Section(series[-1].provenance.label, blocks)]
+    return [Section(series[-1].provenance.label, [*notes, *blocks])]
+
+
+def _repeat_notes(found: list[tuple]) -> list[str]:
+    """A paragraph naming each checkpoint whose weights repeat an earlier one's, whole
+    (``duplicate_of``) or in part (``repeats``), as the CSV's columns say.
+
+    >>> from ihprobe.io.provenance import Provenance
+    >>> s = HeadScores(head={}, model={}, provenance=Provenance("m", "step2", 2))
+    >>> _repeat_notes([(s, None, None)])
+    []
+    >>> print(_repeat_notes([(s, None, "shard b (3 tensors) repeats m@step1")])[0].split("): ")[1])
+    m · step2 · step 2: shard b (3 tensors) repeats m@step1.</p>
+    """
+    said = [
+        f"{html.escape(scores.provenance.label)}: "
+        + html.escape(f"same weights as {dup}" if dup else str(repeat))
+        for scores, dup, repeat in found
+        if dup or repeat
+    ]
+    if not said:
+        return []
+    head = "<b>Repeated weights</b> (the CSV's <code>duplicate_of</code> and <code>repeats</code>)"
+    return [f"<p>{head}: {'; '.join(said)}.</p>"]
