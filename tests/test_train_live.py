@@ -14,6 +14,7 @@ from ihprobe.dynamics.forecast import FORECAST
 from ihprobe.io.runs import PROBES, RUN_META, RunDir
 from ihprobe.training.display import FORMED, Display, outcome
 from ihprobe.training.trainer import TrainConfig, train
+from tests.helpers import TINY_TRAIN
 
 # The demo's run with a 16-wide MLP (nearly attention-only, twice as fast): heads form between
 # 300 and 350 updates (seed 0; measured: max PS 0.27 at 300, 0.84 at 350)
@@ -128,21 +129,10 @@ def test_live_probes_load_the_probe_model_once_and_then_swap_weights_in(tmp_path
 
     monkeypatch.setattr(live, "load", counted)
     config = TrainConfig(
+        **{**TINY_TRAIN, "n_checkpoints": 4},
         out=str(tmp_path / "run"),
-        producer="iid",
-        producer_options={"vocab_size": 64},
-        layers=1,
-        heads=2,
-        d_model=16,
-        context=16,
-        batch_size=4,
-        steps=8,
-        checkpoints="linear",
-        n_checkpoints=4,
         live_probes=True,
         probe_batch=8,
-        progress=False,
-        device="cpu",
     )
     run = train(config)
     assert [r["step"] for r in RunDir(run).records(PROBES)] == [0, 2, 4, 6, 8]

@@ -22,27 +22,12 @@ from ihprobe.io.runs import METRICS, RUN_META, RunDir
 from ihprobe.io.sources import resolve
 from ihprobe.io.weights import read_state_dict
 from ihprobe.training.trainer import TrainConfig, load_config, train
+from tests.helpers import TINY_TRAIN
 
 
 def tiny(tmp_path, name="run", **overrides) -> TrainConfig:
-    """1 layer, d_model 16, B=4, C=16: trains in well under a second."""
-    base = dict(
-        out=str(tmp_path / name),
-        producer="iid",
-        producer_options={"vocab_size": 64},
-        layers=1,
-        heads=2,
-        d_model=16,
-        context=16,
-        batch_size=4,
-        steps=10,
-        checkpoints="linear",
-        n_checkpoints=2,
-        log_every=2,
-        progress=False,
-        device="cpu",
-    )
-    return TrainConfig(**{**base, **overrides})
+    """:data:`tests.helpers.TINY_TRAIN` for 10 updates: trains in well under a second."""
+    return TrainConfig(**{**TINY_TRAIN, "out": str(tmp_path / name), "steps": 10, **overrides})
 
 
 def final_weights(run) -> dict[str, torch.Tensor]:

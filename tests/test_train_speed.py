@@ -14,25 +14,12 @@ from ihprobe.io.sources import resolve
 from ihprobe.io.weights import read_state_dict
 from ihprobe.training import precision, trainer
 from ihprobe.training.trainer import TrainConfig, train
+from tests.helpers import TINY_TRAIN
 
 
 def tiny(tmp_path, name="run", **overrides) -> TrainConfig:
-    base = dict(
-        out=str(tmp_path / name),
-        producer="iid",
-        producer_options={"vocab_size": 64},
-        layers=1,
-        heads=2,
-        d_model=16,
-        context=16,
-        batch_size=4,
-        steps=10,
-        checkpoints="linear",
-        n_checkpoints=1,
-        log_every=2,
-        progress=False,
-        device="cpu",
-    )
+    """:data:`tests.helpers.TINY_TRAIN` for 10 updates, one checkpoint after step 0."""
+    base = {**TINY_TRAIN, "out": str(tmp_path / name), "steps": 10, "n_checkpoints": 1}
     return TrainConfig(**{**base, **overrides})
 
 
