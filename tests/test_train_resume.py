@@ -24,6 +24,10 @@ from ihprobe.io.weights import read_state_dict
 from ihprobe.training.trainer import TrainConfig, load_config, train
 from tests.helpers import TINY_TRAIN
 
+# the command line's spelling of TINY_TRAIN's model and data (steps and checkpoints apart)
+TINY_FLAGS = ["--producer", "iid", "--vocab-size", "64", "--layers", "1", "--heads", "2"]
+TINY_FLAGS += ["--d-model", "16", "-C", "16", "-B", "4", "--no-progress", "--device", "cpu"]
+
 
 def tiny(tmp_path, name="run", **overrides) -> TrainConfig:
     """:data:`tests.helpers.TINY_TRAIN` for 10 updates: trains in well under a second."""
@@ -183,25 +187,9 @@ def test_a_file_size_limit_while_training_is_one_line_and_leaves_no_torn_file(tm
         "train",
         "--out",
         str(out),
-        "--producer",
-        "iid",
-        "--vocab-size",
-        "64",
-        "--layers",
-        "1",
-        "--heads",
-        "2",
-        "--d-model",
-        "16",
-        "-C",
-        "16",
-        "-B",
-        "4",
+        *TINY_FLAGS,
         "--steps",
         "4",
-        "--no-progress",
-        "--device",
-        "cpu",
     ]
     done = subprocess.run(argv, capture_output=True, text=True, preexec_fn=limit_file_size)
     assert done.returncode == 2, done.stderr
@@ -260,29 +248,7 @@ def test_a_finished_constant_rate_run_extends_to_the_weights_of_a_longer_run(tmp
 def test_the_cli_extends_by_tokens_and_refuses_cosine_and_shorter_budgets(tmp_path, capsys):
     from ihprobe.cli import main
 
-    small = [
-        "--producer",
-        "iid",
-        "--vocab-size",
-        "64",
-        "--layers",
-        "1",
-        "--heads",
-        "2",
-        "--d-model",
-        "16",
-        "-C",
-        "16",
-        "-B",
-        "4",
-        "--checkpoints",
-        "linear",
-        "--n-checkpoints",
-        "2",
-        "--no-progress",
-        "--device",
-        "cpu",
-    ]
+    small = [*TINY_FLAGS, "--checkpoints", "linear", "--n-checkpoints", "2"]
     constant, cosine = tmp_path / "constant", tmp_path / "cosine"
     assert (
         main(["train", "--out", str(constant), "--tokens", "512", "--schedule", "constant", *small])
