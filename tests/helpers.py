@@ -319,3 +319,36 @@ def fit_text(frame, grid="semi-natural", fixed=None) -> str:
 
     names = frame[frame.grid == grid].cell.unique()
     return " ".join(report.fit_lines(frame, grid, names, fixed=fixed))
+
+
+def blank_gpt2(layers: int, heads: int, d_head: int, vocab: int, context: int) -> tuple:
+    """A GPT-2 (d_model ``4 * d_head``) for planting circuits by hand, and its state dict with
+    every weight zero but: the token one-hot in residual dims ``0..d_head``, the position in
+    the next ``d_head``, unit LayerNorm gains (one-hot: ``vocab == context == d_head``). Load
+    the state once the circuit is written.
+
+    >>> model, state = blank_gpt2(1, 2, 4, vocab=4, context=4)
+    >>> state["transformer.wte.weight"][2, :8].tolist()
+    [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(
+        vocab_size=vocab,
+        n_embd=4 * d_head,
+        n_layer=layers,
+        n_head=heads,
+        n_positions=context,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    model = GPT2LMHeadModel(cfg).eval()
+    state = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
+    eye = torch.eye(d_head)
+    state["transformer.wte.weight"][:, :d_head] = eye
+    state["transformer.wpe.weight"][:, d_head : 2 * d_head] = eye
+    for name in state:
+        if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+            state[name].fill_(1.0)
+    return model, state

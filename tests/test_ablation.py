@@ -8,7 +8,7 @@ import statistics as pystats
 import numpy as np
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2LMHeadModel
 
 import ihprobe
 from ihprobe.causal.evaluation import METRICS, evaluate_groups, natural_probe, repeated_probe
@@ -18,7 +18,7 @@ from ihprobe.causal.results import statistics as _statistics
 from ihprobe.core.errors import IhprobeError
 from ihprobe.probes.engine import token_rows
 from ihprobe.probes.recall import associative_recall_per_row, induction_loss_per_row
-from tests.helpers import save_checkpoint, tiny_hf_model
+from tests.helpers import blank_gpt2, save_checkpoint, tiny_hf_model
 
 V, C, HEADS, D_HEAD = 32, 32, 4, 32  # planted model: one-hot tokens and positions fit d_head
 PLANTED = 2  # the head of the last layer that carries the task
@@ -38,24 +38,8 @@ def planted_copy_model(layers: int = 2, seed: int = 0) -> GPT2LMHeadModel:
     g = torch.Generator().manual_seed(seed)
     d = 4 * D_HEAD
     tok, pos, out, junk = (slice(i * D_HEAD, (i + 1) * D_HEAD) for i in range(4))
-    cfg = GPT2Config(
-        vocab_size=V,
-        n_embd=d,
-        n_layer=layers,
-        n_head=HEADS,
-        n_positions=C,
-        tie_word_embeddings=False,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    model = GPT2LMHeadModel(cfg).eval()
-    state = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
+    model, state = blank_gpt2(layers, HEADS, D_HEAD, V, C)
     eye = torch.eye(D_HEAD)
-    state["transformer.wte.weight"][:, tok] = eye
-    state["transformer.wpe.weight"][:, pos] = eye
-    for name in state:
-        if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
-            state[name].fill_(1.0)
     for layer in range(layers):
         attn = state[f"transformer.h.{layer}.attn.c_attn.weight"]  # [d, q|k|v]
         proj = state[f"transformer.h.{layer}.attn.c_proj.weight"]  # [heads * d_head, d]

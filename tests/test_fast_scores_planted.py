@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2LMHeadModel
 
 import ihprobe
 from ihprobe.core.standin import id_tokenizer
-from tests.helpers import save_checkpoint
+from tests.helpers import blank_gpt2, save_checkpoint
 from tests.test_fast_scores import TOLERANCE
 
 V, C, D_HEAD, HEADS = 64, 64, 64, 4  # one-hot tokens and positions each fill one head's width
@@ -42,24 +42,8 @@ def planted_induction_model() -> GPT2LMHeadModel:
     j + N - 1). Other weights are zero, MLPs write nothing, the unembedding reads the token."""
     d = 4 * D_HEAD
     tok, pos, prev, _ = (slice(i * D_HEAD, (i + 1) * D_HEAD) for i in range(4))
-    cfg = GPT2Config(
-        vocab_size=V,
-        n_embd=d,
-        n_layer=2,
-        n_head=HEADS,
-        n_positions=C,
-        tie_word_embeddings=False,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    model = GPT2LMHeadModel(cfg).eval()
-    state = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
+    model, state = blank_gpt2(2, HEADS, D_HEAD, V, C)
     eye = torch.eye(D_HEAD)
-    state["transformer.wte.weight"][:, tok] = eye
-    state["transformer.wpe.weight"][:, pos] = eye
-    for name in state:
-        if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
-            state[name].fill_(1.0)
     permutation = torch.randperm(D_HEAD, generator=torch.Generator().manual_seed(0))
     reads = {  # (layer, head) -> (query subspace and map, key subspace and map)
         (0, 0): ((pos, SHARP * eye), (pos, shift(1))),
