@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from tests.helpers import (
     save_checkpoint,
     tiny_hf_model,
     train_two_layer,
+    valid_checkpoint,
 )
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -111,3 +113,15 @@ def counted(monkeypatch) -> list:
 
     monkeypatch.setattr(trajectories, "scan", scan)
     return calls
+
+
+# the adversarial tests' checkpoint: a valid one per module, a fresh copy per test to break
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    return valid_checkpoint(tmp_path_factory.mktemp("base") / "ckpt")
+
+
+@pytest.fixture
+def ckpt(base, tmp_path) -> Path:
+    """A fresh copy of ``base`` to break, in ``tmp_path/work/ckpt``."""
+    return Path(shutil.copytree(base, tmp_path / "work" / "ckpt"))

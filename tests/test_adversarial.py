@@ -33,23 +33,11 @@ from tests.helpers import (
     raw_safetensors,
     save_checkpoint,
     tiny_hf_model,
-    valid_checkpoint,
 )
 
 VOCAB = 64
 WEIGHTS = "model.safetensors"
 QKV = "gpt_neox.layers.0.attention.query_key_value.weight"
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    return valid_checkpoint(tmp_path_factory.mktemp("base") / "ckpt")
-
-
-@pytest.fixture
-def ckpt(base, tmp_path) -> Path:
-    """A fresh copy of ``base`` to break, in ``tmp_path/work/ckpt``."""
-    return Path(shutil.copytree(base, tmp_path / "work" / "ckpt"))
 
 
 # ----------------------------------------------------------------------------- weights

@@ -6,9 +6,6 @@ those of ``tests/test_adversarial.py`` (``tests.helpers.cli_refused``)."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -16,20 +13,9 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.io.validation.config import SIZE_LIMIT_ENV, check_config
 from ihprobe.io.validation.tensors import check_causal
-from tests.helpers import cli_refused, edit_config, save_checkpoint, tiny_hf_model, valid_checkpoint
+from tests.helpers import cli_refused, edit_config, save_checkpoint, tiny_hf_model
 
 VOCAB = 64
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    return valid_checkpoint(tmp_path_factory.mktemp("base") / "ckpt")
-
-
-@pytest.fixture
-def ckpt(base, tmp_path) -> Path:
-    """A fresh copy of ``base`` to break, in ``tmp_path/work/ckpt``."""
-    return Path(shutil.copytree(base, tmp_path / "work" / "ckpt"))
 
 
 CONFIG_VALUES = {

@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,13 +14,7 @@ from ihprobe.cli import main
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.validation.config import check_config
 from ihprobe.io.validation.files import safetensors_header
-from tests.helpers import edit_config, raw_safetensors, valid_checkpoint
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    return valid_checkpoint(tmp_path_factory.mktemp("base") / "ckpt")
-
+from tests.helpers import edit_config, raw_safetensors
 
 ANY_JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
