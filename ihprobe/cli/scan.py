@@ -72,7 +72,7 @@ def run(args) -> int:
     text = flags.read_text_option(args.text)  # before heavy imports: a FIFO is refused at once
 
     from ihprobe.cli._suite import suite_of
-    from ihprobe.jobs.scan import FILES, scan_job
+    from ihprobe.jobs.scan import FILES, repeat_notes, scan_job
     from ihprobe.probes.battery import DEFAULT_CHUNK, check_metrics
 
     check_metrics(args.metrics)  # before any model is loaded
@@ -119,14 +119,3 @@ def _print_summary(scores, duplicate: str | None, top: int) -> None:
         print(f"  {name}: {value:.4g}{flags.chance_text(scores, name)}")
     for note in scores.settings.get("notes", []):
         print(f"  note: {note}")
-
-
-def repeat_notes(table) -> list[tuple[str, str]]:
-    """(checkpoint, what repeats) of each checkpoint the table's ``repeats`` column flags."""
-    flagged = table.dropna(subset=["repeats"]).drop_duplicates(["model", "revision", "step"])
-    return [(checkpoint_name(row), row.repeats) for row in flagged.itertuples()]
-
-
-def checkpoint_name(row) -> str:
-    """A table row's checkpoint: its revision, else its model and step."""
-    return row.revision if isinstance(row.revision, str) else f"{row.model} step {row.step}"

@@ -49,10 +49,10 @@ def run(args) -> int:
     from pathlib import Path
 
     from ihprobe.cli._suite import suite_of
-    from ihprobe.cli.scan import checkpoint_name, repeat_notes
     from ihprobe.core.files import atomic_write
     from ihprobe.dynamics.weight_series import weight_trajectory
     from ihprobe.io.provenance import csv_table
+    from ihprobe.jobs.scan import checkpoint_name, repeat_notes
 
     target = Path(args.out) / FILE
     flags.refuse_overwrite([target], args.force)

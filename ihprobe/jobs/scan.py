@@ -98,12 +98,16 @@ def scan_job(
                 keep=keep,
                 **scan_kwargs,
             )
-            frames += [
-                scores.to_frame().assign(duplicate_of=dup, repeats=repeat)
-                for scores, dup, repeat in found
-            ]
+            source = pd.concat(
+                [
+                    scores.to_frame().assign(duplicate_of=dup, repeats=repeat)
+                    for scores, dup, repeat in found
+                ],
+                ignore_index=True,
+            )
+            frames.append(source)
             last.append(found[-1][:2])
-            sections += _heatmaps([scores for scores, *_ in found], _repeat_notes(found))
+            sections += _heatmaps([scores for scores, *_ in found], _repeat_paragraph(source))
     table = csv_table(pd.concat(frames, ignore_index=True))
     if not is_main_process():
         return ScanDone(table, last)
@@ -113,7 +117,7 @@ def scan_job(
     return ScanDone(table, last, files)
 
 
-def _heatmaps(series: list[HeadScores], notes: list[str] = ()) -> list[Section]:
+def _heatmaps(series: list[HeadScores], notes: Sequence[str] = ()) -> list[Section]:
     """One heatmap per head metric of a source; a slider over its checkpoints when several;
     ``notes`` (paragraphs) first."""
     if not series[-1].head:
@@ -125,24 +129,34 @@ def _heatmaps(series: list[HeadScores], notes: list[str] = ()) -> list[Section]:
     return [Section(series[-1].provenance.label, [*notes, *blocks])]
 
 
-def _repeat_notes(found: list[tuple]) -> list[str]:
-    """A paragraph naming each checkpoint whose weights repeat an earlier one's, whole
-    (``duplicate_of``) or in part (``repeats``), as the CSV's columns say.
+def repeat_notes(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """(checkpoint, what repeats) of each checkpoint the table's ``repeats`` column flags."""
+    flagged = table.dropna(subset=["repeats"]).drop_duplicates(["model", "revision", "step"])
+    return [(checkpoint_name(row), row.repeats) for row in flagged.itertuples()]
 
-    >>> from ihprobe.io.provenance import Provenance
-    >>> s = HeadScores(head={}, model={}, provenance=Provenance("m", "step2", 2))
-    >>> _repeat_notes([(s, None, None)])
+
+def checkpoint_name(row) -> str:
+    """A table row's checkpoint: its revision, else its model and step."""
+    return row.revision if isinstance(row.revision, str) else f"{row.model} step {row.step}"
+
+
+def _repeat_paragraph(table: pd.DataFrame) -> list[str]:
+    """The page's paragraph on repeated weights: what the command line notes, from the same
+    columns (``duplicate_of``, ``repeats``); empty when nothing repeats.
+
+    >>> row = {"model": "m", "revision": "step2", "step": 2, "duplicate_of": None}
+    >>> _repeat_paragraph(pd.DataFrame([{**row, "repeats": None}]))
     []
-    >>> print(_repeat_notes([(s, None, "shard b (3 tensors) repeats m@step1")])[0].split("): ")[1])
-    m · step2 · step 2: shard b (3 tensors) repeats m@step1.</p>
+    >>> said = _repeat_paragraph(pd.DataFrame([{**row, "repeats": "shard b repeats m@step1"}]))
+    >>> print(said[0].split("</code>): ")[1])
+    step2: shard b repeats m@step1.</p>
     """
     said = [
-        f"{html.escape(scores.provenance.label)}: "
-        + html.escape(f"same weights as {dup}" if dup else str(repeat))
-        for scores, dup, repeat in found
-        if dup or repeat
+        f"checkpoints with the same weights as {name}"
+        for name in table["duplicate_of"].dropna().unique()
     ]
+    said += [f"{name}: {what}" for name, what in repeat_notes(table)]
     if not said:
         return []
     head = "<b>Repeated weights</b> (the CSV's <code>duplicate_of</code> and <code>repeats</code>)"
-    return [f"<p>{head}: {'; '.join(said)}.</p>"]
+    return [f"<p>{head}: {html.escape('; '.join(said))}.</p>"]
