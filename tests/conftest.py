@@ -12,11 +12,13 @@ import functools
 import os
 import shutil
 import socket
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 
+import ihprobe
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.dynamics import trajectories
 from ihprobe.io.models import provenance
@@ -125,3 +127,23 @@ def base(tmp_path_factory) -> Path:
 def ckpt(base, tmp_path) -> Path:
     """A fresh copy of ``base`` to break, in ``tmp_path/work/ckpt``."""
     return Path(shutil.copytree(base, tmp_path / "work" / "ckpt"))
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    """Each architecture of the parity matrix (``tests/test_model_inputs.py``), saved and loaded
+    once per module, on demand: ``matrix(kind)``."""
+    from tests.test_model_inputs import ARCHITECTURES, V, build
+
+    loaded = {}
+
+    def get(kind):
+        if kind not in loaded:
+            folder = tmp_path_factory.mktemp(kind)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                save_checkpoint(build(ARCHITECTURES[kind]), folder, id_tokenizer(V))
+                loaded[kind] = ihprobe.load(folder)
+        return loaded[kind]
+
+    return get

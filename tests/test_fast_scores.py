@@ -9,8 +9,6 @@ induction head scores high and a uniform one at chance on both paths; on every d
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
@@ -129,23 +127,6 @@ def test_a_planted_induction_head_scores_high_and_a_uniform_one_at_chance_on_bot
         score = gather_pairs(pattern, queries, keys).mean(dim=(0, 2))
         assert score[0] > 0.99  # the planted head
         assert score[1] == pytest.approx(chance, abs=1e-6)  # uniform: the table's chance level
-
-
-@pytest.fixture(scope="module")
-def matrix(tmp_path_factory):
-    """Each architecture of the parity matrix, saved and loaded once per module, on demand."""
-    loaded = {}
-
-    def get(kind):
-        if kind not in loaded:
-            folder = tmp_path_factory.mktemp(kind)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                save_checkpoint(build(ARCHITECTURES[kind]), folder, id_tokenizer(V))
-                loaded[kind] = ihprobe.load(folder)
-        return loaded[kind]
-
-    return get
 
 
 def check_pairs_equal_patterns(model, kind):

@@ -67,18 +67,20 @@ class PairAttention:
 
     def _scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """``cap(scale * q . k)`` in float32 (the softmax runs in float32 too)."""
-        s = (q.float() @ k.float().transpose(-1, -2)) * self.scale
-        return s if self.softcap is None else self.softcap * torch.tanh(s / self.softcap)
+        s = (q.float() @ k.float().transpose(-1, -2)).mul_(self.scale)  # in place: one chunk
+        if self.softcap is None:
+            return s
+        return s.div_(self.softcap).tanh_().mul_(self.softcap)
 
     def _masked(self, s: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """``s`` ``[batch, head, len(rows), len(cols)]`` plus the bias, with the causal mask or
         the given one."""
         if self.bias is not None:
-            s = s + self.bias[..., cols].float()
+            s += self.bias[..., cols].float()
         if self.mask is None:
-            return s.masked_fill(cols[None, :] > rows[:, None], -torch.inf)
+            return s.masked_fill_(cols[None, :] > rows[:, None], -torch.inf)
         m = self.mask[..., rows, :][..., cols]
-        return s.masked_fill(~m, -torch.inf) if m.dtype == torch.bool else s + m.float()
+        return s.masked_fill_(~m, -torch.inf) if m.dtype == torch.bool else s.add_(m.float())
 
     def output(self, value: Float[torch.Tensor, "batch kv_head key d_head"]) -> torch.Tensor:
         """The attention output ``[batch, query, head, d_head]`` (HF's layout), computed
@@ -111,11 +113,12 @@ class PairAttention:
         start = 0
         for part in rows.to(device).split(self._rows_per_chunk()):
             s = self._masked(self._scores(self.query[:, :, part], key), part, cols)
-            log_weights = s - torch.logsumexp(s, dim=-1, keepdim=True)  # [b, h, part, key]
+            log_weights = s.sub_(torch.logsumexp(s, dim=-1, keepdim=True))  # [b, h, part, key]
             at, pair = ((where >= start) & (where < start + len(part))).nonzero(as_tuple=True)
             rows_at = where[at, pair] - start
             out[at, :, pair] = log_weights[at, :, rows_at, keys[at, pair]].exp()
             start += len(part)
+            del s, log_weights  # before the next chunk is made: one chunk alive at a time
         return out
 
 

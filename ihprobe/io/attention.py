@@ -10,7 +10,8 @@ attention function is ihprobe's (registered as :data:`PAIRS` with HF's SDPA mask
 the output, and the layer's pattern hooks get a :class:`~ihprobe.core.pairs.PairAttention`
 holding the queries and keys that SDPA was given (after rotary and QK norms, grouped K heads,
 the layer's scale, softcap and mask), so memory stays ``O(n * heads)`` per row; the MLPs run
-over chunks of positions (:mod:`ihprobe.io.positionwise`), so theirs stays small too.
+over chunks of positions (:mod:`ihprobe.io.positionwise`) and HF's attention modules over
+chunks of query rows (:mod:`ihprobe.io.querywise`), so their activations stay small too.
 
 Bloom, MPT and Falcon with ALiBi compute their weights inline in HF; there the seam is the
 bridge's own attention, which rebuilds them (:mod:`ihprobe.io.alibi`: the ALiBi bias is a
@@ -39,6 +40,7 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.pairs import PairAttention
 from ihprobe.io.alibi import alibi_layout, bridge_seam_reason, pair_reconstruction
 from ihprobe.io.positionwise import positionwise_chunks
+from ihprobe.io.querywise import ChunkCache, collecting, querywise_attention
 
 LOAD_ATTENTION = "eager"  # HF attention at load: the bridge's delegating classes need weights
 PAIRS = "ihprobe_pairs"  # ihprobe's HF attention function: SDPA out, pairs from q and k
@@ -61,8 +63,16 @@ def _attention(module, query, key, value, attention_mask, dropout=0.0, scaling=N
     where a softcap rules SDPA out), and the layer's pattern hooks fed a PairAttention."""
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     lazy = PairAttention(query, key, scale, attention_mask, kw.get("softcap"))
-    for hook in _ACTIVE.get(id(module), ()):
-        hook(lazy, hook=None)
+    chunked = collecting(module)
+    if chunked is not None and chunked.collect:  # a first pass over query rows: no output
+        chunked.add_queries(query)
+        chunked.seen.update(scale=scale, softcap=lazy.softcap)
+        return query.new_zeros(
+            *query.shape[:1], query.shape[2], query.shape[1], value.shape[-1]
+        ), None
+    if chunked is None:  # a whole row (a chunked one's hooks get the whole row between passes)
+        for hook in _ACTIVE.get(id(module), ()):
+            hook(lazy, hook=None)
     if lazy.softcap is None:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kw
@@ -183,7 +193,8 @@ def pair_pass(model, layer_hooks: dict[int, list[Callable]]) -> Iterator[None]:
     """Within this block, ``model``'s forward passes run HF's attention with SDPA and call
     ``layer_hooks[layer]`` with each layer's :class:`PairAttention` (as ``hook(lazy, hook=None)``,
     like a ``hook_pattern`` hook), with the MLPs run over chunks of positions
-    (:func:`~ihprobe.io.positionwise.positionwise_chunks`). Everything is put back on leaving,
+    (:func:`~ihprobe.io.positionwise.positionwise_chunks`) and the attention over chunks of
+    query rows (:func:`~ihprobe.io.querywise.querywise_attention`). Everything is put back on leaving,
     even on error.
 
     Raises:
@@ -207,7 +218,10 @@ def pair_pass(model, layer_hooks: dict[int, list[Callable]]) -> Iterator[None]:
             _ACTIVE[id(attn.original_component)] = hooks
         for c in configs.values():
             c._attn_implementation = PAIRS
-        with positionwise_chunks(model):
+        seams = {i: a.original_component for i, a in enumerate(attentions) if not bridged}
+        hooked = {layer for layer, hooks in layer_hooks.items() if hooks}
+        chunks = querywise_attention(seams, _whole_row(attentions), hooked)
+        with positionwise_chunks(model), chunks:
             yield
     finally:
         for attn in attentions:
@@ -216,6 +230,20 @@ def pair_pass(model, layer_hooks: dict[int, list[Callable]]) -> Iterator[None]:
             _ACTIVE.pop(id(attn.original_component), None)
         for key, c in configs.items():
             c._attn_implementation = before[key]
+
+
+def _whole_row(attentions) -> Callable[[int, ChunkCache, object], None]:
+    """What a layer run over chunks of query rows does after its last chunk: its pattern hooks
+    get the whole row's queries and keys, with the mask HF gave the layer."""
+
+    def done(layer: int, cache: ChunkCache, mask) -> None:
+        module = attentions[layer].original_component
+        seen = cache.seen
+        lazy = PairAttention(cache.queries, cache.keys, seen["scale"], mask, seen["softcap"])
+        for hook in _ACTIVE.get(id(module), ()):
+            hook(lazy, hook=None)
+
+    return done
 
 
 def _configs(model, attentions) -> list:

@@ -27,7 +27,7 @@ CHUNK_ELEMENTS = 2**20  # hidden activations per chunk, [batch, positions, d_mlp
 MAX_CHUNKS = 32  # per call: a wide batch gets larger chunks, not hundreds of tiny products
 
 
-def _hooked(module: torch.nn.Module) -> bool:
+def hooked(module: torch.nn.Module) -> bool:
     return any(
         isinstance(m, HookPoint) and (m._forward_hooks or m._forward_pre_hooks)
         for m in module.modules()
@@ -47,7 +47,7 @@ def by_positions(module: torch.nn.Module, width: int) -> Callable:
     whole = type(module).forward.__get__(module)
 
     def forward(hidden, *args, **kwargs):
-        if not isinstance(hidden, torch.Tensor) or hidden.dim() != 3 or _hooked(module):
+        if not isinstance(hidden, torch.Tensor) or hidden.dim() != 3 or hooked(module):
             return whole(hidden, *args, **kwargs)
         lead = hidden.shape[:2]
         step = max(-(-lead[1] // MAX_CHUNKS), CHUNK_ELEMENTS // (lead[0] * width))
