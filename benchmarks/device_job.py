@@ -20,7 +20,11 @@ a timeout is one row of the results, never the end of the job):
 5. ``correct-natural``, ``correct-160m``, ``correct-train`` (``device_checks.py``): every
    public function on the device against the CPU on ``reference/natural-docs`` and on a random
    model of Pythia-160m's configuration (``--tiny``: a tiny one), float32 and bfloat16; train
-   with live probes, resumed and extended, its trajectory, and the demo with ``device="auto"``.
+   with live probes, resumed and extended, its trajectory, and the demo with ``device="auto"``;
+6. ``speed-fastpath`` and ``speed-series`` (a GPU only; the CPU's are committed):
+   ``bench_fastpath.py`` (the pair scan's memory and time against the pattern scan's, 160m and
+   410m at 2,048 and 8,192 tokens) and ``bench_series.py`` (a suite with and without
+   prefetching), each writing its ``cuda`` section of its own results file.
 
 It writes its tables, with the device named, into ``benchmarks/RESULTS_device.md``
 (``--results`` elsewhere). The machine needs torch and transformers; the README's "On a GPU"
@@ -68,6 +72,8 @@ STEPS = (
     ("correct-natural", 120, 90),  # each check computes everything on the CPU too
     ("correct-160m", 240, 60),
     ("correct-train", 150, 120),
+    ("speed-fastpath", 150, None),  # the pair scan against the pattern scan (memory, time)
+    ("speed-series", 180, None),  # a 20-checkpoint suite with and without prefetching
 )
 BACKGROUND = "natural-study"
 GRACE = 10  # seconds past its limit for a step to write its result before it is killed
@@ -131,6 +137,11 @@ def step(name: str, device: str, tiny: bool, limit: float, out: Path) -> dict:
         steps, repeats = ("5", "1") if tiny else ("2000", "1")
         argv = ["--device", device, "--steps", steps, "--repeats", repeats]
         return {"text": _script("bench_train.py", argv, limit)}
+    if name == "speed-fastpath":  # its own sections of RESULTS_fastpath.md, named cuda
+        argv = ["--device", device, "--repeats", "1", "--long-layers", "2"]
+        return {"text": _script("bench_fastpath.py", argv, limit)}
+    if name == "speed-series":  # its own section of RESULTS_series.md, named by the device
+        return {"text": _script("bench_series.py", ["--device", device], limit)}
     if name == "natural-study":
         command = os.environ.get(NATURAL_GPU)
         if not command:

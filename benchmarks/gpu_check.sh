@@ -10,10 +10,11 @@
 #             files' paths and modification times kept: the tokenized stream is keyed on them)
 #   IHPROBE_NATURAL_GPU   the study's GPU step (default below; empty: skip it)
 #   IHPROBE_DEVICE_OUT    a folder to gather what the job wrote into, for a machine that is
-#             given back afterwards: the results file, the study's log, and its finished runs
+#             given back afterwards: the results files, the study's log, and its finished runs
 #             (records and final checkpoint, without training state) as natural-runs.tar.xz
 #             in parts of at most 15 MiB
-# Writes benchmarks/RESULTS_device.md (section device-cuda) within the job's budget.
+# Writes benchmarks/RESULTS_device.md (section device-cuda) within the job's budget, and the
+# cuda sections of RESULTS_fastpath.md and RESULTS_series.md where those steps run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
@@ -40,7 +41,8 @@ export IHPROBE_NATURAL_GPU=${IHPROBE_NATURAL_GPU-"$PYTHON -m studies.natural_law
 status=$?
 if [ -n "${IHPROBE_DEVICE_OUT:-}" ]; then
     mkdir -p "$IHPROBE_DEVICE_OUT"
-    cp benchmarks/RESULTS_device.md "$IHPROBE_DEVICE_OUT"/ 2>/dev/null
+    cp benchmarks/RESULTS_device.md benchmarks/RESULTS_fastpath.md benchmarks/RESULTS_series.md \
+        "$IHPROBE_DEVICE_OUT"/ 2>/dev/null
     cp "${TMPDIR:-/tmp}"/ihprobe-natural-study.log "$IHPROBE_DEVICE_OUT"/natural-study.log 2>/dev/null
     finished=()
     for result in runs/studies/law-natural/*/seed*/result.json; do

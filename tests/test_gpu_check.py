@@ -37,6 +37,7 @@ def test_gpu_check_script_parses():
 def test_benchmarks_the_job_runs_import():
     scale, train = module("bench_scale"), module("bench_train")
     assert set(scale.TASKS) <= set(scale.MEASURES) and callable(train.main)
+    assert callable(module("bench_fastpath").main) and callable(module("bench_series").main)
     heads = {"70m": 64, "160m": 64, "410m": 64, "1.4b": 128}  # d_head of EleutherAI/pythia-*
     for size, d_head in heads.items():
         cfg = scale.PYTHIA[size]
