@@ -194,6 +194,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     extra = "" if args.device == "cpu" else f" --device {args.device}"
+    extra += f" --section {args.section}" if args.section else ""
     command = f"Command: `.venv/bin/python benchmarks/bench_series.py{extra}`"
     write_section(Path(args.out), args.section or args.device, f"{command}\n\n{text}")
 
