@@ -16,6 +16,7 @@ import ihprobe
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.pairs import PairAttention, gather_pairs
 from ihprobe.core.standin import id_tokenizer
+from ihprobe.io import querywise
 from ihprobe.io.attention import NO_SEAM, fast_path_reason, pair_pass
 from ihprobe.probes import attention, inputs
 from ihprobe.probes.metrics import HEAD_METRICS, METRIC_TABLE, PATTERN
@@ -213,8 +214,17 @@ def neox(tmp_path_factory):
     return save_checkpoint(tiny_hf_model("gpt-neox", vocab_size=128), folder, id_tokenizer(128))
 
 
+@pytest.fixture(params=["whole rows", "one-row chunks"])
+def attention_chunks(request, monkeypatch) -> str:
+    """Each HF attention module on whole rows, then on one query row per chunk."""
+    if request.param == "one-row chunks":
+        monkeypatch.setattr(querywise, "CHUNK_ELEMENTS", 1)
+        monkeypatch.setattr(querywise, "MAX_CHUNKS", 10**6)
+    return request.param
+
+
 @pytest.mark.parametrize("device", DEVICES)
-def test_pairs_run_on_the_models_device_and_equal_the_cpu_patterns(device, neox):
+def test_pairs_run_on_the_models_device_and_equal_the_cpu_patterns(device, neox, attention_chunks):
     reference = ihprobe.scan(
         ihprobe.load(neox), PATTERN_METRICS, n=8, batch=4, attention="patterns"
     )
@@ -226,7 +236,7 @@ def test_pairs_run_on_the_models_device_and_equal_the_cpu_patterns(device, neox)
         assert torch.allclose(scores.head[metric], reference.head[metric], atol=1e-4), metric
 
 
-def test_on_a_stand_in_device_the_pair_pass_mixes_no_devices(neox, monkeypatch):
+def test_on_a_stand_in_device_the_pair_pass_mixes_no_devices(neox, monkeypatch, attention_chunks):
     from ihprobe.io import models
 
     monkeypatch.setattr(models, "resolve_device", lambda device, *rest: torch.device("meta"))
