@@ -7,6 +7,7 @@ from __future__ import annotations
 import doctest
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -209,23 +210,13 @@ def test_no_run_folders_says_so():
 
 @pytest.mark.slow
 def test_a_trained_run_goes_through_the_pass_and_resumes(tmp_path, cache_dir, counted):
-    from ihprobe.training.trainer import TrainConfig, train
+    from ihprobe.training.trainer import train
+    from studies.forecast.cells import DEMO
 
     out = tmp_path / "law"
-    config = TrainConfig(
-        out=str(out / "fx-tiny" / "seed0-x1"),
-        producer="repeats",
-        producer_options={"base": "iid", "vocab_size": 64, "period": [4, 16], "start": [0, 4]},
-        layers=2,
-        heads=4,
-        d_model=64,
-        context=64,
-        batch_size=32,
-        steps=500,
-        lr=3e-3,
-        schedule="constant",
-        n_checkpoints=16,
-        progress=False,
+    # the forecast study's pinned demo run, on a log schedule of 16 checkpoints
+    config = replace(
+        DEMO, out=str(out / "fx-tiny" / "seed0-x1"), checkpoints="log", n_checkpoints=16
     )
     run = train(config)
     grid = run_emergence(run, **h.SCAN, cache=run / "trajectory-cache")  # as the grid does
