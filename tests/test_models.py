@@ -66,6 +66,19 @@ def test_missing_tokenizer_warns_and_works_on_ids(tmp_path):
         assert torch.allclose(model(tokens), _hf_logits(directory, tokens), atol=1e-4)
 
 
+def test_the_command_line_says_a_missing_tokenizer_in_one_line(tmp_path, capsys):
+    from ihprobe.cli import main
+
+    directory = save_checkpoint(tiny_hf_model("gpt-neox", vocab_size=97), tmp_path / "bare")
+    argv = ["scan", str(directory), "--metrics", "prefix_matching", "--n", "8", "--batch", "2"]
+    assert main([*argv, "--out", str(tmp_path / "scan")]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "tokenizer" in line]
+    assert said == [
+        f"WARNING {directory} has no tokenizer files; the model works on token ids and a "
+        "stand-in tokenizer maps id i to '<i>'. Pass tokenizer=... to use a real one."
+    ]
+
+
 def test_missing_tokenizer_can_be_passed(tmp_path, tokenizer):
     directory = save_checkpoint(tiny_hf_model("gpt2"), tmp_path / "bare")
     model = ihprobe.load(directory, tokenizer=tokenizer)

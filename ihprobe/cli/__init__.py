@@ -18,6 +18,7 @@ import importlib
 import logging
 import pkgutil
 import sys
+import warnings
 from collections.abc import Iterator
 
 from ihprobe import __version__
@@ -77,6 +78,11 @@ def _threads(args: argparse.Namespace) -> Iterator[None]:
         yield
 
 
+def _one_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning on the command line: ``WARNING message``, without the source line."""
+    print(f"WARNING {message}", file=file or sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv)
@@ -89,7 +95,12 @@ def main(argv: list[str] | None = None) -> int:
             handler.setLevel(level)
     try:
         quiet = getattr(args, "quiet", False) or getattr(args, "progress", True) is False
-        with stage_lines(args.command, enabled=False if quiet else None), _threads(args):
+        with (
+            stage_lines(args.command, enabled=False if quiet else None),
+            _threads(args),
+            warnings.catch_warnings(),  # a warning is one line, like the logged ones
+        ):
+            warnings.showwarning = _one_line
             return int(args.func(args) or 0)
     except IhprobeError as err:
         print(f"ihprobe {args.command}: error: {err}", file=sys.stderr)

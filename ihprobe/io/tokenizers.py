@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import logging
 import warnings
 from pathlib import Path
 
@@ -13,8 +12,6 @@ from transformers import AutoTokenizer
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
-
-log = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 
@@ -37,13 +34,10 @@ def tokenizer_for(path: Path, config, trust_remote_code: bool = False):
     """The tokenizer saved in ``path``, or (with a warning) a stand-in mapping id ``i`` to
     ``"<i>"`` when there is none."""
     if not has_tokenizer(path):
-        log.warning(
-            "%s has no tokenizer files; the model works on token ids and a stand-in tokenizer "
-            "maps id i to '<i>'. Pass tokenizer=... to use a real one.",
-            path,
-        )
-        warnings.warn(
-            f"{path} has no tokenizer; using a stand-in that maps id i to '<i>'.", stacklevel=3
+        warnings.warn(  # one warning (the command line prints it as one line)
+            f"{path} has no tokenizer files; the model works on token ids and a stand-in "
+            "tokenizer maps id i to '<i>'. Pass tokenizer=... to use a real one.",
+            stacklevel=3,
         )
         return id_tokenizer(config.vocab_size)
     try:
