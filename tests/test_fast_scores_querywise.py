@@ -111,3 +111,39 @@ def test_the_modules_are_put_back_even_on_error(matrix, one_row_chunks):
             model(rows, use_cache=False)
     assert all("forward" not in b.attn.original_component.__dict__ for b in model.blocks)
     assert not querywise._ACTIVE
+
+
+class MeanAttention(torch.nn.Module):
+    """A planted attention module: each query averages the values it may see. It passes its
+    keys through the cache it is given (``uses_cache``) and returns ``(output, None)`` or, with
+    ``weights``, its weights too."""
+
+    def __init__(self, uses_cache: bool = True, weights: bool = False):
+        super().__init__()
+        self.uses_cache, self.weights = uses_cache, weights
+
+    def forward(self, hidden_states, attention_mask=None, cache=None):
+        value = hidden_states[:, None]  # [batch, 1 head, pos, d]
+        if cache is not None and self.uses_cache:
+            _, value = cache.update(value, value, 0)
+        if attention_mask is None:
+            n = value.shape[2]
+            attention_mask = torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+        seen = attention_mask.float()
+        weights = seen / seen.sum(-1, keepdim=True)
+        out = (weights @ value)[:, 0]
+        return (out, weights if self.weights else None)
+
+
+@pytest.mark.parametrize("uses_cache, weights", [(True, False), (False, False), (True, True)])
+def test_a_module_is_chunked_only_where_it_reads_its_keys_from_the_cache(
+    uses_cache, weights, one_row_chunks
+):
+    module, done = MeanAttention(uses_cache, weights), []
+    hidden = torch.randn(2, 7, 3)
+    whole = module(hidden)[0]
+    out = querywise.by_query_rows(module, lambda cache, mask: done.append(cache.end))(hidden)
+    assert torch.allclose(out[0], whole, atol=1e-6)
+    chunked = uses_cache and not weights
+    assert done == ([7] if chunked else [])  # the hooks' turn came only in a chunked call
+    assert (out[1] is None) == (not weights)

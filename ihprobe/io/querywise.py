@@ -183,7 +183,8 @@ def _in_chunks(
 ) -> torch.Tensor | None:
     """The whole row's attention output ``[batch, pos, d]`` from the chunks (twice, with
     ``on_done`` between, when the cache collects queries), or None if a chunk's output is not
-    ``(output, None)`` (found on the first chunk, before any hook has run)."""
+    ``(output, None)`` or the module did not pass its keys through the cache (found on the first
+    chunk, before any hook has run)."""
     hidden, mask = bound[first], bound.get("attention_mask")
     b, n = hidden.shape[:2]
 
@@ -197,7 +198,7 @@ def _in_chunks(
         part[name] = cache
         result = whole(**part)
         plain = isinstance(result, tuple) and result[1:] == (None,) * (len(result) - 1)
-        return result[0] if plain else None
+        return result[0] if plain and cache.end == rows.stop else None  # and it used the cache
 
     if cache.collect:  # keys, values and queries; no output
         if any(call(rows) is None for rows in chunks):
