@@ -67,9 +67,8 @@ def _attention(module, query, key, value, attention_mask, dropout=0.0, scaling=N
     if chunked is not None and chunked.collect:  # a first pass over query rows: no output
         chunked.add_queries(query)
         chunked.seen.update(scale=scale, softcap=lazy.softcap)
-        return query.new_zeros(
-            *query.shape[:1], query.shape[2], query.shape[1], value.shape[-1]
-        ), None
+        b, h, rows, _ = query.shape
+        return query.new_zeros(b, rows, h, value.shape[-1]), None  # HF's [batch, query, head, d]
     if chunked is None:  # a whole row (a chunked one's hooks get the whole row between passes)
         for hook in _ACTIVE.get(id(module), ()):
             hook(lazy, hook=None)
@@ -194,8 +193,8 @@ def pair_pass(model, layer_hooks: dict[int, list[Callable]]) -> Iterator[None]:
     ``layer_hooks[layer]`` with each layer's :class:`PairAttention` (as ``hook(lazy, hook=None)``,
     like a ``hook_pattern`` hook), with the MLPs run over chunks of positions
     (:func:`~ihprobe.io.positionwise.positionwise_chunks`) and the attention over chunks of
-    query rows (:func:`~ihprobe.io.querywise.querywise_attention`). Everything is put back on leaving,
-    even on error.
+    query rows (:func:`~ihprobe.io.querywise.querywise_attention`). Everything is put back on
+    leaving, even on error.
 
     Raises:
         IhprobeError: the model cannot take the fast path (:func:`fast_path_reason`).
@@ -233,8 +232,8 @@ def pair_pass(model, layer_hooks: dict[int, list[Callable]]) -> Iterator[None]:
 
 
 def _whole_row(attentions) -> Callable[[int, ChunkCache, object], None]:
-    """What a layer run over chunks of query rows does after its last chunk: its pattern hooks
-    get the whole row's queries and keys, with the mask HF gave the layer."""
+    """What a layer run over chunks of query rows does between its two passes: its pattern
+    hooks get the whole row's queries and keys, with the mask HF gave the layer."""
 
     def done(layer: int, cache: ChunkCache, mask) -> None:
         module = attentions[layer].original_component
