@@ -218,7 +218,7 @@ def neox(tmp_path_factory):
 def attention_chunks(request, monkeypatch) -> str:
     """Each HF attention module on whole rows, then on one query row per chunk."""
     if request.param == "one-row chunks":
-        monkeypatch.setattr(querywise, "CHUNK_ELEMENTS", 1)
+        monkeypatch.setattr(querywise, "CHUNK_ELEMENTS", {"cpu": 1, "accelerator": 1})
         monkeypatch.setattr(querywise, "MAX_CHUNKS", 10**6)
     return request.param
 

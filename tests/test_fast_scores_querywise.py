@@ -27,7 +27,7 @@ CHUNKED = sorted(k for k in ARCHITECTURES if k not in KEEPS_PATTERNS and k != "b
 @pytest.fixture
 def one_row_chunks(monkeypatch) -> list[int]:
     """Chunks of one query row, and the number of chunk calls (cache updates) so far."""
-    monkeypatch.setattr(querywise, "CHUNK_ELEMENTS", 1)
+    monkeypatch.setattr(querywise, "CHUNK_ELEMENTS", {"cpu": 1, "accelerator": 1})
     monkeypatch.setattr(querywise, "MAX_CHUNKS", 10**6)
     calls = [0]
     update = querywise.ChunkCache.update

@@ -38,9 +38,14 @@ from ihprobe.io.positionwise import hooked
 
 # what HF attention modules call their KV cache argument, newest spelling first
 CACHE_ARGUMENTS = ("cache", "layer_past", "past_key_values")
-# a chunk's projections, [batch, rows, 3 * d_model], at most this many elements (1 MB float32):
-# its queries, keys and values, SDPA's float mask and output are each a fraction of the residual
-CHUNK_ELEMENTS = 2**18
+# a chunk's projections, [batch, rows, 3 * d_model], at most this many elements, by device kind:
+# on a CPU 1 MB float32 (its queries, keys, values, SDPA's float mask and output are each a
+# fraction of the residual; measured: benchmarks/RESULTS_fastpath.md); on an accelerator 16x
+# more, since each chunk is one more call of the module (kernel launches, HF's and the bridge's
+# Python on the host), which a fast device would wait on, while the activations of a model
+# that fits beside them are seldom its memory limit (Pythia-160m at 2,048 tokens runs in 2
+# chunks there, a 4,096-wide model at 8,192 tokens in 25); not yet measured on one
+CHUNK_ELEMENTS = {"cpu": 2**18, "accelerator": 2**22}
 MAX_CHUNKS = 64  # per layer: a wide batch gets larger chunks, not hundreds of tiny calls
 PROJECTIONS = 3
 
@@ -118,14 +123,16 @@ def cache_argument(module) -> str | None:
     return next((name for name in CACHE_ARGUMENTS if name in names), None)
 
 
-def rows_per_chunk(batch: int, n: int, width: int) -> int:
-    """Query rows per chunk: the projections within :data:`CHUNK_ELEMENTS`, at most
-    :data:`MAX_CHUNKS` chunks.
+def rows_per_chunk(batch: int, n: int, width: int, device: str | torch.device = "cpu") -> int:
+    """Query rows per chunk on ``device``: the projections within its kind's
+    :data:`CHUNK_ELEMENTS`, at most :data:`MAX_CHUNKS` chunks.
 
-    >>> rows_per_chunk(1, 2048, 768)
-    113
+    >>> rows_per_chunk(1, 2048, 768), rows_per_chunk(1, 2048, 768, "cuda")
+    (113, 1820)
     """
-    return max(-(-n // MAX_CHUNKS), CHUNK_ELEMENTS // (batch * PROJECTIONS * width), 1)
+    kind = "cpu" if torch.device(device).type == "cpu" else "accelerator"
+    most = CHUNK_ELEMENTS[kind] // (batch * PROJECTIONS * width)
+    return max(-(-n // MAX_CHUNKS), most, 1)
 
 
 def _causal(rows: range, end: int, device) -> torch.Tensor:
@@ -171,7 +178,7 @@ def _chunks(module, name: str | None, hidden, bound: dict) -> list[range] | None
     if not isinstance(hidden, torch.Tensor) or hidden.dim() != 3:
         return None
     b, n, width = hidden.shape
-    step = rows_per_chunk(b, n, width)
+    step = rows_per_chunk(b, n, width, hidden.device)
     mask = bound.get("attention_mask")
     if n <= step or (mask is not None and (mask.dim() != 4 or mask.shape[-1] != n)):
         return None
