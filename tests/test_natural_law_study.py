@@ -190,3 +190,6 @@ def test_the_readme_row_quotes_the_verdicts_the_csv_gives():
     for cell in done.cell:  # every finished cell is named in the row
         B, C = cell[1:].split("-C")
         assert f"B = {B}, C = {C}" in row
+    r, placed = claims.r_in_tokens(claims.runs_of(pd.read_csv(FOLDER / "results.csv")))
+    quoted = f"predicted onset tokens over the {placed} placed runs is {r:.2f}"
+    assert quoted in row, quoted  # r as the CSV gives it, over as many placed runs
