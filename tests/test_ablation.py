@@ -16,6 +16,7 @@ from ihprobe.causal.head_sets import head_sets, heads_per_layer
 from ihprobe.causal.masks import keep_mask
 from ihprobe.causal.results import statistics as _statistics
 from ihprobe.core.errors import IhprobeError
+from ihprobe.io.provenance import COLUMNS
 from ihprobe.probes.engine import token_rows
 from ihprobe.probes.recall import associative_recall_per_row, induction_loss_per_row
 from tests.helpers import blank_gpt2, save_checkpoint, tiny_hf_model
@@ -218,16 +219,7 @@ def test_input_errors_say_what_to_pass(random_init):
 def test_frame_has_the_shared_columns_and_every_statistic(random_init):
     result = ihprobe.ablate(random_init, random=3, batch=4, metrics=["ar_accuracy"])
     frame = result.to_frame()
-    assert list(frame.columns) == [
-        "model",
-        "revision",
-        "step",
-        "tokens",
-        "layer",
-        "head",
-        "metric",
-        "value",
-    ]
+    assert tuple(frame.columns) == COLUMNS
     metrics = set(frame.metric)
     assert {"ar_accuracy.clean", "ar_accuracy.p_value", "ar_accuracy.load_bearing_index"} <= metrics
     assert not any(m.endswith((".ratio", "_drop")) for m in metrics)

@@ -16,6 +16,7 @@ from ihprobe.causal.masks import derangement, keep_mask, mask_hooks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.figures.ablation import head_effects_figure
+from ihprobe.io.provenance import COLUMNS
 from ihprobe.probes.engine import recall_probe, run_probe
 from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.recall import induction_loss_per_row
@@ -162,16 +163,7 @@ def test_layer_scope_defaults_reproduce_the_per_layer_protocol(shape, seed):
 def test_head_effects_table_and_heatmap(tiny):
     effects = head_effects(tiny, ["ar_accuracy", "induction_loss"], n=N, batch=BATCH)
     frame = effects.to_frame()
-    assert list(frame.columns[:8]) == [
-        "model",
-        "revision",
-        "step",
-        "tokens",
-        "layer",
-        "head",
-        "metric",
-        "clean",
-    ]
+    assert list(frame.columns[:8]) == [*COLUMNS[:7], "clean"]
     assert len(frame) == 2 * 2 * 4 and {"ablated", "change", "relative_change"} <= set(frame)
     loss = frame[frame.metric == "induction_loss"]
     assert (loss.change == loss.ablated - loss.clean).all()

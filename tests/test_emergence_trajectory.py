@@ -11,6 +11,7 @@ import pytest
 import ihprobe
 from ihprobe.cli import main
 from ihprobe.core.standin import id_tokenizer
+from ihprobe.io.provenance import COLUMNS
 from tests.helpers import run_checkpoint, save_checkpoint, tiny_hf_model
 
 SCAN = {"n": 8, "batch": 4, "seed": 3}
@@ -27,18 +28,7 @@ def run(tmp_path, tokenizer):
 
 def test_table_is_ordered_and_matches_direct_scans(run, tmp_path, counted):
     table = ihprobe.trajectory(run, METRICS, cache=tmp_path / "cache", **SCAN)
-    assert list(table.columns) == [
-        "model",
-        "revision",
-        "step",
-        "tokens",
-        "layer",
-        "head",
-        "metric",
-        "value",
-        "duplicate_of",
-        "repeats",
-    ]
+    assert list(table.columns) == [*COLUMNS, "duplicate_of", "repeats"]
     assert table["step"].unique().tolist() == [0, 10, 40]
     assert table["tokens"].is_monotonic_increasing
     assert set(table["model"]) == {"tiny-run"} and table["duplicate_of"].isna().all()

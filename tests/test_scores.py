@@ -23,6 +23,8 @@ def make(step=100, tokens=6400):
 
 
 def test_to_frame_is_the_long_table():
+    # the one long-table shape every CSV starts with, pinned here; other tests read COLUMNS
+    assert COLUMNS == ("model", "revision", "step", "tokens", "layer", "head", "metric", "value")
     frame = make().to_frame()
     assert tuple(frame.columns) == COLUMNS
     assert len(frame) == 2 * 6 + 1
