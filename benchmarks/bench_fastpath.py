@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import threading
@@ -41,7 +40,7 @@ from pathlib import Path
 
 import psutil
 import torch
-from bench_scale import PYTHIA, SHARED, write_section  # benchmarks/ is the script's folder
+from bench_scale import PYTHIA, SHARED, where, write_section  # benchmarks/: the script's folder
 
 RESULTS = Path(__file__).with_name("RESULTS_fastpath.md")
 PATHS = ("patterns", "pairs", "floor")  # floor: a bare SDPA forward, unembedding nothing
@@ -241,14 +240,9 @@ def main() -> None:
             layers = opts.long_layers if context > 2048 else opts.layers
             results[(size, context)] = measure(size, context, layers, opts)
             print(size, context, results[(size, context)], flush=True)
-    where = (
-        torch.cuda.get_device_name()
-        if opts.device.startswith("cuda")
-        else (f"{os.cpu_count()} CPU cores, {platform.machine()}")
-    )
     header = (
-        f"{where}; torch {torch.__version__}; float32; prefix matching on repeated random "
-        f"tokens; least of {opts.repeats} runs (seconds and memory); "
+        f"{where(opts.device)}; torch {torch.__version__}; float32; prefix matching on repeated "
+        f"random tokens; least of {opts.repeats} runs (seconds and memory); "
         f"ratios are pattern / pairs (higher is better for pairs)."
     )
     text = f"{header}\n\n{table(results, opts)}"

@@ -346,6 +346,14 @@ def table(results: dict, opts) -> str:
     return "\n".join(lines)
 
 
+def where(device: str) -> str:
+    """The hardware a benchmark ran on, for its results' header: the GPU's name, or the CPU's
+    cores and kind."""
+    if device.startswith("cuda"):
+        return f"{torch.cuda.get_device_name(torch.device(device))} ({device})"
+    return f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}"
+
+
 def write_section(path: Path, name: str, text: str) -> None:
     """Replace the text between ``<!-- begin NAME -->`` and ``<!-- end NAME -->`` in ``path``."""
     begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
@@ -379,13 +387,8 @@ def main() -> None:
         for task in opts.tasks.split(","):
             results[size, task] = run_worker(task, size, opts)
             print(size, task, results[size, task], flush=True)
-    where = (
-        torch.cuda.get_device_name()
-        if opts.device.startswith("cuda")
-        else (f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}")
-    )
     text = (
-        f"{where}; torch {torch.__version__}; dtype {opts.dtype}; {opts.rows} rows of "
+        f"{where(opts.device)}; torch {torch.__version__}; dtype {opts.dtype}; {opts.rows} rows of "
         f"2 x {opts.n} tokens; best of {opts.repeats}; ablate with {RANDOM} random draws."
         f"\n\n{table(results, opts)}"
     )

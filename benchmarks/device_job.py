@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -279,12 +278,6 @@ def _cell(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-def where(device: str) -> str:
-    if device.startswith("cuda"):
-        return f"{torch.cuda.get_device_name(torch.device(device))} ({device})"
-    return f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}"
-
-
 def limits(text: str, parser: argparse.ArgumentParser) -> dict[str, float]:
     """``--limits``: step=seconds pairs, each a step of ``STEPS`` (else one line, exit 2)."""
     names, found = {name for name, _, _ in STEPS}, {}
@@ -330,7 +323,7 @@ def main() -> None:
             result = {"error": f"{type(err).__name__}: {err}"[:300]}
         opts.step_out.write_text(json.dumps(result, default=float))
         return
-    from bench_scale import write_section
+    from bench_scale import where, write_section
 
     chosen = opts.steps.split(",") if opts.steps else [name for name, _, _ in STEPS]
     budget = opts.budget or BUDGET["tiny" if opts.tiny else "gpu"]
