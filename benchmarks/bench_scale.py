@@ -347,8 +347,7 @@ def table(results: dict, opts) -> str:
 
 
 def where(device: str) -> str:
-    """The hardware a benchmark ran on, for its results' header: the GPU's name, or the CPU's
-    cores and kind."""
+    """The hardware a benchmark ran on (a GPU's name, or CPU cores), for its results' header."""
     if device.startswith("cuda"):
         return f"{torch.cuda.get_device_name(torch.device(device))} ({device})"
     return f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}"
