@@ -85,7 +85,7 @@ def law_runs(b, c, *, seeds=1, noise=0.05, seed=0, censor_above=None):
 def test_runs_drawn_from_the_published_law_agree():
     fit = claims.fits(claims.runs_of(law_runs(0.37, 0.62)))
     for name in ("b", "c"):
-        verdict, _ = claims.verdict(fit["model"][name], name, 20)
+        verdict, _ = claims.verdict(fit["model"][name], name, 20, 20)
         assert verdict == "agrees"
     r, n = claims.r_in_tokens(claims.runs_of(law_runs(0.37, 0.62)))
     assert r > 0.95 and n == 20
@@ -95,16 +95,16 @@ def test_runs_drawn_from_another_law_disagree_even_with_censored_runs():
     runs = claims.runs_of(law_runs(1.0, 0.3, censor_above=3.0))
     assert 5 <= runs.censored.sum() <= 10
     fit = claims.fits(runs)
-    assert claims.verdict(fit["model"]["b"], "b", 20)[0] == "disagrees"
-    assert claims.verdict(fit["model"]["c"], "c", 20)[0] == "disagrees"
+    assert claims.verdict(fit["model"]["b"], "b", 20, 12)[0] == "disagrees"
+    assert claims.verdict(fit["model"]["c"], "c", 20, 12)[0] == "disagrees"
     assert fit["model"]["b"].low < 1.0 < fit["model"]["b"].high  # the truth is covered
     assert fit["model"]["c"].low < 0.3 < fit["model"]["c"].high
 
 
 def test_noisy_runs_are_inconclusive_and_few_cells_pending():
     fit = claims.fits(claims.runs_of(law_runs(0.37, 0.62, noise=0.6, seed=3)))
-    assert claims.verdict(fit["model"]["b"], "b", 20)[0] == "inconclusive at this scale"
-    assert claims.verdict(fit["model"]["b"], "b", 12)[0] == "pending: 12 of 16 cells"
+    assert claims.verdict(fit["model"]["b"], "b", 20, 20)[0] == "inconclusive at this scale"
+    assert claims.verdict(fit["model"]["b"], "b", 12, 12)[0] == "pending: 12 of 16 cells"
 
 
 def test_lack_of_fit_needs_replicates_and_finds_a_bent_surface():
@@ -193,3 +193,76 @@ def test_the_readme_row_quotes_the_verdicts_the_csv_gives():
     r, placed = claims.r_in_tokens(claims.runs_of(pd.read_csv(FOLDER / "results.csv")))
     quoted = f"predicted onset tokens over the {placed} placed runs is {r:.2f}"
     assert quoted in row, quoted  # r as the CSV gives it, over as many placed runs
+
+
+def test_a_verdict_comes_at_sixteen_cells_and_needs_five_placed_runs():
+    runs = law_runs(0.37, 0.62)
+    first = runs.cell.unique()
+    assert claims.verdicts(runs[runs.cell.isin(first[:15])]) == {
+        "b": "pending: 15 of 16 cells",
+        "c": "pending: 15 of 16 cells",
+    }
+    assert claims.verdicts(runs[runs.cell.isin(first[:16])]) == {"b": "agrees", "c": "agrees"}
+    few = runs.copy()  # four placed runs off the plane, the rest censored far above
+    keep = few.cell.isin(["B1-C64", "B2-C128", "B4-C256", "B16-C512"])
+    few.loc[keep, "updates"] *= [1.3, 0.8, 1.2, 0.9]
+    few.loc[~keep, ["updates", "censored"]] = [1e7, True]
+    assert claims.fits(claims.runs_of(few)) is not None
+    assert claims.verdicts(few) == {"b": "inconclusive at this scale"} | {
+        "c": "inconclusive at this scale"
+    }
+    none = runs.assign(censored=True)  # nothing placed: no fit, and no verdict but that one
+    assert claims.verdicts(none)["b"] == "inconclusive at this scale"
+    assert "**inconclusive at this scale**" in claims.fit_lines(none)[0]
+
+
+def test_the_declared_design_is_the_text_written_before_the_first_run():
+    grid = (
+        "- Grid: B in 1, 2, 4, 8, 16 x C in 64, 128, 256, 512 (20 cells), one seed per cell "
+        "first, cheapest cells first; budget 2x the law's updates per run."
+    )
+    assert grid in report.DECLARED  # as committed with the first run; additions go below
+    assert report.DECLARED[0] == "## Declared design (written before the first run)"
+    assert report.AMENDED[0].startswith("## Amendments (dated;")
+    text = (FOLDER / "RESULTS.md").read_text()
+    assert text.index("## Declared design") < text.index("## Amendments") < text.index("## Runs")
+
+
+def test_cells_past_four_epochs_are_named_in_the_results():
+    frame = pd.read_csv(FOLDER / "results.csv")
+    done = frame.index[frame.status == "done"]
+    assert "Cells past 4 epochs" not in report.report(frame.loc[done[:3]], [], figure=None)
+    frame.loc[done[0], "epochs"] = 4.4
+    text = report.report(frame.loc[done[:3]], [], figure=None)
+    assert f"Cells past 4 epochs of the corpus: {frame.cell[done[0]]} " in text
+
+
+def test_the_readme_row_quotes_b_and_c_as_the_csv_refits_them():
+    frame = pd.read_csv(FOLDER / "results.csv")
+    fit = claims.fits(claims.runs_of(frame))
+    row = next(
+        line
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("| [A]'s law on natural text")
+    )
+    for name in ("b", "c"):
+        est = fit["model"][name]
+        quoted = f"{name} = {est.value:.2f} [{est.low:.2f}, {est.high:.2f}]"
+        assert quoted in row, quoted
+
+
+def test_the_readme_row_quotes_every_rise_the_rule_found_too_small():
+    """Every run still rising at its last probe (placed by the rule without its 0.1 floor)."""
+    from studies.natural_law.sensitivity import rising_starts
+
+    frame = pd.read_csv(FOLDER / "results.csv")
+    rising = frame[frame.cell.isin(rising_starts(frame))]
+    small = rising.reason.str.extract(r"changes by ([\d.]+) from the start")[0]
+    row = next(
+        line
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("| [A]'s law on natural text")
+    )
+    rises = [f"{float(v):.2f}" for v in small]
+    listed = ", ".join(rises[:-1]) + f" and {rises[-1]}" if len(rises) > 1 else "".join(rises)
+    assert f"fitted rises of {listed}, under the rule's 0.1" in row

@@ -249,3 +249,43 @@ def test_a_contrast_of_four_cells_covers_its_true_value_at_its_level():
     assert (pair.value, pair.low, pair.high) == (welch.value, welch.low, welch.high)
     interval = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
     assert (pair.low, pair.high) == pytest.approx((interval.low, interval.high))
+
+
+def test_a_tobit_fit_without_a_maximum_has_no_interval_and_no_verdict():
+    """Three runs exactly on a plane of three coefficients, every other run censored below it:
+    the likelihood grows as sigma shrinks, so there is no maximum to read an interval from."""
+    rows = []
+    for B in (1, 2, 4, 8, 16):
+        for C in (64, 128, 256, 512):
+            law = 750_000 / (B**0.37 * C**0.62)
+            placed = (B, C) in [(1, 512), (2, 512), (2, 256)]
+            rows.append(
+                {"cell": f"{B}-{C}", "B": B, "C": C, "censored": not placed}
+                | {"updates": law if placed else 0.8 * law}
+            )
+    fit = fits.censored_fit(pd.DataFrame(rows), clustered=False)
+    assert "no maximum" in fit["b"].method and np.isnan(fit["b"].low)
+    assert v.judge(fit["b"], v.equal(0.37, 0.15))[0] == "inconclusive at this scale"
+    moved = pd.DataFrame(rows)
+    moved.loc[moved.cell == "4-64", ["updates", "censored"]] = [30_000.0, False]  # off the plane
+    fit = fits.censored_fit(moved, clustered=False)
+    assert "no maximum" not in fit["b"].method and fit["b"].low < fit["b"].high
+
+
+def test_a_profile_interval_is_the_wald_one_without_censoring_and_lopsided_with_it():
+    from ihprobe.dynamics.censored import profile_interval, tobit
+
+    rng = np.random.default_rng(5)
+    x = np.linspace(0, 3, 40)
+    X = np.column_stack([np.ones(40), x])
+    y = 1 + 0.5 * x + 0.3 * rng.standard_normal(40)
+    cut = stats.t.ppf(0.975, 38) ** 2
+    low, high = profile_interval(y, X, np.zeros(40, bool), 1, cut)
+    ols = stats.linregress(x, y)
+    half = stats.t.ppf(0.975, 38) * ols.stderr
+    assert (low, high) == pytest.approx((ols.slope - half, ols.slope + half), rel=0.05)
+    bound = np.quantile(y, 0.4)  # most runs censored: the likelihood is lopsided
+    censored = y > bound
+    beta, *_ = tobit(np.minimum(y, bound), X, censored)
+    low, high = profile_interval(np.minimum(y, bound), X, censored, 1, cut)
+    assert low < beta[1] < high and not np.isclose(high - beta[1], beta[1] - low, rtol=0.05)

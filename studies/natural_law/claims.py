@@ -8,12 +8,16 @@
   outside, otherwise "inconclusive at this scale"; "pending" until ``MIN_CELLS`` cells have a
   finished run.
 - **r in tokens,** as [A] reports it: the correlation of log10 observed and log10 predicted
-  (by [A]'s published law) onset tokens over the runs that place their onset.
+  (by [A]'s published law) onset tokens over the runs that place their onset, with a Fisher z
+  interval.
+- **Amended before the first verdict** (a referee's finding; see :data:`AMENDMENTS`): a fit
+  that reaches no maximum has no interval, and a verdict needs ``MIN_PLACED`` placed runs;
+  short of either the verdict is "inconclusive at this scale".
 - **Lack of fit:** the law against a free mean per cell (a likelihood-ratio test), once a cell
   has two seeds.
 
->>> CLAIMS["b"].says, CLAIMS["c"].says, MIN_CELLS
-('0.37 +- 0.15', '0.62 +- 0.15', 16)
+>>> CLAIMS["b"].says, CLAIMS["c"].says, MIN_CELLS, MIN_PLACED
+('0.37 +- 0.15', '0.62 +- 0.15', 16, 5)
 """
 
 from __future__ import annotations
@@ -22,19 +26,36 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ihprobe.dynamics.lack_of_fit import lack_of_fit
 from ihprobe.dynamics.law import censored_fit
-from ihprobe.dynamics.verdicts import Estimate, equal, judge
+from ihprobe.dynamics.published import LAWS
+from ihprobe.dynamics.verdicts import INCONCLUSIVE, LEVEL, Estimate, equal, judge
 
-CLAIMS = {"b": equal(0.37, 0.15), "c": equal(0.62, 0.15)}
+LAW = LAWS["fitted"]  # [A]'s published law: U = T / (B^b C^c)
+MARGIN = 0.15
+CLAIMS = {"b": equal(LAW.b, MARGIN), "c": equal(LAW.c, MARGIN)}
 MIN_CELLS = 16  # cells with a finished run before b and c get a verdict
-LAW_T = 750_000  # [A]'s published law: U = T / (B^0.37 C^0.62)
+MIN_PLACED = 5  # placed runs before a verdict: the 3 coefficients and sigma, and one more
+AMENDMENTS = [
+    "- 2026-12-05, before the 16th cell (the first verdict): a Tobit fit that reaches no "
+    "maximum (sigma collapsing onto runs that lie exactly on the plane) has no interval, and "
+    f"a verdict needs at least {MIN_PLACED} placed runs (the three coefficients and sigma, and "
+    "one more); short of either, b and c are 'inconclusive at this scale'. A referee found "
+    "that 3 placed runs on [A]'s law with every other run censored below it gave zero-width "
+    "intervals and 'agrees'.",
+    "- The same day: at C = 64 the head check reads repeat lengths 10 and 25 only (n = 50 "
+    "needs 100 positions); the cell's live probes use n = 32, [A]'s min(50, C / 2).",
+]
 
 
 def runs_of(frame: pd.DataFrame) -> pd.DataFrame:
-    """Finished runs as (cell, B, C, updates, censored, tokens)."""
+    """Finished runs as (cell, B, C, updates, censored, tokens); a run without live probes has
+    neither an onset nor a bound, and is left out."""
     done = frame[frame.status == "done"]
+    if "updates" in done:
+        done = done[done.updates.notna()]
     if done.empty:
         return pd.DataFrame(columns=["cell", "B", "C", "updates", "censored", "tokens"])
     return pd.DataFrame(
@@ -53,7 +74,7 @@ def r_in_tokens(runs: pd.DataFrame) -> tuple[float, int]:
     """(r, runs) between log10 observed and [A]'s predicted onset tokens, placed runs only.
 
     >>> runs = pd.DataFrame({"B": [1, 4, 16], "C": [64, 256, 512], "censored": [False] * 3})
-    >>> runs["tokens"] = LAW_T * runs.B**0.63 * runs.C**0.38 * np.array([1.1, 0.9, 1.0])
+    >>> runs["tokens"] = 10 ** predicted_tokens(runs) * np.array([1.1, 0.9, 1.0])
     >>> r, n = r_in_tokens(runs)
     >>> round(r, 3), n
     (0.998, 3)
@@ -61,8 +82,26 @@ def r_in_tokens(runs: pd.DataFrame) -> tuple[float, int]:
     placed = runs[~runs.censored]
     if len(placed) < 3:
         return math.nan, len(placed)
-    predicted = np.log10(LAW_T * placed.B**0.63 * placed.C**0.38)
-    return float(np.corrcoef(predicted, np.log10(placed.tokens))[0, 1]), len(placed)
+    return float(np.corrcoef(predicted_tokens(placed), np.log10(placed.tokens))[0, 1]), len(placed)
+
+
+def predicted_tokens(runs: pd.DataFrame) -> np.ndarray:
+    """log10 of the onset tokens [A]'s law predicts for each run: ``U(B, C) * B * C``."""
+    B, C = runs.B.to_numpy(float), runs.C.to_numpy(float)
+    return np.log10(LAW.updates(B, C) * B * C)
+
+
+def r_interval(r: float, n: int) -> str:
+    """``r [low, high] (Fisher z, n runs)``; no interval below 4 runs.
+
+    >>> r_interval(0.5, 12)
+    '0.50 [-0.10, 0.83] (Fisher z, 12 placed runs)'
+    """
+    if n < 4 or not np.isfinite(r):
+        return f"{r:.2f} (no interval with {n} placed runs)"
+    half = stats.norm.ppf(0.5 + LEVEL / 2) / math.sqrt(n - 3)
+    low, high = np.tanh(np.arctanh(r) - half), np.tanh(np.arctanh(r) + half)
+    return f"{r:.2f} [{low:.2f}, {high:.2f}] (Fisher z, {n} placed runs)"
 
 
 def fits(runs: pd.DataFrame) -> dict | None:
@@ -81,34 +120,37 @@ def verdicts(frame: pd.DataFrame) -> dict[str, str]:
     {'b': 'pending: 0 of 16 cells', 'c': 'pending: 0 of 16 cells'}
     """
     runs = runs_of(frame)
-    cells, fit = runs.cell.nunique(), fits(runs)
+    cells, fit, placed = runs.cell.nunique(), fits(runs), int((~runs.censored).sum())
     if fit is None:
-        said = f"pending: {cells} of {MIN_CELLS} cells" if cells < MIN_CELLS else "no fit"
+        said = f"pending: {cells} of {MIN_CELLS} cells" if cells < MIN_CELLS else INCONCLUSIVE
         return {"b": said, "c": said}
-    return {name: verdict(fit["model"][name], name, cells)[0] for name in ("b", "c")}
+    return {name: verdict(fit["model"][name], name, cells, placed)[0] for name in ("b", "c")}
 
 
-def verdict(estimate: Estimate, claim: str, cells: int) -> tuple[str, str]:
-    """The claim's verdict, pending while fewer than ``MIN_CELLS`` cells have run.
+def verdict(estimate: Estimate, claim: str, cells: int, placed: int) -> tuple[str, str]:
+    """The claim's verdict: pending while fewer than ``MIN_CELLS`` cells have run, and
+    inconclusive with fewer than ``MIN_PLACED`` placed runs.
 
     >>> e = Estimate(0.4, 0.3, 0.5, "Tobit", 1)
-    >>> verdict(e, "b", 20)[0], verdict(e, "b", 9)[0]
-    ('agrees', 'pending: 9 of 16 cells')
-    >>> verdict(Estimate(0.9, 0.7, 1.1, "Tobit", 1), "b", 20)[0]
+    >>> verdict(e, "b", 20, 9)[0], verdict(e, "b", 9, 9)[0], verdict(e, "b", 20, 4)[0]
+    ('agrees', 'pending: 9 of 16 cells', 'inconclusive at this scale')
+    >>> verdict(Estimate(0.9, 0.7, 1.1, "Tobit", 1), "b", 20, 9)[0]
     'disagrees'
     """
     if cells < MIN_CELLS:
         return f"pending: {cells} of {MIN_CELLS} cells", estimate.text(".2f")
+    if placed < MIN_PLACED:
+        return INCONCLUSIVE, f"{placed} placed runs, fewer than the {MIN_PLACED} a verdict needs"
     return judge(estimate, CLAIMS[claim])
 
 
 def fit_lines(frame: pd.DataFrame) -> list[str]:
     """The results file's fit section: b, c, their verdicts, the check, r and lack of fit."""
     runs = runs_of(frame)
-    cells = runs.cell.nunique()
+    cells, placed = runs.cell.nunique(), int((~runs.censored).sum())
     fit = fits(runs)
     if fit is None:
-        said = f"pending: {cells} of {MIN_CELLS} cells" if cells < MIN_CELLS else "no fit"
+        said = f"pending: {cells} of {MIN_CELLS} cells" if cells < MIN_CELLS else INCONCLUSIVE
         return [
             f"- b and c: **{said}** (the fit needs 4 runs, 3 of them placed, over 2 B and 2 C; "
             f"{len(runs)} finished, {int((~runs.censored).sum())} placed)."
@@ -116,16 +158,16 @@ def fit_lines(frame: pd.DataFrame) -> list[str]:
     lines = []
     for name in ("b", "c"):
         est = fit["model"][name]
-        said, why = verdict(est, name, cells)
+        said, why = verdict(est, name, cells, placed)
         check = fit["clustered"][name].text(".2f")
         lines.append(
             f"- {name} = {est.text('.2f')}: **{said}** (rule: [A]'s "
-            f"{CLAIMS[name].says}; {why}). Cell-clustered check: {check}."
+            f"{CLAIMS[name].says}; {why}). Sandwich check: {check}."
         )
     r, n = r_in_tokens(runs)
     lines.append(
-        f"- r between log10 observed and [A]'s predicted onset tokens: {r:.2f} over "
-        f"{n} placed runs ([A]: 0.98 on its own runs)."
+        f"- r between log10 observed and [A]'s predicted onset tokens: {r_interval(r, n)}, "
+        "the censored runs left out ([A]: 0.98 on its own runs)."
     )
     lof = lack_of_fit(runs)
     lines.append(

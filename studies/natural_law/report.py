@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from studies.natural_law import cells, claims, posthoc
+from studies.natural_law import cells, claims, posthoc, sensitivity
 from studies.natural_law.figure import onset_svg
 
 FIGURE = Path(__file__).resolve().parent / "onsets.svg"
@@ -27,7 +27,7 @@ DECLARED = [
     "BPE); GPT-NeoX 2 layers x 4 heads, d_model 128 with MLPs; AdamW, constant learning rate "
     "3e-3 after a 1% warm-up, grad clip 1; live probes at 32 evenly spaced checkpoints.",
     f"- Grid: B in {', '.join(map(str, cells.BATCH_SIZES))} x C in "
-    f"{', '.join(map(str, cells.CONTEXTS))} ({len(cells.CELLS)} cells), one seed per cell "
+    f"{', '.join(map(str, cells.CONTEXTS))} ({len(cells.CPU_CELLS)} cells), one seed per cell "
     f"first, cheapest cells first; budget {cells.LAW_X:g}x the law's updates per run.",
     "- Onset: the change point of the live probes' max prefix matching against log tokens "
     "(the start of the steepest segment of a 3-segment fit; the rise counted from that start to "
@@ -42,6 +42,16 @@ DECLARED = [
     f"- Claims: b {claims.CLAIMS['b'].says}, c {claims.CLAIMS['c'].says}; 'agrees' only when "
     "the whole interval lies inside the margin, 'disagrees' only when wholly outside, else "
     f"'inconclusive at this scale'; pending until {claims.MIN_CELLS} cells have run.",
+    "",
+]
+# what was added to the design after the first run, each before any result it could move
+AMENDED = [
+    "## Amendments (dated; each before any result it could move)",
+    "",
+    "- Before any of their runs: the wide corners for a lent GPU, B 32-128 at C 64-1024 and "
+    f"C = 1024 at B 1-16 ({len(cells.GPU_CELLS)} cells, cheapest first), on the same recipe, "
+    "budget and rules; cells past 4 epochs of the corpus are named below the runs.",
+    *claims.AMENDMENTS,
     "",
 ]
 
@@ -59,6 +69,7 @@ COLUMNS = [
     "head",
     "ps_n10",
     "ps_n25",
+    "ps_n50",
     "loss_drop",
     "ablation_cost",
     "train_min",
@@ -94,6 +105,7 @@ def run_table(frame: pd.DataFrame, study: str = "natural_law") -> pd.DataFrame:
                 "head": r["head"],
                 "ps_n10": f"{r['ps_n10']:.2f}",
                 "ps_n25": f"{r['ps_n25']:.2f}",
+                "ps_n50": f"{r['ps_n50']:.2f}" if pd.notna(r.get("ps_n50")) else "-",
                 "loss_drop": f"{r['loss_drop']:.2f}",
                 "ablation_cost": f"{r['ablation_cost']:.2f}",
                 "train_min": f"{r['train_s'] / 60:.0f}" if pd.notna(r.get("train_s")) else "",
@@ -126,10 +138,12 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
         *provenance,
         "",
         *DECLARED,
+        *AMENDED,
         "## Runs",
         "",
         f"{len(done)} of {len(frame)} runs finished. `onset`: updates at the onset (`>=`: "
-        "censored, the bound). `epochs`: passes over the corpus's training tokens. "
+        "censored, the bound). `epochs`: passes over the corpus's training tokens. `ps_n50`: "
+        "`-` where 2 x 50 positions do not fit the context. "
         "`train_min`: wall minutes of training on the machine that ran it (shared; an upper "
         "bound for one idle core). `device`: where it trained, as the run recorded it (empty: "
         "trained before runs recorded it, on this project's 2-core CPU machine).",
@@ -147,9 +161,10 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
     lines += ["## Fit and verdicts", "", *claims.fit_lines(frame), ""]
     if figure is not None and len(done):
         runs = claims.runs_of(frame)
+        predicted = 10 ** claims.predicted_tokens(runs)
         points = [
-            (claims.LAW_T * r.B**0.63 * r.C**0.38, r.tokens, bool(r.censored))
-            for r in runs.itertuples()
+            (float(p), r.tokens, bool(r.censored))
+            for p, r in zip(predicted, runs.itertuples(), strict=True)
         ]
         figure.write_text(onset_svg(points, "natural-text grid: onsets"))
         lines += [
@@ -157,6 +172,7 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
             "censored, the onset lies above)",
             "",
         ]
+    lines += sensitivity.lines(frame)
     lines += posthoc.lines()
     if len(done):
         lines += [

@@ -1,0 +1,67 @@
+"""The natural-text grid's checks added after the data: profile intervals, runs still rising
+at their last probe, the declared interval's coverage, and the sentence that says whether each
+would move a verdict (both ways)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ihprobe.dynamics.verdicts import Estimate
+from studies.natural_law import claims, sensitivity
+from tests.test_natural_law_study import law_runs
+
+
+def curve(values, per_update: int) -> str:
+    steps = np.arange(len(values)) * 1000
+    return ", ".join(
+        f"{s * per_update / 1e6:.2f}: {v:.3f} (0.000)" for s, v in zip(steps, values, strict=True)
+    )
+
+
+def test_a_small_rise_at_the_end_is_found_and_a_flat_curve_is_not():
+    k = np.arange(33)
+    rising = 0.01 + np.clip((k - 22) / 10, 0, 1) * 0.05  # 0.05 by the last probe: under 0.1
+    flat = 0.01 + 0.001 * np.sin(k)
+    rows = [
+        {"cell": "B4-C64", "curve": curve(rising, 256)},
+        {"cell": "B8-C64", "curve": curve(flat, 512)},
+        {"cell": "B1-C64", "curve": curve(rising, 64), "censored": False, "transition": True},
+    ]
+    frame = pd.DataFrame(
+        [{"status": "done", "censored": True, "transition": False} | r for r in rows]
+    )
+    frame["B"], frame["C"] = frame.cell.str[1].astype(int), 64
+    starts = sensitivity.rising_starts(frame)
+    assert list(starts) == ["B4-C64"]  # a placed run is the declared rule's already
+    assert 21_000 <= starts["B4-C64"] <= 27_000  # in the first half of the ramp (22k-32k)
+
+
+def test_each_check_says_whether_it_moves_a_verdict_both_ways():
+    runs = claims.runs_of(law_runs(0.37, 0.62))
+    declared = {"b": "agrees", "c": "agrees"}
+    same = {name: Estimate(v, v - 0.05, v + 0.05, "m", 1) for name, v in (("b", 0.37), ("c", 0.62))}
+    assert sensitivity._changes(declared, same, runs) == "give the declared verdicts"
+    wide = same | {"c": Estimate(1.5, 1.0, 2.0, "m", 1)}
+    said = sensitivity._changes(declared, wide, runs)
+    assert said == "would give c disagrees (declared: agrees)"
+
+
+def test_profiles_match_wald_without_censoring_and_coverage_is_nominal():
+    runs = claims.runs_of(law_runs(0.37, 0.62, noise=0.2, seed=2))
+    wald, profile = claims.fits(runs)["model"], sensitivity.profiles(runs)
+    for name in ("b", "c"):
+        assert profile[name].value == pytest.approx(wald[name].value, abs=1e-4)
+        assert profile[name].low == pytest.approx(wald[name].low, abs=0.1 * wald[name].value)
+    open_budget = runs.updates.to_numpy() * 1e3  # nothing is censored
+    covered = sensitivity.coverage(runs, open_budget, draws=60, seed=1)
+    assert 0.85 <= covered["b"] <= 1 and 0.85 <= covered["c"] <= 1
+    assert covered["sigma"] == pytest.approx(0.2, rel=0.4)
+
+
+def test_the_results_file_carries_the_checks_under_their_own_heading():
+    frame = pd.read_csv(sensitivity.claims.__file__.replace("claims.py", "results.csv"))
+    text = "\n".join(sensitivity.lines(frame))
+    assert text.startswith("## Sensitivity (added after the data, before the first verdict)")
+    assert "Profile-likelihood intervals: b = " in text and "Coverage of the declared" in text
