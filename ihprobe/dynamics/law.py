@@ -33,7 +33,7 @@ from scipy import stats
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
-from ihprobe.dynamics.censored import tobit
+from ihprobe.dynamics.censored import maximum_likelihood, profile_interval, tobit
 from ihprobe.dynamics.published import LAWS, Law, Prediction, get_law, predict_emergence
 from ihprobe.dynamics.verdicts import LEVEL, MIN_SEEDS, Estimate, seeds_text, t_mean
 
@@ -49,7 +49,10 @@ __all__ = [
     "fit_law",
     "get_law",
     "law_point",
+    "maximum_likelihood",
     "predict_emergence",
+    "profile_interval",
+    "tobit",
 ]
 
 log = logging.getLogger(__name__)

@@ -29,8 +29,7 @@ import pandas as pd
 from scipy import stats
 
 from ihprobe.dynamics.lack_of_fit import lack_of_fit
-from ihprobe.dynamics.law import censored_fit
-from ihprobe.dynamics.published import LAWS
+from ihprobe.dynamics.law import LAWS, censored_fit
 from ihprobe.dynamics.verdicts import INCONCLUSIVE, LEVEL, Estimate, equal, judge
 
 LAW = LAWS["fitted"]  # [A]'s published law: U = T / (B^b C^c)

@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 
 import ihprobe
-from ihprobe.dynamics.censored import maximum_likelihood, profile_interval, tobit
+from ihprobe.dynamics.law import maximum_likelihood, profile_interval, tobit
 from ihprobe.dynamics.verdicts import LEVEL, Estimate
 from studies.natural_law import claims
 
