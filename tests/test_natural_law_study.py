@@ -114,6 +114,23 @@ def test_lack_of_fit_needs_replicates_and_finds_a_bent_surface():
     bent = claims.runs_of(law_runs(0.37, 0.62, seeds=2, seed=1))
     bent.loc[bent.cell == "B16-C512", "updates"] *= 10  # one cell far off the plane
     assert lack_of_fit(bent)["p"] < 0.001
+    assert lack_of_fit(bent)["verdict"] == "the cells' means lie off the plane"
+
+
+def test_with_censored_runs_lack_of_fit_is_bootstrapped_and_finds_a_bent_surface():
+    straight = law_runs(0.37, 0.62, seeds=2, seed=4, noise=0.1, censor_above=1.2)
+    runs = claims.runs_of(
+        straight.assign(steps=1.2 * 750_000 / straight.B**0.37 / straight.C**0.62)
+    )
+    assert 0.15 < runs.censored.mean() < 0.8
+    good = lack_of_fit(runs, draws=49)
+    assert "parametric bootstrap" in good["method"] and good["p"] > 0.05
+    assert good["verdict"] == "no lack of fit found" and good["p"] >= 1 / 50
+    bent = runs.copy()
+    far = bent.cell.isin(["B1-C64", "B2-C64"])  # two placed cells moved far below the plane
+    bent.loc[far, ["updates", "censored"]] = [200.0, False]
+    found = lack_of_fit(bent, draws=49)
+    assert found["p"] == 1 / 50 and found["verdict"] == "the cells' means lie off the plane"
 
 
 def test_the_results_file_rerenders_from_its_csv(tmp_path, monkeypatch):
