@@ -283,3 +283,11 @@ def test_the_readme_row_quotes_every_rise_the_rule_found_too_small():
     rises = [f"{float(v):.2f}" for v in small]
     listed = ", ".join(rises[:-1]) + f" and {rises[-1]}" if len(rises) > 1 else "".join(rises)
     assert f"fitted rises of {listed}, under the rule's 0.1" in row
+
+
+def test_a_finished_run_without_live_probes_is_left_out_of_the_fit():
+    frame = law_runs(0.37, 0.62)
+    frame.loc[0, ["updates", "tokens"]] = [np.nan, np.nan]  # measured with no probes.jsonl
+    runs = claims.runs_of(frame)
+    assert len(runs) == len(frame) - 1 and frame.cell[0] not in set(runs.cell)
+    assert claims.fits(runs) is not None
