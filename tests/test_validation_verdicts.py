@@ -289,3 +289,13 @@ def test_a_profile_interval_is_the_wald_one_without_censoring_and_lopsided_with_
     beta, *_ = tobit(np.minimum(y, bound), X, censored)
     low, high = profile_interval(np.minimum(y, bound), X, censored, 1, cut)
     assert low < beta[1] < high and not np.isclose(high - beta[1], beta[1] - low, rtol=0.05)
+
+
+def test_a_ratio_of_one_run_a_cell_has_no_interval_and_waits_for_seeds():
+    """Two runs, two coefficients: the fit passes through both and sigma collapses."""
+    runs = pd.DataFrame(
+        {"cell": ["a", "b"], "updates": [8_000.0, 5_000.0], "censored": [False, False]}
+    )
+    ratio = fits.censored_ratio(runs, "b", "a")
+    assert 10**ratio.value == pytest.approx(5 / 8, rel=1e-3) and np.isnan(ratio.low)
+    assert v.judge(ratio, v.same_ratio(1.5))[0] == "pending: 1 of 5 seeds"

@@ -43,10 +43,10 @@ def tobit(y, X, bound_censored, *, clusters=None) -> tuple[np.ndarray, np.ndarra
     k = X.shape[1]
     theta, _, converged = maximum_likelihood(y, X, cens)
     how = "Tobit ML" if converged else "Tobit ML (no maximum: optimiser did not converge)"
-    hessian = _numeric_jacobian(lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0), theta)
-    bread = np.linalg.pinv((hessian + hessian.T) / 2)
-    if not converged:  # no maximum, so no curvature to read an interval from
-        bread = np.full_like(bread, np.nan)
+    bread = np.full((k + 1, k + 1), np.nan)  # no maximum: no curvature to read an interval from
+    if converged:
+        hessian = _numeric_jacobian(lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0), theta)
+        bread = np.linalg.pinv((hessian + hessian.T) / 2)
     if clusters is None:
         return theta[:k], bread[:k, :k], len(y) - k, how
     scores = pd.DataFrame(_tobit_scores(theta, y, X, cens)[1]).groupby(np.asarray(clusters)).sum()
@@ -106,12 +106,13 @@ def maximum_likelihood(y, X, bound_censored) -> tuple[np.ndarray, float, bool]:
     start = np.linalg.lstsq(X, y, rcond=None)[0]
     spread = np.std(y - X @ start) or 0.1
     theta0 = np.append(start, math.log(spread))
-    fit = optimize.minimize(
-        lambda t: -_tobit_scores(t, y, X, cens)[0].sum(),
-        theta0,
-        jac=lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0),
-        method="BFGS",
-    )
+    with np.errstate(all="ignore"):  # trial steps toward a collapsing sigma divide by ~0
+        fit = optimize.minimize(
+            lambda t: -_tobit_scores(t, y, X, cens)[0].sum(),
+            theta0,
+            jac=lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0),
+            method="BFGS",
+        )
     flat = fit.success or float(np.abs(fit.jac).max()) < GRADIENT_TOLERANCE * len(y)
     collapsed = math.exp(fit.x[-1]) < SIGMA_FLOOR * max(float(np.std(y)), 1e-12)
     return fit.x, float(-fit.fun), bool(flat and not collapsed)
