@@ -291,3 +291,18 @@ def test_a_finished_run_without_live_probes_is_left_out_of_the_fit():
     runs = claims.runs_of(frame)
     assert len(runs) == len(frame) - 1 and frame.cell[0] not in set(runs.cell)
     assert claims.fits(runs) is not None
+
+
+def test_the_readme_size_row_quotes_each_arms_verdict():
+    frame = pd.read_csv(FOLDER / "results_size.csv")
+    said = [line.split("**")[1] for line in size.ratio_lines(frame) if "**" in line]
+    row = next(
+        line
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("| the emergence point does not depend on model size, on natural")
+    )
+    verdict = row.rstrip(" |").rsplit(" | ", 1)[1]
+    if all(v.startswith("pending") for v in said):
+        assert verdict.startswith("pending")
+    else:
+        assert all(v in verdict for v in said), (said, verdict)
