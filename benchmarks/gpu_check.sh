@@ -33,8 +33,8 @@ fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export HF_HUB_OFFLINE=1
 export IHPROBE_CACHE=${IHPROBE_CACHE:-$(mktemp -d)}
-# the natural-text law grid's GPU cells and second seeds, 8 at a time (K = 8 summed more tokens/s
-# than 16 on an H200, RESULTS_device.md), until the job's budget
+# the natural-text size arm's runs, then the law grid's GPU cells and second seeds, 8 at a
+# time (K = 8 summed more tokens/s than 16 on an H200, RESULTS_device.md), until the job's budget
 # is spent (resumable: finished runs are reused); set IHPROBE_NATURAL_GPU= (empty) to skip it
 export IHPROBE_NATURAL_GPU=${IHPROBE_NATURAL_GPU-"$PYTHON -m studies.natural_law.queue --per-device 8 --seconds 100000"}
 "$PYTHON" benchmarks/device_job.py "$@"

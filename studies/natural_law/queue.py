@@ -2,13 +2,14 @@
 budget is spent, each one resumable (a run killed at the deadline resumes next time).
 
 ``python -m studies.natural_law.queue --per-device 8 --seconds 300`` trains, in this order, the
-GPU cells' first seeds (the wide corners, cheapest first), then a second seed of every cell
-(CPU cells first), skipping finished ones; each run is one ``python -m studies natural_law
---cell C --seed S`` process, so its result is measured and recorded like any other.
+size arm's runs (seed by seed; its d_model 256 arm costs a CPU core two hours a run), the GPU
+cells' first seeds (the wide corners, cheapest first), then a second seed of every cell (CPU
+cells first), skipping finished ones; each run is one ``python -m studies STUDY --cell C --seed
+S`` process, so its result is measured and recorded like any other.
 
 >>> todo = pending(finished=set())
->>> todo[0], todo[len(GPU_CELLS)]
-(('B1-C1024', 0), ('B1-C64', 1))
+>>> todo[0], todo[len(SIZE)], todo[len(SIZE) + len(GPU_CELLS)]
+(('natural_size', 'B4-C256', 0), ('natural_law', 'B1-C1024', 0), ('natural_law', 'B1-C64', 1))
 """
 
 from __future__ import annotations
@@ -20,21 +21,24 @@ import sys
 import time
 
 from studies.natural_law.cells import CELLS, GPU_CELLS
+from studies.natural_law.size import ARMS, SEEDS
+
+SIZE = [("natural_size", arm, seed) for seed in SEEDS for arm in ARMS]
+GRID = [("natural_law", cell, 0) for cell in GPU_CELLS] + [("natural_law", c, 1) for c in CELLS]
 
 
-def pending(finished: set[tuple[str, int]]) -> list[tuple[str, int]]:
-    """(cell, seed) pairs still to run on a GPU, in the order above."""
-    order = [(cell, 0) for cell in GPU_CELLS] + [(cell, 1) for cell in CELLS]
-    return [pair for pair in order if pair not in finished]
+def pending(finished: set[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+    """(study, cell, seed) runs still to run on a GPU, in the order above."""
+    return [run for run in SIZE + GRID if run not in finished]
 
 
-def finished_pairs() -> set[tuple[str, int]]:
+def finished_runs() -> set[tuple[str, str, int]]:
     from ihprobe.jobs.grid import read_result
     from studies.study import load
 
-    grid = load("natural_law").grid
-    pairs = [(cell, seed) for cell in CELLS for seed in (0, 1)]
-    return {(c, s) for c, s in pairs if read_result(grid.folder(c, s)) is not None}
+    grids = {name: load(name).grid for name in ("natural_law", "natural_size")}
+    every = SIZE + GRID + [("natural_law", cell, 0) for cell in CELLS]
+    return {(n, c, s) for n, c, s in every if read_result(grids[n].folder(c, s)) is not None}
 
 
 def warm_corpus() -> None:
@@ -56,11 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=300, help="stop starting runs after this")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = p.parse_args(argv)
-    todo = pending(finished_pairs())
-    command = [sys.executable, "-m", "studies", "natural_law"]
+    todo = pending(finished_runs())
+    command = [sys.executable, "-m", "studies"]
     if args.dry_run:
-        for cell, seed in todo:
-            print(" ".join(["python", *command[1:], "--cell", cell, "--seed", str(seed)]))
+        for study, cell, seed in todo:
+            print(" ".join(["python", *command[1:], study, "--cell", cell, "--seed", str(seed)]))
         return 0
     warm_corpus()
     deadline = time.monotonic() + args.seconds
@@ -69,16 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     while (todo or running) and time.monotonic() < deadline:
         running = [r for r in running if r.poll() is None]
         while todo and len(running) < args.per_device:
-            cell, seed = todo.pop(0)
+            study, cell, seed = todo.pop(0)
             running.append(
-                subprocess.Popen([*command, "--cell", cell, "--seed", str(seed)], env=env)
+                subprocess.Popen([*command, study, "--cell", cell, "--seed", str(seed)], env=env)
             )
         time.sleep(1)
     for r in running:  # the budget is spent: each resumes from its last state next time
         r.terminate()
     for r in running:
         r.wait()
-    print(f"natural_law queue: {len(pending(finished_pairs()))} runs left", file=sys.stderr)
+    print(f"natural_law queue: {len(pending(finished_runs()))} runs left", file=sys.stderr)
     return 0
 
 
