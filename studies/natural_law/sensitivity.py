@@ -8,6 +8,8 @@ whether it would.
   0.1 at its last probe, at that probe. The same rule without the 0.1 places the start of the
   rise; such a run is refitted censored at that start (a lower bound if the rise goes on), and
   placed there (the earliest it could be).
+- **Those runs continued** past the budget to 3x the law, in a copy of their folders
+  (:mod:`studies.natural_law.extend`), read by the declared rule in place of their records.
 - **Coverage** of the declared t-interval: runs simulated from the fitted law (its sigma) at
   the same cells, each censored at its own budget, refitted as declared.
 
@@ -26,7 +28,7 @@ from scipy import stats
 import ihprobe
 from ihprobe.dynamics.law import maximum_likelihood, profile_interval, tobit
 from ihprobe.dynamics.verdicts import LEVEL, Estimate
-from studies.natural_law import claims
+from studies.natural_law import claims, extend
 
 DRAWS = 200  # simulated grids behind a coverage figure
 
@@ -111,6 +113,28 @@ def _changes(declared: dict[str, str], other: dict[str, Estimate], runs: pd.Data
     return "would give " + " and ".join(moved) if moved else "give the declared verdicts"
 
 
+def _continued_lines(runs: pd.DataFrame, starts, declared: dict[str, str]) -> list[str]:
+    """The still-rising runs continued to 3x the law, and the fit with them in place."""
+    rows = {cell: row for cell in starts if (row := extend.continued(cell)) is not None}
+    if not rows:
+        return []
+    said = [
+        f"{cell} {'still censored' if row['censored'] else 'placed'} at "
+        f"{row['updates']:,.0f} updates (max PS {row['max_ps']:.3f})"
+        for cell, row in rows.items()
+    ]
+    moved = runs.copy()
+    for cell, row in rows.items():
+        moved.loc[moved.cell == cell, ["updates", "censored"]] = [row["updates"], row["censored"]]
+    refit = claims.fits(moved)["model"]
+    return [
+        f"- Continued past the budget to {extend.EXTENDED_X:g}x the law in a copy of the run "
+        f"(`extend.py`), by the declared rule: {'; '.join(said)}.",
+        f"  - each in place of its record: b = {refit['b'].text('.2f')}, c = "
+        f"{refit['c'].text('.2f')}; these {_changes(declared, refit, moved)}.",
+    ]
+
+
 def lines(frame: pd.DataFrame) -> list[str]:
     """The results file's section of these checks (empty while the fit cannot be made)."""
     runs = claims.runs_of(frame)
@@ -145,6 +169,7 @@ def lines(frame: pd.DataFrame) -> list[str]:
                 f"  - {how}: b = {refit['b'].text('.2f')}, c = {refit['c'].text('.2f')}; "
                 f"these {_changes(declared, refit, moved)}."
             )
+        out += _continued_lines(runs, starts, declared)
     done = frame[frame.status == "done"]
     covered = coverage(runs, done.steps.astype(float).to_numpy())
     out += [

@@ -1,0 +1,78 @@
+"""Post hoc (added after the data): runs still rising at their last probe, continued past the
+declared budget to ``EXTENDED_X`` times the law's updates, in a copy of their folder under
+``runs/studies/law-natural-extended/``, so the declared runs stay exactly as they ended. The
+sensitivity section reads a continued curve by the declared onset rule; no verdict uses it.
+
+``python -m studies.natural_law.extend B2-C64 B4-C64`` continues those cells' seed 0 (a killed
+continuation resumes; a finished one is reused).
+
+>>> EXTENDED_X, EXTENDED.name
+(3.0, 'law-natural-extended')
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import ihprobe
+from studies.natural_law import RUNS
+from studies.natural_law.cells import CELLS
+from studies.natural_law.measure import onset_row, probe_records
+
+EXTENDED_X = 3.0  # the continued budget, in multiples of the law's updates
+EXTENDED = RUNS.parent / "law-natural-extended"
+
+
+def folder(cell: str, seed: int = 0) -> Path:
+    return EXTENDED / cell / f"seed{seed}"
+
+
+def extend(cell: str, seed: int = 0) -> Path:
+    """Copy ``cell``'s declared run (once) and train the copy on to ``EXTENDED_X`` x the law."""
+    from studies.study import load
+
+    grid = load("natural_law").grid
+    source, target = grid.folder(cell, seed), folder(cell, seed)
+    if not target.exists():
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("result.json", "*.lock"))
+    c = CELLS[cell]
+    steps = math.ceil(EXTENDED_X * ihprobe.predict_emergence(c["batch_size"], c["context"]).updates)
+    config = replace(grid.config(cell, seed), out=str(target), steps=steps, resume=True)
+    return ihprobe.train(config)
+
+
+def continued(cell: str, seed: int = 0) -> dict | None:
+    """The declared onset rule on a finished continuation's probes: its onset row, its last
+    update and max PS (None where the cell was not continued to the end)."""
+    run = folder(cell, seed)
+    records = probe_records(run)
+    meta = ihprobe.run_meta(run) if run.is_dir() else None
+    if not records or not meta or records[-1]["step"] < meta["config"]["steps"]:
+        return None
+    c = CELLS[cell]
+    row = onset_row(records, c["batch_size"], c["context"])
+    most = max(r["max_prefix_matching"] for r in records)
+    return {**row, "last": records[-1]["step"], "max_ps": most}
+
+
+def main(argv: list[str] | None = None) -> int:
+    cells = sys.argv[1:] if argv is None else argv
+    unknown = [cell for cell in cells if cell not in CELLS]
+    if not cells or unknown:
+        print(
+            f"error: name the cells to continue ({unknown or 'none given'} not cells)",
+            file=sys.stderr,
+        )
+        return 2
+    for cell in cells:
+        extend(cell)
+        print(f"natural_law {cell} seed 0: continued to {EXTENDED_X:g}x the law", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
