@@ -2,7 +2,10 @@
 
 Modules: ``cells`` (the declared grid and recipe), ``measure`` (one run's onset, censoring and
 head check), ``claims`` (the Tobit fit, its verdicts, r in tokens, lack of fit), ``report``
-(the results file) and ``figure`` (observed against predicted onsets).
+(the results file), ``figure`` (observed against predicted onsets), ``sensitivity`` and
+``extend`` (checks added after the data: other readings, and still-rising runs continued in a
+copy), ``posthoc`` (the pilots' seeds re-read), ``size`` (the size arm) and ``queue`` (a lent
+GPU's queue).
 ``python -m studies natural_law --list`` lists its cells.
 """
 
