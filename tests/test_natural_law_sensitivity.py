@@ -73,6 +73,7 @@ def test_a_continued_run_is_read_by_the_declared_rule_once_it_has_finished(tmp_p
     from studies.natural_law import extend
 
     monkeypatch.setattr(extend, "EXTENDED", tmp_path)
+    monkeypatch.setattr(extend, "RECORD", tmp_path / "results_extended.csv")
     k = np.arange(49)  # a rise that starts near the old budget's end and goes on past it
     values = 0.01 + np.clip((k - 28) / 6, 0, 1) * 0.2
     run = tmp_path / "B2-C64" / "seed0"
@@ -83,13 +84,16 @@ def test_a_continued_run_is_read_by_the_declared_rule_once_it_has_finished(tmp_p
         for i, v in enumerate(values)
     ]
     (run / "probes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run / "run.json").write_text(json.dumps({"config": {"steps": 120_000}}))  # still training
+    assert extend.reading("B2-C64") is None and extend.continued("B2-C64") is None
     (run / "run.json").write_text(json.dumps({"config": {"steps": 96_000}}))
+    extend.record(extend.reading("B2-C64"))
+    extend.record(extend.reading("B2-C64"))  # a second reading replaces the first
     row = extend.continued("B2-C64")
-    assert not row["censored"] and 50_000 <= row["updates"] <= 62_000 and row["last"] == 96_000
+    assert len(pd.read_csv(extend.RECORD)) == 1 and row["last"] == 96_000
+    assert not row["censored"] and 50_000 <= row["updates"] <= 62_000
     runs = claims.runs_of(law_runs(0.37, 0.62))
     said = sensitivity._continued_lines(runs, {"B2-C64": 1.0, "B4-C64": 1.0}, {"b": "x", "c": "x"})
     assert said[0].endswith(f"B2-C64 placed at {row['updates']:,.0f} updates (max PS 0.210).")
     assert said[1].startswith("  - each in place of its record: b = ")
-    (run / "run.json").write_text(json.dumps({"config": {"steps": 120_000}}))  # still training
-    assert extend.continued("B2-C64") is None
     assert extend.main(["B3-C64"]) == 2

@@ -113,9 +113,30 @@ def _changes(declared: dict[str, str], other: dict[str, Estimate], runs: pd.Data
     return "would give " + " and ".join(moved) if moved else "give the declared verdicts"
 
 
+def _continued(runs: pd.DataFrame, starts) -> tuple[dict, pd.DataFrame]:
+    """The finished continuations of the still-rising runs, and ``runs`` with them in place."""
+    rows = {cell: row for cell in starts if (row := extend.continued(cell)) is not None}
+    moved = runs.copy()
+    for cell, row in rows.items():
+        moved.loc[moved.cell == cell, ["updates", "censored"]] = [row["updates"], row["censored"]]
+    return rows, moved
+
+
+def continued_verdicts(frame: pd.DataFrame) -> dict[str, str] | None:
+    """The verdicts on b and c with every finished continuation in place of its run's record
+    (None where no run was continued): what the README says beside the declared verdicts."""
+    runs = claims.runs_of(frame)
+    rows, moved = _continued(runs, rising_starts(frame))
+    fit = claims.fits(moved) if rows else None
+    if fit is None:
+        return None
+    cells, placed = moved.cell.nunique(), int((~moved.censored).sum())
+    return {name: claims.verdict(fit["model"][name], name, cells, placed)[0] for name in "bc"}
+
+
 def _continued_lines(runs: pd.DataFrame, starts, declared: dict[str, str]) -> list[str]:
     """The still-rising runs continued to 3x the law, and the fit with them in place."""
-    rows = {cell: row for cell in starts if (row := extend.continued(cell)) is not None}
+    rows, moved = _continued(runs, starts)
     if not rows:
         return []
     said = [
@@ -123,9 +144,6 @@ def _continued_lines(runs: pd.DataFrame, starts, declared: dict[str, str]) -> li
         f"{row['updates']:,.0f} updates (max PS {row['max_ps']:.3f})"
         for cell, row in rows.items()
     ]
-    moved = runs.copy()
-    for cell, row in rows.items():
-        moved.loc[moved.cell == cell, ["updates", "censored"]] = [row["updates"], row["censored"]]
     refit = claims.fits(moved)["model"]
     return [
         f"- Continued past the budget to {extend.EXTENDED_X:g}x the law in a copy of the run "
