@@ -86,10 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     cells = sys.argv[1:] if argv is None else argv
     unknown = [cell for cell in cells if cell not in CELLS]
     if not cells or unknown:
-        print(
-            f"error: name the cells to continue ({unknown or 'none given'} not cells)",
-            file=sys.stderr,
-        )
+        said = f"not cells of the grid: {', '.join(unknown)}" if unknown else "none given"
+        print(f"error: name the cells to continue, e.g. B2-C64 ({said})", file=sys.stderr)
         return 2
     for cell in cells:
         extend(cell)
