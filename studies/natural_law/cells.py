@@ -48,9 +48,9 @@ RECIPE = {
 VOCAB = 512  # the corpus BPE's size (the producer's ``vocab_size`` option)
 
 
-def budget(batch_size: int, context: int) -> int:
-    """Updates of one cell's run: ``LAW_X`` x the law's prediction, rounded up."""
-    return math.ceil(LAW_X * predict_emergence(batch_size, context).updates)
+def budget(batch_size: int, context: int, times: float = LAW_X) -> int:
+    """Updates of one cell's run: ``times`` (``LAW_X``) x the law's prediction, rounded up."""
+    return math.ceil(times * predict_emergence(batch_size, context).updates)
 
 
 def _cells(pairs) -> dict[str, dict]:

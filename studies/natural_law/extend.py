@@ -14,7 +14,6 @@ continuation resumes; a finished one is reused).
 
 from __future__ import annotations
 
-import math
 import shutil
 import sys
 from dataclasses import replace
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import ihprobe
 from studies.natural_law import RUNS
-from studies.natural_law.cells import CELLS
+from studies.natural_law.cells import CELLS, budget
 from studies.natural_law.measure import onset_row, probe_records
 
 EXTENDED_X = 3.0  # the continued budget, in multiples of the law's updates
@@ -43,7 +42,7 @@ def extend(cell: str, seed: int = 0) -> Path:
     if not target.exists():
         shutil.copytree(source, target, ignore=shutil.ignore_patterns("result.json", "*.lock"))
     c = CELLS[cell]
-    steps = math.ceil(EXTENDED_X * ihprobe.predict_emergence(c["batch_size"], c["context"]).updates)
+    steps = budget(c["batch_size"], c["context"], EXTENDED_X)
     config = replace(grid.config(cell, seed), out=str(target), steps=steps, resume=True)
     return ihprobe.train(config)
 
