@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import stats
 
 from ihprobe.dynamics.censored import maximum_likelihood
+from ihprobe.dynamics.law import law_design
 
 DRAWS = 199  # parametric bootstrap draws behind a p-value with censored runs (p >= 1 / 200)
 ALPHA = 0.05  # declared level: below it the cells lie off the plane
@@ -49,9 +50,7 @@ def lack_of_fit(runs: pd.DataFrame, *, draws: int = DRAWS, seed: int = 0) -> dic
         return None
     y = np.log10(runs.updates.to_numpy(float))
     cens = runs.censored.to_numpy(bool)
-    X_law = np.column_stack(
-        [np.ones(n), -np.log10(runs.B.to_numpy(float)), -np.log10(runs.C.to_numpy(float))]
-    )
+    X_law, _, _ = law_design(runs)
     member = np.column_stack([(runs.cell == c).to_numpy(bool) for c in cells])
     df = (len(cells) - X_law.shape[1], n - len(cells))
     ratio, theta = _ratio(y, cens, X_law, member)

@@ -48,6 +48,7 @@ __all__ = [
     "cell_means_fit",
     "fit_law",
     "get_law",
+    "law_design",
     "law_point",
     "maximum_likelihood",
     "predict_emergence",
@@ -268,15 +269,23 @@ def fit_law(points, *, b: float | None = None, c: float | None = None) -> LawFit
 # the law over seeds and cells
 
 
-def _design(frame: pd.DataFrame, fixed: dict[str, float]) -> tuple[np.ndarray, list, np.ndarray]:
-    """Columns of the law's regression on log10 U: 1, -log10 B, -log10 C, less the fixed
-    exponents (whose terms move into the offset)."""
+def law_design(
+    frame: pd.DataFrame, fixed: dict[str, float] | None = None
+) -> tuple[np.ndarray, list, np.ndarray]:
+    """(X, names, offset) of the law's regression on log10 U: columns 1, -log10 B, -log10 C,
+    less the ``fixed`` exponents, whose terms move into the offset.
+
+    >>> X, names, offset = law_design(pd.DataFrame({"B": [10], "C": [100]}), {"c": 0.5})
+    >>> X.tolist(), names, offset.tolist()
+    ([[1.0, -1.0]], ['log10T', 'b'], [-1.0])
+    """
+    fixed = fixed or {}
     columns = {
         "log10T": np.ones(len(frame)),
         "b": -np.log10(frame.B.to_numpy(float)),
         "c": -np.log10(frame.C.to_numpy(float)),
     }
-    offset = sum(columns[k] * v for k, v in fixed.items())
+    offset = sum((columns[k] * v for k, v in fixed.items()), np.zeros(len(frame)))
     names = [k for k in columns if k not in fixed]
     return np.column_stack([columns[k] for k in names]), names, np.asarray(offset, float)
 
@@ -300,7 +309,7 @@ def cell_means_fit(runs: pd.DataFrame, *, fixed: dict[str, float] | None = None)
     means = logs.groupby("cell", sort=False).agg(
         B=("B", "first"), C=("C", "first"), y=("y", "mean"), n=("y", "size")
     )
-    X, names, offset = _design(means, fixed)
+    X, names, offset = law_design(means, fixed)
     y = means.y.to_numpy() - offset
     beta, *_ = np.linalg.lstsq(X, y, rcond=None)
     residuals = y - X @ beta
@@ -328,7 +337,7 @@ def censored_fit(
     :func:`cell_means_fit` plus ``censored`` (how many runs were censored).
     """
     fixed = fixed or {}
-    X, names, offset = _design(runs, fixed)
+    X, names, offset = law_design(runs, fixed)
     y = np.log10(runs.updates.to_numpy(float)) - offset
     cens = runs.censored.to_numpy(bool)
     clusters = runs.cell.to_numpy() if clustered else None

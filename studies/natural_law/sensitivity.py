@@ -26,7 +26,7 @@ import pandas as pd
 from scipy import stats
 
 import ihprobe
-from ihprobe.dynamics.law import maximum_likelihood, profile_interval, tobit
+from ihprobe.dynamics.law import law_design, maximum_likelihood, profile_interval, tobit
 from ihprobe.dynamics.verdicts import LEVEL, Estimate
 from studies.natural_law import claims, extend
 
@@ -35,7 +35,7 @@ DRAWS = 200  # simulated grids behind a coverage figure
 
 def design(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(y, X, censored) of the declared fit: log10 U on 1, -log10 B, -log10 C."""
-    X = np.column_stack([np.ones(len(runs)), -np.log10(runs.B), -np.log10(runs.C)])
+    X, _, _ = law_design(runs)
     return np.log10(runs.updates.to_numpy(float)), X, runs.censored.to_numpy(bool)
 
 
