@@ -44,6 +44,9 @@ class Estimate:
 
     ``seeds`` is the fewest seeds in any cell it rests on; ``needs`` the seeds its verdict
     waits for; ``log10`` marks a log10 ratio, printed as the ratio itself.
+
+    >>> Estimate(-4.5, -4.5, math.inf, "a bound", 1, log10=True).text(".2f")
+    'at least 3.2e-05 (a bound)'
     """
 
     value: float
@@ -56,7 +59,12 @@ class Estimate:
 
     def text(self, spec: str = ".3g") -> str:
         """``value [low, high] (method)``; ``value (method; no interval)`` when it has none."""
-        show = (lambda x: f"{10**x:{spec}}") if self.log10 else (lambda x: f"{x:{spec}}")
+
+        def show(x: float) -> str:  # a nonzero value that rounds to 0 keeps 2 significant digits
+            value = 10**x if self.log10 else x
+            shown = f"{value:{spec}}"
+            return f"{value:.2g}" if value != 0 and not shown.strip("-+0.,%") else shown
+
         if not np.isfinite(self.value):
             return f"none ({self.method})"
         if np.isnan(self.low) or np.isnan(self.high):
