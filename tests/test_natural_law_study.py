@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ihprobe.dynamics.lack_of_fit import lack_of_fit
-from studies.natural_law import cells, claims, measure, posthoc, report, sensitivity, size
+from studies.natural_law import cells, claims, measure, posthoc, report, sensitivity
 from studies.study import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,27 +155,6 @@ def test_post_hoc_the_two_seeds_the_old_rule_censored_are_placed():
     assert any("b between" in line for line in posthoc.lines())
 
 
-def size_frame(factor: float, seeds: int) -> pd.DataFrame:
-    rng = np.random.default_rng(0)
-    rows = []
-    for arm in size.ARMS:
-        scale = factor if arm.endswith("-d64") else 1.0
-        for seed in range(seeds):
-            u = 8_000 * scale * 10 ** (0.05 * rng.standard_normal())
-            rows.append(
-                {"cell": arm, "seed": seed, "status": "done", "updates": u, "censored": False}
-            )
-    return pd.DataFrame(rows)
-
-
-def test_the_size_arm_judges_each_ratio_both_ways_and_waits_for_five_seeds():
-    same = size.ratio_lines(size_frame(1.0, 5))
-    assert all("**agrees**" in line for line in same)
-    moved = size.ratio_lines(size_frame(3.0, 5))
-    assert "**disagrees**" in moved[0] and "**agrees**" in moved[1]
-    assert all("pending" in line for line in size.ratio_lines(size_frame(1.0, 3)))
-
-
 def test_a_seed_run_beyond_the_declared_ones_is_recorded(tmp_path):
     from ihprobe.jobs.grid import Grid, write_result
     from ihprobe.training.config import TrainConfig
@@ -297,18 +276,3 @@ def test_a_finished_run_without_live_probes_is_left_out_of_the_fit():
     runs = claims.runs_of(frame)
     assert len(runs) == len(frame) - 1 and frame.cell[0] not in set(runs.cell)
     assert claims.fits(runs) is not None
-
-
-def test_the_readme_size_row_quotes_each_arms_verdict():
-    frame = pd.read_csv(FOLDER / "results_size.csv")
-    said = [line.split("**")[1] for line in size.ratio_lines(frame) if "**" in line]
-    row = next(
-        line
-        for line in (ROOT / "README.md").read_text().splitlines()
-        if line.startswith("| the emergence point does not depend on model size, on natural")
-    )
-    verdict = row.rstrip(" |").rsplit(" | ", 1)[1]
-    if all(v.startswith("pending") for v in said):
-        assert verdict.startswith("pending")
-    else:
-        assert all(v in verdict for v in said), (said, verdict)

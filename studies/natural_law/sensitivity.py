@@ -57,15 +57,19 @@ def profiles(runs: pd.DataFrame) -> dict[str, Estimate]:
 def rising_starts(frame: pd.DataFrame) -> dict[str, float]:
     """Censored runs without a transition whose live curve the declared rule, without its
     0.1 floor, places: cell -> the updates at the start of that rise."""
-    out = {}
-    for r in frame[frame.status == "done"].itertuples():
-        if not bool(r.censored) or bool(r.transition):
-            continue
-        table = _curve_table(r.curve, int(r.B) * int(r.C))
-        point = ihprobe.emergence(table, batch_size=int(r.B), context=int(r.C), min_rise=0.0)
-        if point.transition:
-            out[r.cell] = float(point.updates)
-    return out
+    done = frame[frame.status == "done"]
+    starts = {r.cell: rising_start(r) for r in done.itertuples()}
+    return {cell: start for cell, start in starts.items() if start is not None}
+
+
+def rising_start(run) -> float | None:
+    """The updates at which a censored run's rise begins by the declared rule without its 0.1
+    floor (None for a placed run, or a curve with no rise at all); ``run``: a results row."""
+    if not bool(run.censored) or bool(run.transition):
+        return None
+    table = _curve_table(run.curve, int(run.B) * int(run.C))
+    point = ihprobe.emergence(table, batch_size=int(run.B), context=int(run.C), min_rise=0.0)
+    return float(point.updates) if point.transition else None
 
 
 def _curve_table(curve: str, per_update: int) -> pd.DataFrame:

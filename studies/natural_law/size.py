@@ -16,22 +16,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from ihprobe.dynamics.law import censored_ratio
-from ihprobe.dynamics.verdicts import judge, same_ratio
 from ihprobe.jobs.grid import Grid
 from studies.natural_law import RUNS, _base, _measure, report
+from studies.natural_law import size_claims as sc
 from studies.natural_law.cells import CELLS
 from studies.study import STUDIES, Study
 
-CELL = "B4-C256"  # d_model 128: the grid's own cell and run
+CELL = sc.BASE  # d_model 128: the grid's own cell and run
 ARMS = {
     CELL: CELLS[CELL],
     f"{CELL}-d64": {**CELLS[CELL], "d_model": 64},
     f"{CELL}-d256": {**CELLS[CELL], "d_model": 256},
     f"{CELL}-ao": {**CELLS[CELL], "d_mlp": 0},
 }
-SEEDS = (0, 1, 2, 3, 4)
-CLAIM = same_ratio(1.5)
+SEEDS = tuple(range(sc.SEEDS))
 LABELS = {
     CELL: "d_model 128",
     f"{CELL}-d64": "d_model 64",
@@ -41,22 +39,60 @@ LABELS = {
 
 
 def ratio_lines(frame: pd.DataFrame) -> list[str]:
-    """Each arm's onset over d_model 128's, with its verdict (pending below 5 seeds an arm)."""
-    done = frame[frame.status == "done"] if "status" in frame else frame.iloc[:0]
-    out = []
-    for arm in list(ARMS)[1:]:
-        rows = done[done.cell.isin([arm, CELL])]
-        if rows.empty or rows.cell.nunique() < 2:
-            out.append(f"- {LABELS[arm]} over d_model 128: pending (no finished run yet).")
-            continue
-        runs = rows.assign(censored=rows.censored.astype(bool), updates=rows.updates.astype(float))
-        ratio = censored_ratio(runs, arm, CELL)
-        verdict, _ = judge(ratio, CLAIM)
-        out.append(
-            f"- {LABELS[arm]} over d_model 128: {ratio.text('.2f')}: **{verdict}** "
-            f"(rule: {CLAIM.says})."
-        )
+    """[A]'s size verdict, then each arm's onset over d_model 128's with its verdict (pending
+    below 5 seeds an arm) and, beneath it, the amended checks."""
+    said, _ = sc.size_verdict(frame)
+    out = [f"- **[A]'s size claim (d_model 64 and 256 together): {said}**."]
+    for arm in (*sc.SIZES, *sc.OTHER):
+        out += arm_lines(frame, arm)
+    censored = "; ".join(f"{LABELS[arm]}: {sc.censoring(frame, arm)}" for arm in ARMS)
+    out.append(f"- Censored runs: {censored}.")
+    n = sc.seeds_for_agreement()
+    out.append(
+        f"- Power: at a between-seed SD of {sc.SEED_SD} decades, a t-interval on a true ratio "
+        f"of 1 lies {sc.CLAIM.says} only from about {n} seeds an arm; at {sc.SEEDS}, "
+        "'inconclusive at this scale' is the expected verdict even where [A] holds, and is "
+        "not support for it."
+    )
     return out
+
+
+def summary(frame: pd.DataFrame) -> str:
+    """Each arm's finished seeds, placed onsets and seeds with a head (the README quotes it).
+
+    >>> one = {"status": "done", "updates": 5e3, "censored": False, "has_head": True, "steps": 1}
+    >>> summary(pd.DataFrame([{"cell": CELL, **one}])).split("; ")[0]
+    'd_model 128: 1 finished, 1 placed, 1 with a head'
+    """
+    runs = sc.runs_of(frame)
+    counts = [(arm, runs[runs.cell == arm]) for arm in ARMS]
+    return "; ".join(
+        f"{LABELS[arm]}: {len(r)} finished, {int((~r.censored).sum())} placed, "
+        f"{int(r.has_head.sum())} with a head"
+        for arm, r in counts
+    )
+
+
+def arm_lines(frame: pd.DataFrame, arm: str) -> list[str]:
+    """One arm's declared ratio and verdict, and its amended checks as sub-items."""
+    runs, final, label = sc.runs_of(frame), sc.ended(frame, arm), LABELS[arm]
+    if runs[runs.cell == arm].empty or runs[runs.cell == CELL].empty:
+        missing = " and ".join(LABELS[c] for c in (arm, CELL) if runs[runs.cell == c].empty)
+        return [f"- {label} over d_model 128: pending (no finished run of {missing} yet)."]
+    ratio = sc.onset_ratio(runs, arm)
+    said, why = sc.verdict(ratio, runs, arm, final)
+    share, base, p = sc.formation(runs, arm)
+    heads = sc.among_heads(runs, arm)
+    censored = sc.onset_ratio(runs, arm, heads_only=True)
+    return [
+        f"- {label} over d_model 128: {ratio.text('.2f')}: **{said}** ({why + '; ' if why else ''}"
+        f"rule: {sc.CLAIM.says}).",
+        f"  - seeds with a head: {share.text('.2f')} against {base.text('.2f')}; Fisher's "
+        f"exact p = {p:.2f}: **{sc.formation_verdict(runs, arm, final)}**.",
+        f"  - onsets of the seeds with a head only: {heads.text('.2f')}.",
+        f"  - a run without a head censored at its budget: {censored.text('.2f')}: "
+        f"**{sc.verdict(censored, runs, arm, final)[0]}**.",
+    ]
 
 
 def _report(frame: pd.DataFrame, provenance: list[str]) -> str:
@@ -71,9 +107,13 @@ def _report(frame: pd.DataFrame, provenance: list[str]) -> str:
         f"- Cell {CELL} of the natural-text grid (`RESULTS.md` beside this file: the same "
         "recipe, budget and onset rule); arms: d_model 64, 128 (the grid's own run) and 256 "
         "with MLPs (4 d_model wide), and attention-only at d_model 128.",
-        f"- Claim: each arm's onset in updates over d_model 128's is {CLAIM.says} (Tobit "
+        f"- Claim: each arm's onset in updates over d_model 128's is {sc.CLAIM.says} (Tobit "
         "ratio of geometric means, censored runs at their bound); a verdict at 5 seeds an "
         "arm, pending before; seeds 0-2 run first.",
+        "",
+        "## Amended before any verdict",
+        "",
+        *sc.AMENDMENTS,
         "",
         "## Runs",
         "",

@@ -1,0 +1,156 @@
+"""The size arm's verdicts, declared before its first run and amended before any verdict.
+
+- **Declared:** each arm's onset in updates over d_model 128's, a Tobit ratio of geometric
+  means (censored runs at their bound), is the same within 1.5x either way; a verdict at 5
+  seeds an arm, pending before.
+- **Amended** (see :data:`AMENDMENTS`): a ratio is judged only where every arm it reads
+  has at least ``MIN_PLACED`` placed onsets; [A]'s size claim is the d_model 64 and 256 arms
+  together (:func:`~ihprobe.dynamics.verdicts.judge_all`), attention-only an architecture
+  contrast beside it; and since a seed may form no head at all, the share of seeds with a head
+  is compared on its own (Fisher's exact test), the onsets of the seeds with a head beside it.
+
+>>> CLAIM.says, MIN_PLACED, seeds_for_agreement(0.3), seeds_for_agreement(0.1)
+('within 1.5x either way', 3, 24, 4)
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from scipy import stats
+
+from ihprobe.dynamics.law import censored_ratio
+from ihprobe.dynamics.verdicts import (
+    INCONCLUSIVE,
+    LEVEL,
+    Estimate,
+    judge,
+    judge_all,
+    proportion,
+    same_ratio,
+    welch,
+)
+from studies.natural_law import sensitivity
+
+BASE = "B4-C256"  # d_model 128: the grid's own cell
+SIZES = (f"{BASE}-d64", f"{BASE}-d256")  # [A]'s claim: these against the base
+OTHER = (f"{BASE}-ao",)  # attention-only: an architecture contrast, reported beside
+SEEDS = 5
+CLAIM = same_ratio(1.5)
+MIN_PLACED = 3  # placed onsets in an arm before a ratio that reads them is judged
+SEED_SD = 0.3  # decades: the between-seed spread the pilots showed, for the power line
+ALPHA = 0.05  # Fisher's exact test on the share of seeds with a head
+AMENDMENTS = [
+    "- 2026-12-05, before any verdict (a referee's review, 3 of 5 seeds in the most advanced "
+    f"arm): a ratio is judged only where every arm it reads has at least {MIN_PLACED} placed "
+    "onsets, else it is 'inconclusive at this scale' (with one placed run in an arm, sigma "
+    "collapses onto runs just under the bound and the referee's simulation said 'agrees' of "
+    "a true 2x ratio in 6% of grids).",
+    "- The same day: a seed that forms no head by twice the law is not a late onset, so one "
+    "log-normal over both mixes 'forms later' with 'never forms'. The share of seeds with a "
+    "head (onset placed and the head check passed) is reported per arm and compared with "
+    f"d_model 128's by Fisher's exact test (p < {ALPHA} says the shares differ); the onsets of "
+    "the seeds with a head are compared beside it (Welch t), and the declared ratio is refitted "
+    "with a run that has no head censored at its budget.",
+    "- The same day: [A]'s size claim is judged on d_model 64 and 256 together (it agrees only "
+    "if both agree, disagrees if either does); attention-only is an architecture contrast, "
+    "judged by the same rule but not part of that verdict. Every arm keeps the grid's "
+    "learning rate, 3e-3, so a size arm's verdict is one at that learning rate.",
+]
+
+
+def runs_of(frame: pd.DataFrame) -> pd.DataFrame:
+    """Finished runs with an onset or a bound (cell, seed, updates, censored, has_head,
+    budget); a run measured without live probes has neither and is left out."""
+    done = frame[frame.status == "done"] if "status" in frame else frame.iloc[:0]
+    done = done[done.updates.notna()]
+    return pd.DataFrame(
+        {
+            "cell": done.cell.to_numpy(),
+            "updates": done.updates.astype(float).to_numpy(),
+            "censored": done.censored.astype(bool).to_numpy(),
+            "has_head": done.has_head.astype(bool).to_numpy(),
+            "budget": done.steps.astype(float).to_numpy(),
+        }
+    )
+
+
+def ended(frame: pd.DataFrame, arm: str) -> bool:
+    """Every declared seed of ``arm`` and the base has ended (no run to come)."""
+    rows = frame[frame.cell.isin([arm, BASE])]
+    return len(rows) >= 2 * SEEDS and bool((rows.status != "pending").all())
+
+
+def onset_ratio(runs: pd.DataFrame, arm: str, *, heads_only: bool = False) -> Estimate:
+    """The declared Tobit ratio of ``arm``'s onset over the base's; ``heads_only``: a run
+    without a head enters censored at its budget."""
+    if heads_only:
+        runs = runs.assign(
+            censored=runs.censored | ~runs.has_head,
+            updates=runs.updates.where(runs.has_head, runs.budget),
+        )
+    return censored_ratio(runs, arm, BASE, needs=SEEDS)
+
+
+def verdict(estimate: Estimate, runs: pd.DataFrame, arm: str, final: bool) -> tuple[str, str]:
+    """(verdict, note): the declared rule on ``estimate``, with the amendment that an arm that
+    places any onset needs ``MIN_PLACED`` of them first (``note`` says so where it applied)."""
+    said, _ = judge(estimate, CLAIM, final=final)
+    placed = runs[~runs.censored].groupby("cell").size()
+    short = [c for c in (arm, BASE) if 0 < placed.get(c, 0) < MIN_PLACED]
+    if said.startswith("pending") or not short:
+        return said, ""
+    counts = ", ".join(f"{c}: {placed[c]}" for c in short)
+    return INCONCLUSIVE, f"fewer than {MIN_PLACED} placed onsets ({counts})"
+
+
+def formation(runs: pd.DataFrame, arm: str) -> tuple[Estimate, Estimate, float]:
+    """(arm's share of seeds with a head, the base's, Fisher's exact two-sided p)."""
+    k = [int(runs[runs.cell == c].has_head.sum()) for c in (arm, BASE)]
+    n = [int((runs.cell == c).sum()) for c in (arm, BASE)]
+    p = stats.fisher_exact([[k[0], n[0] - k[0]], [k[1], n[1] - k[1]]])[1] if min(n) else math.nan
+    return proportion(k[0], n[0]), proportion(k[1], n[1]), float(p)
+
+
+def formation_verdict(runs: pd.DataFrame, arm: str, final: bool) -> str:
+    """``"differs"`` (Fisher p < ALPHA), ``"no difference found"``, or pending below 5 seeds."""
+    share, base, p = formation(runs, arm)
+    seeds = min(share.seeds, base.seeds)
+    if seeds < SEEDS and not final:
+        return f"pending: {seeds} of {SEEDS} seeds"
+    return "differs" if p < ALPHA else "no difference found"
+
+
+def among_heads(runs: pd.DataFrame, arm: str) -> Estimate:
+    """Ratio of geometric mean onsets over the seeds with a head only (Welch t on log10)."""
+    heads = runs[runs.has_head]
+    return welch(heads[heads.cell == arm].updates, heads[heads.cell == BASE].updates, log=True)
+
+
+def seeds_for_agreement(sd: float = SEED_SD, factor: float = 1.5) -> int:
+    """Seeds an arm at which a t-interval on a true ratio of 1 first fits inside ``factor``
+    either way, for a between-seed SD of ``sd`` decades in both arms."""
+    n = 2
+    while stats.t.ppf(0.5 + LEVEL / 2, 2 * n - 2) * sd * math.sqrt(2 / n) >= math.log10(factor):
+        n += 1
+    return n
+
+
+def censoring(frame: pd.DataFrame, arm: str) -> str:
+    """How an arm's censored runs ended: with no rise, or with a rise begun under the rule's
+    0.1 (the declared rule without its floor places its start)."""
+    done = frame[(frame.status == "done") & (frame.cell == arm)]
+    censored = [r for r in done.itertuples() if bool(r.censored)]
+    rising = [r for r in censored if sensitivity.rising_start(r) is not None]
+    if not censored:
+        return f"none of {len(done)} censored"
+    flat = len(censored) - len(rising)
+    return f"{len(censored)} of {len(done)} ({flat} with no rise, {len(rising)} rising under 0.1)"
+
+
+def size_verdict(frame: pd.DataFrame) -> tuple[str, str]:
+    """[A]'s size claim: the d_model 64 and 256 ratios judged together."""
+    runs = runs_of(frame)
+    parts = [verdict(onset_ratio(runs, arm), runs, arm, ended(frame, arm)) for arm in SIZES]
+    return judge_all([(said, note or said) for said, note in parts])

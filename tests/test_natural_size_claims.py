@@ -1,0 +1,147 @@
+"""The size arm's verdicts on planted runs: the declared ratio both ways and pending below 5
+seeds, the amendments (3 placed onsets an arm, the share of seeds with a head, the combined
+size verdict without the attention-only arm), and the README row held to the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ihprobe.dynamics.verdicts import judge
+from studies.natural_law import size
+from studies.natural_law import size_claims as sc
+from tests.test_natural_law_sensitivity import curve
+
+ROOT = Path(__file__).resolve().parents[1]
+D64, D256, AO = f"{sc.BASE}-d64", f"{sc.BASE}-d256", f"{sc.BASE}-ao"
+BUDGET = 28_855
+
+
+def run(cell: str, seed: int, updates: float | None, head: bool = True) -> dict:
+    """A finished run: placed at ``updates`` (with a head unless ``head`` is False), or
+    censored at the budget where ``updates`` is None."""
+    placed = updates is not None
+    return {
+        "cell": cell,
+        "seed": seed,
+        "status": "done",
+        "updates": updates if placed else BUDGET,
+        "censored": not placed,
+        "transition": placed,
+        "has_head": placed and head,
+        "steps": BUDGET,
+    }
+
+
+def planted(factors: dict[str, float], seeds: int = 5, sd: float = 0.05) -> pd.DataFrame:
+    """Every arm placed at 8,000 updates times its factor, with log-normal seed noise."""
+    rng = np.random.default_rng(0)
+    rows = [
+        run(arm, s, 8_000 * factors.get(arm, 1.0) * 10 ** (sd * rng.standard_normal()))
+        for arm in size.ARMS
+        for s in range(seeds)
+    ]
+    pending = [
+        {"cell": arm, "seed": s, "status": "pending"} for arm in size.ARMS for s in range(seeds, 5)
+    ]
+    return pd.DataFrame(rows + pending)
+
+
+def test_the_size_verdict_agrees_disagrees_and_waits_for_five_seeds():
+    assert sc.size_verdict(planted({}))[0] == "agrees"
+    assert sc.size_verdict(planted({D64: 3.0}))[0] == "disagrees"
+    assert sc.size_verdict(planted({D256: 1 / 3}))[0] == "disagrees"
+    assert sc.size_verdict(planted({}, seeds=3))[0] == "pending: 3 of 5 seeds"
+
+
+def test_attention_only_is_judged_beside_the_size_verdict_not_in_it():
+    frame = planted({AO: 3.0})
+    assert sc.size_verdict(frame)[0] == "agrees"
+    lines = size.arm_lines(frame, AO)
+    assert "**disagrees**" in lines[0] and lines[0].startswith("- attention-only")
+
+
+def test_a_ratio_needs_three_placed_onsets_an_arm():
+    # one or two placed runs just under a bound: sigma collapses and the declared rule alone
+    # would say "agrees" of an arm whose other runs never formed a head
+    base = [run(sc.BASE, s, u) for s, u in enumerate([8000, 8100, 7900, 8050, 7950])]
+    for placed in ([8000], [7990, 8010]):
+        arm = [run(D64, s, u) for s, u in enumerate(placed)]
+        late = {"updates": 9_000.0, "steps": 9_000}  # censored just above the placed ones
+        arm += [run(D64, s, None) | late for s in range(len(placed), 5)]
+        runs = sc.runs_of(pd.DataFrame(base + arm))
+        ratio = sc.onset_ratio(runs, D64)
+        assert judge(ratio, sc.CLAIM)[0] == "agrees"
+        said, note = sc.verdict(ratio, runs, D64, final=True)
+        assert said == "inconclusive at this scale"
+        assert note == f"fewer than 3 placed onsets ({D64}: {len(placed)})"
+    three = sc.runs_of(planted({}))
+    assert sc.verdict(sc.onset_ratio(three, D64), three, D64, final=True) == ("agrees", "")
+
+
+def test_the_share_of_seeds_with_a_head_is_compared_both_ways():
+    frame = planted({})
+    frame.loc[frame.cell == D256, ["censored", "has_head", "updates"]] = [True, False, BUDGET]
+    runs = sc.runs_of(frame)
+    share, base, p = sc.formation(runs, D256)
+    assert (share.value, base.value) == (0.0, 1.0) and p < 0.01  # 0 of 5 against 5 of 5
+    assert sc.formation_verdict(runs, D256, final=False) == "differs"
+    assert sc.formation_verdict(runs, D64, final=False) == "no difference found"
+    early = sc.runs_of(planted({}, seeds=3))
+    assert sc.formation_verdict(early, D64, final=False) == "pending: 3 of 5 seeds"
+
+
+def test_a_placed_onset_without_a_head_is_censored_in_the_check_and_left_out_of_heads():
+    frame = planted({})
+    frame.loc[(frame.cell == D64) & (frame.seed < 3), "has_head"] = False
+    runs = sc.runs_of(frame)
+    assert sc.among_heads(runs, D64).method == "Welch t on log10, 2 and 5 seeds"
+    moved = sc.onset_ratio(runs, D64, heads_only=True)
+    assert moved.value > sc.onset_ratio(runs, D64).value + 0.3  # 3 runs now at the budget
+
+
+def test_a_run_without_live_probes_is_left_out_and_every_seed_ended_is_final():
+    frame = planted({})
+    frame.loc[(frame.cell == D64) & (frame.seed == 4), "updates"] = np.nan
+    runs = sc.runs_of(frame)
+    assert (runs.cell == D64).sum() == 4 and runs.updates.notna().all()
+    assert sc.ended(frame, D64)
+    said, _ = sc.verdict(sc.onset_ratio(runs, D64), runs, D64, sc.ended(frame, D64))
+    assert not said.startswith("pending")
+
+
+def test_censored_runs_are_told_apart_by_whether_a_rise_had_begun():
+    k = np.arange(33)
+    rising = 0.01 + np.clip((k - 22) / 10, 0, 1) * 0.05
+    flat = 0.01 + 0.001 * np.sin(k)
+    rows = [
+        run(D64, 0, None) | {"curve": curve(rising, 1024), "B": 4, "C": 256},
+        run(D64, 1, None) | {"curve": curve(flat, 1024), "B": 4, "C": 256},
+        run(D64, 2, 7_000.0) | {"curve": curve(rising, 1024), "B": 4, "C": 256},
+    ]
+    said = sc.censoring(pd.DataFrame(rows), D64)
+    assert said == "2 of 3 (1 with no rise, 1 rising under 0.1)"
+
+
+def test_agreement_needs_many_seeds_at_the_pilots_spread():
+    assert sc.seeds_for_agreement(0.3) > sc.SEEDS >= sc.seeds_for_agreement(0.08)
+    line = size.ratio_lines(planted({}))[-1]
+    assert line.startswith("- Power:") and f"about {sc.seeds_for_agreement()} seeds" in line
+
+
+def test_the_readme_size_row_quotes_the_code():
+    frame = pd.read_csv(ROOT / "studies" / "natural_law" / "results_size.csv")
+    row = next(
+        line
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("| the emergence point does not depend on model size, on natural")
+    )
+    verdict = row.rstrip(" |").rsplit(" | ", 1)[1]
+    said, _ = sc.size_verdict(frame)
+    assert verdict.startswith(said), (said, verdict)
+    assert size.summary(frame) in row
+    assert f"about {sc.seeds_for_agreement()} seeds an arm" in row
+    science = " ".join((ROOT / "docs" / "science.md").read_text().split())
+    assert f"about {sc.seeds_for_agreement()} seeds an arm" in science
