@@ -145,3 +145,14 @@ def test_the_readme_size_row_quotes_the_code():
     assert f"about {sc.seeds_for_agreement()} seeds an arm" in row
     science = " ".join((ROOT / "docs" / "science.md").read_text().split())
     assert f"about {sc.seeds_for_agreement()} seeds an arm" in science
+
+
+def test_the_profile_interval_judges_both_ways_and_has_none_for_an_arm_all_censored():
+    for factors, said in (({}, "agrees"), ({D64: 3.0}, "disagrees")):
+        runs = sc.runs_of(planted(factors))
+        profile, wald = sc.profile_ratio(runs, D64), sc.onset_ratio(runs, D64)
+        assert abs(profile.value - wald.value) < 1e-4
+        assert sc.verdict(profile, runs, D64, final=True)[0] == said
+    frame = planted({})
+    frame.loc[frame.cell == D256, ["censored", "has_head", "updates"]] = [True, False, BUDGET]
+    assert np.isnan(sc.profile_ratio(sc.runs_of(frame), D256).value)

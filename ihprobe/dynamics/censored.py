@@ -42,7 +42,11 @@ def tobit(y, X, bound_censored, *, clusters=None) -> tuple[np.ndarray, np.ndarra
     y, X, cens = np.asarray(y, float), np.asarray(X, float), np.asarray(bound_censored, bool)
     k = X.shape[1]
     theta, _, converged = maximum_likelihood(y, X, cens)
-    how = "Tobit ML" if converged else "Tobit ML (no maximum: optimiser did not converge)"
+    how = (
+        "Tobit ML"
+        if converged
+        else "Tobit ML (no maximum: sigma collapsed or the optimiser stopped short)"
+    )
     bread = np.full((k + 1, k + 1), np.nan)  # no maximum: no curvature to read an interval from
     if converged:
         hessian = _numeric_jacobian(lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0), theta)

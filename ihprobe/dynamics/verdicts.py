@@ -47,6 +47,8 @@ class Estimate:
 
     >>> Estimate(-4.5, -4.5, math.inf, "a bound", 1, log10=True).text(".2f")
     'at least 3.2e-05 (a bound)'
+    >>> Estimate(0.5, -math.inf, math.inf, "a profile", 1).text(".2f")
+    '0.50 (a profile; no bound either way)'
     """
 
     value: float
@@ -69,6 +71,8 @@ class Estimate:
             return f"none ({self.method})"
         if np.isnan(self.low) or np.isnan(self.high):
             return f"{show(self.value)} ({self.method}; no interval)"
+        if self.high == math.inf and self.low == -math.inf:
+            return f"{show(self.value)} ({self.method}; no bound either way)"
         if self.high == math.inf or self.low == -math.inf:
             edge, which = (self.low, "least") if self.high == math.inf else (self.high, "most")
             return f"at {which} {show(edge)} ({self.method})"

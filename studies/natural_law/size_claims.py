@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ihprobe.dynamics.law import censored_ratio
+from ihprobe.dynamics.law import censored_ratio, maximum_likelihood, profile_interval
 from ihprobe.dynamics.verdicts import (
     INCONCLUSIVE,
     LEVEL,
@@ -57,6 +58,9 @@ AMENDMENTS = [
     "if both agree, disagrees if either does); attention-only is an architecture contrast, "
     "judged by the same rule but not part of that verdict. Every arm keeps the grid's "
     "learning rate, 3e-3, so a size arm's verdict is one at that learning rate.",
+    "- The same day: beside each declared (Wald) interval, a profile-likelihood one, as a "
+    "check on the Wald interval's symmetry under censoring; the declared verdict stays the "
+    "Wald interval's.",
 ]
 
 
@@ -91,6 +95,26 @@ def onset_ratio(runs: pd.DataFrame, arm: str, *, heads_only: bool = False) -> Es
             updates=runs.updates.where(runs.has_head, runs.budget),
         )
     return censored_ratio(runs, arm, BASE, needs=SEEDS)
+
+
+def profile_ratio(runs: pd.DataFrame, arm: str) -> Estimate:
+    """The declared ratio with a profile-likelihood interval (cut at t(runs - 2)^2) in place
+    of the Wald one, which is symmetric however lopsided censoring makes the likelihood."""
+    rows = runs[runs.cell.isin([arm, BASE])]
+    y, cens = np.log10(rows.updates.to_numpy(float)), rows.censored.to_numpy(bool)
+    X = np.column_stack([np.ones(len(rows)), (rows.cell == arm).to_numpy(float)])
+    df = len(rows) - 2
+    whole = [c for c in (arm, BASE) if rows[rows.cell == c].censored.all()]  # no finite maximum
+    theta, ok = np.full(3, np.nan), False
+    if df >= 1 and not whole:
+        theta, _, ok = maximum_likelihood(y, X, cens)
+    cut = stats.t.ppf(0.5 + LEVEL / 2, max(df, 1)) ** 2
+    low, high = profile_interval(y, X, cens, 1, cut) if ok else (math.nan, math.nan)
+    seeds = int(min((rows.cell == c).sum() for c in (arm, BASE)))
+    how = f"profile likelihood cut at t({df})^2, {int(cens.sum())} of {len(rows)} censored"
+    how += f"; every run of {' and '.join(whole)} censored" if whole else ""
+    value = float(theta[1]) if ok else math.nan
+    return Estimate(value, low, high, how, seeds, SEEDS, log10=True)
 
 
 def verdict(estimate: Estimate, runs: pd.DataFrame, arm: str, final: bool) -> tuple[str, str]:
