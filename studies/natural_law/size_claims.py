@@ -45,9 +45,10 @@ ALPHA = 0.05  # Fisher's exact test on the share of seeds with a head
 AMENDMENTS = [
     "- 2026-12-05, before any verdict (a referee's review, 3 of 5 seeds in the most advanced "
     f"arm): a ratio is judged only where every arm it reads has at least {MIN_PLACED} placed "
-    "onsets, else it is 'inconclusive at this scale' (with one placed run in an arm, sigma "
-    "collapses onto runs just under the bound and the referee's simulation said 'agrees' of "
-    "a true 2x ratio in 6% of grids).",
+    "onsets, else it is 'inconclusive at this scale': with one or two placed runs just under "
+    "the other runs' bound, sigma collapses onto them and the declared rule alone says "
+    "'agrees' of an arm whose other runs never placed (`tests/test_natural_size_claims.py` "
+    "plants it).",
     "- The same day: a seed that forms no head by twice the law is not a late onset, so one "
     "log-normal over both mixes 'forms later' with 'never forms'. The share of seeds with a "
     "head (onset placed and the head check passed) is reported per arm and compared with "
