@@ -98,8 +98,11 @@ def test_a_placed_onset_without_a_head_is_censored_in_the_check_and_left_out_of_
     frame.loc[(frame.cell == D64) & (frame.seed < 3), "has_head"] = False
     runs = sc.runs_of(frame)
     assert sc.among_heads(runs, D64).method == "Welch t on log10, 2 and 5 seeds"
-    moved = sc.onset_ratio(runs, D64, heads_only=True)
+    headless = sc.headless_censored(runs)
+    moved = sc.onset_ratio(headless, D64)
     assert moved.value > sc.onset_ratio(runs, D64).value + 0.3  # 3 runs now at the budget
+    said, note = sc.verdict(moved, headless, D64, final=True)  # 2 placed onsets are left
+    assert (said, note) == ("inconclusive at this scale", f"fewer than 3 placed onsets ({D64}: 2)")
 
 
 def test_a_run_without_live_probes_is_left_out_and_every_seed_ended_is_final():

@@ -83,7 +83,8 @@ def arm_lines(frame: pd.DataFrame, arm: str) -> list[str]:
     said, why = sc.verdict(ratio, runs, arm, final)
     share, base, p = sc.formation(runs, arm)
     heads = sc.among_heads(runs, arm)
-    censored = sc.onset_ratio(runs, arm, heads_only=True)
+    headless = sc.headless_censored(runs)
+    censored = sc.onset_ratio(headless, arm)
     profile = sc.profile_ratio(runs, arm)
     return [
         f"- {label} over d_model 128: {ratio.text('.2f')}: **{said}** ({why + '; ' if why else ''}"
@@ -92,7 +93,7 @@ def arm_lines(frame: pd.DataFrame, arm: str) -> list[str]:
         f"exact p = {p:.2f}: **{sc.formation_verdict(runs, arm, final)}**.",
         f"  - onsets of the seeds with a head only: {heads.text('.2f')}.",
         f"  - a run without a head censored at its budget: {censored.text('.2f')}: "
-        f"**{sc.verdict(censored, runs, arm, final)[0]}**.",
+        f"**{sc.verdict(censored, headless, arm, final)[0]}**.",
         f"  - a profile-likelihood interval: {profile.text('.2f')}: "
         f"**{sc.verdict(profile, runs, arm, final)[0]}**.",
     ]

@@ -87,15 +87,17 @@ def ended(frame: pd.DataFrame, arm: str) -> bool:
     return len(rows) >= 2 * SEEDS and bool((rows.status != "pending").all())
 
 
-def onset_ratio(runs: pd.DataFrame, arm: str, *, heads_only: bool = False) -> Estimate:
-    """The declared Tobit ratio of ``arm``'s onset over the base's; ``heads_only``: a run
-    without a head enters censored at its budget."""
-    if heads_only:
-        runs = runs.assign(
-            censored=runs.censored | ~runs.has_head,
-            updates=runs.updates.where(runs.has_head, runs.budget),
-        )
+def onset_ratio(runs: pd.DataFrame, arm: str) -> Estimate:
+    """The declared Tobit ratio of ``arm``'s onset over the base's."""
     return censored_ratio(runs, arm, BASE, needs=SEEDS)
+
+
+def headless_censored(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with every run that has no head censored at its budget, placed onset or not."""
+    return runs.assign(
+        censored=runs.censored | ~runs.has_head,
+        updates=runs.updates.where(runs.has_head, runs.budget),
+    )
 
 
 def profile_ratio(runs: pd.DataFrame, arm: str) -> Estimate:
