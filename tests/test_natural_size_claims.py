@@ -159,3 +159,24 @@ def test_the_profile_interval_judges_both_ways_and_has_none_for_an_arm_all_censo
     frame = planted({})
     frame.loc[frame.cell == D256, ["censored", "has_head", "updates"]] = [True, False, BUDGET]
     assert np.isnan(sc.profile_ratio(sc.runs_of(frame), D256).value)
+
+
+def test_the_gpu_queue_skips_runs_recorded_done_whose_folders_stayed_behind(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import studies.study
+    from studies.natural_law import queue
+
+    csv = tmp_path / "results_size.csv"
+    pd.DataFrame([run(sc.BASE, 0, 5_000.0), {"cell": D64, "seed": 0, "status": "pending"}]).to_csv(
+        csv, index=False
+    )
+    nowhere = SimpleNamespace(folder=lambda cell, seed: tmp_path / cell / f"seed{seed}")
+    studies_ = {
+        "natural_size": SimpleNamespace(grid=nowhere, csv=csv),
+        "natural_law": SimpleNamespace(grid=nowhere, csv=tmp_path / "absent.csv"),
+    }
+    monkeypatch.setattr(studies.study, "load", studies_.__getitem__)
+    finished = queue.finished_runs()
+    assert finished == {("natural_size", sc.BASE, 0)}
+    assert queue.pending(finished)[0] == ("natural_size", D64, 0)

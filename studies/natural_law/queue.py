@@ -4,7 +4,8 @@ budget is spent, each one resumable (a run killed at the deadline resumes next t
 ``python -m studies.natural_law.queue --per-device 8 --seconds 300`` trains, in this order, the
 size arm's runs (seed by seed; its d_model 256 arm costs a CPU core two hours a run), the GPU
 cells' first seeds (the wide corners, cheapest first), then a second seed of every cell (CPU
-cells first), skipping finished ones; each run is one ``python -m studies STUDY --cell C --seed
+cells first), skipping finished ones (here, or done in the CSVs of record: runs trained on
+a CPU elsewhere, whose folders do not travel to the device); each run is one ``python -m studies STUDY --cell C --seed
 S`` process, so its result is measured and recorded like any other.
 
 >>> todo = pending(finished=set())
@@ -33,12 +34,16 @@ def pending(finished: set[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
 
 
 def finished_runs() -> set[tuple[str, str, int]]:
-    from ihprobe.jobs.grid import read_result
+    """Runs with a result beside their checkpoints, and runs the studies' CSVs of record hold
+    as done: those trained elsewhere, whose folders do not travel to the device."""
+    from ihprobe.jobs.grid import read_result, saved_results
     from studies.study import load
 
-    grids = {name: load(name).grid for name in ("natural_law", "natural_size")}
+    studies = {name: load(name) for name in ("natural_law", "natural_size")}
     every = SIZE + GRID + [("natural_law", cell, 0) for cell in CELLS]
-    return {(n, c, s) for n, c, s in every if read_result(grids[n].folder(c, s)) is not None}
+    here = {r for r in every if read_result(studies[r[0]].grid.folder(*r[1:])) is not None}
+    recorded = {(n, c, int(s)) for n, st in studies.items() for c, s in saved_results(st.csv)}
+    return here | recorded
 
 
 def warm_corpus() -> None:
