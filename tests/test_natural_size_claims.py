@@ -4,10 +4,12 @@ size verdict without the attention-only arm), and the README row held to the cod
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ihprobe.dynamics.verdicts import judge
 from studies.natural_law import size
@@ -180,3 +182,15 @@ def test_the_gpu_queue_skips_runs_recorded_done_whose_folders_stayed_behind(tmp_
     finished = queue.finished_runs()
     assert finished == {("natural_size", sc.BASE, 0)}
     assert queue.pending(finished)[0] == ("natural_size", D64, 0)
+
+
+def test_the_amended_interval_is_the_pooled_t_where_the_declared_one_covered_093():
+    df = 2 * sc.SEEDS - 2
+    declared = 1 - 2 * stats.t.sf(stats.t.ppf(0.975, df) * math.sqrt(df / (2 * sc.SEEDS)), df)
+    assert f"covers {declared:.2f}, not 0.95" in " ".join(sc.AMENDMENTS)
+    runs = sc.runs_of(planted({D64: 1.2}, sd=0.2))
+    rows = runs[runs.cell.isin([D64, sc.BASE])]
+    logs = [np.log10(rows[rows.cell == c].updates) for c in (D64, sc.BASE)]
+    pooled = stats.ttest_ind(*logs).confidence_interval()
+    ratio = sc.onset_ratio(runs, D64)
+    assert np.isclose(ratio.low, pooled.low) and np.isclose(ratio.high, pooled.high)

@@ -34,8 +34,9 @@ from scipy import stats
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.censored import maximum_likelihood, profile_interval, tobit
+from ihprobe.dynamics.contrasts import censored_contrast, censored_ratio
 from ihprobe.dynamics.published import LAWS, Law, Prediction, get_law, predict_emergence
-from ihprobe.dynamics.verdicts import LEVEL, MIN_SEEDS, Estimate, seeds_text, t_mean
+from ihprobe.dynamics.verdicts import LEVEL, Estimate, seeds_text
 
 __all__ = [
     "LAWS",
@@ -349,51 +350,3 @@ def censored_fit(
     for i, name in enumerate(names):
         out[name] = Estimate(float(beta[i]), beta[i] - half[i], beta[i] + half[i], how, seeds)
     return out
-
-
-def censored_ratio(runs: pd.DataFrame, cell: str, base: str, *, needs: int = MIN_SEEDS) -> Estimate:
-    """log10 of ``cell``'s emergence over ``base``'s (geometric means) by a Tobit fit with a
-    cell indicator, censored runs at their bound; model-based interval, df = runs - 2.
-
-    ``runs``: columns cell, updates, censored.
-    """
-    rows = runs[runs.cell.isin([cell, base])]
-    if rows.censored.all():  # no run of either cell placed: nothing to compare
-        n_cell, n_base = (int((rows.cell == c).sum()) for c in (cell, base))
-        how = f"every run of {cell} and {base} censored, {n_cell} and {n_base} seeds"
-        return Estimate(math.nan, math.nan, math.nan, how, min(n_cell, n_base), needs, True)
-    if any(rows[rows.cell == c].censored.all() for c in (cell, base)):
-        return _censored_bound(rows, cell, base, needs)  # no finite estimate: a bound only
-    return censored_contrast(rows, [cell, base], [1, -1], needs=needs)
-
-
-def censored_contrast(runs: pd.DataFrame, cells, weights, *, needs: int = MIN_SEEDS) -> Estimate:
-    """sum_i w_i (mean log10 updates of ``cells[i]``): Tobit with a term per cell, censored runs
-    at their bound, model-based interval, df = runs - cells. ``runs``: cell, updates, censored."""
-    rows = runs[runs.cell.isin(cells)]
-    X = np.column_stack([(rows.cell == c).to_numpy(float) for c in cells])
-    beta, cov, df, how = tobit(np.log10(rows.updates.to_numpy(float)), X, rows.censored)
-    counts = rows.groupby("cell").size().reindex(cells).fillna(0).astype(int).tolist()
-    listed = ", ".join(map(str, counts[:-1])) + " and " * (len(counts) > 1) + str(counts[-1])
-    how += f" with cell terms, {listed} seeds, {int(rows.censored.sum())} censored, t df {df}"
-    w = np.asarray(weights, float)
-    value, se = float(w @ beta), math.sqrt(w @ cov @ w)
-    half = stats.t.ppf(0.5 + LEVEL / 2, df) * se if df >= 1 else np.nan
-    return Estimate(value, value - half, value + half, how, min(counts), needs, log10=True)
-
-
-def _censored_bound(rows: pd.DataFrame, cell: str, base: str, needs: int) -> Estimate:
-    """One cell all censored: log10 of its least bound over the other's upper end of mean log10
-    updates (t, or Tobit with censored runs): the ratio is at least (at most, ``base``) that."""
-    late = cell if rows[rows.cell == cell].censored.all() else base
-    early = rows[rows.cell == (base if late == cell else cell)]
-    name, censored = early.cell.iloc[0], early.censored.any()
-    mean = censored_contrast(early, [name], [1]) if censored else t_mean(np.log10(early.updates))
-    edge = float(np.log10(rows[rows.cell == late].updates.min()) - mean.high)
-    n_cell, n_base = (int((rows.cell == c).sum()) for c in (cell, base))
-    how = (
-        f"every run of {late} censored: its least bound over the upper end of {name} "
-        f"({mean.method}), {n_cell} and {n_base} seeds"
-    )
-    sign, seeds = (1 if late == cell else -1), min(n_cell, n_base)
-    return Estimate(sign * edge, *sorted([sign * edge, sign * math.inf]), how, seeds, needs, True)

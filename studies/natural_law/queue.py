@@ -5,8 +5,9 @@ budget is spent, each one resumable (a run killed at the deadline resumes next t
 size arm's runs (seed by seed; its d_model 256 arm costs a CPU core two hours a run), the GPU
 cells' first seeds (the wide corners, cheapest first), then a second seed of every cell (CPU
 cells first), skipping finished ones (here, or done in the CSVs of record: runs trained on
-a CPU elsewhere, whose folders do not travel to the device); each run is one ``python -m studies STUDY --cell C --seed
-S`` process, so its result is measured and recorded like any other.
+a CPU elsewhere, whose folders do not travel to the device); each run is one ``python -m
+studies STUDY --cell C --seed S`` process, so its result is measured and recorded like any
+other.
 
 >>> todo = pending(finished=set())
 >>> todo[0], todo[len(SIZE)], todo[len(SIZE) + len(GPU_CELLS)]
