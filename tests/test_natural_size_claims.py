@@ -130,10 +130,16 @@ def test_censored_runs_are_told_apart_by_whether_a_rise_had_begun():
     assert said == "2 of 3 (1 with no rise, 1 rising under 0.1)"
 
 
-def test_agreement_needs_many_seeds_at_the_pilots_spread():
-    assert sc.seeds_for_agreement(0.3) > sc.SEEDS >= sc.seeds_for_agreement(0.08)
+def test_the_power_of_agreement_matches_a_simulation_and_the_report_says_it():
+    rng, n, draws = np.random.default_rng(1), 24, 4000
+    margin, hits = np.log10(1.5), 0
+    for _ in range(draws):
+        ci = stats.ttest_ind(*rng.normal(0, sc.SEED_SD, (2, n))).confidence_interval()
+        hits += -margin < ci.low and ci.high < margin
+    assert abs(hits / draws - sc.agreement_power(n)) < 0.02  # binomial SD at 0.08: 0.004
+    assert sc.agreement_power(sc.SEEDS) < 0.01 and sc.seeds_for_power() > 50
     line = size.ratio_lines(planted({}))[-1]
-    assert line.startswith("- Power:") and f"about {sc.seeds_for_agreement()} seeds" in line
+    assert line.startswith("- Power:") and f"about {sc.seeds_for_power()} seeds" in line
 
 
 def test_the_readme_size_row_quotes_the_code():
@@ -147,9 +153,11 @@ def test_the_readme_size_row_quotes_the_code():
     said, _ = sc.size_verdict(frame)
     assert verdict.startswith(said), (said, verdict)
     assert size.summary(frame) in row
-    assert f"about {sc.seeds_for_agreement()} seeds an arm" in row
+    assert f"about {sc.seeds_for_power()} seeds an arm" in row
     science = " ".join((ROOT / "docs" / "science.md").read_text().split())
-    assert f"about {sc.seeds_for_agreement()} seeds an arm" in science
+    assert f"about {sc.seeds_for_power()} seeds an arm" in science
+    at_five = f"(at {sc.SEEDS}, {sc.agreement_power(sc.SEEDS):.1g})"
+    assert at_five in row and at_five in science
 
 
 def test_the_profile_interval_judges_both_ways_and_has_none_for_an_arm_all_censored():
@@ -194,3 +202,21 @@ def test_the_amended_interval_is_the_pooled_t_where_the_declared_one_covered_093
     pooled = stats.ttest_ind(*logs).confidence_interval()
     ratio = sc.onset_ratio(runs, D64)
     assert np.isclose(ratio.low, pooled.low) and np.isclose(ratio.high, pooled.high)
+
+
+def test_an_arm_with_no_placed_onset_gives_a_bound_judged_both_ways():
+    base = [run(sc.BASE, s, u) for s, u in enumerate([8000, 8100, 7900, 8050, 7950])]
+    for bound, said in ((13_000.0, "disagrees"), (9_000.0, "inconclusive at this scale")):
+        late = {"updates": bound, "steps": bound}
+        runs = sc.runs_of(pd.DataFrame(base + [run(D64, s, None) | late for s in range(5)]))
+        ratio = sc.onset_ratio(runs, D64)
+        assert ratio.high == np.inf and ratio.method.startswith(f"every run of {D64} censored")
+        assert sc.verdict(ratio, runs, D64, final=True) == (said, "")
+
+
+def test_censoring_skips_runs_without_probes_and_counts_a_rise_at_the_end():
+    no_probes = run(D64, 0, None) | {"updates": np.nan, "curve": np.nan}
+    at_the_end = run(D64, 1, None) | {"transition": True, "curve": np.nan}
+    assert sc.censoring(pd.DataFrame([no_probes, at_the_end]), D64) == (
+        "1 of 1 (0 with no rise, 1 rising under 0.1)"
+    )

@@ -95,6 +95,24 @@ def profile_interval(y, X, bound_censored, column: int, cut: float) -> tuple[flo
     return edges[0], edges[1]
 
 
+def profile_cut(n: int, df: int, level: float = 0.95) -> float:
+    """The cut for :func:`profile_interval` that makes it the exact t-interval when no row is
+    censored: n log(1 + t^2 / df), since with sigma profiled out twice the log-likelihood
+    ratio at a coefficient is n log(1 + T^2 / df) for its t statistic T (``n`` rows, ``df`` =
+    rows - coefficients). A cut of t^2 is wider (1.4x at 5 rows and 3 df).
+
+    >>> X = np.column_stack([np.ones(6), np.arange(6.0)])
+    >>> y = 2 + 0.5 * np.arange(6) + np.array([0.1, -0.2, 0.05, 0.0, -0.1, 0.15])
+    >>> low, high = profile_interval(y, X, np.zeros(6, bool), 1, profile_cut(6, 4))
+    >>> fit = stats.linregress(np.arange(6.0), y)
+    >>> half = stats.t.ppf(0.975, 4) * fit.stderr
+    >>> bool(np.allclose([low, high], [fit.slope - half, fit.slope + half], atol=1e-5))
+    True
+    """
+    t = stats.t.ppf(0.5 + level / 2, df)
+    return n * math.log1p(t**2 / df)
+
+
 def maximum_likelihood(y, X, bound_censored) -> tuple[np.ndarray, float, bool]:
     """(coefficients and log sigma, the maximised log-likelihood, whether it is a maximum) of
     the right-censored normal regression of :func:`tobit`. Not a maximum: the optimiser stopped

@@ -33,7 +33,7 @@ from scipy import stats
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
-from ihprobe.dynamics.censored import maximum_likelihood, profile_interval, tobit
+from ihprobe.dynamics.censored import maximum_likelihood, profile_cut, profile_interval, tobit
 from ihprobe.dynamics.contrasts import censored_contrast, censored_ratio
 from ihprobe.dynamics.published import LAWS, Law, Prediction, get_law, predict_emergence
 from ihprobe.dynamics.verdicts import LEVEL, Estimate, seeds_text
@@ -53,6 +53,7 @@ __all__ = [
     "law_point",
     "maximum_likelihood",
     "predict_emergence",
+    "profile_cut",
     "profile_interval",
     "tobit",
 ]

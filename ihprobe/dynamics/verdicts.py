@@ -28,6 +28,7 @@ seeds and cells (:mod:`ihprobe.dynamics.law`):
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,10 @@ class Estimate:
 
     >>> Estimate(-4.5, -4.5, math.inf, "a bound", 1, log10=True).text(".2f")
     'at least 3.2e-05 (a bound)'
+    >>> Estimate(-400, -400, math.inf, "far", 1, log10=True).text(".2f")
+    'at least 1e-400 (far)'
+    >>> Estimate(1e-4, 5e-5, 2e-4, "a share", 9).text(".1%")
+    '0.01% [0.005%, 0.02%] (a share)'
     >>> Estimate(0.5, -math.inf, math.inf, "a profile", 1).text(".2f")
     '0.50 (a profile; no bound either way)'
     """
@@ -64,8 +69,12 @@ class Estimate:
 
         def show(x: float) -> str:  # a nonzero value that rounds to 0 keeps 2 significant digits
             value = 10**x if self.log10 else x
+            if value == 0 and self.log10:  # below the smallest float
+                return f"1e{x:.0f}"
             shown = f"{value:{spec}}"
-            return f"{value:.2g}" if value != 0 and not shown.strip("-+0.,%") else shown
+            if value == 0 or shown.strip("-+0.,%"):
+                return shown
+            return f"{value * 100:.2g}%" if spec.endswith("%") else f"{value:.2g}"
 
         if not np.isfinite(self.value):
             return f"none ({self.method})"
@@ -243,11 +252,13 @@ def judge_all(parts: list[tuple[str, str]]) -> tuple[str, str]:
     ('disagrees', 'a; b')
     >>> judge_all([("agrees", "a"), ("inconclusive at this scale", "b")])[0]
     'inconclusive at this scale'
+    >>> judge_all([("pending: 2 of 5 seeds", "a"), ("pending: 1 of 5 seeds", "b")])[0]
+    'pending: 1 of 5 seeds'
     """
     verdicts, why = [v for v, _ in parts], "; ".join(w for _, w in parts)
     pending = [v for v in verdicts if v.startswith("pending")]
-    if pending:
-        return pending[0], why
+    if pending:  # the part furthest behind: "pending: 1 of 5 seeds" before "2 of 5"
+        return min(pending, key=lambda v: int(m[1]) if (m := re.search(r"(\d+) of", v)) else 0), why
     if all(v == AGREES for v in verdicts):
         return AGREES, why
     return (DISAGREES if DISAGREES in verdicts else INCONCLUSIVE), why

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ihprobe.dynamics.lack_of_fit import ALPHA as LOF_ALPHA
 from ihprobe.dynamics.lack_of_fit import lack_of_fit
 from ihprobe.dynamics.law import LAWS, censored_fit
 from ihprobe.dynamics.verdicts import INCONCLUSIVE, LEVEL, Estimate, equal, judge
@@ -175,11 +176,13 @@ def fit_lines(frame: pd.DataFrame) -> list[str]:
         "the censored runs left out ([A]: 0.98 on its own runs)."
     )
     lof = lack_of_fit(runs)
+    repeated = int((runs.groupby("cell").size() > 1).sum())
     lines.append(
         "- Lack of fit: not testable yet (one seed per cell: a free mean per cell fits every "
         "run exactly; a second seed in some cells makes it testable)."
         if lof is None
-        else f"- Lack of fit: **{lof['verdict']}** (p = {lof['p']:.3f}, below 0.05: off the "
-        f"plane; {lof['method']})."
+        else f"- Lack of fit: **{lof['verdict']}** (p = {lof['p']:.3f}; rule: p below "
+        f"{LOF_ALPHA} says the cells lie off the plane; {lof['method']}; {repeated} of "
+        f"{runs.cell.nunique()} cells with more than one seed)."
     )
     return lines

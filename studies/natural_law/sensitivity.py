@@ -26,7 +26,13 @@ import pandas as pd
 from scipy import stats
 
 import ihprobe
-from ihprobe.dynamics.law import law_design, maximum_likelihood, profile_interval, tobit
+from ihprobe.dynamics.law import (
+    law_design,
+    maximum_likelihood,
+    profile_cut,
+    profile_interval,
+    tobit,
+)
 from ihprobe.dynamics.verdicts import LEVEL, Estimate
 from studies.natural_law import claims, extend
 
@@ -40,13 +46,13 @@ def design(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def profiles(runs: pd.DataFrame) -> dict[str, Estimate]:
-    """b and c with profile-likelihood intervals, cut at t(runs - 3)^2 as the declared
+    """b and c with profile-likelihood intervals, cut to be the declared t(runs - 3) interval
     interval's quantile is."""
     y, X, cens = design(runs)
     df = len(runs) - X.shape[1]
-    cut = stats.t.ppf(0.5 + LEVEL / 2, df) ** 2
+    cut = profile_cut(len(runs), df, LEVEL)
     theta, _, ok = maximum_likelihood(y, X, cens)
-    how = f"profile likelihood cut at t({df})^2, {int(cens.sum())} of {len(runs)} runs censored"
+    how = f"profile likelihood, t({df}) cut, {int(cens.sum())} of {len(runs)} runs censored"
     out = {}
     for column, name in ((1, "b"), (2, "c")):
         low, high = profile_interval(y, X, cens, column, cut) if ok else (math.nan, math.nan)
@@ -58,8 +64,7 @@ def rising_starts(frame: pd.DataFrame) -> dict[str, float]:
     """Censored runs without a transition whose live curve the declared rule, without its
     0.1 floor, places: cell -> the updates at the start of that rise."""
     done = frame[frame.status == "done"]
-    starts = {r.cell: rising_start(r) for r in done.itertuples()}
-    return {cell: start for cell, start in starts.items() if start is not None}
+    return {r.cell: s for r in done.itertuples() if (s := rising_start(r)) is not None}
 
 
 def rising_start(run) -> float | None:

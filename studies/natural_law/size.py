@@ -47,12 +47,12 @@ def ratio_lines(frame: pd.DataFrame) -> list[str]:
         out += arm_lines(frame, arm)
     censored = "; ".join(f"{LABELS[arm]}: {sc.censoring(frame, arm)}" for arm in ARMS)
     out.append(f"- Censored runs: {censored}.")
-    n = sc.seeds_for_agreement()
+    n, chance = sc.seeds_for_power(), sc.agreement_power(sc.SEEDS)
     out.append(
-        f"- Power: at a between-seed SD of {sc.SEED_SD} decades, a t-interval on a true ratio "
-        f"of 1 lies {sc.CLAIM.says} only from about {n} seeds an arm; at {sc.SEEDS}, "
-        "'inconclusive at this scale' is the expected verdict even where [A] holds, and is "
-        "not support for it."
+        f"- Power: at a between-seed SD of {sc.SEED_SD} decades and no censoring, 'agrees' "
+        f"comes out of a true ratio of 1 with a chance of {chance:.2g} at {sc.SEEDS} seeds an "
+        f"arm, and of 0.8 only from about {n} seeds an arm: at {sc.SEEDS}, 'inconclusive at "
+        "this scale' is the expected verdict even where [A] holds, and is not support for it."
     )
     return out
 
