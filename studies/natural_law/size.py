@@ -47,6 +47,11 @@ def ratio_lines(frame: pd.DataFrame) -> list[str]:
         out += arm_lines(frame, arm)
     censored = "; ".join(f"{LABELS[arm]}: {sc.censoring(frame, arm)}" for arm in ARMS)
     out.append(f"- Censored runs: {censored}.")
+    apart = [f"{a} of {sc.SEEDS} against {b}" for a, b in sc.detectable_splits() if a < b]
+    out.append(
+        f"- At {sc.SEEDS} seeds an arm, Fisher's test can find two shares of seeds with a head "
+        f"apart only where they are as far apart as {', '.join(apart)} (either way round)."
+    )
     n, chance = sc.seeds_for_power(), sc.agreement_power(sc.SEEDS)
     out.append(
         f"- Power: at a between-seed SD of {sc.SEED_SD} decades and no censoring, 'agrees' "

@@ -155,6 +155,22 @@ def formation_verdict(runs: pd.DataFrame, arm: str, final: bool) -> str:
     return "differs" if p < ALPHA else "no difference found"
 
 
+def detectable_splits(seeds: int = SEEDS) -> list[tuple[int, int]]:
+    """The (arm, base) counts of seeds with a head, of ``seeds`` each, for which Fisher's test
+    says "differs": how far apart two shares must be before the comparison can find them apart.
+
+    >>> detectable_splits(5)
+    [(0, 4), (0, 5), (1, 5), (4, 0), (5, 0), (5, 1)]
+    """
+    counts = range(seeds + 1)
+    return [
+        (a, b)
+        for a in counts
+        for b in counts
+        if stats.fisher_exact([[a, seeds - a], [b, seeds - b]])[1] < ALPHA
+    ]
+
+
 def among_heads(runs: pd.DataFrame, arm: str) -> Estimate:
     """Ratio of geometric mean onsets over the seeds with a head only (Welch t on log10)."""
     heads = runs[runs.has_head]
