@@ -34,6 +34,9 @@ def run(cell: str, seed: int, updates: float | None, head: bool = True) -> dict:
         "transition": placed,
         "has_head": placed and head,
         "steps": BUDGET,
+        "B": 4,
+        "C": 256,
+        "tokens": (updates if placed else BUDGET) * 1024,
     }
 
 
@@ -220,3 +223,10 @@ def test_censoring_skips_runs_without_probes_and_counts_a_rise_at_the_end():
     assert sc.censoring(pd.DataFrame([no_probes, at_the_end]), D64) == (
         "1 of 1 (0 with no rise, 1 rising under 0.1)"
     )
+
+
+def test_the_size_results_file_rerenders_from_its_csv():
+    folder = ROOT / "studies" / "natural_law"
+    frame = pd.read_csv(folder / "results_size.csv")
+    kept = (folder / "RESULTS_size.md").read_text().splitlines()[2:5]  # who ran the runs
+    assert size.STUDY.report(frame, kept) == (folder / "RESULTS_size.md").read_text()

@@ -65,7 +65,8 @@ def ratio_lines(frame: pd.DataFrame) -> list[str]:
 def summary(frame: pd.DataFrame) -> str:
     """Each arm's finished seeds, placed onsets and seeds with a head (the README quotes it).
 
-    >>> one = {"status": "done", "updates": 5e3, "censored": False, "has_head": True, "steps": 1}
+    >>> one = {"status": "done", "updates": 5e3, "censored": False, "has_head": True}
+    >>> one |= {"B": 4, "C": 256, "tokens": 5e3 * 1024, "steps": 28_855}
     >>> summary(pd.DataFrame([{"cell": CELL, **one}])).split("; ")[0]
     'd_model 128: 1 finished, 1 placed, 1 with a head'
     """

@@ -33,7 +33,7 @@ from ihprobe.dynamics.verdicts import (
     same_ratio,
     welch,
 )
-from studies.natural_law import sensitivity
+from studies.natural_law import claims, sensitivity
 
 BASE = "B4-C256"  # d_model 128: the grid's own cell
 SIZES = (f"{BASE}-d64", f"{BASE}-d256")  # [A]'s claim: these against the base
@@ -70,19 +70,10 @@ AMENDMENTS = [
 
 
 def runs_of(frame: pd.DataFrame) -> pd.DataFrame:
-    """Finished runs with an onset or a bound (cell, seed, updates, censored, has_head,
-    budget); a run measured without live probes has neither and is left out."""
-    done = frame[frame.status == "done"] if "status" in frame else frame.iloc[:0]
-    done = done[done.updates.notna()]
-    return pd.DataFrame(
-        {
-            "cell": done.cell.to_numpy(),
-            "updates": done.updates.astype(float).to_numpy(),
-            "censored": done.censored.astype(bool).to_numpy(),
-            "has_head": done.has_head.astype(bool).to_numpy(),
-            "budget": done.steps.astype(float).to_numpy(),
-        }
-    )
+    """The finished runs with an onset or a bound, as the grid reads them
+    (:func:`claims.runs_of`: cell, updates, censored, budget, ...), with ``has_head``."""
+    done = frame[(frame.status == "done") & frame.updates.notna()]
+    return claims.runs_of(frame).assign(has_head=done.has_head.astype(bool).to_numpy())
 
 
 def ended(frame: pd.DataFrame, arm: str) -> bool:
