@@ -299,3 +299,27 @@ def test_a_ratio_of_one_run_a_cell_has_no_interval_and_waits_for_seeds():
     ratio = fits.censored_ratio(runs, "b", "a")
     assert 10**ratio.value == pytest.approx(5 / 8, rel=1e-3) and np.isnan(ratio.low)
     assert v.judge(ratio, v.same_ratio(1.5))[0] == "pending: 1 of 5 seeds"
+
+
+def test_a_claim_of_several_parts_waits_on_the_part_furthest_behind():
+    """judge_all reads the seed counts the parts carry, not their text: a pending part of a
+    claim over cells ("12 of 16 cells") and one over seeds ("4 of 5 seeds") wait on the
+    cells; the same parts judged with every seed run give the parts' own verdict."""
+    import copy
+    import pickle
+
+    cells, seeds = (
+        v.Pending(12, 16, "cells"),
+        v.judge(v.Estimate(0.4, 0.3, 0.5, "t", 4, needs=5), v.equal(0.37, 0.15))[0],
+    )
+    assert isinstance(seeds, v.Pending) and (seeds.done, seeds.of) == (4, 5)
+    assert (
+        v.judge_all([(seeds, "a"), (cells, "b"), (v.AGREES, "c")])[0] == "pending: 12 of 16 cells"
+    )
+    assert v.judge_all([(v.Pending(1, 3), "a"), (seeds, "b")])[0] == "pending: 1 of 3 seeds"
+    done = v.judge(v.Estimate(0.4, 0.3, 0.5, "t", 5, needs=5), v.equal(0.37, 0.15))
+    assert v.judge_all([done, (v.DISAGREES, "d")])[0] == v.DISAGREES
+    for again in (pickle.loads(pickle.dumps(cells)), copy.deepcopy(cells)):
+        assert (
+            isinstance(again, v.Pending) and again == cells and (again.done, again.of) == (12, 16)
+        )

@@ -28,7 +28,6 @@ seeds and cells (:mod:`ihprobe.dynamics.law`):
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,6 +85,24 @@ class Estimate:
             edge, which = (self.low, "least") if self.high == math.inf else (self.high, "most")
             return f"at {which} {show(edge)} ({self.method})"
         return f"{show(self.value)} [{show(self.low)}, {show(self.high)}] ({self.method})"
+
+
+class Pending(str):
+    """The verdict of a claim still waiting for seeds (or cells): reads ``"pending: n of m
+    seeds"`` like any verdict and keeps ``done`` and ``of`` for :func:`judge_all`.
+
+    >>> p = Pending(3, 5)
+    >>> p, p.done, p.of, Pending(9, 16, "cells", " (two cells left)")
+    ('pending: 3 of 5 seeds', 3, 5, 'pending: 9 of 16 cells (two cells left)')
+    """
+
+    def __new__(cls, done: int, of: int = MIN_SEEDS, unit: str = "seeds", note: str = ""):
+        self = super().__new__(cls, f"pending: {int(done)} of {int(of)} {unit}{note}")
+        self.done, self.of, self._args = int(done), int(of), (done, of, unit, note)
+        return self
+
+    def __getnewargs__(self):  # pickles and copies as a Pending, not as its text
+        return self._args
 
 
 def seeds_text(n: int, unit: str = "seed") -> str:
@@ -178,7 +195,7 @@ def seed_target(successes: int, done: int, target: int = 4, of: int = MIN_SEEDS)
         return "meets the target", why
     if successes + (of - done) < target:
         return "misses the target", why
-    return f"pending: {done} of {of} seeds", why
+    return Pending(done, of), why
 
 
 # ----------------------------------------------------------------------------- claims
@@ -232,7 +249,7 @@ def judge(estimate: Estimate, claim: Claim, *, final: bool = False) -> tuple[str
     if estimate.seeds < estimate.needs and final:
         return INCONCLUSIVE, f"{shown} has fewer than {estimate.needs} defined values"
     if estimate.seeds < estimate.needs:
-        return f"pending: {estimate.seeds} of {estimate.needs} seeds", f"{shown} needs more seeds"
+        return Pending(estimate.seeds, estimate.needs), f"{shown} needs more seeds"
     lo, hi = estimate.low, estimate.high
     if np.isnan(lo) or np.isnan(hi):
         return INCONCLUSIVE, f"{shown}: no interval to judge"
@@ -252,13 +269,13 @@ def judge_all(parts: list[tuple[str, str]]) -> tuple[str, str]:
     ('disagrees', 'a; b')
     >>> judge_all([("agrees", "a"), ("inconclusive at this scale", "b")])[0]
     'inconclusive at this scale'
-    >>> judge_all([("pending: 2 of 5 seeds", "a"), ("pending: 1 of 5 seeds", "b")])[0]
+    >>> judge_all([(Pending(2, 5), "a"), (Pending(1, 5), "b"), ("agrees", "c")])[0]
     'pending: 1 of 5 seeds'
     """
     verdicts, why = [v for v, _ in parts], "; ".join(w for _, w in parts)
-    pending = [v for v in verdicts if v.startswith("pending")]
+    pending = [v for v in verdicts if isinstance(v, Pending)]
     if pending:  # the part furthest behind: "pending: 1 of 5 seeds" before "2 of 5"
-        return min(pending, key=lambda v: int(m[1]) if (m := re.search(r"(\d+) of", v)) else 0), why
+        return min(pending, key=lambda v: v.done / v.of), why
     if all(v == AGREES for v in verdicts):
         return AGREES, why
     return (DISAGREES if DISAGREES in verdicts else INCONCLUSIVE), why

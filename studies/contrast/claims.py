@@ -27,6 +27,7 @@ from ihprobe import METRIC_TABLE
 from ihprobe.dynamics.verdicts import (
     INCONCLUSIVE,
     MIN_SEEDS,
+    Pending,
     above,
     below,
     judge,
@@ -147,7 +148,7 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
         waiting = [arm for arm in needs if len(of(frame, arm, "max_ps")) == 0]
         if waiting:
             why = f"arm(s) {', '.join(waiting)}: no seed done"
-            out.append((claim, f"pending: 0 of {MIN_SEEDS} seeds", why))
+            out.append((claim, Pending(0), why))
             continue
         on_index = any(word in claim for word in NEEDS_HEADS)  # these claims read an index
         # a claim on heads with every seed run: an index or share still missing is undefined
@@ -157,7 +158,7 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
             needs, what, estimate, region = on_heads[claim]
         headless = [arm for arm in needs if on_index and len(of(headed, arm, "max_ps")) == 0]
         if headless:
-            verdict = f"pending: 0 of {MIN_SEEDS} seeds" if not final else INCONCLUSIVE
+            verdict = Pending(0) if not final else INCONCLUSIVE
             why = (
                 f"no seed of {' or '.join(headless)} has an induction head ({heads.LABEL}; "
                 f"{headless[0]}'s max PS {t_mean(of(frame, headless[0], 'max_ps')).text('.2g')}): "

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ihprobe import METRIC_TABLE
-from ihprobe.dynamics.verdicts import INCONCLUSIVE, MIN_SEEDS, above, judge, t_mean, welch
+from ihprobe.dynamics.verdicts import INCONCLUSIVE, MIN_SEEDS, Pending, above, judge, t_mean, welch
 from ihprobe.jobs.grid import markdown
 
 HEAD_CHECK_PS = 0.1  # ihprobe.head_check's prefix-matching threshold (RULE.ps; a test ties them)
@@ -143,7 +143,7 @@ def rise_verdicts(frame: pd.DataFrame, arms) -> list[tuple[str, str, str, str]]:
         for seeds, source in ((f"all (with a head: {counts})", frame), ("with a head", headed)):
             estimate = welch(_finite(source, "natural", RISE), _finite(source, arm, RISE))
             if estimate.seeds == 0:
-                verdict = INCONCLUSIVE if final else f"pending: 0 of {MIN_SEEDS} seeds"
+                verdict = INCONCLUSIVE if final else Pending(0)
                 out.append((claim, seeds, verdict, f"no seed with a head in both arms ({counts})"))
                 continue
             verdict, why = judge(estimate, above(0.0), final=final)

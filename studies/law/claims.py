@@ -21,6 +21,7 @@ from ihprobe.dynamics.law import cell_means_fit, censored_contrast, censored_fit
 from ihprobe.dynamics.verdicts import (
     MIN_SEEDS,
     Estimate,
+    Pending,
     contrast,
     equal,
     judge,
@@ -68,7 +69,7 @@ def waiting(frame: pd.DataFrame, names) -> str | None:
     if counts.min() >= MIN_SEEDS:
         return None
     short = ", ".join(f"`{c}`" for c, n in counts.items() if n < MIN_SEEDS)
-    return f"pending: {int(counts.min())} of {MIN_SEEDS} seeds (seeds left in {short})"
+    return Pending(counts.min(), MIN_SEEDS, note=f" (seeds left in {short})")
 
 
 def cell_table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -31,7 +31,7 @@ from scipy import stats
 from ihprobe.dynamics.lack_of_fit import ALPHA as LOF_ALPHA
 from ihprobe.dynamics.lack_of_fit import lack_of_fit
 from ihprobe.dynamics.law import LAWS, censored_fit
-from ihprobe.dynamics.verdicts import INCONCLUSIVE, LEVEL, Estimate, equal, judge
+from ihprobe.dynamics.verdicts import INCONCLUSIVE, LEVEL, Estimate, Pending, equal, judge
 
 LAW = LAWS["fitted"]  # [A]'s published law: U = T / (B^b C^c)
 MARGIN = 0.15
@@ -128,7 +128,7 @@ def verdicts(frame: pd.DataFrame) -> dict[str, str]:
     runs = runs_of(frame)
     cells, fit, placed = runs.cell.nunique(), fits(runs), int((~runs.censored).sum())
     if fit is None:
-        said = f"pending: {cells} of {MIN_CELLS} cells" if cells < MIN_CELLS else INCONCLUSIVE
+        said = Pending(cells, MIN_CELLS, "cells") if cells < MIN_CELLS else INCONCLUSIVE
         return {"b": said, "c": said}
     return {name: verdict(fit["model"][name], name, cells, placed)[0] for name in ("b", "c")}
 
@@ -144,7 +144,7 @@ def verdict(estimate: Estimate, claim: str, cells: int, placed: int) -> tuple[st
     'disagrees'
     """
     if cells < MIN_CELLS:
-        return f"pending: {cells} of {MIN_CELLS} cells", estimate.text(".2f")
+        return Pending(cells, MIN_CELLS, "cells"), estimate.text(".2f")
     if placed < MIN_PLACED:
         return INCONCLUSIVE, f"{placed} placed runs, fewer than the {MIN_PLACED} a verdict needs"
     return judge(estimate, CLAIMS[claim])
@@ -156,7 +156,7 @@ def fit_lines(frame: pd.DataFrame) -> list[str]:
     cells, placed = runs.cell.nunique(), int((~runs.censored).sum())
     fit = fits(runs)
     if fit is None:
-        said = f"pending: {cells} of {MIN_CELLS} cells" if cells < MIN_CELLS else INCONCLUSIVE
+        said = Pending(cells, MIN_CELLS, "cells") if cells < MIN_CELLS else INCONCLUSIVE
         return [
             f"- b and c: **{said}** (the fit needs 4 runs, 3 of them placed, over 2 B and 2 C; "
             f"{len(runs)} finished, {int((~runs.censored).sum())} placed)."

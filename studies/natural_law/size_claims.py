@@ -27,6 +27,7 @@ from ihprobe.dynamics.verdicts import (
     INCONCLUSIVE,
     LEVEL,
     Estimate,
+    Pending,
     judge,
     judge_all,
     proportion,
@@ -142,7 +143,7 @@ def formation_verdict(runs: pd.DataFrame, arm: str, final: bool) -> str:
     share, base, p = formation(runs, arm)
     seeds = min(share.seeds, base.seeds)
     if seeds < SEEDS and not final:
-        return f"pending: {seeds} of {SEEDS} seeds"
+        return Pending(seeds, SEEDS)
     return "differs" if p < ALPHA else "no difference found"
 
 
