@@ -57,7 +57,8 @@ def planted(factors: dict[str, float], seeds: int = 5, sd: float = 0.05) -> pd.D
 def test_the_size_verdict_agrees_disagrees_and_waits_for_five_seeds():
     assert sc.size_verdict(planted({}))[0] == "agrees"
     assert sc.size_verdict(planted({D64: 3.0}))[0] == "disagrees"
-    assert sc.size_verdict(planted({D256: 1 / 3}))[0] == "disagrees"
+    said, why = sc.size_verdict(planted({D256: 1 / 3}))
+    assert said == "disagrees" and why.startswith(f"{D64}: agrees; {D256}: disagrees"), why
     assert sc.size_verdict(planted({}, seeds=3))[0] == "pending: 3 of 5 seeds"
 
 
@@ -96,6 +97,15 @@ def test_the_share_of_seeds_with_a_head_is_compared_both_ways():
     assert sc.formation_verdict(runs, D64, final=False) == "no difference found"
     early = sc.runs_of(planted({}, seeds=3))
     assert sc.formation_verdict(early, D64, final=False) == "pending: 3 of 5 seeds"
+    said = size.summary(frame).split("; ")  # the README row's counts carry these verdicts
+    p_256 = size.p_text(stats.fisher_exact([[0, 5], [5, 0]])[1])
+    assert said[2] == (
+        "d_model 256: 5 finished, 0 placed, 0 with a head (share with a head against d_model "
+        f"128's: differs, Fisher p = {p_256})"
+    )
+    assert said[1].endswith(
+        "(share with a head against d_model 128's: no difference found, Fisher p = 1.00)"
+    )
 
 
 def test_a_placed_onset_without_a_head_is_censored_in_the_check_and_left_out_of_heads():

@@ -71,12 +71,28 @@ def summary(frame: pd.DataFrame) -> str:
     'd_model 128: 1 finished, 1 placed, 1 with a head'
     """
     runs = sc.runs_of(frame)
-    counts = [(arm, runs[runs.cell == arm]) for arm in ARMS]
-    return "; ".join(
-        f"{LABELS[arm]}: {len(r)} finished, {int((~r.censored).sum())} placed, "
-        f"{int(r.has_head.sum())} with a head"
-        for arm, r in counts
-    )
+    out = []
+    for arm in ARMS:
+        r = runs[runs.cell == arm]
+        line = f"{LABELS[arm]}: {len(r)} finished, {int((~r.censored).sum())} placed, "
+        line += f"{int(r.has_head.sum())} with a head"
+        if arm != CELL and len(r) and (runs.cell == CELL).any():
+            p, said = (
+                sc.formation(runs, arm)[2],
+                sc.formation_verdict(runs, arm, sc.ended(frame, arm)),
+            )
+            line += f" (share with a head against d_model 128's: {said}, Fisher p = {p_text(p)})"
+        out.append(line)
+    return "; ".join(out)
+
+
+def p_text(p: float) -> str:
+    """A p-value to 2 decimals, or 2 significant digits under 0.1 (0.048 is not 0.05).
+
+    >>> p_text(1.0), p_text(0.4), p_text(0.0476), p_text(0.00397)
+    ('1.00', '0.40', '0.048', '0.004')
+    """
+    return f"{p:.2f}" if p >= 0.1 else f"{p:.2g}"
 
 
 def arm_lines(frame: pd.DataFrame, arm: str) -> list[str]:
@@ -96,7 +112,7 @@ def arm_lines(frame: pd.DataFrame, arm: str) -> list[str]:
         f"- {label} over d_model 128: {ratio.text('.2f')}: **{said}** ({why + '; ' if why else ''}"
         f"rule: {sc.CLAIM.says}).",
         f"  - seeds with a head: {share.text('.2f')} against {base.text('.2f')}; Fisher's "
-        f"exact p = {p:.2f}: **{sc.formation_verdict(runs, arm, final)}**.",
+        f"exact p = {p_text(p)}: **{sc.formation_verdict(runs, arm, final)}**.",
         f"  - onsets of the seeds with a head only: {heads.text('.2f')}.",
         f"  - a run without a head censored at its budget: {censored.text('.2f')}: "
         f"**{sc.verdict(censored, headless, arm, final)[0]}**.",

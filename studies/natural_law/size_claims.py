@@ -212,4 +212,9 @@ def size_verdict(frame: pd.DataFrame) -> tuple[str, str]:
     """[A]'s size claim: the d_model 64 and 256 ratios judged together."""
     runs = runs_of(frame)
     parts = [verdict(onset_ratio(runs, arm), runs, arm, ended(frame, arm)) for arm in SIZES]
-    return judge_all([(said, note or said) for said, note in parts])
+    return judge_all(
+        [
+            (said, f"{arm}: {said}" + (f" ({note})" if note else ""))
+            for arm, (said, note) in zip(SIZES, parts, strict=True)
+        ]
+    )
