@@ -240,3 +240,16 @@ def test_the_size_results_file_rerenders_from_its_csv():
     frame = pd.read_csv(folder / "results_size.csv")
     kept = (folder / "RESULTS_size.md").read_text().splitlines()[2:5]  # who ran the runs
     assert size.STUDY.report(frame, kept) == (folder / "RESULTS_size.md").read_text()
+
+
+def test_the_declared_intervals_coverage_is_simulated_at_each_arms_censoring():
+    """Without censoring the scaled interval is the exact t-interval (coverage near 0.95 from
+    the fit's own draws); an arm all censored gives a bound, with no interval to calibrate."""
+    frame = planted({})
+    covered, sigma = sc.coverage(sc.runs_of(frame), D64)
+    assert abs(covered - 0.95) < 0.05 and 0.01 < sigma < 0.1  # planted sd 0.05 decades
+    frame.loc[frame.cell == D256, ["censored", "has_head", "updates"]] = [True, False, BUDGET]
+    assert sc.coverage(sc.runs_of(frame), D256) is None
+    lines = " ".join(size.arm_lines(frame, D64))
+    assert f"coverage of the declared interval at this censoring: {covered:.2f}" in lines
+    assert "coverage" not in " ".join(size.arm_lines(frame, D256))

@@ -33,7 +33,13 @@ from scipy import stats
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
-from ihprobe.dynamics.censored import maximum_likelihood, profile_cut, profile_interval, tobit
+from ihprobe.dynamics.censored import (
+    maximum_likelihood,
+    profile_cut,
+    profile_interval,
+    simulated_coverage,
+    tobit,
+)
 from ihprobe.dynamics.contrasts import censored_contrast, censored_ratio
 from ihprobe.dynamics.published import LAWS, Law, Prediction, get_law, predict_emergence
 from ihprobe.dynamics.verdicts import LEVEL, Estimate, seeds_text
@@ -55,6 +61,7 @@ __all__ = [
     "predict_emergence",
     "profile_cut",
     "profile_interval",
+    "simulated_coverage",
     "tobit",
 ]
 

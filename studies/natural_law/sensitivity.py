@@ -23,7 +23,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 import ihprobe
 from ihprobe.dynamics.law import (
@@ -31,7 +30,7 @@ from ihprobe.dynamics.law import (
     maximum_likelihood,
     profile_cut,
     profile_interval,
-    tobit,
+    simulated_coverage,
 )
 from ihprobe.dynamics.verdicts import LEVEL, Estimate
 from studies.natural_law import claims, extend
@@ -97,18 +96,9 @@ def coverage(runs: pd.DataFrame, budgets, draws: int = DRAWS, seed: int = 0) -> 
     from the fitted law at ``runs``' cells, each run censored at its budget (updates)."""
     y, X, cens = design(runs)
     theta, _, _ = maximum_likelihood(y, X, cens)
-    beta, sigma = theta[:-1], math.exp(theta[-1])
-    bound = np.log10(np.asarray(budgets, float))
-    rng = np.random.default_rng(seed)
-    hits = np.zeros(2)
-    for _ in range(draws):
-        drawn = X @ beta + sigma * rng.standard_normal(len(y))
-        over = drawn >= bound
-        fitted, cov, df, _ = tobit(np.where(over, bound, drawn), X, over)
-        with np.errstate(invalid="ignore"):  # a fit without a maximum has no interval
-            half = stats.t.ppf(0.5 + LEVEL / 2, df) * np.sqrt(np.diag(cov)[1:])
-        hits += np.abs(fitted[1:] - beta[1:]) <= half  # a NaN interval covers nothing
-    return {"b": float(hits[0] / draws), "c": float(hits[1] / draws), "sigma": sigma}
+    sigma, bounds = math.exp(theta[-1]), np.log10(np.asarray(budgets, float))
+    hits = simulated_coverage(X, theta[:-1], sigma, bounds, draws=draws, seed=seed)
+    return {"b": float(hits[1]), "c": float(hits[2]), "sigma": sigma}
 
 
 def _changes(declared: dict[str, str], other: dict[str, Estimate], runs: pd.DataFrame) -> str:

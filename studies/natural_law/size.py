@@ -118,6 +118,18 @@ def arm_lines(frame: pd.DataFrame, arm: str) -> list[str]:
         f"**{sc.verdict(censored, headless, arm, final)[0]}**.",
         f"  - a profile-likelihood interval: {profile.text('.2f')}: "
         f"**{sc.verdict(profile, runs, arm, final)[0]}**.",
+        *_coverage_line(runs, arm),
+    ]
+
+
+def _coverage_line(runs: pd.DataFrame, arm: str) -> list[str]:
+    covered = sc.coverage(runs, arm)
+    if covered is None:  # a bound, or a fit without a maximum: no interval to calibrate
+        return []
+    return [
+        f"  - coverage of the declared interval at this censoring: {covered[0]:.2f}, from 200 "
+        f"pairs of arms drawn from its fit (sigma {covered[1]:.2f} in log10 updates), each run "
+        "censored at its budget (a draw whose fit has no maximum covers nothing)."
     ]
 
 

@@ -22,7 +22,13 @@ import numpy as np
 import pandas as pd
 from scipy import integrate, stats
 
-from ihprobe.dynamics.law import censored_ratio, maximum_likelihood, profile_cut, profile_interval
+from ihprobe.dynamics.law import (
+    censored_ratio,
+    maximum_likelihood,
+    profile_cut,
+    profile_interval,
+    simulated_coverage,
+)
 from ihprobe.dynamics.verdicts import (
     INCONCLUSIVE,
     LEVEL,
@@ -67,6 +73,10 @@ AMENDMENTS = [
     "it too narrow: at 5 and 5 runs without censoring it covers 0.93, not 0.95); beside it a "
     "profile-likelihood interval, as a check on its symmetry under censoring; the verdict "
     "stays the Wald interval's.",
+    "- The same day, with seeds 3 and 4 still running: beside each declared interval, its "
+    "coverage at that arm's own censoring, simulated from the declared fit (200 pairs of arms, "
+    "each run censored at its budget), since the n / (n - 2) scaling is exact only without "
+    "censoring; the rule is unchanged.",
 ]
 
 
@@ -87,6 +97,23 @@ def onset_ratio(runs: pd.DataFrame, arm: str) -> Estimate:
     """The declared Tobit ratio of ``arm``'s onset over the base's, its variance scaled by
     n / (n - 2) (amended: without censoring, the exact pooled t-interval)."""
     return censored_ratio(runs, arm, BASE, needs=SEEDS, small_sample=True)
+
+
+def coverage(runs: pd.DataFrame, arm: str, draws: int = 200) -> tuple[float, float] | None:
+    """(how often the declared interval covers the ratio, sigma in log10 updates), over
+    ``draws`` pairs of arms drawn from the declared fit at these runs, each censored at its
+    budget; None where the declared ratio is a bound or its fit reaches no maximum."""
+    rows = runs[runs.cell.isin([arm, BASE])]
+    if len(rows) < 3 or any(rows[rows.cell == c].censored.all() for c in (arm, BASE)):
+        return None
+    y, cens = np.log10(rows.updates.to_numpy(float)), rows.censored.to_numpy(bool)
+    X = np.column_stack([np.ones(len(rows)), (rows.cell == arm).to_numpy(float)])
+    theta, _, ok = maximum_likelihood(y, X, cens)
+    if not ok:
+        return None
+    sigma, bounds = math.exp(theta[-1]), np.log10(rows.budget.to_numpy(float))
+    hits = simulated_coverage(X, theta[:-1], sigma, bounds, draws=draws, small_sample=True)
+    return float(hits[1]), sigma
 
 
 def headless_censored(runs: pd.DataFrame) -> pd.DataFrame:
