@@ -63,3 +63,15 @@ def test_the_rule_is_strict_where_it_is_asked_to_be(reference_check):
 def test_a_context_too_short_for_every_length_is_one_line():
     with pytest.raises(IhprobeError, match="repeat lengths"):
         head_check(tiny_hf_model("gpt-neox", context=16), Rule(lengths=(10, 25)))
+
+
+def test_the_science_notes_quote_the_reference_heads_own_check():
+    """docs/science.md's numbers for the reference head are this check's, at its defaults."""
+    check = head_check(str(REFERENCE))
+    ps = {n: f"{v:.2f}" for n, v in check.prefix_matching.items()}
+    science = " ".join((REFERENCE.parents[1] / "docs" / "science.md").read_text().split())
+    assert f"scores {ps[10]} at n = 10 and {ps[50]} at n = 50" in science
+    assert (
+        f"(+{check.loss_drop:.2f} nats of use, +{check.ablation_cost:.2f} lost without it)"
+        in science
+    )

@@ -21,7 +21,7 @@ rule; this module judges one checkpoint.
 (0.1, (10, 25, 50), 0.5, 0.1)
 >>> check = head_check("reference/natural-docs")                    # doctest: +SKIP
 >>> check.has_head, check.head, check.reason                        # doctest: +SKIP
-(True, (1, 0), 'L1H0: PS 0.49 / 0.42 / 0.33 at n = 10 / 25 / 50; ...')
+(True, (1, 0), 'L1H0: PS 0.49 / 0.40 / 0.34 at n = 10 / 25 / 50 (all >= 0.1); ...')
 """
 
 from __future__ import annotations

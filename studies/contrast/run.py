@@ -46,7 +46,8 @@ Per arm and seed, on the final checkpoint:
   ``score-matched`` baselines, and [B]'s per-layer protocol (``scope="layer"``, top 2% of each
   layer); the load-bearing index of induction loss with its interval over the random draws;
 * natural-text loss (clean ``natural_loss`` of the ablation, i.e. mean next-token loss on the
-  embedded corpus, held-out text for an arm trained on ``--text``) and its perplexity.
+  embedded corpus, also for an arm trained on ``--text``) and its perplexity; the docs recipe
+  replaces it with the held-out split's perplexity.
 
 The arm's table gives each number's mean over seeds with a Student-t 95% interval over seeds
 (``verdicts.py``, the rules every validation script shares), and [B]'s reported direction beside
@@ -268,7 +269,8 @@ def report(args) -> None:
         ),
         docs.settings_line(args.random) if recipe else settings(args),
         "",
-        "Each cell: mean over seeds [Student-t 95% interval over seeds] (`benchmarks/verdicts.py`)",
+        "Each cell: mean over seeds [Student-t 95% interval over seeds] "
+        "(`ihprobe/dynamics/verdicts.py`)",
         f"with its seed count; a claim on an arm with fewer than {MIN_SEEDS} seeds is pending.",
         f"Per-seed rows (with each index's interval over the random draws and the wall times): "
         f"`{out_csv.name}`.",

@@ -362,7 +362,7 @@ def report_lines(frame: pd.DataFrame, extend: int, size_at: tuple[int, int]) -> 
     grid = frame[frame.grid == "semi-natural"].cell.unique()
     fixed = frame[frame.grid == "fixed-structure"].cell.unique()
     return [
-        "Statistics (`benchmarks/verdicts.py`): cell means with Student-t 95% intervals over "
+        "Statistics (`ihprobe/dynamics/verdicts.py`): cell means with Student-t 95% intervals over "
         "seeds; fits on cell means (t, df = cells - parameters) and Tobit fits over every run "
         "that keep censored runs at their bound (sandwich clustered by cell); ratios by Welch's "
         "t on log10 updates, or Tobit with a cell term when a run is censored. Verdicts use "

@@ -76,4 +76,9 @@ def regime_lines(contexts: tuple[int, ...], lr: float) -> list[str]:
         "this regime, not a test of [A]'s law; the issue-24 cells below ask which difference "
         "moves the exponents, and only a natural-text grid can agree or disagree with [A].",
         "",
+        "The natural-repetition cells (`nr-B8-C*`) set p_a by bisection so that a row's second "
+        "half repeats as natural text's does at that C: p_a = "
+        + ", ".join(f"{natural_repetition(C)} at C = {C}" for C in (32, 64, 128, 256))
+        + ".",
+        "",
     ]

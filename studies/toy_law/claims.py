@@ -26,7 +26,7 @@ def fit_lines(table: pd.DataFrame) -> list[str]:
         f"Refit over the {len(runs)} width-64 runs with a transition: U = "
         f"{10 ** fit['log10T'].value:,.0f} / (B^{fit['b'].value:.2f} C^{fit['c'].value:.2f}); "
         f"95% intervals b {fit['b'].text('.2f')}, c {fit['c'].text('.2f')}.",
-        "Against [A] (b = 0.37, c = 0.62, margin +- 0.15; `benchmarks/verdicts.py`): "
+        "Against [A] (b = 0.37, c = 0.62, margin +- 0.15; `ihprobe/dynamics/verdicts.py`): "
         + "; ".join(f"{k} **{v}**" for k, v, _ in said)
         + ". One seed per cell and four cells leave one residual degree of freedom, so the "
         "intervals are wide; a standard error from the run-level fit ignores that.",
