@@ -253,3 +253,15 @@ def test_the_declared_intervals_coverage_is_simulated_at_each_arms_censoring():
     lines = " ".join(size.arm_lines(frame, D64))
     assert f"coverage of the declared interval at this censoring: {covered:.2f}" in lines
     assert "coverage" not in " ".join(size.arm_lines(frame, D256))
+
+
+def test_the_regime_line_says_lr_may_explain_fewer_heads_at_d256_only_when_it_has_fewer(tmp_path):
+    frame = planted({})
+    assert "learning rate's doing" not in size.regime_line(frame)  # every arm has its heads
+    assert "pilots at lr 1e-3" in size.regime_line(frame)  # beside it, the pilots' own rate
+    frame.loc[frame.cell == D256, ["censored", "has_head", "updates"]] = [True, False, BUDGET]
+    assert "d_model 256's smaller share of seeds with a head" in size.regime_line(frame)
+    none = tmp_path / "pilots.csv"
+    pd.read_csv(size.PILOTS).query("d_model != 256").to_csv(none, index=False)
+    alone = size.regime_line(frame, none)
+    assert alone == "- Regime: every arm at the grid's AdamW lr 3e-3 (constant after a 1% warm-up)."

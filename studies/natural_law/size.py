@@ -30,6 +30,7 @@ ARMS = {
     f"{CELL}-ao": {**CELLS[CELL], "d_mlp": 0},
 }
 SEEDS = tuple(range(sc.SEEDS))
+PILOTS = Path(__file__).resolve().parents[1] / "natural" / "RESULTS_papers_natural.csv"
 LABELS = {
     CELL: "d_model 128",
     f"{CELL}-d64": "d_model 64",
@@ -45,6 +46,7 @@ def ratio_lines(frame: pd.DataFrame) -> list[str]:
     out = [f"- **[A]'s size claim (d_model 64 and 256 together): {said}**."]
     for arm in (*sc.SIZES, *sc.OTHER):
         out += arm_lines(frame, arm)
+    out.append(regime_line(frame))
     censored = "; ".join(f"{LABELS[arm]}: {sc.censoring(frame, arm)}" for arm in ARMS)
     out.append(f"- Censored runs: {censored}.")
     apart = [f"{a} of {sc.SEEDS} against {b}" for a, b in sc.detectable_splits() if a < b]
@@ -60,6 +62,32 @@ def ratio_lines(frame: pd.DataFrame) -> list[str]:
         "this scale' is the expected verdict even where [A] holds, and is not support for it."
     )
     return out
+
+
+def regime_line(frame: pd.DataFrame, pilots: Path = PILOTS) -> str:
+    """The learning rate every arm shares, beside the d_model 256 pilots that ran at another
+    one; where d_model 256 has a smaller share of seeds with a head than d_model 128, a
+    sentence that the learning rate, not size, may be the cause."""
+    wide = pd.read_csv(pilots)
+    wide = wide[(wide.d_model == 256) & (wide.status == "done") & (wide.B == 4) & (wide.C == 256)]
+    line = "- Regime: every arm at the grid's AdamW lr 3e-3 (constant after a 1% warm-up)."
+    if len(wide):
+        rises = " and ".join(f"{m:.1f}M" for m in wide.onset_M.dropna()) or "no onset in"
+        lr = f"{wide.lr.iloc[0]:.0e}".replace("e-0", "e-")
+        line += (
+            f" The d_model 256 pilots at lr {lr} (the same corpus, B and C; {len(wide)} seeds "
+            f"to {wide.budget_M.max():g}M tokens; `studies/natural/RESULTS_papers_natural.md`) "
+            f"rose from {rises} tokens to max PS "
+            f"{' and '.join(f'{v:.2f}' for v in wide.max_PS)}."
+        )
+    runs = sc.runs_of(frame)
+    share = {arm: runs[runs.cell == arm].has_head.mean() for arm in (CELL, f"{CELL}-d256")}
+    if len(wide) and share[f"{CELL}-d256"] < share[CELL]:  # NaN (no run) compares False
+        line += (
+            " So d_model 256's smaller share of seeds with a head here may be the learning "
+            "rate's doing rather than size's: this arm tests size at lr 3e-3 only."
+        )
+    return line
 
 
 def summary(frame: pd.DataFrame) -> str:
