@@ -134,3 +134,15 @@ def test_a_bad_config_or_a_nan_tensor_is_one_line(run, tmp_path):
     save_file(state, str(broken / "model.safetensors"))
     with pytest.raises(IhprobeError, match=f"tensor {name} has 1 NaN"):
         weight_trajectory(broken, ["copying"], cache=False)
+
+
+def test_the_weight_trajectory_command_reads_a_local_run(run, tmp_path, capsys):
+    """A run folder has no revision (NaN in the table): the command still names its last
+    checkpoint and that checkpoint's top heads, and writes the same rows as the function."""
+    from ihprobe.cli import main
+
+    code = main(["weight-trajectory", str(run), "--metrics", "copying", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and out.splitlines()[0].endswith("step 20") and "top copying: L" in out, out
+    written = pd.read_csv(tmp_path / "weights.csv")
+    assert len(written) == len(weight_trajectory(run, ["copying"], cache=False))

@@ -48,6 +48,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    import pandas as pd
+
     from ihprobe.cli._suite import suite_of
     from ihprobe.core.files import atomic_write
     from ihprobe.dynamics.weight_series import weight_trajectory
@@ -68,8 +70,11 @@ def run(args) -> int:
     )
     written = csv_table(table)
     atomic_write(target, lambda tmp: written.to_csv(tmp, index=False))
-    key = table[["model", "revision", "step"]].astype(str).agg("|".join, axis=1)
-    last = table[key == key.iloc[-1]]
+    # one key per checkpoint; a local source has no revision (NaN), which the f-string keeps
+    key = pd.Series(
+        [f"{m}|{r}|{s}" for m, r, s in zip(table.model, table.revision, table.step, strict=True)]
+    )
+    last = table[(key == key.iloc[-1]).to_numpy()]
     print(checkpoint_name(last.iloc[0]))
     for metric, rows in last.groupby("metric", sort=False):
         top = rows.dropna(subset=["value"]).nlargest(args.show, "value")
