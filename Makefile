@@ -1,6 +1,7 @@
 # Two commands for a new user: `make demo` and `make test`. Each creates .venv when it is missing.
-# TORCH_SPEC pins torch so that a CPU-only machine does not pull a multi-GB CUDA build;
-# override it for a GPU machine, e.g. `make test TORCH_SPEC="torch==2.13.0 --index-url ..."`.
+# TORCH_SPEC pins torch, installed first so that nothing later pulls another build. Where pip
+# sees only PyPI, Linux gets the multi-GB CUDA build of that pin; for the CPU build there, e.g.
+# `make test TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"`.
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0

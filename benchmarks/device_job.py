@@ -13,18 +13,19 @@ a timeout is one row of the results, never the end of the job):
 2. ``speed-train``: ``bench_train.py`` (ihprobe train against a bare loop and HF Trainer);
 3. ``seeds-K`` (``device_seeds.py``): the aggregate tokens/s of K runs sharing the device,
    one step per K at K = 1, 8, 16 (``--tiny``: 1, 2);
-4. ``natural-study``: the command in ``$IHPROBE_NATURAL_GPU`` (the natural-text study's GPU
-   queue, resumable: it skips what it finished; without it, a no-op row). It starts once the
-   timed steps are done and runs in the background until the budget is spent, beside the
-   steps after it, which time nothing;
-5. ``correct-natural``, ``correct-160m``, ``correct-train`` (``device_checks.py``): every
-   public function on the device against the CPU on ``reference/natural-docs`` and on a random
-   model of Pythia-160m's configuration (``--tiny``: a tiny one), float32 and bfloat16; train
-   with live probes, resumed and extended, its trajectory, and the demo with ``device="auto"``;
-6. ``speed-fastpath`` and ``speed-series`` (a GPU only; the CPU's are committed):
+4. ``speed-fastpath`` and ``speed-series`` (a GPU only; the CPU's are committed):
    ``bench_fastpath.py`` (the pair scan's memory and time against the pattern scan's, 160m and
    410m at 2,048 and 8,192 tokens) and ``bench_series.py`` (a suite with and without
-   prefetching), each writing its ``cuda`` section of its own results file.
+   prefetching), each writing its ``cuda`` section of its own results file;
+5. ``natural-study``: the command in ``$IHPROBE_NATURAL_GPU`` (the natural-text study's GPU
+   queue, resumable: it skips what it finished; unset here, a no-op row, while
+   ``gpu_check.sh`` sets the queue by default). It starts once every timed step is done and
+   runs in the background until the budget is spent, beside the steps after it, which time
+   nothing;
+6. ``correct-natural``, ``correct-160m``, ``correct-train`` (``device_checks.py``): every
+   public function on the device against the CPU on ``reference/natural-docs`` and on a random
+   model of Pythia-160m's configuration (``--tiny``: a tiny one), float32 and bfloat16; train
+   with live probes, resumed and extended, its trajectory, and the demo with ``device="auto"``.
 
 It writes its tables, with the device named, into ``benchmarks/RESULTS_device.md``
 (``--results`` elsewhere). The machine needs torch and transformers; the README's "On a GPU"
@@ -67,12 +68,12 @@ STEPS = (
     ("seeds-2", None, 90),
     ("seeds-8", 40, None),
     ("seeds-16", 50, None),
-    ("natural-study", 0, 0),
+    ("speed-fastpath", 150, None),  # the pair scan against the pattern scan (memory, time)
+    ("speed-series", 180, None),  # a 20-checkpoint suite with and without prefetching
+    ("natural-study", 0, 0),  # from here on nothing is timed: the queue shares the device
     ("correct-natural", 120, 90),  # each check computes everything on the CPU too
     ("correct-160m", 240, 60),
     ("correct-train", 150, 120),
-    ("speed-fastpath", 150, None),  # the pair scan against the pattern scan (memory, time)
-    ("speed-series", 180, None),  # a 20-checkpoint suite with and without prefetching
 )
 BACKGROUND = "natural-study"
 GRACE = 10  # seconds past its limit for a step to write its result before it is killed

@@ -32,6 +32,12 @@ if ! "$PYTHON" -c "import transformer_lens, datasets, plotly, pwlf" 2>/dev/null;
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export HF_HUB_OFFLINE=1
+# a package the wheels assume the machine has (numpy, pandas, scipy, einops, jaxtyping, ...):
+# one line naming it, not a traceback from the first step
+if ! said=$("$PYTHON" -c "import ihprobe, transformer_lens" 2>&1); then
+    echo "ihprobe cannot be imported here ($(echo "$said" | tail -n 1)); add that package's wheel to $WHEELS/" >&2
+    exit 2
+fi
 export IHPROBE_CACHE=${IHPROBE_CACHE:-$(mktemp -d)}
 # the natural-text size arm's runs, then the law grid's GPU cells and second seeds, 8 at a
 # time (K = 8 summed more tokens/s than 16 on an H200, RESULTS_device.md), until the job's budget

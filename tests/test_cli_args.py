@@ -115,6 +115,21 @@ def test_one_key_value_flag_for_producer_options():
         types.key_value("p=NaN")
 
 
+def test_a_shortcut_is_its_option_by_another_name(capsys, tmp_path):
+    """``--repetition 0.5`` asks data-stats for what ``--option repetition=0.5`` asks; both
+    for one key is one line and exit 2 on both commands that take producer options."""
+    base = ["data-stats", "--producer", "semi-natural", "--batches", "2", "--json"]
+    assert main([*base, "--repetition", "0.5", "--vocab-size", "300"]) == 0
+    short = capsys.readouterr().out
+    assert main([*base, "--option", "repetition=0.5", "--option", "vocab_size=300"]) == 0
+    assert capsys.readouterr().out == short
+    for argv in (base, ["train", "--out", str(tmp_path / "run"), "--steps", "2"]):
+        assert main([*argv, "--repetition", "0.5", "--option", "repetition=0.4"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "--repetition and --option repetition=... both given" in err and "\n" not in err
+    assert not (tmp_path / "run").exists()
+
+
 # ----------------------------------------------------------------------------- help
 
 

@@ -130,6 +130,15 @@ def test_trajectory_is_the_same_with_and_without_prefetching(run):
     assert tables[0]["step"].nunique() == 4
 
 
+def test_ablation_trajectory_is_the_same_with_and_without_prefetching(run):
+    from ihprobe.dynamics.ablation_series import ablation_trajectory
+
+    asked = {"metrics": ["ar_accuracy"], "random": 2, "n": 8, "batch": 4, "effects": False}
+    tables = [ablation_trajectory(run, cache=False, prefetch=ahead, **asked) for ahead in (0, 1)]
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert tables[0]["step"].nunique() == 4
+
+
 def test_map_checkpoints_is_the_same_with_and_without_prefetching(run):
     def weights(ckpt, model):
         return [float(p.detach().double().sum()) for p in model.parameters()]

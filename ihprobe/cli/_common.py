@@ -280,8 +280,18 @@ def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
+# Producer options common enough to get a flag of their own: each is ``--option KEY=VALUE``
+# by another name (KEY the flag with ``_`` for ``-``), read by :func:`producer_options`.
+SHORTCUTS = (
+    ("repetition", probability, "semi-natural/markov: P(A..A) (default: the producer's)"),
+    ("reliability", probability, "semi-natural/markov: P(B | AB..A) (default: the producer's)"),
+    ("vocab-size", positive_int, "producer vocabulary (default: the producer's)"),
+)
+
+
 def add_option_flag(parser, what: str = "producer option") -> None:
-    """``--option KEY=VALUE`` (repeatable), the one flag for producer options."""
+    """``--option KEY=VALUE`` (repeatable), the one flag for producer options, and the
+    :data:`SHORTCUTS` beside it."""
     parser.add_argument(
         "--option",
         dest="option",
@@ -292,6 +302,27 @@ def add_option_flag(parser, what: str = "producer option") -> None:
         help=f"{what}, repeatable; VALUE is read as JSON when it parses (--option period=[8,32]) "
         "(default: none)",
     )
+    for flag, kind, text in SHORTCUTS:
+        key = flag.replace("-", "_")
+        parser.add_argument(f"--{flag}", dest=key, type=kind, help=f"{text}; = --option {key}=")
+
+
+def producer_options(args: argparse.Namespace) -> dict:
+    """The producer options ``--option`` and the :data:`SHORTCUTS` ask for; one key given both
+    ways is one line (exit 2), not a silent choice.
+
+    >>> producer_options(argparse.Namespace(option=[("period", [8, 32])], repetition=0.5))
+    {'period': [8, 32], 'repetition': 0.5}
+    """
+    options = dict(getattr(args, "option", []))
+    for flag, _, _ in SHORTCUTS:
+        key = flag.replace("-", "_")
+        if getattr(args, key, None) is None:
+            continue
+        if key in options:
+            raise IhprobeError(f"--{flag} and --option {key}=... both given: pass one of them")
+        options[key] = getattr(args, key)
+    return options
 
 
 def progress(args: argparse.Namespace) -> bool | None:

@@ -22,29 +22,14 @@ def register(subparsers) -> None:
     flags.add_text(p, "natural-text producers", default="the producer's corpus")
     p.add_argument("--dataset", help="HF dataset name or local data file (default: none)")
     p.add_argument("--tokenizer", help="HF tokenizer directory (default: train a BPE)")
-    p.add_argument(
-        "--vocab-size",
-        type=flags.positive_int,
-        help="vocabulary size, BPE or synthetic (default: the producer's)",
-    )
-    p.add_argument(
-        "--repetition",
-        type=flags.probability,
-        help="p_a for semi-natural / markov (default: the producer's)",
-    )
-    p.add_argument(
-        "--reliability",
-        type=flags.probability,
-        help="p_b for semi-natural / markov (default: the producer's)",
-    )
-    p.add_argument("--context", type=flags.positive_int, default=64, help="window length")
-    p.add_argument("--batch-size", type=flags.positive_int, default=64, help="rows per batch")
+    p.add_argument("-C", "--context", type=flags.positive_int, default=64, help="window length")
+    p.add_argument("-B", "--batch-size", type=flags.positive_int, default=64, help="rows per batch")
     p.add_argument("--batches", type=flags.positive_int, default=16, help="batches to measure")
     p.add_argument(
         "--total-steps", type=flags.positive_int, default=1, help="anneal length (bi-induct)"
     )
     flags.add_seed(p, "producer seed")
-    flags.add_option_flag(p, "any other producer option")
+    flags.add_option_flag(p, "a producer option")
     flags.add_json(p)
     flags.add_quiet(p, "no stage lines")
     p.set_defaults(func=run)
@@ -62,15 +47,8 @@ def run(args) -> int:
             f"{TOKEN_LIMIT:,}; the statistics settle long before: pass smaller values."
         )
 
-    options = {
-        "text": args.text,
-        "dataset": args.dataset,
-        "tokenizer": args.tokenizer,
-        "vocab_size": args.vocab_size,
-        "repetition": args.repetition,
-        "reliability": args.reliability,
-    }
-    options = {k: v for k, v in options.items() if v is not None} | dict(args.option)
+    options = {"text": args.text, "dataset": args.dataset, "tokenizer": args.tokenizer}
+    options = {k: v for k, v in options.items() if v is not None} | flags.producer_options(args)
     shape = {key: getattr(args, key) for key in ("batch_size", "context", "seed", "total_steps")}
     producer = make_producer(args.producer, **shape, **options)
     stats = producer_stats(producer, batches=args.batches)

@@ -20,6 +20,7 @@ import math
 
 from ihprobe.cli._common import (
     INT64,
+    SHORTCUTS,
     DefaultsFormatter,
     add_option_flag,
     add_threads,
@@ -28,7 +29,7 @@ from ihprobe.cli._common import (
     nonnegative_int,
     positive_float,
     positive_int,
-    probability,
+    producer_options,
     seed_int,
     warmup_fraction,
 )
@@ -64,14 +65,6 @@ def checkpoints(text: str):
             f"{text!r} is not log, linear or a list of token counts such as 250k,500k,1M"
         )
     return found
-
-
-# Producer options common enough to get their own flag: same as --option KEY=VALUE.
-SHORTCUTS = (
-    ("repetition", probability, "semi-natural/markov: P(A..A) (default: the producer's)"),
-    ("reliability", probability, "semi-natural/markov: P(B | AB..A) (default: the producer's)"),
-    ("vocab-size", positive_int, "producer vocabulary (default: the producer's)"),
-)
 
 
 def clip(text: str) -> float | None:
@@ -141,8 +134,6 @@ def register(subparsers) -> None:
         help="natural, repeats, bi-induct, semi-natural, markov or iid (default)",
     )
     add_option_flag(data)
-    for flag, kind, text in SHORTCUTS:
-        data.add_argument(f"--{flag}", dest=flag.replace("-", "_"), type=kind, help=text)
     model = p.add_argument_group("model")
     model.add_argument(
         "--arch", choices=("gpt-neox", "llama", "gpt2"), help="architecture (default)"
@@ -291,11 +282,9 @@ def config_from_args(args):
     from ihprobe.training.config import TrainConfig, load_config
 
     skip = ("func", "command", "verbose", "threads")  # threads: the process's, not the run's
-    given = {k: v for k, v in vars(args).items() if k not in skip}
-    options = dict(given.pop("option", []))
-    for flag, _, _ in SHORTCUTS:
-        if flag.replace("-", "_") in given:
-            options[flag.replace("-", "_")] = given.pop(flag.replace("-", "_"))
+    options = producer_options(args)
+    shortcuts = {flag.replace("-", "_") for flag, _, _ in SHORTCUTS}
+    given = {k: v for k, v in vars(args).items() if k not in (*skip, "option", *shortcuts)}
     if "law_from" in given:
         given["law_from"] = tuple(given["law_from"])
     if given.get("resume_or_start"):

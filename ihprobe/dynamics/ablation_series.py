@@ -37,6 +37,7 @@ def ablation_trajectory(
     cache: bool | str | os.PathLike | None = True,
     progress: bool = False,
     device: str = "cpu",
+    prefetch: int = 1,
     **ablate_kwargs,
 ) -> pd.DataFrame:
     """:func:`ihprobe.ablate` (and :func:`ihprobe.head_effects`) at every checkpoint, as one
@@ -44,7 +45,8 @@ def ablation_trajectory(
 
     Args:
         source_or_sources: a run directory, checkpoint, hub id (with ``revisions``) or a list.
-        revisions, tokens_per_step, cache, progress, device: as in :func:`ihprobe.trajectory`.
+        revisions, tokens_per_step, cache, progress, device, prefetch: as in
+            :func:`ihprobe.trajectory`.
         effects: also ablate every head alone (``{metric}.head_change`` rows).
         **ablate_kwargs: passed to :func:`ihprobe.ablate` (``scope``, ``top``, ``baseline``,
             ``mode``, ``metrics``, ...); the per-head effects use the same metrics and rows.
@@ -75,6 +77,7 @@ def ablation_trajectory(
         tokens_per_step=tokens_per_step,
         progress=progress,
         device=device,
+        prefetch=prefetch,
         finite=False,  # relative changes and z-scores are NaN or inf by design in places
     )
 

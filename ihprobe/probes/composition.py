@@ -8,7 +8,7 @@ the stream through its queries, keys or values; the composition score of the pai
 
 with ``R = W_QK^T = W_K W_Q^T`` for K-composition, ``R = W_QK = W_Q W_K^T`` for Q-composition
 and ``R = W_OV^{h2}`` for V-composition -- the same products as TransformerLens's
-``all_composition_scores`` (``tests/test_circuit_composition.py`` compares the numbers).
+``all_composition_scores`` (``tests/test_circuit.py`` compares the numbers).
 
 Even unrelated matrices have a positive score (a product of random low-rank matrices is not
 zero), so the score of random Gaussian matrices of the same shapes is the baseline: it is
