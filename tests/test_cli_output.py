@@ -24,3 +24,16 @@ def test_fit_law_error_suggests_the_flag(monkeypatch, capsys):
     assert main(["fit-law", "r1", "r2"]) == 2
     err = capsys.readouterr().err
     assert "e.g. --b 0.37" in err and "fit_law(" not in err and err.count("\n") == 1
+
+
+def test_a_reader_that_leaves_the_pipe_early_gets_no_traceback():
+    """``ihprobe data-stats | head -0``: the reader closes before the command prints; the
+    command stops quietly with 141 (128 + SIGPIPE), as a shell reports it."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "ihprobe", "data-stats", "--producer", "iid", "--batches", "1"]
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # before the interpreter has even started: every print meets EPIPE
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 141 and "Traceback" not in err, err

@@ -16,6 +16,7 @@ import contextlib
 import errno
 import importlib
 import logging
+import os
 import pkgutil
 import sys
 import warnings
@@ -105,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     except IhprobeError as err:
         print(f"ihprobe {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `ihprobe scan ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 141  # 128 + SIGPIPE, as a shell reports a process a pipe stopped
     except OSError as err:
         if err.errno != errno.ENOSPC:
             raise
