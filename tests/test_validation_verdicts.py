@@ -5,6 +5,7 @@ by the equivalence margin, by the seed count and by a censored cell."""
 from __future__ import annotations
 
 import doctest
+import math
 
 import numpy as np
 import pandas as pd
@@ -323,3 +324,16 @@ def test_a_claim_of_several_parts_waits_on_the_part_furthest_behind():
         assert (
             isinstance(again, v.Pending) and again == cells and (again.done, again.of) == (12, 16)
         )
+
+
+def test_a_tie_or_an_interval_that_reaches_the_edge_does_not_agree():
+    """Every seed alike gives a zero-width interval: no spread, no verdict; an interval whose
+    end lies on the region's edge is not inside it (strict), while a bound toward an open side
+    still agrees."""
+    assert v.judge(v.welch([0.0] * 5, [0.0] * 5), v.above(0.0))[0] == v.INCONCLUSIVE
+    assert v.judge(v.t_mean([1.0] * 5, log=True), v.same_ratio(1.5))[0] == v.INCONCLUSIVE
+    touching = v.Estimate(0.05, 0.0, 0.1, "t", 5)
+    assert v.judge(touching, v.above(0.0))[0] == v.INCONCLUSIVE
+    assert v.judge(v.Estimate(0.05, 0.01, 0.1, "t", 5), v.above(0.0))[0] == v.AGREES
+    assert v.judge(v.Estimate(0.3, 0.2, math.inf, "a bound", 5), v.above(0.0))[0] == v.AGREES
+    assert v.judge(v.Estimate(0.3, 0.2, math.inf, "a bound", 5), v.below(1.0))[0] == v.INCONCLUSIVE
