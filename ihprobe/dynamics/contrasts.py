@@ -2,17 +2,18 @@
 budget) kept at their bound: :func:`censored_contrast` (a weighted sum of cell means) and
 :func:`censored_ratio` (one cell over another, or a bound where one cell is all censored).
 
-``small_sample`` scales the covariance by n / (n - cells), so that without censoring the
-interval is the exact pooled t-interval (the ML variance, RSS / n, makes it too narrow):
+``small_sample`` (the default) scales the covariance by n / (n - cells), so that without
+censoring the interval is the exact pooled t-interval (the ML variance, RSS / n, makes it too
+narrow: at 5 and 5 runs it covers 0.93):
 
 >>> a, b = np.array([3.0, 3.1, 2.9]), np.array([3.2, 3.3, 3.1])   # log10 updates
 >>> runs = pd.DataFrame({"cell": ["a"] * 3 + ["b"] * 3, "updates": 10 ** np.r_[a, b],
 ...                      "censored": False})
->>> exact = censored_ratio(runs, "b", "a", small_sample=True)
+>>> exact = censored_ratio(runs, "b", "a")
 >>> pooled = stats.ttest_ind(b, a).confidence_interval()
 >>> bool(np.isclose(exact.low, pooled.low) and np.isclose(exact.high, pooled.high))
 True
->>> plain = censored_ratio(runs, "b", "a")
+>>> plain = censored_ratio(runs, "b", "a", small_sample=False)
 >>> bool(plain.high - plain.value < exact.high - exact.value)
 True
 """
@@ -30,7 +31,7 @@ from ihprobe.dynamics.verdicts import LEVEL, MIN_SEEDS, Estimate, t_mean
 
 
 def censored_ratio(
-    runs: pd.DataFrame, cell: str, base: str, *, needs: int = MIN_SEEDS, small_sample: bool = False
+    runs: pd.DataFrame, cell: str, base: str, *, needs: int = MIN_SEEDS, small_sample: bool = True
 ) -> Estimate:
     """log10 of ``cell``'s emergence over ``base``'s (geometric means) by a Tobit fit with a
     cell indicator, censored runs at their bound; model-based interval, df = runs - 2.
@@ -48,7 +49,7 @@ def censored_ratio(
 
 
 def censored_contrast(
-    runs: pd.DataFrame, cells, weights, *, needs: int = MIN_SEEDS, small_sample: bool = False
+    runs: pd.DataFrame, cells, weights, *, needs: int = MIN_SEEDS, small_sample: bool = True
 ) -> Estimate:
     """sum_i w_i (mean log10 updates of ``cells[i]``): Tobit with a term per cell, censored runs
     at their bound, model-based interval, df = runs - cells. ``runs``: cell, updates, censored."""

@@ -336,13 +336,18 @@ def cell_means_fit(runs: pd.DataFrame, *, fixed: dict[str, float] | None = None)
 
 
 def censored_fit(
-    runs: pd.DataFrame, *, fixed: dict[str, float] | None = None, clustered: bool = True
+    runs: pd.DataFrame,
+    *,
+    fixed: dict[str, float] | None = None,
+    clustered: bool = True,
+    small_sample: bool = True,
 ) -> dict:
     """The law fitted by Tobit over every run, censored ones included at their bound.
 
     ``runs``: columns cell, B, C, updates (the emergence point, or the bound a censored run
     exceeds), censored (bool). ``clustered``: a sandwich covariance clustered by cell (t df =
-    cells - parameters); else the model's own (t df = runs - parameters). Same keys as
+    cells - parameters); else the model's own (t df = runs - parameters), scaled by n / df where
+    ``small_sample`` (without censoring: the exact least-squares t-interval). Same keys as
     :func:`cell_means_fit` plus ``censored`` (how many runs were censored).
     """
     fixed = fixed or {}
@@ -353,6 +358,8 @@ def censored_fit(
     beta, cov, df, how = tobit(y, X, cens, clusters=clusters)
     seeds = int(runs.groupby("cell").size().min())
     how += f", {runs.cell.nunique()} cells, {cens.sum()} of {len(runs)} runs censored, t df {df}"
+    if small_sample and not clustered and df >= 1:
+        cov, how = cov * len(y) / df, how + ", variance x n / (n - k)"
     half = stats.t.ppf(0.5 + LEVEL / 2, df) * np.sqrt(np.diag(cov)) if df >= 1 else [np.nan] * 3
     out = {"df": df, "cells": runs.cell.nunique(), "censored": int(cens.sum())}
     for i, name in enumerate(names):

@@ -52,6 +52,11 @@ AMENDMENTS = [
     "it rejected 0 of 200 true planes at 5%, and had next to no power).",
     "- The same day: at C = 64 the head check reads repeat lengths 10 and 25 only (n = 50 "
     "needs 100 positions); the cell's live probes use n = 32, [A]'s min(50, C / 2).",
+    "- The same day, after the verdicts (a referee's audit): the declared t(runs - 3) "
+    "interval had the ML variance (RSS / n), narrower than the t-interval it was declared as "
+    "(without censoring at 16 runs it covers 0.93); its covariance is now scaled by n / (n - 3), "
+    "as the size arm's is, so that without censoring it is the exact least-squares t-interval. "
+    "The intervals widen by about 9%; no verdict changed.",
 ]
 
 

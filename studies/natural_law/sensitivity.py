@@ -45,8 +45,9 @@ def design(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def profiles(runs: pd.DataFrame) -> dict[str, Estimate]:
-    """b and c with profile-likelihood intervals, cut to be the declared t(runs - 3) interval
-    interval's quantile is."""
+    """b and c with profile-likelihood intervals, cut so that without censoring they are the
+    declared t(runs - 3) interval (:func:`profile_cut`); with censoring they follow the
+    likelihood's own shape."""
     y, X, cens = design(runs)
     df = len(runs) - X.shape[1]
     cut = profile_cut(len(runs), df, LEVEL)
@@ -97,7 +98,9 @@ def coverage(runs: pd.DataFrame, budgets, draws: int = DRAWS, seed: int = 0) -> 
     y, X, cens = design(runs)
     theta, _, _ = maximum_likelihood(y, X, cens)
     sigma, bounds = math.exp(theta[-1]), np.log10(np.asarray(budgets, float))
-    hits = simulated_coverage(X, theta[:-1], sigma, bounds, draws=draws, seed=seed)
+    hits = simulated_coverage(
+        X, theta[:-1], sigma, bounds, draws=draws, seed=seed, small_sample=True
+    )
     return {"b": float(hits[1]), "c": float(hits[2]), "sigma": sigma}
 
 

@@ -96,7 +96,7 @@ def ended(frame: pd.DataFrame, arm: str) -> bool:
 def onset_ratio(runs: pd.DataFrame, arm: str) -> Estimate:
     """The declared Tobit ratio of ``arm``'s onset over the base's, its variance scaled by
     n / (n - 2) (amended: without censoring, the exact pooled t-interval)."""
-    return censored_ratio(runs, arm, BASE, needs=SEEDS, small_sample=True)
+    return censored_ratio(runs, arm, BASE, needs=SEEDS)
 
 
 def coverage(runs: pd.DataFrame, arm: str, draws: int = 200) -> tuple[float, float] | None:
