@@ -235,13 +235,30 @@ def statistics(
         "random_relative_change_mean": relative[2:].mean(),
         "random_relative_change_lo": np.quantile(relative[2:], 0.025),
         "random_relative_change_hi": np.quantile(relative[2:], 0.975),
-        "p_value": (1 + int((random >= top).sum())) / (len(random) + 1),
-        "p_distinct": (1 + int((unique >= top).sum())) / (len(unique) + 1),
+        "p_value": permutation_p(top, random),
+        "p_distinct": permutation_p(top, unique),
         "distinct_sets": len(unique),
         "load_bearing_index": index,
         "load_bearing_lo": lo,
         "load_bearing_hi": hi,
     }
+
+
+def permutation_p(top: float, draws: np.ndarray) -> float:
+    """(1 + draws at least as harmful as the top set) / (draws + 1), never below 1 / (R + 1);
+    a draw whose harm is undefined (NaN) is left out rather than counted as less harmful, and
+    an undefined top harm has no p.
+
+    >>> permutation_p(2.0, np.array([1.0, 3.0, np.nan])), permutation_p(9.0, np.array([1.0]))
+    (0.6666666666666666, 0.5)
+    >>> math.isnan(permutation_p(math.nan, np.array([1.0, 2.0])))
+    True
+    """
+    draws = np.asarray(draws, float)
+    draws = draws[~np.isnan(draws)]
+    if math.isnan(top):
+        return math.nan
+    return (1 + int((draws >= top).sum())) / (len(draws) + 1)
 
 
 def load_bearing_index(
