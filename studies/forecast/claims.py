@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ihprobe import Prior
-from ihprobe.dynamics.verdicts import proportion
+from ihprobe.dynamics.verdicts import MIN_SEEDS, Pending, proportion
 from ihprobe.jobs.grid import markdown
 from studies.forecast import cells
 
@@ -42,20 +42,33 @@ def coverage_row(g: pd.DataFrame, after: str, unit: str = "seed") -> dict:
         "forecast width (high/low)": f"{np.exp(np.log(g.width).mean()):.2f}",
         "prior covers": f"{int(g.prior_covered.sum())}/{len(g)} {prior.text('.2f')}",
         "prior width": f"{np.exp(np.log(g.prior_width).mean()):.2f}",
-        "informs": informs(g),
+        "informs": informs(g, unit),
     }
 
 
-def informs(g: pd.DataFrame) -> str:
+def informs(g: pd.DataFrame, unit: str = "seed") -> str:
     """Whether the forecast adds information over its prior at this point of the runs: a
-    narrower interval (by at least 10%) that covers as often; otherwise what it does."""
+    narrower interval (by at least 10%) that covers as often; otherwise what it does. Below
+    ``MIN_SEEDS`` runs it is pending, with what the runs so far show.
+
+    >>> three = pd.DataFrame({"width": [2.0] * 3, "prior_width": [6.0] * 3,
+    ...                       "covered": [True] * 3, "prior_covered": [True] * 3})
+    >>> informs(three)
+    'pending: 3 of 5 seeds (so far adds information: narrower, covers as often)'
+    >>> informs(pd.concat([three] * 2))
+    'adds information: narrower, covers as often'
+    """
     narrower = np.exp(np.log(g.width / g.prior_width).mean()) < 0.9
     same_coverage = g.covered.sum() >= g.prior_covered.sum()
     if narrower and same_coverage:
-        return "adds information: narrower, covers as often"
-    if narrower:
-        return "narrower but covers less often: overconfident"
-    return "adds nothing yet: as wide as the prior"
+        said = "adds information: narrower, covers as often"
+    elif narrower:
+        said = "narrower but covers less often: overconfident"
+    else:
+        said = "adds nothing yet: as wide as the prior"
+    if len(g) < MIN_SEEDS:
+        return f"{Pending(len(g), MIN_SEEDS, unit + 's')} (so far {said})"
+    return said
 
 
 def header(table: pd.DataFrame, command: str, priors: dict[str, Prior], runs: dict) -> list[str]:
