@@ -265,3 +265,12 @@ def test_the_regime_line_says_lr_may_explain_fewer_heads_at_d256_only_when_it_ha
     pd.read_csv(size.PILOTS).query("d_model != 256").to_csv(none, index=False)
     alone = size.regime_line(frame, none)
     assert alone == "- Regime: every arm at the grid's AdamW lr 3e-3 (constant after a 1% warm-up)."
+
+
+def test_the_family_line_gives_holms_adjusted_p_beside_each_share():
+    frame = planted({})
+    frame.loc[frame.cell == D256, ["censored", "has_head", "updates"]] = [True, False, BUDGET]
+    said = size.family_line(frame)
+    raw = stats.fisher_exact([[0, 5], [5, 0]])[1]  # d_model 256: 0 of 5 against 5 of 5
+    assert f"d_model 256 {size.p_text(3 * raw)}" in said and "d_model 64 1.00" in said, said
+    assert said.startswith("- The 3 shares of seeds with a head are each tested")

@@ -181,6 +181,36 @@ def proportion(successes: int, n: int, unit: str = "seed") -> Estimate:
     return Estimate(successes / n, ci.low, ci.high, method, n)
 
 
+def family_note(claims: int | None = None) -> str:
+    """The sentence a results file with several verdicts carries: each reads its own 95%
+    interval, with no correction across them.
+
+    >>> family_note(12).split(":")[0]
+    'Each of these 12 verdicts reads its own 95% interval, with no correction across them'
+    """
+    which = f"Each of these {claims} verdicts" if claims else "Each verdict here"
+    return (
+        f"{which} reads its own 95% interval, with no correction across them: about 1 in 20 "
+        "intervals misses its true value by chance alone, so a single disagrees among many is "
+        "weak evidence."
+    )
+
+
+def holm(p_values) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (same order as given): p_(i) times
+    the tests not yet passed, made monotone; a family-wise 5% where each adjusted p < 0.05.
+
+    >>> [round(p, 3) for p in holm([0.01, 0.04, 0.03])]
+    [0.03, 0.06, 0.06]
+    """
+    p = np.asarray(p_values, float)
+    order = np.argsort(p)
+    adjusted = np.minimum(1.0, np.maximum.accumulate(p[order] * (len(p) - np.arange(len(p)))))
+    out = np.empty_like(p)
+    out[order] = adjusted
+    return out.tolist()
+
+
 def seed_target(successes: int, done: int, target: int = 4, of: int = MIN_SEEDS) -> tuple[str, str]:
     """(verdict, why) for a target stated as a count of seeds, e.g. "a head forms in at least 4 of
     5 seeds": ``"meets the target"`` or ``"misses the target"`` once ``of`` seeds are done, or

@@ -82,7 +82,7 @@ import pandas as pd
 
 import ihprobe
 from ihprobe import TrainConfig
-from ihprobe.dynamics.verdicts import MIN_SEEDS
+from ihprobe.dynamics.verdicts import MIN_SEEDS, family_note
 from ihprobe.jobs.grid import (
     markdown,
     read_result,
@@ -258,6 +258,7 @@ def report(args) -> None:
     if recipe:
         unit = "--recipe docs --cell ARM --seed SEED"
     frame.to_csv(out_csv, index=False)
+    judged = pd.DataFrame(verdicts(frame, args.recipe), columns=["[B]'s claim", "here", "why"])
     lines = [
         *header(
             "contrast",
@@ -290,9 +291,9 @@ def report(args) -> None:
         f"a head counts as formed at an attention score of {FORMED}. Post hoc (issue 43): a claim",
         "about heads is judged only over the seeds that have a head (the section below).",
         "",
-        *markdown(
-            pd.DataFrame(verdicts(frame, args.recipe), columns=["[B]'s claim", "here", "why"])
-        ),
+        *markdown(judged),
+        "",
+        family_note(len(judged)),
         "",
         *heads.section(frame, ARMS),
     ]

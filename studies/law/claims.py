@@ -24,6 +24,7 @@ from ihprobe.dynamics.verdicts import (
     Pending,
     contrast,
     equal,
+    family_note,
     judge,
     same_ratio,
     t_mean,
@@ -369,7 +370,7 @@ def report_lines(frame: pd.DataFrame, extend: int, size_at: tuple[int, int]) -> 
         "margins declared before the data ([A]'s b and c +- 0.15; 'no change' within 1.5x "
         f"either way): 'agrees' only when the whole interval lies inside, 'disagrees' only when "
         f"it lies wholly outside. A cell mean or ratio needs {MIN_SEEDS} seeds per cell to be a "
-        "finding; fewer, and its verdict is pending.",
+        f"finding; fewer, and its verdict is pending. {family_note()}",
         "",
         "Per-seed rows, wall times and status: `RESULTS_papers_law.csv`.",
         "",

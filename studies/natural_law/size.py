@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ihprobe.dynamics.verdicts import holm
 from ihprobe.jobs.grid import Grid
 from studies.natural_law import RUNS, _base, _measure, report
 from studies.natural_law import size_claims as sc
@@ -49,6 +50,7 @@ def ratio_lines(frame: pd.DataFrame) -> list[str]:
     out.append(regime_line(frame))
     censored = "; ".join(f"{LABELS[arm]}: {sc.censoring(frame, arm)}" for arm in ARMS)
     out.append(f"- Censored runs: {censored}.")
+    out.append(family_line(frame))
     apart = [f"{a} of {sc.SEEDS} against {b}" for a, b in sc.detectable_splits() if a < b]
     out.append(
         f"- At {sc.SEEDS} seeds an arm, Fisher's test can find two shares of seeds with a head "
@@ -62,6 +64,24 @@ def ratio_lines(frame: pd.DataFrame) -> list[str]:
         "this scale' is the expected verdict even where [A] holds, and is not support for it."
     )
     return out
+
+
+def family_line(frame: pd.DataFrame) -> str:
+    """The shares of seeds with a head are tested arm by arm at 5%, with no correction across
+    the arms: Holm's adjusted p beside them, so a reader sees which 'differs' would hold
+    family-wise."""
+    runs = sc.runs_of(frame)
+    arms = [
+        a for a in (*sc.SIZES, *sc.OTHER) if (runs.cell == a).any() and (runs.cell == CELL).any()
+    ]
+    if not arms:
+        return "- Shares of seeds with a head: no arm to compare yet."
+    adjusted = holm([sc.formation(runs, arm)[2] for arm in arms])
+    each = ", ".join(f"{LABELS[a]} {p_text(p)}" for a, p in zip(arms, adjusted, strict=True))
+    return (
+        f"- The {len(arms)} shares of seeds with a head are each tested against d_model 128 at "
+        f"5%, with no correction across them; Holm's adjusted p (family-wise 5%): {each}."
+    )
 
 
 def regime_line(frame: pd.DataFrame, pilots: Path = PILOTS) -> str:
