@@ -190,7 +190,11 @@ def section(frame: pd.DataFrame, arms) -> list[str]:
         *markdown(arm_rows(frame, arms)),
         "",
         "[B]'s direction on that scale, natural - Bi-Induct above 0 (Welch t), judged by the",
-        "shared rules; the row over seeds with a head is the one a claim about heads rests on:",
+        "shared rules; the row over seeds with a head is the one a claim about heads rests on.",
+        f"The proxy itself asks for a rise of at least {PROXY[RISE][0]:g}, so over seeds with a",
+        "head this rise (and the load-bearing index, read from the same ablation) is selected on",
+        "its own value: seeds with a small rise are left out of every arm, which pulls each arm's",
+        "mean up; read that row as conditional on the selection.",
         "",
         *markdown(
             pd.DataFrame(
