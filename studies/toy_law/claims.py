@@ -14,8 +14,21 @@ CLAIMS = {"b": equal(0.37, 0.15), "c": equal(0.62, 0.15)}  # [A]'s exponents +- 
 
 
 def fit_lines(table: pd.DataFrame) -> list[str]:
-    """The law refitted on the width-64 runs with a transition, judged against [A]."""
-    runs = table[(table.d_model == 64) & (table.updates.astype(str) != "none")]
+    """The law refitted on the width-64 runs, judged against [A]; none where a run has no
+    transition (dropping it would bias the fit, and this table holds no budget to censor it at).
+
+    >>> fit_lines(pd.DataFrame({"d_model": [64, 64], "updates": ["633", "none"]}))[0][:43]
+    '1 width-64 run(s) without a transition: no '
+    """
+    width = table[table.d_model == 64]
+    missing = int((width.updates.astype(str) == "none").sum())
+    if missing:
+        return [
+            f"{missing} width-64 run(s) without a transition: no refit and no verdict (a fit on "
+            "the others would drop them, biased early; a censored fit needs each run's budget, "
+            "which this table does not hold)."
+        ]
+    runs = width
     runs = runs.assign(
         cell=[f"B{b}-C{c}" for b, c in zip(runs.B, runs.C, strict=True)],
         updates=runs.updates.astype(float),
