@@ -3,10 +3,19 @@ numbers, waits for five seeds, and says "inconclusive" where natural text formed
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from studies.contrast import claims as contrast_claims
+from studies.contrast import heads
 from studies.contrast import run as contrast
+
+FORWARD = "Bi-Induct forward raises forward induction above natural-only"
+NATURAL = "natural-only models have a central, load-bearing induction circuit"
+REDUNDANT = [
+    f"Bi-Induct {arm}: a distributed, redundant circuit (index below natural's)"
+    for arm in ("forward", "balanced")
+]
 
 
 def contrast_frame(
@@ -100,3 +109,46 @@ def test_a_seed_without_a_defined_index_is_named_not_hidden():
     assert "every arm" not in why
     shown = contrast.arm_table(frame).set_index("arm").loc["natural", "index global, layer-matched"]
     assert "1 seed(s) undefined (one distinct random set), left out" in shown
+
+
+def test_the_forward_induction_claim_flips_with_the_fixed_length_score_and_waits():
+    """The claim reads [B]'s fixed-L score: forward 0.9 over natural 0.1 agrees; the two
+    swapped (the other forward-induction column left high) disagrees; 3 forward seeds wait."""
+    frame = contrast_frame(0.6, 0.03)
+    assert said(frame)[FORWARD] == "agrees"
+    swapped = frame.copy()
+    fixed = np.where(swapped.arm == "forward", 0.1, np.where(swapped.arm == "natural", 0.9, 0.1))
+    swapped["max_forward_induction_fixed"] = fixed + 0.01 * swapped.seed
+    assert said(swapped)[FORWARD] == "disagrees"
+    short = frame.copy()
+    short.loc[(short.arm == "forward") & (short.seed >= 3), "status"] = "pending"
+    assert said(short)[FORWARD] == "pending: 3 of 5 seeds"
+
+
+def with_index(natural: float, others: float) -> pd.DataFrame:
+    """Every seed of every arm with a head by the proxy, the layer-matched index planted."""
+    frame = contrast_frame(0.6, 0.03)
+    index = np.where(frame.arm == "natural", natural, others) + 0.01 * frame.seed
+    return frame.assign(**{contrast_claims.INDEX: index})
+
+
+def test_the_centrality_claims_disagree_where_natural_text_has_no_central_circuit():
+    """Natural's index wholly below 0 (random) disagrees with all three; a sixth natural seed
+    with no head and a huge index is left out, so it cannot rescue the claims."""
+    frame = with_index(-1.0, 1.0)
+    assert heads.has_head(frame).all()  # every planted seed is judged
+    extra = frame[(frame.arm == "natural") & (frame.seed == 0)].assign(seed=5, max_ps=0.02)
+    extra[contrast_claims.INDEX] = 50.0
+    frame = pd.concat([frame, extra], ignore_index=True)
+    assert not heads.has_head(frame).iloc[-1]
+    found = {claim: (verdict, why) for claim, verdict, why in contrast.verdicts(frame)}
+    for claim in (NATURAL, *REDUNDANT):
+        assert found[claim][0] == "disagrees", claim
+        assert "over the seeds with a head (post hoc, issue 43): natural 5" in found[claim][1]
+
+
+def test_the_redundancy_claims_disagree_where_natural_is_central_but_below_bi_induct():
+    """Natural's index above 0 (agrees: central) but below both Bi-Induct arms' (disagrees)."""
+    found = said(with_index(0.5, 1.0))
+    assert found[NATURAL] == "agrees"
+    assert [found[c] for c in REDUNDANT] == ["disagrees", "disagrees"]

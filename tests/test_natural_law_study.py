@@ -155,6 +155,47 @@ def test_post_hoc_the_two_seeds_the_old_rule_censored_are_placed():
     assert any("b between" in line for line in posthoc.lines())
 
 
+def pilot_curve(onset: float, B: int, C: int = 256) -> str:
+    """A pilots' CSV curve (``tokens_M: PS (AR)``): flat at 0.01, then PS rising 0.3 over one
+    doubling of the updates from ``onset`` on (linear in log tokens), then flat."""
+    tokens = np.geomspace(2e5, 8e7, 30)
+    ps = 0.01 + 0.3 * np.clip(np.log2(tokens / (B * C) / onset), 0, 1)
+    return ", ".join(f"{t / 1e6:.6f}: {p:.4f} (0.000)" for t, p in zip(tokens, ps, strict=True))
+
+
+def pilot_csv(path: Path, b: float, *, seeds=5, noise=0.02, seed=0) -> list[float]:
+    """The two post hoc pilots (B = 4 and 16 at C = 256) with onsets 10,000 x (B / 4)^-b
+    (log10 noise ``noise``) written to ``path``; returns the planted onsets."""
+    rng = np.random.default_rng(seed)
+    rows, onsets = [], []
+    for pilot, B in zip(posthoc.PAIR, (4, 16), strict=True):
+        for s in range(seeds):
+            onsets.append(10_000 * (B / 4) ** -b * 10 ** (noise * rng.standard_normal()))
+            rows.append(
+                {"pilot": pilot, "seed": s, "B": B, "C": 256, "status": "done"}
+                | {"onset_M": np.nan, "curve": pilot_curve(onsets[-1], B)}
+            )
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return onsets
+
+
+def test_post_hoc_b_between_the_pilots_flips_with_planted_onsets(tmp_path):
+    """Onsets from b = 0.37 agree with [A]'s 0.37 +- 0.15, from b = 1.2 disagree; 3 seeds a
+    cell wait. The rule re-reads each planted onset to within 1%."""
+    csv = tmp_path / "pilots.csv"
+    found = {}
+    for b, seeds in ((0.37, 5), (1.2, 5), (0.37, 3)):
+        planted = pilot_csv(csv, b, seeds=seeds)
+        read = posthoc.reread(pd.read_csv(csv))
+        assert not read.censored.any()
+        assert np.allclose(read.updates, planted, rtol=0.01)
+        line = next(x for x in posthoc.lines(csv) if x.startswith("- b between"))
+        found[(b, seeds)] = line
+    assert "0.37 [" in found[(0.37, 5)] and "**agrees**" in found[(0.37, 5)]
+    assert "1.20 [" in found[(1.2, 5)] and "**disagrees**" in found[(1.2, 5)]
+    assert "**pending: 3 of 5 seeds**" in found[(0.37, 3)]
+
+
 def test_a_seed_run_beyond_the_declared_ones_is_recorded(tmp_path):
     from ihprobe.jobs.grid import Grid, write_result
     from ihprobe.training.config import TrainConfig
