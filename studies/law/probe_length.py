@@ -79,14 +79,35 @@ def probe_bounds(frame: pd.DataFrame) -> list[tuple[str, str, float]]:
 
 def probe_verdict(ratio: Estimate, bounds: list[tuple[str, str, float]]) -> str:
     """The declared rule on the placed runs' ratio; a left-out run whose bound already lies
-    outside the margin (at least 1.5x, or at most 1/1.5x) keeps it from "agrees"."""
+    outside the margin (at least 1.5x, or at most 1/1.5x) keeps it from "agrees", and one whose
+    bound allows a ratio on the other side of "disagrees" (inside the margin or beyond it the
+    other way) keeps it from "disagrees".
+
+    >>> later = Estimate(0.4, 0.3, 0.5, "t", 5, 5)   # log10: 2.5x [2.0x, 3.2x] later
+    >>> probe_verdict(later, []), probe_verdict(later, [("c seed 1", "at most", 1.2)])
+    ('disagrees', 'inconclusive at this scale')
+    >>> probe_verdict(later, [("c seed 1", "at least", 1.2)])
+    'disagrees'
+    """
     verdict, _ = judge(ratio, SAME)
     outside = [
         b
         for _, side, b in bounds
         if (b >= SAME_FACTOR if side == "at least" else b <= 1 / SAME_FACTOR)
     ]
-    return INCONCLUSIVE if verdict == AGREES and outside else verdict
+    if verdict == AGREES and outside:
+        return INCONCLUSIVE
+    later = ratio.low > 0  # a disagreeing interval lies wholly above the margin, or below it
+    against = [
+        b
+        for _, side, b in bounds
+        if (
+            side == "at most" and b < SAME_FACTOR
+            if later
+            else side == "at least" and b > 1 / SAME_FACTOR
+        )
+    ]
+    return INCONCLUSIVE if verdict == DISAGREES and against else verdict
 
 
 def probe_table(frame: pd.DataFrame) -> pd.DataFrame:
