@@ -274,7 +274,7 @@ def judge(estimate: Estimate, claim: Claim, *, final: bool = False) -> tuple[str
     >>> short = Estimate(0.9, 0.8, 1.0, "m", 4, needs=5)
     >>> judge(short, claim)[0], judge(short, claim, final=True)[0]
     ('pending: 4 of 5 seeds', 'inconclusive at this scale')
-    >>> judge(welch([0.0] * 5, [0.0] * 5), above(0))[0]   # a tie has no interval
+    >>> judge(welch([0.0] * 5, [0.0] * 5), above(0))[0]   # a tie at the edge
     'inconclusive at this scale'
     """
     shown = estimate.text(".3g" if not estimate.log10 else ".2f")
@@ -285,9 +285,8 @@ def judge(estimate: Estimate, claim: Claim, *, final: bool = False) -> tuple[str
     lo, hi = estimate.low, estimate.high
     if np.isnan(lo) or np.isnan(hi):
         return INCONCLUSIVE, f"{shown}: no interval to judge"
-    if lo == hi:  # every value alike (a tie): no spread to make an interval from
-        return INCONCLUSIVE, f"{shown}: no spread between the values, no interval to judge"
-    # strictly inside: an interval that reaches the region's edge is not inside it
+    # strictly inside: an interval that reaches the region's edge is not inside it (a tie at
+    # the edge, e.g. a difference of exactly 0 against "above 0", does not agree)
     if (claim.low == -math.inf or claim.low < lo) and (claim.high == math.inf or hi < claim.high):
         return AGREES, f"{shown} lies inside {claim.says}"
     if hi < claim.low or lo > claim.high:
