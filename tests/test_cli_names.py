@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from ihprobe.cli import _common, main
+from ihprobe.cli import _common, _text, main
 from tests.test_cli_grammar import commands, one_line, options
 
 # ----------------------------------------------------------------------------- one meaning per name
@@ -127,6 +127,6 @@ def test_hints_name_only_flags_that_exist(capsys):
 def test_text_takes_a_file_a_folder_or_a_glob_everywhere(tmp_path):
     (tmp_path / "a.txt").write_text("one", encoding="utf-8")
     (tmp_path / "b.txt").write_text("two", encoding="utf-8")
-    assert _common.read_text_option(str(tmp_path / "a.txt")) == "one"
-    assert _common.read_text_option(str(tmp_path)) == ["one", "two"]
-    assert _common.read_text_option(str(tmp_path / "*.txt")) == ["one", "two"]
+    assert _text.read_text_option(str(tmp_path / "a.txt")) == "one"
+    assert _text.read_text_option(str(tmp_path)) == ["one", "two"]
+    assert _text.read_text_option(str(tmp_path / "*.txt")) == ["one", "two"]

@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,7 +30,6 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import check_local_source, check_writable_dir, check_writable_file
 
 INT64 = (-(2**63), 2**63 - 1)  # every integer flag lies here (torch and numpy take no more)
-TEXT_LIMIT = 256 * 2**20  # bytes of a --text file read into memory
 DEFAULT_THREADS = 1  # ihprobe.core.threads.DEFAULT_THREADS, kept light here (tests compare)
 DEFAULT_DEVICE = "auto"  # every command's --device, as TrainConfig.device (tests compare)
 
@@ -233,35 +230,6 @@ def add_quiet(p: argparse.ArgumentParser, what: str = "no progress bars or stage
     p.add_argument("-q", "--quiet", action="store_true", help=what)
 
 
-def add_text(
-    p: argparse.ArgumentParser, what: str = "ICL score", default: str = "none, skipped"
-) -> None:
-    """``--text PATH``: a UTF-8 text file, a directory of them or a glob, everywhere
-    (:func:`text_files`)."""
-    p.add_argument(
-        "--text",
-        metavar="PATH",
-        help=f"UTF-8 text file, directory or glob for the {what} (default: {default})",
-    )
-
-
-def text_files(path: str) -> list[Path]:
-    """The files ``--text PATH`` names: the file itself, a directory's files (recursively, in
-    order) or a glob's matches; a path that is none of these is returned as it is, so that
-    reading it says what is wrong.
-
-    >>> text_files("/no/such/*.txt")
-    []
-    """
-    import glob
-
-    if any(c in path for c in "*?["):
-        return [Path(p) for p in sorted(glob.glob(path, recursive=True)) if Path(p).is_file()]
-    if Path(path).is_dir():
-        return sorted(p for p in Path(path).rglob("*") if p.is_file())
-    return [Path(path)]
-
-
 def add_draws(p: argparse.ArgumentParser, what: str, default: int | str = 20) -> None:
     """``--draws``: the random draws of a baseline (head sets, matrices), one name everywhere;
     a string ``default`` is only said in the help (the library's own default applies)."""
@@ -362,48 +330,6 @@ def refuse_overwrite(targets: list[Path], force: bool) -> None:
     for target in targets:
         check_writable_dir(target.parent)
         check_writable_file(target)
-
-
-def read_text_option(path: str | None) -> str | list[str] | None:
-    """The contents of a ``--text PATH`` option (a list of documents for a directory or glob),
-    or None when it was not given; only regular files of at most :data:`TEXT_LIMIT` bytes in
-    all are opened (a FIFO or device would hang or never end)."""
-    if path is None:
-        return None
-    files = text_files(path)
-    if not files:
-        raise IhprobeError(f"--text {path} names no text files; pass a file, directory or glob.")
-    if len(files) > 1 or files[0] != Path(path):
-        total = sum(f.stat().st_size for f in files)
-        if total > TEXT_LIMIT:
-            raise IhprobeError(
-                f"--text {path} holds {total:,} bytes, more than {TEXT_LIMIT:,}; pass fewer files."
-            )
-        return [_read_text_file(str(f)) for f in files]
-    return _read_text_file(path)
-
-
-def _read_text_file(path: str) -> str:
-    """One regular UTF-8 file's text (see :func:`read_text_option`)."""
-    try:
-        found = os.stat(path)
-    except (OSError, ValueError) as err:
-        raise IhprobeError(
-            f"cannot read --text {path!r}: {getattr(err, 'strerror', err)}."
-        ) from err
-    if not stat.S_ISREG(found.st_mode):
-        raise IhprobeError(f"--text {path} is not a regular file; pass a plain text file.")
-    if found.st_size > TEXT_LIMIT:
-        raise IhprobeError(
-            f"--text {path} has {found.st_size:,} bytes, more than {TEXT_LIMIT:,}; pass a "
-            "shorter excerpt (the probes read a few thousand tokens)."
-        )
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise IhprobeError(f"--text {path} is not UTF-8 text; pass a plain text file.") from None
-    except OSError as err:
-        raise IhprobeError(f"cannot read --text {path}: {err.strerror}.") from err
 
 
 def chance_text(scores, metric: str, form: str = " (chance {:.3g})") -> str:

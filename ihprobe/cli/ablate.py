@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ihprobe.causal.choices import BASELINES, MODES, SCOPES  # torch-free
 from ihprobe.cli import _common as flags
+from ihprobe.cli import _text as text_flag
 
 
 def register(subparsers) -> None:
@@ -46,7 +47,7 @@ def register(subparsers) -> None:
     p.add_argument("--mode", choices=MODES, default="mean", help="what ablated heads output")
     p.add_argument("--metrics", help="comma-separated metrics (default: all the model can run)")
     flags.add_probe_rows(p)
-    flags.add_text(p, "ICL score and natural loss")
+    text_flag.add_text(p, "ICL score and natural loss")
     p.add_argument(
         "--task",
         action="append",
@@ -63,7 +64,7 @@ def run(args) -> int:
     60 lines: the lazy imports and the keyword table it passes on, one line per flag.)"""
     from pathlib import Path
 
-    text = flags.read_text_option(args.text)  # before heavy imports: a FIFO is refused at once
+    text = text_flag.read_text_option(args.text)  # before heavy imports: a FIFO is refused at once
 
     import pandas as pd
 

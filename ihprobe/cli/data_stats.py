@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from ihprobe.cli import _common as flags
+from ihprobe.cli import _text as text_flag
 
 TOKEN_LIMIT = 10**9  # tokens measured at most (batches x batch size x context)
 
@@ -19,7 +20,7 @@ def register(subparsers) -> None:
         help="realised repetition, reliability, entropies and Zipf exponent of a token stream",
     )
     p.add_argument("--producer", default="natural", help="natural, bi-induct, semi-natural, ...")
-    flags.add_text(p, "natural-text producers", default="the producer's corpus")
+    text_flag.add_text(p, "natural-text producers", default="the producer's corpus")
     p.add_argument("--dataset", help="HF dataset name or local data file (default: none)")
     p.add_argument("--tokenizer", help="HF tokenizer directory (default: train a BPE)")
     p.add_argument("-C", "--context", type=flags.positive_int, default=64, help="window length")

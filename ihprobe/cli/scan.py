@@ -18,6 +18,7 @@ revisions), and prints the top heads of each source's last checkpoint; the work 
 from __future__ import annotations
 
 from ihprobe.cli import _common as flags
+from ihprobe.cli import _text as text_flag
 from ihprobe.cli._suite import add_sources_or_suite
 
 SUMMARY_METRIC = "prefix_matching"
@@ -46,7 +47,7 @@ def register(subparsers) -> None:
         type=flags.positive_int,
         help="rows per forward pass, bounds memory (default: 25)",
     )
-    flags.add_text(p)
+    text_flag.add_text(p)
     flags.add_model_flags(p)
     p.add_argument(
         "--attention",
@@ -69,7 +70,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    text = flags.read_text_option(args.text)  # before heavy imports: a FIFO is refused at once
+    text = text_flag.read_text_option(args.text)  # before heavy imports: a FIFO is refused at once
 
     from ihprobe.cli._suite import suite_of
     from ihprobe.jobs.scan import FILES, repeat_notes, scan_job
