@@ -165,6 +165,12 @@ def fit_lines(frame: pd.DataFrame, grid: str, names, fixed: dict | None = None) 
         + "; ".join(f"{k} **{v}** ({why})" for k, v, why in said)
         + "."
     )
+    if judged is tobit and tobit["cells"] < FEW_CLUSTERS:
+        lines.append(
+            f"  - {tobit['cells']} cells are {tobit['cells']} clusters for the cell-clustered "
+            "sandwich, too few for it to be reliable (it tends to be too narrow even with the "
+            "t on cells - parameters): read an 'agrees' or 'disagrees' here with that caution."
+        )
     if means is not None and not fixed:
         rms = {
             label: cell_means_fit(runs, fixed=law)["rms"]
@@ -180,6 +186,9 @@ def fit_lines(frame: pd.DataFrame, grid: str, names, fixed: dict | None = None) 
             + "."
         )
     return lines
+
+
+FEW_CLUSTERS = 10  # cells below which a cell-clustered sandwich is said to be unreliable
 
 
 def _fit_text(fit: dict, free) -> str:
