@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -86,14 +87,22 @@ def load(name: str) -> Study:
     return importlib.import_module(STUDIES[name][0]).STUDY
 
 
-PYTHON = "nice -n 19 .venv/bin/python -m studies"  # how the results files say a study was run
+def launcher() -> str:
+    """How this process was started, as the results files say it: with its own niceness.
+
+    >>> launcher().endswith(".venv/bin/python -m studies")
+    True
+    """
+    niceness = os.nice(0)
+    return f"{f'nice -n {niceness} ' if niceness else ''}.venv/bin/python -m studies"
 
 
 def provenance(name: str, unit: str) -> Provenance:
     """This process: how one run of study ``name`` is launched (``unit``: its options) and the
     command that runs now."""
-    command = f"{PYTHON} {shlex.join(sys.argv[1:])}" if sys.argv[1:] else f"{PYTHON} {name}"
-    return Provenance(runs=f"{PYTHON} {name} {unit}", command=command, hardware=hardware())
+    python = launcher()
+    command = f"{python} {shlex.join(sys.argv[1:])}" if sys.argv[1:] else f"{python} {name}"
+    return Provenance(runs=f"{python} {name} {unit}", command=command, hardware=hardware())
 
 
 def recorded_header(text: str) -> list[str]:
