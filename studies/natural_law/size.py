@@ -111,7 +111,8 @@ def regime_line(frame: pd.DataFrame, pilots: Path = PILOTS) -> str:
 
 
 def summary(frame: pd.DataFrame) -> str:
-    """Each arm's finished seeds, placed onsets and seeds with a head (the README quotes it).
+    """Each arm's finished seeds, placed onsets and seeds with a head, and beside the other
+    arms their onset ratio and share-of-heads verdicts against d_model 128 (the README quotes it).
 
     >>> one = {"status": "done", "updates": 5e3, "censored": False, "has_head": True}
     >>> one |= {"B": 4, "C": 256, "tokens": 5e3 * 1024, "steps": 28_855}
@@ -125,11 +126,14 @@ def summary(frame: pd.DataFrame) -> str:
         line = f"{LABELS[arm]}: {len(r)} finished, {int((~r.censored).sum())} placed, "
         line += f"{int(r.has_head.sum())} with a head"
         if arm != CELL and len(r) and (runs.cell == CELL).any():
-            p, said = (
-                sc.formation(runs, arm)[2],
-                sc.formation_verdict(runs, arm, sc.ended(frame, arm)),
+            final = sc.ended(frame, arm)
+            p, said = sc.formation(runs, arm)[2], sc.formation_verdict(runs, arm, final)
+            ratio = sc.onset_ratio(runs, arm)
+            onset = sc.verdict(ratio, runs, arm, final)[0]
+            line += (
+                f" (onset over d_model 128's: {ratio.text('.2f').split(' (')[0]}, {onset}, and "
+                f"share with a head against d_model 128's: {said}, Fisher p = {p_text(p)})"
             )
-            line += f" (share with a head against d_model 128's: {said}, Fisher p = {p_text(p)})"
         out.append(line)
     return "; ".join(out)
 
