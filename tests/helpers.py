@@ -315,7 +315,7 @@ def law_frame(b: float, c: float, seeds=None) -> pd.DataFrame:
 
 def fit_text(frame, grid="semi-natural", fixed=None) -> str:
     """The law study's fit sentences for one grid of ``frame``, as one string."""
-    from studies.law import claims as report
+    from studies.law import report
 
     names = frame[frame.grid == grid].cell.unique()
     return " ".join(report.fit_lines(frame, grid, names, fixed=fixed))

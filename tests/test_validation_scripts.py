@@ -21,6 +21,7 @@ from ihprobe.training.config import check_config
 from studies.forecast import claims as forecast
 from studies.law import cells as law_cells
 from studies.law import claims as report
+from studies.law import report as law_report
 from studies.law import run as law
 from studies.toy_law import claims as toy_law
 from tests.helpers import fit_text, law_frame
@@ -94,7 +95,7 @@ def test_law_fit_verdicts_follow_the_exponents_the_data_hold():
 
 def test_two_cell_exponents_flip_with_the_data_and_wait_for_their_cells():
     def said(frame, start):
-        return next(line for line in report.experiment_lines(frame) if line.startswith(start))
+        return next(line for line in law_report.experiment_lines(frame) if line.startswith(start))
 
     c_line, b_line = "- c from C = 32 to 64, repetition 0.9", "- b at C = 32, 1% warm-up"
     assert said(law_frame(0.37, 0.62), c_line).endswith("0.62 +- 0.15: **agrees**.")
@@ -109,10 +110,10 @@ def test_the_change_of_b_with_the_learning_rate_flips_with_the_data():
     frame = law_frame(0.9, 0.1)
     lr = frame.cell.isin(["lr1e-3-B8-C64", "lr1e-3-B32-C64"])
     frame.loc[lr, "status"] = "done"  # the same b as the grid's lr
-    (same,) = [line for line in report.experiment_lines(frame) if "b at lr 1e-3 minus" in line]
+    (same,) = [line for line in law_report.experiment_lines(frame) if "b at lr 1e-3 minus" in line]
     assert same.endswith("**agrees**.") and "5, 5, 5 and 5 seeds" in same
     frame.loc[frame.cell == "lr1e-3-B32-C64", "updates"] /= 4**0.4  # b larger by 0.4
-    (moved,) = [line for line in report.experiment_lines(frame) if "b at lr 1e-3 minus" in line]
+    (moved,) = [line for line in law_report.experiment_lines(frame) if "b at lr 1e-3 minus" in line]
     low, high = map(float, re.search(r"\[([-0-9.]+), ([-0-9.]+)\]", moved).groups())
     assert moved.endswith("**disagrees**.") and low < 0.4 < high
     assert "pending (`" in report.lr_change_line(frame, "3e-4")

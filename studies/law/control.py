@@ -98,10 +98,7 @@ def control_lines(frame: pd.DataFrame, vocab: int = 300) -> list[str]:
     done = frame[(frame.cell == CELL) & (frame.status == "done")]
     claim = "[A]: no induction heads form on i.i.d. tokens"
     if done.empty:
-        return [
-            f"- {claim}: pending (`nice -n 19 .venv/bin/python "
-            f"benchmarks/validate_papers_law.py --cell {CELL}`)."
-        ]
+        return [f"- {claim}: pending (`.venv/bin/python -m studies law --cell {CELL}`)."]
     peaks = done.max_ps.astype(float)
     verdict, why = judge(t_mean(peaks), CLAIM)
     base = frame[(frame.cell == BASE) & (frame.status == "done")]

@@ -88,9 +88,9 @@ from studies.law.cells import (
     budget,
     cells,
 )
-from studies.law.claims import report_lines
 from studies.law.measure import control_fields, emergence_fields
 from studies.law.regime import natural_repetition, regime_lines
+from studies.law.report import report_lines
 from studies.study import ROOT, header
 
 HERE = Path(__file__).resolve().parent
