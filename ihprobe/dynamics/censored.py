@@ -25,11 +25,14 @@ GRADIENT_TOLERANCE = 1e-4  # per row: a maximum BFGS stopped at for float precis
 SIGMA_FLOOR = 1e-6  # sigma below this fraction of y's spread: the fit interpolates, no maximum
 
 
-def tobit(y, X, bound_censored, *, clusters=None) -> tuple[np.ndarray, np.ndarray, int, str]:
+def tobit(
+    y, X, bound_censored, *, clusters=None, small_sample: bool = False
+) -> tuple[np.ndarray, np.ndarray, int, str]:
     """Right-censored normal regression (Tobit): ``y`` observed, or (where
     ``bound_censored``) known only to exceed ``y``. Returns (coefficients, their covariance,
     df, how the covariance was made): a sandwich clustered by ``clusters`` (df = clusters -
-    coefficients), else the inverse observed information (df = rows - coefficients).
+    coefficients), else the inverse observed information (df = rows - coefficients), scaled by
+    rows / df where ``small_sample`` (without censoring: the exact least-squares t-interval).
 
     Without censored rows it is least squares (the variance with RSS / n):
 
@@ -52,7 +55,9 @@ def tobit(y, X, bound_censored, *, clusters=None) -> tuple[np.ndarray, np.ndarra
         hessian = _numeric_jacobian(lambda t: -_tobit_scores(t, y, X, cens)[1].sum(0), theta)
         bread = np.linalg.pinv((hessian + hessian.T) / 2)
     if clusters is None:
-        return theta[:k], bread[:k, :k], len(y) - k, how
+        df = len(y) - k
+        scale = len(y) / df if small_sample and df >= 1 else 1.0
+        return theta[:k], bread[:k, :k] * scale, df, how
     scores = pd.DataFrame(_tobit_scores(theta, y, X, cens)[1]).groupby(np.asarray(clusters)).sum()
     g = len(scores)
     meat = scores.to_numpy().T @ scores.to_numpy() * g / max(g - 1, 1)
@@ -126,7 +131,7 @@ def simulated_coverage(
 ) -> np.ndarray:
     """How often :func:`tobit`'s t-interval (df = rows - coefficients) covers each true
     coefficient, over ``draws`` data sets drawn at ``X`` from y = X beta + sigma z, each row
-    censored at its ``bounds``; ``small_sample`` scales the covariance by n / df, as
+    censored at its ``bounds``; ``small_sample`` as in :func:`tobit`, as
     :func:`~ihprobe.dynamics.contrasts.censored_contrast` does. A draw whose fit reaches no
     maximum has no interval and covers nothing.
 
@@ -146,8 +151,9 @@ def simulated_coverage(
     for _ in range(draws):
         drawn = X @ beta + sigma * rng.standard_normal(n)
         over = drawn >= bounds
-        fitted, cov, df, _ = tobit(np.where(over, bounds, drawn), X, over)
-        cov = cov * n / df if small_sample and df >= 1 else cov
+        fitted, cov, df, _ = tobit(
+            np.where(over, bounds, drawn), X, over, small_sample=small_sample
+        )
         with np.errstate(invalid="ignore"):  # no maximum: a NaN interval covers nothing
             half = stats.t.ppf(0.5 + level / 2, df) * np.sqrt(np.diag(cov))
             hits += np.abs(fitted - beta) <= half

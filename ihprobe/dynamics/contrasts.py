@@ -55,9 +55,9 @@ def censored_contrast(
     at their bound, model-based interval, df = runs - cells. ``runs``: cell, updates, censored."""
     rows = runs[runs.cell.isin(cells)]
     X = np.column_stack([(rows.cell == c).to_numpy(float) for c in cells])
-    beta, cov, df, how = tobit(np.log10(rows.updates.to_numpy(float)), X, rows.censored)
+    y = np.log10(rows.updates.to_numpy(float))
+    beta, cov, df, how = tobit(y, X, rows.censored, small_sample=small_sample)
     scaled = small_sample and df >= 1
-    cov = cov * len(rows) / df if scaled else cov
     counts = rows.groupby("cell").size().reindex(cells).fillna(0).astype(int).tolist()
     listed = ", ".join(map(str, counts[:-1])) + " and " * (len(counts) > 1) + str(counts[-1])
     how += f" with cell terms, {listed} seeds, {int(rows.censored.sum())} censored, t df {df}"

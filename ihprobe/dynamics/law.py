@@ -355,11 +355,11 @@ def censored_fit(
     y = np.log10(runs.updates.to_numpy(float)) - offset
     cens = runs.censored.to_numpy(bool)
     clusters = runs.cell.to_numpy() if clustered else None
-    beta, cov, df, how = tobit(y, X, cens, clusters=clusters)
+    beta, cov, df, how = tobit(y, X, cens, clusters=clusters, small_sample=small_sample)
     seeds = int(runs.groupby("cell").size().min())
     how += f", {runs.cell.nunique()} cells, {cens.sum()} of {len(runs)} runs censored, t df {df}"
     if small_sample and not clustered and df >= 1:
-        cov, how = cov * len(y) / df, how + ", variance x n / (n - k)"
+        how += ", variance x n / (n - k)"
     half = stats.t.ppf(0.5 + LEVEL / 2, df) * np.sqrt(np.diag(cov)) if df >= 1 else [np.nan] * 3
     out = {"df": df, "cells": runs.cell.nunique(), "censored": int(cens.sum())}
     for i, name in enumerate(names):
