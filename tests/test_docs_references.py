@@ -46,3 +46,56 @@ def test_no_file_refers_to_the_planning_notes():
         if DANGLING.search(line)
     ]
     assert not found, "say it in the project's own words:\n" + "\n".join(found)
+
+
+# a repository path named in prose: a top-level folder of the project, then a path
+REPO_PATH = re.compile(
+    r"(?<![\w/.-])((?:ihprobe|studies|benchmarks|docs|notebooks|hooks|\.ci)/[\w./-]*[\w])(\*|\{)?"
+)
+# records of how finished runs were made, kept as they were run (studies/README.md says so)
+PROVENANCE = {
+    ("studies/law/other.py", "benchmarks/papers_law_halves.py"),
+    ("studies/law/other.py", "benchmarks/RESULTS_papers_law_halves_demo.csv"),
+    ("studies/law/other.py", "benchmarks/RESULTS_papers_law_halves_natural.csv"),
+    ("studies/law/other.py", "benchmarks/validate_forecast.py"),
+    ("studies/law/other.py", "benchmarks/validate_papers_natural.py"),
+}
+
+
+def named_paths(line: str) -> list[str]:
+    """The repository paths a line names, leaving out globs and placeholders (``NAME``).
+
+    >>> named_paths("see `studies/law/halves.py` and benchmarks/bench_*.py or studies/NAME/run.py")
+    ['studies/law/halves.py']
+    """
+    return [
+        path
+        for path, glob in REPO_PATH.findall(line)
+        if not glob and not re.search(r"/[A-Z_]{3,}(/|\.|$)", path)
+    ]
+
+
+@pytest.mark.parametrize(
+    "line, paths",
+    [
+        ("method in `benchmarks/papers_law_forecast.py`;", ["benchmarks/papers_law_forecast.py"]),
+        ("(`tests/test_x.py`, `docs/x.md`, runs/a/b)", ["docs/x.md"]),
+        ("the suite (`benchmarks/bench_*.py`), {studies/NAME/run.py}", []),
+    ],
+)
+def test_named_paths_finds_paths_and_not_globs(line, paths):
+    assert named_paths(line) == paths
+
+
+def test_every_path_the_project_names_exists():
+    """A script that moved leaves no pointer to its old place (outside tests, whose paths are
+    made up, and the recorded commands of finished runs)."""
+    missing = [
+        f"{rel}:{number}: {path}"
+        for file in documented_files()
+        if not (rel := file.relative_to(ROOT).as_posix()).startswith("tests/")
+        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1)
+        for path in named_paths(line)
+        if not (ROOT / path).exists() and (rel, path) not in PROVENANCE
+    ]
+    assert not missing, "name the file where it is now:\n" + "\n".join(missing)

@@ -1,12 +1,12 @@
-"""[B]'s claims in the contrast (``validate_papers_contrast.py``): the arm table and the verdicts.
+"""[B]'s claims in the contrast (``studies/contrast``): the arm table and the verdicts.
 
 The arm table (:func:`arm_table`) gives each number's mean over seeds with a Student-t 95%
 interval over seeds beside what [B] reports for the arm (:data:`B_DIRECTION`). Each claim of
 :func:`claims_of` is an estimate (the interval of a difference between arms, Welch's t, or of
 one arm's mean, t) and a region declared here before the data; :func:`verdicts` judges it by
-the rules every validation script shares (``verdicts.py``), "pending: n of 5 seeds" while an
-arm it needs has fewer than 5 seeds run (a claim on heads: "inconclusive at this scale" once
-all have run but fewer than 5 give a defined index or share). A claim about heads
+the rules every validation script shares (``ihprobe/dynamics/verdicts.py``), "pending: n of 5
+seeds" while an arm it needs has fewer than 5 seeds run (a claim on heads: "inconclusive at this
+scale" once all have run but fewer than 5 give a defined index or share). A claim about heads
 (:data:`NEEDS_HEADS`) is judged only over the seeds that have an induction head by the post hoc
 proxy of ``heads.py`` (issue 43), and is "inconclusive at this scale" when an arm it compares
 has none. The issue-25 claims on the snippet scores (:func:`snippet_claims`) wait for

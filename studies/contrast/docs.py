@@ -1,10 +1,10 @@
 """[B]'s contrast on the natural-text recipe that forms induction heads (``--recipe docs``).
 
-The recipe (regime) is the natural-text pilot ``d128-lr3e-3`` of ``validate_papers_natural.py``
-(issue 23): GPT-NeoX 2 layers x 4 heads, d_model 128 with MLPs (d_head 32), B 4, C 256, AdamW
-lr 3e-3 constant after a 1% warm-up, grad clip 1, 30M tokens (29,297 updates, 2x the law's),
-24 linear checkpoints with live probes, the documentation corpus's ``train/`` split under its
-512-id BPE. Every arm gets exactly that TrainConfig (:func:`config`); the Bi-Induct arms only
+The recipe (regime) is the natural-text pilot ``d128-lr3e-3`` of the natural study
+(``studies/natural``, issue 23): GPT-NeoX 2 layers x 4 heads, d_model 128 with MLPs (d_head 32), B
+4, C 256, AdamW lr 3e-3 constant after a 1% warm-up, grad clip 1, 30M tokens (29,297 updates, 2x the
+law's), 24 linear checkpoints with live probes, the documentation corpus's ``train/`` split under
+its 512-id BPE. Every arm gets exactly that TrainConfig (:func:`config`); the Bi-Induct arms only
 swap the producer for ``bi-induct`` over the same text (span 20, m0 0.5 linear anneal, token
 mixing), so every arm sees the same number of tokens and updates.
 
@@ -110,7 +110,7 @@ def pilot_problem(pilot: TrainConfig) -> str:
     trained with another config, or extended without a checkpoint at the recipe's budget; ""
     when it can (this script never trains it)."""
     run, seed = Path(pilot.out), pilot.seed
-    again = f"validate_papers_natural.py --pilot {PILOT} --seed {seed}"
+    again = f"python -m studies natural --pilot {PILOT} --seed {seed}"
     if not is_finished(run):
         return (
             f"natural seed {seed}: the pilot run {run} is not finished; it is trained by "
@@ -310,7 +310,8 @@ def settings_line(random: int) -> str:
     r = RECIPE
     return (
         f"Recipe `--recipe docs` (regime): the natural-text pilot `{PILOT}` of "
-        f"`validate_papers_natural.py`, every arm the same: GPT-NeoX 2 layers x {r['heads']} "
+        f"the natural study (`studies/natural`), every arm the same: GPT-NeoX 2 layers x "
+        f"{r['heads']} "
         f"heads, d_model {r['d_model']} with MLPs, B = {r['batch_size']}, C = {r['context']}, "
         f"{r['tokens']:,} tokens per arm; AdamW lr {r['lr']:g} constant after a 1% warm-up, "
         f"grad clip 1; the documentation corpus's train split under its {r['vocab']}-id BPE; "

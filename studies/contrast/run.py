@@ -21,7 +21,7 @@ and [B]'s claims about it cannot be tested at this scale.
 NAME`` trains every arm on another corpus, into ``contrast-NAME`` and
 ``RESULTS_papers_contrast-NAME.md``.
 
-``--recipe docs`` (``contrast_docs.py``) runs the contrast in the regime where natural text
+``--recipe docs`` (``studies/contrast/docs.py``) runs the contrast in the regime where natural text
 does form heads: every arm gets exactly the TrainConfig of the natural-text pilot ``d128-lr3e-3``
 (2 layers x 4 heads, d_model 128 with MLPs, B 4, C 256, lr 3e-3 constant after a 1% warm-up,
 30M tokens, the documentation corpus's train split under a 512-id BPE, live probes at 25
@@ -40,7 +40,7 @@ Per arm and seed, on the final checkpoint:
 * signature: max prefix matching (PS), and the snippet scores (``ihprobe.scan``): [B]'s
   fixed-length forward induction and anti-induction (L = 20), forward induction on snippets whose
   length varies 10-30 per row, and backward copying by what the model predicts on a reversed copy
-  (``contrast_snippets.py``, docs/science.md);
+  (``studies/contrast/snippets.py``, docs/science.md);
 * load-bearing: the top-k prefix-matching heads ablated (mean ablation) against 20 random draws,
   k = one head per layer in total (``scope="global"``), with ``layer-matched`` and
   ``score-matched`` baselines, and [B]'s per-layer protocol (``scope="layer"``, top 2% of each
@@ -50,13 +50,13 @@ Per arm and seed, on the final checkpoint:
   replaces it with the held-out split's perplexity.
 
 The arm's table gives each number's mean over seeds with a Student-t 95% interval over seeds
-(``verdicts.py``, the rules every validation script shares), and [B]'s reported direction beside
-it. Each claim of [B] is judged on the interval of a difference between arms (Welch's t) or of
-one arm's mean, against a region declared in ``contrast_claims.py`` before the data; a claim
-resting on an arm with fewer than 5 seeds is "pending: n of 5 seeds". Post hoc (issue 43): a
-claim about heads is judged only over the seeds that have an induction head by the recorded-column
-proxy of ``heads.py``, and [B]'s own scale, the relative rise of induction loss with the top heads
-ablated, is reported beside the index (the results files' last section).
+(``ihprobe/dynamics/verdicts.py``, the rules every validation script shares), and [B]'s reported
+direction beside it. Each claim of [B] is judged on the interval of a difference between arms
+(Welch's t) or of one arm's mean, against a region declared in ``studies/contrast/claims.py`` before
+the data; a claim resting on an arm with fewer than 5 seeds is "pending: n of 5 seeds". Post hoc
+(issue 43): a claim about heads is judged only over the seeds that have an induction head by the
+recorded-column proxy of ``heads.py``, and [B]'s own scale, the relative rise of induction loss with
+the top heads ablated, is reported beside the index (the results files' last section).
 
 Run from the repository root (a killed run resumes; finished arms are reused)::
 
@@ -320,7 +320,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
         "--recipe",
         choices=["docs"],
         help="docs: every arm on the natural-text pilot d128-lr3e-3's config and corpus "
-        "(contrast_docs.py); the natural arm is the pilot's runs, scored, never retrained",
+        "(studies/contrast/docs.py); the natural arm is the pilot's runs, scored, never retrained",
     )
     for name in SHAPE:
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"default {SHAPE[name]}")

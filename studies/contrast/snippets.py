@@ -1,4 +1,4 @@
-"""The contrast's snippet scores (issue 25; ``validate_papers_contrast.py``): measured, rescored
+"""The contrast's snippet scores (issue 25; ``studies/contrast``): measured, rescored
 and shown.
 
 Per seed, on the final checkpoint (:func:`snippet_columns`; max over heads for a head score):

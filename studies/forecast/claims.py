@@ -149,7 +149,7 @@ def natural_lines(table: pd.DataFrame) -> list[str]:
     )
     return [
         *head,
-        "Every finished pilot run of `benchmarks/validate_papers_natural.py` (natural "
+        "Every finished pilot run of the natural study (`studies/natural`; natural "
         "text, live probes of max PS on 20 rows at evenly spaced checkpoints, 24 in a pilot's "
         "budget and more in a run extended past it), judged as "
         "above but only read (`--natural`): the prior is the published law alone at the run's "

@@ -1,9 +1,9 @@
 """The tables and verdicts of ``RESULTS_papers_law.md``, from one row per cell and seed.
 
-Every number comes from ``verdicts.py``: cell means with t-intervals over seeds, fits on cell
-means (t, df = cells - parameters) and Tobit fits that keep censored runs at their bound, each
-labelled with its method and seeds. A run is *placed* when its steep segment ends inside the
-budget; otherwise it is censored at its censored start (a rise cut off by the budget) or at the
+Every number comes from ``ihprobe/dynamics/verdicts.py``: cell means with t-intervals over seeds,
+fits on cell means (t, df = cells - parameters) and Tobit fits that keep censored runs at their
+bound, each labelled with its method and seeds. A run is *placed* when its steep segment ends inside
+the budget; otherwise it is censored at its censored start (a rise cut off by the budget) or at the
 budget (no rise at all).
 
 >>> CLAIMS["b"].says, CLAIMS["size"].says

@@ -2,11 +2,11 @@
 
 The grid's runs keep no live probes, so each run's max PS at its checkpoints, as the grid
 probed them (n = 16, 50 rows; the live probe uses 20 rows), is replayed through the forecaster
-the trainer uses live (``validate_forecast.judged``: each forecast sees only the checkpoints up
-to its step), with the published law alone as the prior at the run's B and C (spread 0.3
-decades). After 10%, 30% and 50% of the run's updates: does the 80% interval cover the run's
+the trainer uses live (``studies.forecast.measure.judged``: each forecast sees only the
+checkpoints up to its step), with the published law alone as the prior at the run's B and C (spread
+0.3 decades). After 10%, 30% and 50% of the run's updates: does the 80% interval cover the run's
 emergence point (the grid's fit on all its checkpoints), and how wide is it (high / low),
-against the prior's own interval. Computed in the halves pass (``validate_papers_law.py
+against the prior's own interval. Computed in the halves pass (``python -m studies law
 --halves``), stored in the same rows (``f10_covered``, ``f10_width``, ... ``prior_covered``,
 ``prior_width``).
 
@@ -70,7 +70,7 @@ def forecast_lines(frame: pd.DataFrame) -> list[str]:
         rows.append(coverage_row(g, f"{fraction:.0%} of the run", unit="run"))
     return [
         "The live forecast against the published law alone, replayed on each run's "
-        "checkpoints as the grid probed them (method in `benchmarks/papers_law_forecast.py`"
+        "checkpoints as the grid probed them (method in `studies/law/forecast.py`"
         f"; {len(done)} run(s) of {done.cell.nunique()} cell(s) placed in full, "
         f"{len(replayed) - len(done)} censored or without a transition left out; coverage "
         "of the run's own "

@@ -1,6 +1,6 @@
 """Is a run's emergence point the fit's or the seed's, does the probe's length move it, and
 does the live forecast beat its prior? Checks of the law grid that need no training (issue
-24), run by ``validate_papers_law.py --halves`` on every finished run folder, one results row
+24), run by ``python -m studies law --halves`` on every finished run folder, one results row
 per run in ``RESULTS_papers_law_halves.csv`` (a rerun computes only runs it has no row for;
 rows of run folders that are gone stay):
 
@@ -308,7 +308,7 @@ def section_lines(frame: pd.DataFrame, law: pd.DataFrame, source: str = "") -> l
     source = source or (
         "Each finished run folder of the grid refitted from the trajectory "
         "the grid probed (`--halves`; method in "
-        f"`benchmarks/papers_law_halves.py`, rows in `{CSV.name}`)."
+        f"`studies/law/halves.py`, rows in `{CSV.name}`)."
     )
     head = [
         "## Without training: interleaved halves, a longer probe, the forecast (issue 24)",
@@ -337,7 +337,7 @@ def one_cell_lines(frame: pd.DataFrame, cell: str, csv_name: str) -> list[str]:
     ``csv_name``): the between-seed spread is that of their own full fits."""
     source = (
         f"`{cell}`: {len(frame)} run folder(s) refitted (method in "
-        f"`benchmarks/papers_law_halves.py`, rows in `{csv_name}`); the between-seed "
+        f"`studies/law/halves.py`, rows in `{csv_name}`); the between-seed "
         "spread is that of their own full fits."
     )
     return [source, "", *checks_lines(frame, frame.assign(status="done"))]

@@ -67,9 +67,9 @@ HEAD = [
     "# Interleaved halves, n = C/2 and the replayed forecast on runs outside the law grid "
     "(issue 24, without training)",
     "",
-    "The law grid's own run folders are refitted by `validate_papers_law.py --halves` (its "
+    "The law grid's own run folders are refitted by `python -m studies law --halves` (its "
     "section in `RESULTS_papers_law.md`). While they train, the same checks (method in "
-    "`benchmarks/papers_law_halves.py` and `benchmarks/papers_law_forecast.py`) ran on two "
+    "`studies/law/halves.py` and `studies/law/forecast.py`) ran on two "
     "sets of finished runs, each taken as one cell whose between-seed spread is that of the "
     "runs' own full fits. The trajectories (n = 16 and n = C/2, 50 rows) are cached in each "
     "folder's `trajectory-cache`; nothing is trained. Hardware: 2-core CPU shared with "

@@ -1,6 +1,6 @@
 """The regime the law grid tests: natural text's repeat share at each context length, the
 semi-natural rows' own, and the p_a that makes semi-natural rows repeat as natural text does
-(the ``nr-`` cells of ``validate_papers_law.py``).
+(the ``nr-`` cells of the law grid, ``studies/law/cells.py``).
 
 >>> SEMI_NATURAL["repetition"]
 0.9

@@ -5,10 +5,10 @@ Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validat
 * ``sn-B{B}-C{C}``: semi-natural rows (bigrams of the embedded corpus, 300-id BPE) with
   repetition = reliability = 0.9 ([A] experiment 2), B in 8/16/32, C in 32/64/128.
 * ``fx-B8-C{C}``: a context grid where C does not change the repetition: ``repeats`` over
-  natural text, period 8..16 tokens, the repeated tail starting 32..48 tokens before the row's
-  end (27 copied tokens per row at every C; a longer row only adds text in front, where fixing
-  the start would add copies, ``validate_law.py``'s confound). B = 8, C in 64/128/256, so only
-  c is fitted (b = 0); every fx cell trains ``FIXED_BUDGET`` updates (equal if C does not matter).
+  natural text, period 8..16 tokens, the repeated tail starting 32..48 tokens before the row's end
+  (27 copied tokens per row at every C; a longer row only adds text in front, where fixing the start
+  would add copies, the toy law's confound (``studies/toy_law``)). B = 8, C in 64/128/256, so only c
+  is fitted (b = 0); every fx cell trains ``FIXED_BUDGET`` updates (equal if C does not matter).
 * ``size-d128``, ``size-L3``: width 128 and depth 3 at (B, C) = (8, 64); with ``sn-B8-C64``
   (width 64, depth 2) they test [A]'s model-size independence.
 * ``sched-cosine``: ``sn-B8-C64`` with a cosine schedule instead of the constant one.
@@ -43,10 +43,10 @@ cell N updates. A finished run whose folder is gone (``runs/`` is not committed)
 Every run: GPT-NeoX, 4 heads, AdamW lr 3e-3, 1% warm-up then constant (unless the cell says
 otherwise), grad clip 1, log-spaced checkpoints; seeds 0-4. Emergence: the start of the steep
 segment of a 3-segment fit of max PS against log tokens (``run_emergence``). Statistics and
-verdicts: ``verdicts.py``, shared by every validation script. T, b and c are fitted on the
-cells' mean log10 U (t on df = cells - parameters) and by a Tobit fit over every run in which a
-censored run counts as "at least" its censored start or budget (clustered by cell); the Tobit
-fit judges a grid with a censored run. ``--report --from-csv``: the tables from the CSV alone.
+verdicts: ``ihprobe/dynamics/verdicts.py``, shared by every validation script. T, b and c are fitted
+on the cells' mean log10 U (t on df = cells - parameters) and by a Tobit fit over every run in which
+a censored run counts as "at least" its censored start or budget (clustered by cell); the Tobit fit
+judges a grid with a censored run. ``--report --from-csv``: the tables from the CSV alone.
 
 Run from the repository root (a killed run resumes; finished cells are reused)::
 
@@ -299,7 +299,7 @@ def write_report(frame: pd.DataFrame, args, out_md: Path) -> None:
         "cells say their own), grad clip 1; updates per run as in the table (the cell's budget, "
         f"see the docstring), {args.checkpoints} log-spaced checkpoints; seeds "
         f"{', '.join(map(str, SEEDS))}. Data and grids: see the docstring of "
-        "`benchmarks/validate_papers_law.py`. Emergence = start of the steep segment of a "
+        "`studies/law/run.py`. Emergence = start of the steep segment of a "
         "3-segment fit of max prefix matching vs log tokens (probe n = 16, 50 rows).",
         "",
         *regime_lines(CONTEXTS, LR),
