@@ -285,3 +285,22 @@ def test_the_replayed_forecast_finds_a_point_the_law_prior_misses():
     assert "| 50% of the run | 5/5 1.00" in text and "adds information" in text
     assert "5 run(s) of 1 cell(s) placed in full, 1 censored" in text
     assert lf.forecast_lines(frame.drop(columns="f10_covered")) == []
+
+
+@pytest.mark.parametrize("left_out, worst", [(0, None), (1, "overconfident"), (6, "overconfident")])
+def test_the_runs_without_a_point_are_counted_the_way_worst_for_the_forecast(left_out, worst):
+    """Placed runs alone say 'adds information' (narrower, covers as often as the prior); a
+    run without a point to cover, counted as the forecast's miss and the prior's hit, turns
+    that into 'covers less often' in its own column, and no such column without one."""
+    row = {"cell": "c", "transition": True, "censored": False, "prior_width": 6.0}
+    row |= {lf.column(f, "width"): 2.0 for f in (0.1, 0.3, 0.5)}
+    hits = [{lf.column(f, "covered"): hit for f in (0.1, 0.3, 0.5)} for hit in (1, 1, 1, 0, 0)]
+    placed = [{**row, **h, "prior_covered": bool(h["f10_covered"])} for h in hits]
+    censored = [{**placed[3], "censored": True}] * left_out
+    text = "\n".join(lf.forecast_lines(pd.DataFrame(placed + censored)))
+    table = [line for line in text.splitlines() if line.startswith("| 50% of the run")]
+    assert "| 3/5 " in table[0] and "adds information: narrower, covers as often" in table[0]
+    assert ("worst case" in text) is (worst is not None)
+    if worst:
+        n = 5 + left_out
+        assert f"3/{n} against {3 + left_out}/{n}: narrower but covers less often" in table[0]

@@ -21,7 +21,7 @@ import pandas as pd
 from ihprobe import EmergencePoint, law_prior
 from ihprobe.jobs.grid import markdown
 from studies.forecast.cells import AT
-from studies.forecast.claims import coverage_row
+from studies.forecast.claims import coverage_row, informs
 from studies.forecast.measure import judged
 from studies.law.probe_length import flag
 
@@ -48,35 +48,53 @@ def forecast_fields(point: EmergencePoint, B: int, C: int, steps: int):
     return out
 
 
+def _judged(rows: pd.DataFrame, fraction: float) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "covered": rows[column(fraction, "covered")].astype(bool),
+            "width": rows[column(fraction, "width")].astype(float),
+            "prior_covered": rows.prior_covered.astype(bool),
+            "prior_width": rows.prior_width.astype(float),
+        }
+    )
+
+
 def forecast_lines(frame: pd.DataFrame) -> list[str]:
     """Coverage (Clopper-Pearson over runs) and geometric mean width per fraction, forecast
-    and prior alone, over the runs placed in full (a censored run or one without a transition
-    has no point to cover); nothing when no row has forecast columns."""
+    and prior alone, over the runs placed in full; a censored run or one without a transition
+    has no point to cover, so it is counted again the way that is worst for the forecast
+    (a miss, its prior's a hit), its widths as measured; nothing when no row has forecast
+    columns."""
     key = column(AT[0], "covered")
     if key not in frame or frame[key].isna().all():
         return []
     replayed = frame[frame[key].notna()]
     done = replayed[flag(replayed, "transition") & ~flag(replayed, "censored")]
+    left = replayed.drop(done.index)
     rows = []
     for fraction in AT:
-        g = pd.DataFrame(
-            {
-                "covered": done[column(fraction, "covered")].astype(bool),
-                "width": done[column(fraction, "width")].astype(float),
-                "prior_covered": done.prior_covered.astype(bool),
-                "prior_width": done.prior_width.astype(float),
-            }
-        )
-        rows.append(coverage_row(g, f"{fraction:.0%} of the run", unit="run"))
+        row = coverage_row(_judged(done, fraction), f"{fraction:.0%} of the run", unit="run")
+        if len(left):
+            worst = _judged(left, fraction).assign(covered=False, prior_covered=True)
+            worst = pd.concat([_judged(done, fraction), worst])
+            row["worst case: left-out runs as the forecast's misses, the prior's hits"] = (
+                f"{int(worst.covered.sum())}/{len(worst)} against "
+                f"{int(worst.prior_covered.sum())}/{len(worst)}: {informs(worst, 'run')}"
+            )
+        rows.append(row)
     return [
         "The live forecast against the published law alone, replayed on each run's "
         "checkpoints as the grid probed them (method in `studies/law/forecast.py`"
         f"; {len(done)} run(s) of {done.cell.nunique()} cell(s) placed in full, "
-        f"{len(replayed) - len(done)} censored or without a transition left out; coverage "
-        "of the run's own "
-        "emergence point by the 80% interval, Clopper-Pearson 95% over runs; 'adds "
-        "information' = at least 10% narrower than the prior and covering at least as "
-        "often):",
+        + (
+            f"{len(left)} censored or without a transition have no point to cover and are "
+            "counted again in the last column the way that is worst for the forecast"
+            if len(left)
+            else "none censored"
+        )
+        + "; coverage of the run's own emergence point by the 80% interval, Clopper-Pearson "
+        "95% over runs; 'adds information' = at least 10% narrower than the prior and "
+        "covering at least as often):",
         "",
         *markdown(pd.DataFrame(rows)),
         "",
