@@ -36,6 +36,23 @@ def test_a_small_rise_at_the_end_is_found_and_a_flat_curve_is_not():
     starts = sensitivity.rising_starts(frame)
     assert list(starts) == ["B4-C64"]  # a placed run is the declared rule's already
     assert 21_000 <= starts["B4-C64"] <= 27_000  # in the first half of the ramp (22k-32k)
+    assert sensitivity.flat(frame).tolist() == [False, True, False]  # only the curve at chance
+
+
+def test_runs_that_never_rose_are_left_out_and_the_rest_is_fitted_as_declared():
+    law = law_runs(0.37, 0.62).assign(transition=True)
+    never = {"status": "done", "censored": True, "transition": False, "updates": 1e6}
+    never["curve"] = curve(0.01 + 0.001 * np.sin(np.arange(33)), 64)
+    frame = pd.concat([law, pd.DataFrame([never | {"cell": "B1-C64", "B": 1, "C": 64}] * 3)])
+    runs, declared = claims.runs_of(frame), {"b": "agrees", "c": "agrees"}
+    assert sensitivity._flat_lines(law, claims.runs_of(law), declared) == []  # none flat
+    (line,) = sensitivity._flat_lines(frame, runs, declared)
+    alone = claims.fits(claims.runs_of(law))["model"]  # the fit of the runs that rose
+    assert line.startswith("- Runs with no rise at all (3 of 23) taken as never forming")
+    assert f"b = {alone['b'].text('.2f')}, c = {alone['c'].text('.2f')}" in line
+    assert line.endswith("; these give the declared verdicts.")
+    moved = sensitivity._flat_lines(frame, runs, {"b": "disagrees", "c": "agrees"})[0]
+    assert moved.endswith("; these would give b agrees (declared: disagrees).")
 
 
 def test_each_check_says_whether_it_moves_a_verdict_both_ways():

@@ -117,6 +117,27 @@ def test_lack_of_fit_needs_replicates_and_finds_a_bent_surface():
     assert lack_of_fit(bent)["verdict"] == "the cells' means lie off the plane"
 
 
+def test_finding_no_lack_of_fit_needs_replicated_cells_a_finding_of_one_does_not():
+    """With fewer than MIN_REPLICATED cells holding two seeds, a p above the level is
+    'inconclusive at this scale'; a p below it still says the cells lie off the plane."""
+    one = law_runs(0.37, 0.62, seed=1)
+    one = pd.concat([one, one[one.cell == "B4-C256"].assign(updates=lambda f: f.updates * 1.05)])
+    many = law_runs(0.37, 0.62, seeds=2, seed=1)
+    few = claims.lack_of_fit_line(claims.runs_of(one))
+    assert few.startswith("- Lack of fit: **inconclusive at this scale**, no lack of fit found")
+    assert "1 of 20 cells with more than one seed" in few
+    enough = claims.lack_of_fit_line(claims.runs_of(many))
+    assert enough.startswith("- Lack of fit: **no lack of fit found** (p = ")
+    bent = claims.runs_of(one)
+    bent.loc[bent.cell.isin(["B16-C512", "B1-C64"]), "updates"] *= 30  # far off the plane
+    assert claims.lack_of_fit_line(bent).startswith(
+        "- Lack of fit: **the cells' means lie off the plane** (p = "
+    )
+    assert claims.lack_of_fit_line(claims.runs_of(law_runs(0.37, 0.62))).startswith(
+        "- Lack of fit: not testable yet"
+    )
+
+
 def test_with_censored_runs_lack_of_fit_is_bootstrapped_and_finds_a_bent_surface():
     straight = law_runs(0.37, 0.62, seeds=2, seed=4, noise=0.1, censor_above=1.2)
     runs = claims.runs_of(
@@ -228,7 +249,7 @@ def test_the_readme_row_quotes_the_verdicts_the_csv_gives():
         + (f" (post hoc, the still-rising runs continued: {post[n]})" if post[n] != said[n] else "")
         for n in "bc"
     )
-    assert row.endswith(f"| {cell} |"), cell
+    assert row.endswith(f"| in this regime ({claims.REGIME_NAME}), {cell} |"), cell
     done = pd.read_csv(FOLDER / "results.csv").query("status == 'done'")
     for cell in done.cell:  # every finished cell is named in the row
         B, C = cell[1:].split("-C")
@@ -292,6 +313,14 @@ def test_the_readme_row_quotes_b_and_c_as_the_csv_refits_them():
         est = fit["model"][name]
         quoted = f"{name} = {est.value:.2f} [{est.low:.2f}, {est.high:.2f}]"
         assert quoted in row, quoted
+    flat = sensitivity.flat(frame)  # the runs that never rose, left out (post hoc)
+    c = claims.fits(claims.runs_of(frame)[~flat])["model"]["c"]
+    assert f"the {int(flat.sum())} runs whose curves never rose" in row
+    kept = claims.runs_of(frame)[~flat]
+    said = claims.verdict(
+        c, "c", frame.cell[frame.status == "done"].nunique(), (~kept.censored).sum()
+    )
+    assert f"(left out: c = {c.value:.2f} [{c.low:.2f}, {c.high:.2f}], still {said[0]})" in row
 
 
 def test_the_readme_row_quotes_every_rise_the_rule_found_too_small():
@@ -309,6 +338,9 @@ def test_the_readme_row_quotes_every_rise_the_rule_found_too_small():
     rises = [f"{float(v):.2f}" for v in small]
     listed = ", ".join(rises[:-1]) + f" and {rises[-1]}" if len(rises) > 1 else "".join(rises)
     assert f"fitted rises of {listed}, under the rule's 0.1" in row
+    for cell, start in rising_starts(frame).items():  # where each rise starts, in tokens
+        B, C = (int(x) for x in cell[1:].split("-C"))
+        assert f"B = {B}: from about {start * B * C / 1e6:.0f}M" in row, cell
 
 
 def test_a_finished_run_without_live_probes_is_left_out_of_the_fit():

@@ -102,12 +102,16 @@ def test_the_share_of_seeds_with_a_head_is_compared_both_ways():
     assert said[2].startswith(
         "d_model 256: 5 finished, 0 placed, 0 with a head (onset over d_model 128's: at least "
     )  # every d_model 256 run censored: a bound
+    arms = size.holm_adjusted(runs)  # the other arms' p are 1: Holm multiplies 256's by 3
+    assert len(arms) == 3 and size.p_text(arms[D256]) == size.p_text(3 * float(p_256))
     assert said[2].endswith(
-        f"share with a head against d_model 128's: differs, Fisher p = {p_256})"
+        f"share with a head against d_model 128's: differs, Fisher p = {p_256}, "
+        f"Holm's adjusted over 3 arms {size.p_text(arms[D256])})"
     )
     assert "(onset over d_model 128's: " in said[1] and "], agrees, and" in said[1]  # as planted
     assert said[1].endswith(
-        "and share with a head against d_model 128's: no difference found, Fisher p = 1.00)"
+        "and share with a head against d_model 128's: no difference found, Fisher p = 1.00, "
+        "Holm's adjusted over 3 arms 1.00)"
     )
 
 

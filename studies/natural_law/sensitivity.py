@@ -10,6 +10,8 @@ whether it would.
   placed there (the earliest it could be).
 - **Those runs continued** past the budget to 3x the law, in a copy of their folders
   (:mod:`studies.natural_law.extend`), read by the declared rule in place of their records.
+- **Runs with no rise at all** (censored, and flat even by the rule without its 0.1 floor)
+  taken as never forming a head rather than as onsets later than their budgets: left out.
 - **Coverage** of the declared t-interval: runs simulated from the fitted law (its sigma) at
   the same cells, each censored at its own budget, refitted as declared.
 
@@ -104,9 +106,25 @@ def coverage(runs: pd.DataFrame, budgets, draws: int = DRAWS, seed: int = 0) -> 
     return {"b": float(hits[1]), "c": float(hits[2]), "sigma": sigma}
 
 
-def _changes(declared: dict[str, str], other: dict[str, Estimate], runs: pd.DataFrame) -> str:
-    """A sentence: whether ``other``'s intervals, over ``runs``, give the declared verdicts."""
-    cells, placed = runs.cell.nunique(), int((~runs.censored).sum())
+def flat(frame: pd.DataFrame) -> np.ndarray:
+    """Per run of :func:`claims.runs_of`, in its order: censored without a transition and
+    without a rise even by the rule without its 0.1 floor (a curve at chance to the end)."""
+    done = claims.finished(frame)
+    return np.array(
+        [
+            bool(r.censored) and not bool(r.transition) and rising_start(r) is None
+            for r in done.itertuples()
+        ],
+        dtype=bool,
+    )
+
+
+def _changes(
+    declared: dict[str, str], other: dict[str, Estimate], runs: pd.DataFrame, cells: int = 0
+) -> str:
+    """A sentence: whether ``other``'s intervals, over ``runs`` (of ``cells`` cells run, if
+    more than ``runs`` hold), give the declared verdicts."""
+    cells, placed = max(cells, runs.cell.nunique()), int((~runs.censored).sum())
     moved = [
         f"{name} {said} (declared: {declared[name]})"
         for name in ("b", "c")
@@ -155,6 +173,22 @@ def _continued_lines(runs: pd.DataFrame, starts, declared: dict[str, str]) -> li
     ]
 
 
+def _flat_lines(frame: pd.DataFrame, runs: pd.DataFrame, declared: dict[str, str]) -> list[str]:
+    """The fit without the runs whose curves never rose (none: no line)."""
+    at_chance = flat(frame)
+    kept = runs[~at_chance]
+    fit = claims.fits(kept) if at_chance.any() else None
+    if fit is None:
+        return []
+    refit = fit["model"]
+    return [
+        f"- Runs with no rise at all ({int(at_chance.sum())} of {len(runs)}) taken as never "
+        "forming a head rather than as onsets later than their budgets, and left out: b = "
+        f"{refit['b'].text('.2f')}, c = {refit['c'].text('.2f')}; these "
+        f"{_changes(declared, refit, kept, runs.cell.nunique())}."
+    ]
+
+
 def lines(frame: pd.DataFrame) -> list[str]:
     """The results file's section of these checks (empty while the fit cannot be made)."""
     runs = claims.runs_of(frame)
@@ -190,6 +224,7 @@ def lines(frame: pd.DataFrame) -> list[str]:
                 f"these {_changes(declared, refit, moved)}."
             )
         out += _continued_lines(runs, starts, declared)
+    out += _flat_lines(frame, runs, declared)
     done = frame[frame.status == "done"]
     covered = coverage(runs, done.steps.astype(float).to_numpy())
     out += [

@@ -66,18 +66,24 @@ def ratio_lines(frame: pd.DataFrame) -> list[str]:
     return out
 
 
+def holm_adjusted(runs: pd.DataFrame) -> dict[str, float]:
+    """Holm's adjusted p of each arm's share-of-heads test against d_model 128, over the arms
+    that have finished runs (none while d_model 128 has none)."""
+    arms = [
+        a for a in (*sc.SIZES, *sc.OTHER) if (runs.cell == a).any() and (runs.cell == CELL).any()
+    ]
+    adjusted = holm([sc.formation(runs, arm)[2] for arm in arms]) if arms else []
+    return dict(zip(arms, adjusted, strict=True))
+
+
 def family_line(frame: pd.DataFrame) -> str:
     """The shares of seeds with a head are tested arm by arm at 5%, with no correction across
     the arms: Holm's adjusted p beside them, so a reader sees which 'differs' would hold
     family-wise."""
-    runs = sc.runs_of(frame)
-    arms = [
-        a for a in (*sc.SIZES, *sc.OTHER) if (runs.cell == a).any() and (runs.cell == CELL).any()
-    ]
-    if not arms:
+    adjusted = holm_adjusted(sc.runs_of(frame))
+    if not adjusted:
         return "- Shares of seeds with a head: no arm to compare yet."
-    adjusted = holm([sc.formation(runs, arm)[2] for arm in arms])
-    each = ", ".join(f"{LABELS[a]} {p_text(p)}" for a, p in zip(arms, adjusted, strict=True))
+    arms, each = list(adjusted), ", ".join(f"{LABELS[a]} {p_text(p)}" for a, p in adjusted.items())
     return (
         f"- The {len(arms)} shares of seeds with a head are each tested against d_model 128 at "
         f"5%, with no correction across them; Holm's adjusted p (family-wise 5%): {each}."
@@ -120,7 +126,7 @@ def summary(frame: pd.DataFrame) -> str:
     'd_model 128: 1 finished, 1 placed, 1 with a head'
     """
     runs = sc.runs_of(frame)
-    out = []
+    adjusted, out = holm_adjusted(runs), []
     for arm in ARMS:
         r = runs[runs.cell == arm]
         line = f"{LABELS[arm]}: {len(r)} finished, {int((~r.censored).sum())} placed, "
@@ -132,7 +138,8 @@ def summary(frame: pd.DataFrame) -> str:
             onset = sc.verdict(ratio, runs, arm, final)[0]
             line += (
                 f" (onset over d_model 128's: {ratio.text('.2f').split(' (')[0]}, {onset}, and "
-                f"share with a head against d_model 128's: {said}, Fisher p = {p_text(p)})"
+                f"share with a head against d_model 128's: {said}, Fisher p = {p_text(p)}, "
+                f"Holm's adjusted over {len(adjusted)} arms {p_text(adjusted[arm])})"
             )
         out.append(line)
     return "; ".join(out)
