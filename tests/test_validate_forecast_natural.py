@@ -80,3 +80,31 @@ def test_each_forecast_is_judged_at_its_fraction_against_the_measured_point(
 
 def test_no_pilot_run_yet_says_so():
     assert "No finished natural-text pilot run" in "\n".join(claims.natural_lines(pd.DataFrame()))
+
+
+def test_the_grid_cell_is_read_beside_the_pilots_and_rows_of_gone_folders_are_kept(
+    tmp_path, monkeypatch
+):
+    """--natural reads the pilots and the grid's cell of the same recipe; a run already in
+    the CSV whose folder is gone keeps its rows, a run read again replaces its own."""
+    from studies.forecast import run
+
+    pilots, grid = tmp_path / "pilots", tmp_path / "grid"
+    pilot_run(pilots, 0)
+    pilot_run(grid, 1).parent.rename(grid / "B4-C256")
+    pilot_run(grid, 2).parent.rename(grid / "B8-C512")  # another cell of the grid: not read
+    csv, md = tmp_path / "natural.csv", tmp_path / "forecast.md"
+    monkeypatch.setattr(measure, "run_emergence", lambda folder: point(9000))
+    pilot_run(tmp_path / "before", 0)
+    recorded = pd.DataFrame(measure.natural_rows(tmp_path / "before"))
+    gone = recorded.assign(seed=3)  # a run whose folder is gone since
+    old = recorded.assign(measured=-1)  # seed 0 is read again: its old rows go
+    pd.concat([gone, old]).to_csv(csv, index=False)
+    monkeypatch.setattr(run, "NATURAL_CSV", csv)
+    monkeypatch.setattr(run, "OUT_MD", md)
+    run.natural(pilots, (grid, "B4-C256"))
+    table = pd.read_csv(csv)
+    runs = set(zip(table.pilot, table.seed, strict=True))
+    assert runs == {("d128-test", 3), ("d128-test", 0), ("B4-C256", 1)}
+    assert (table[table.seed == 0].measured == 9000).all()  # read again, not the old row
+    assert claims.NATURAL_HEADING in md.read_text()

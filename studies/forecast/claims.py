@@ -151,7 +151,8 @@ def natural_lines(table: pd.DataFrame) -> list[str]:
         *head,
         "Every finished pilot run of the natural study (`studies/natural`; natural "
         "text, live probes of max PS on 20 rows at evenly spaced checkpoints, 24 in a pilot's "
-        "budget and more in a run extended past it), judged as "
+        "budget and more in a run extended past it), and the natural grid's `B4-C256` runs, "
+        "the first pilot's recipe trained again (32 probes in 2x the law's updates), judged as "
         "above but only read (`--natural`): the prior is the published law alone at the run's "
         "B and C (spread 0.3 decades, as in the live forecast); the measured point is the "
         "change point of the run's max-PS trajectory (`run_emergence`, its own probe of 100 "

@@ -135,22 +135,28 @@ def earlier_run(run: Path) -> str:
     return f"B={config['batch_size']}, {config['steps']} updates, {found}"
 
 
-def natural_runs(root: Path) -> list[tuple[str, int, Path]]:
-    """(pilot, seed, folder) of every finished pilot run under ``root`` with live probes."""
+# the published law alone, at each run's own B and C: one row per fraction over all runs
+NATURAL_PRIOR = "[A] law, at each run's B and C"
+
+
+def natural_runs(root: Path, pattern: str = "*") -> list[tuple[str, int, Path]]:
+    """(pilot, seed, folder) of every finished run under ``root``/``pattern`` with live
+    probes."""
     return [
         (run.parent.name, int(run.name.removeprefix("seed")), run)
-        for run in sorted(root.glob("*/seed*"))
+        for run in sorted(root.glob(f"{pattern}/seed*"))
         if (run / "probes.jsonl").is_file() and is_finished(run)
     ]
 
 
-def natural_rows(root: Path) -> list[dict]:
-    """Every finished pilot run under ``root`` judged against the published law alone."""
+def natural_rows(root: Path, pattern: str = "*") -> list[dict]:
+    """Every finished run under ``root``/``pattern`` judged against the published law
+    alone."""
     rows = []
-    for pilot, seed, run in natural_runs(root):
+    for pilot, seed, run in natural_runs(root, pattern):
         meta = run_meta(run)
         config, steps = meta["config"], int(meta["steps"])
-        prior = {f"[A] law ({pilot})": law_prior(config["batch_size"], config["context"])}
+        prior = {NATURAL_PRIOR: law_prior(config["batch_size"], config["context"])}
         shape = {"pilot": pilot, "seed": seed}
         rows += judged(probe_records(run), prior, run_emergence(run), steps, shape)
     return rows

@@ -8,8 +8,9 @@ cover the measured emergence point, and how wide is it, against the prior's own 
 Coverage gets a Clopper-Pearson 95% interval over seeds (:mod:`~studies.forecast.claims`).
 
 ``--natural`` judges the same way, only reading them, every finished natural-text pilot run
-with live probes (``studies/natural``, ``runs/validate-papers/natural``) against the published
-law alone at its B and C: rows in ``RESULTS_forecast_natural.csv``, a section of
+with live probes (``studies/natural``, ``runs/validate-papers/natural``) and the natural grid's
+runs of the same recipe (:data:`GRID`) against the published law alone at its B and C: rows in
+``RESULTS_forecast_natural.csv`` (a run whose folder is gone keeps its rows), a section of
 ``RESULTS_forecast.md`` (rewritten in place; the demo's part stays). ``--report`` re-renders
 ``RESULTS_forecast.md`` from both CSVs, keeping the lines above its tables that only the run
 folders hold (wall times, the earlier runs, the refitted prior).
@@ -32,6 +33,8 @@ from studies.forecast import cells, claims
 from studies.study import ROOT, recorded_header
 
 NATURAL = ROOT / "runs" / "validate-papers" / "natural"
+# the natural grid's cell that trains the first pilot's recipe again (folder, cell)
+GRID = (ROOT / "runs" / "studies" / "law-natural", "B4-C256")
 OUT_MD = Path(__file__).with_name("RESULTS_forecast.md")
 OUT_CSV = Path(__file__).with_name("RESULTS_forecast.csv")
 NATURAL_CSV = Path(__file__).with_name(claims.NATURAL_CSV)
@@ -48,12 +51,19 @@ def write(table: pd.DataFrame, head: list[str]) -> None:
     print(text)
 
 
-def natural(root: Path) -> None:
-    """Judge every finished pilot run against the published law alone; save the rows and
+def natural(root: Path, grid: tuple[Path, str] = GRID) -> None:
+    """Judge every finished pilot run and the grid's runs of the same recipe against the
+    published law alone; save the rows (keeping those of runs whose folders are gone) and
     rewrite the natural section of ``RESULTS_forecast.md``."""
-    from studies.forecast.measure import natural_rows
+    from studies.forecast.measure import NATURAL_PRIOR, natural_rows
 
-    table = pd.DataFrame(natural_rows(root))
+    table = pd.DataFrame(natural_rows(root) + natural_rows(*grid))
+    kept = natural_table()
+    if not kept.empty:
+        done = set(zip(table.get("pilot", []), table.get("seed", []), strict=True))
+        gone = [(p, s) not in done for p, s in zip(kept.pilot, kept.seed, strict=True)]
+        table = pd.concat([kept[gone], table], ignore_index=True)
+    table["prior"] = NATURAL_PRIOR  # rows of record named it per pilot; the prior is the same
     table.to_csv(NATURAL_CSV, index=False)
     text = OUT_MD.read_text() if OUT_MD.is_file() else ""
     kept = text.split(claims.NATURAL_HEADING)[0].rstrip("\n")

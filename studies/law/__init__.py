@@ -23,5 +23,6 @@ STUDY = scripted(
         "RESULTS_papers_law_halves_other.md",
         "RESULTS_papers_law_halves_demo.csv",
         "RESULTS_papers_law_halves_natural.csv",
+        "RESULTS_papers_law_halves_natural_grid.csv",
     ),
 )

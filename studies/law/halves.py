@@ -333,11 +333,12 @@ def checks_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
 
 
 def one_cell_lines(frame: pd.DataFrame, cell: str, csv_name: str) -> list[str]:
-    """The checks of run folders outside the grid refitted as one cell ``cell`` (rows in
-    ``csv_name``): the between-seed spread is that of their own full fits."""
+    """The checks of run folders outside the grid refitted as one set ``cell`` (rows in
+    ``csv_name``, markdown): the between-seed spread is that of their own full fits, pooled
+    within the frame's cells where it has more than one."""
     source = (
         f"`{cell}`: {len(frame)} run folder(s) refitted (method in "
-        f"`studies/law/halves.py`, rows in `{csv_name}`); the between-seed "
+        f"`studies/law/halves.py`, rows in {csv_name}); the between-seed "
         "spread is that of their own full fits."
     )
     return [source, "", *checks_lines(frame, frame.assign(status="done"))]
@@ -369,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
         for run in args.runs
     ]
     frame = update(shapes, args.csv)
-    print("\n".join(one_cell_lines(frame, args.cell, args.csv.name)))
+    print("\n".join(one_cell_lines(frame, args.cell, f"`{args.csv.name}`")))
 
 
 def induction_rows(rows: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,8 @@ are; the tables and verdicts are :func:`studies.law.halves.one_cell_lines` of it
 
 >>> [s.cell for s in SETS]
 ['demo-B32-C64', 'natural-d128-lr3e-3']
+>>> SETS[1].csv
+('RESULTS_papers_law_halves_natural.csv', 'RESULTS_papers_law_halves_natural_grid.csv')
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ HALVES = "nice -n 19 .venv/bin/python benchmarks/papers_law_halves.py"  # as the
 
 @dataclass(frozen=True)
 class RunSet:
-    """Finished run folders refitted as one cell: ``heading`` of its section, ``cell`` its
-    name in the tables, ``csv`` its rows beside this file, ``command`` how they were made (and
-    ``made_by``: which study trained the folders), ``runs`` what the runs are."""
+    """Finished run folders refitted as one set: ``heading`` of its section, ``cell`` its
+    name, ``csv`` its rows beside this file (one CSV a batch of folders, each batch its own
+    cell in the tables, the between-seed spread pooled within them), ``command`` how they were
+    made (and ``made_by``: which study trained the folders), ``runs`` what the runs are."""
 
     heading: str
     cell: str
-    csv: str
+    csv: tuple[str, ...]
     command: str
     made_by: str
     runs: str
@@ -41,7 +44,7 @@ SETS = (
     RunSet(
         "The forecast validation's 5 demo seeds",
         "demo-B32-C64",
-        "RESULTS_papers_law_halves_demo.csv",
+        ("RESULTS_papers_law_halves_demo.csv",),
         f"{HALVES} --cell demo-B32-C64 --long --csv benchmarks/RESULTS_papers_law_halves_demo.csv "
         "runs/validate-forecast-demo/B32-seed{0,1,2,3,4}",
         "(from the repository root; the folders are trained by `benchmarks/validate_forecast.py`)",
@@ -50,16 +53,25 @@ SETS = (
         "apart, so each half has 10 checkpoints 50 updates apart), seeds 0-4.",
     ),
     RunSet(
-        "The natural-text pilot d128-lr3e-3, 3 seeds",
+        "The natural-text recipe d128-lr3e-3: the pilot's 3 seeds and the grid's B4-C256 5 seeds",
         "natural-d128-lr3e-3",
-        "RESULTS_papers_law_halves_natural.csv",
+        ("RESULTS_papers_law_halves_natural.csv", "RESULTS_papers_law_halves_natural_grid.csv"),
         f"{HALVES} --cell natural-d128-lr3e-3 --long --csv "
         "benchmarks/RESULTS_papers_law_halves_natural.csv "
-        "runs/validate-papers/natural/d128-lr3e-3/seed{0,1,2}",
-        "(the folders are trained by `benchmarks/validate_papers_natural.py`, only read here)",
-        "2-layer GPT-NeoX d128, 4 heads, natural text (512-id BPE), B 4, C 256, lr 3e-3 "
-        "constant, linear checkpoints 1,221 updates apart; seed 0 ran 29,297 updates (30M "
-        "tokens), seeds 1 and 2 were extended to 43,283 (44M tokens). n = C/2 = 128.",
+        "runs/validate-papers/natural/d128-lr3e-3/seed{0,1,2}` (2026-12-01), then "
+        "`nice -n 3 .venv/bin/python -m studies.law.halves --cell natural-B4-C256 --long --csv "
+        "studies/law/RESULTS_papers_law_halves_natural_grid.csv "
+        "runs/studies/law-natural/B4-C256/seed{0,1,2,3,4}",
+        "(2026-12-05; the pilot's folders were trained by `benchmarks/validate_papers_natural.py`, the "
+        "grid's by `python -m studies natural_law` and `natural_size`; only read here)",
+        "2-layer GPT-NeoX d128, 4 heads, the documentation corpus under a 512-id BPE, B 4, "
+        "C 256, lr 3e-3 constant after a 1% warm-up. The pilot (`natural-d128-lr3e-3` in the "
+        "tables): linear checkpoints 1,221 updates apart; seed 0 ran 29,297 updates (30M "
+        "tokens), seeds 1 and 2 were extended to 43,283 (44M tokens); its seeds 3 and 4 have "
+        "no checkpoints left. The grid's cell (`natural-B4-C256`), the same recipe trained "
+        "again: 28,855 updates (2x the law), checkpoints about 902 updates apart, seeds 0-4. "
+        "The two batches are two cells here, the between-seed spread pooled within them. "
+        "n = C/2 = 128.",
     ),
 )
 
@@ -70,10 +82,10 @@ HEAD = [
     "The law grid's own run folders are refitted by `python -m studies law --halves` (its "
     "section in `RESULTS_papers_law.md`). While they train, the same checks (method in "
     "`studies/law/halves.py` and `studies/law/forecast.py`) ran on two "
-    "sets of finished runs, each taken as one cell whose between-seed spread is that of the "
+    "sets of finished runs, each a cell (or cells) whose between-seed spread is that of the "
     "runs' own full fits. The trajectories (n = 16 and n = C/2, 50 rows) are cached in each "
     "folder's `trajectory-cache`; nothing is trained. Hardware: 2-core CPU shared with "
-    "training jobs; run on 2026-12-01.",
+    "training jobs; run on the dates beside each command.",
     "",
 ]
 
@@ -82,7 +94,7 @@ def render(folder: Path) -> str:
     """The results file from each set's CSV in ``folder``."""
     lines = list(HEAD)
     for s in SETS:
-        frame = pd.read_csv(folder / s.csv)
+        frame = pd.concat([pd.read_csv(folder / name) for name in s.csv], ignore_index=True)
         lines += [
             f"## {s.heading}",
             "",
@@ -90,6 +102,6 @@ def render(folder: Path) -> str:
             "",
             f"Runs: {s.runs}",
             "",
-            *one_cell_lines(frame, s.cell, s.csv),
+            *one_cell_lines(frame, s.cell, " and ".join(f"`{name}`" for name in s.csv)),
         ]
     return "\n".join(lines)
