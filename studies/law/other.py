@@ -62,8 +62,9 @@ SETS = (
         "`nice -n 3 .venv/bin/python -m studies.law.halves --cell natural-B4-C256 --long --csv "
         "studies/law/RESULTS_papers_law_halves_natural_grid.csv "
         "runs/studies/law-natural/B4-C256/seed{0,1,2,3,4}",
-        "(2026-12-05; the pilot's folders were trained by `benchmarks/validate_papers_natural.py`, the "
-        "grid's by `python -m studies natural_law` and `natural_size`; only read here)",
+        "(2026-12-05; the pilot's folders were trained by "
+        "`benchmarks/validate_papers_natural.py`, the grid's by `python -m studies natural_law` "
+        "and `natural_size`; only read here)",
         "2-layer GPT-NeoX d128, 4 heads, the documentation corpus under a 512-id BPE, B 4, "
         "C 256, lr 3e-3 constant after a 1% warm-up. The pilot (`natural-d128-lr3e-3` in the "
         "tables): linear checkpoints 1,221 updates apart; seed 0 ran 29,297 updates (30M "
