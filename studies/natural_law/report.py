@@ -146,7 +146,9 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
         "`-` where 2 x 50 positions do not fit the context. "
         "`train_min`: wall minutes of training on the machine that ran it (shared; an upper "
         "bound for one idle core). `device`: where it trained, as the run recorded it (empty: "
-        "trained before runs recorded it, on this project's 2-core CPU machine).",
+        "trained before runs recorded it, on this project's 2-core CPU machine). `command`: "
+        "what trains the run, or reuses it once finished (the B = 4, C = 256 runs are shared "
+        "with the size arm, whose command makes the same run in the same folder).",
         "",
         *_markdown(run_table(frame)),
         "",

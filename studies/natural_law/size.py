@@ -214,6 +214,9 @@ def _report(frame: pd.DataFrame, provenance: list[str]) -> str:
         "",
         "## Runs",
         "",
+        "Columns as in the grid's `RESULTS.md`. The d_model 128 runs are the grid's B = 4, "
+        "C = 256 runs (one folder each): either study's command trains or reuses them.",
+        "",
         *report._markdown(report.run_table(frame, "natural_size")),
         "",
         "## Onset against size",
