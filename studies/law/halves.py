@@ -234,9 +234,17 @@ def noise_ratio(d, between: float, df_between: int, needs: int = MIN_SEEDS) -> E
     return Estimate(math.sqrt(ratio), math.sqrt(low), math.sqrt(high), method, n, needs)
 
 
-def verdict_of(ratio: Estimate) -> str:
-    """The sentence for the estimator-vs-seed ratio, by the declared rule (see the docstring)."""
-    verdict, _ = judge(ratio, below(SMALL))
+def verdict_of(ratio: Estimate, final: bool = False) -> str:
+    """The sentence for the estimator-vs-seed ratio, by the declared rule (see the docstring);
+    ``final``: a closed set of runs, where too few placed is inconclusive, not pending.
+
+    >>> four = Estimate(0.05, 0.01, 0.2, "F", 4, 5)   # small, but 4 runs of the 5 needed
+    >>> verdict_of(four), verdict_of(four, final=True)
+    ('pending: 4 of 5 seeds', 'inconclusive at this scale')
+    >>> verdict_of(Estimate(0.05, 0.01, 0.2, "F", 5))
+    'estimator noise is small next to seed noise'
+    """
+    verdict, _ = judge(ratio, below(SMALL), final=final)
     return SAYS.get(verdict, verdict)
 
 
@@ -270,8 +278,9 @@ def cell_table(refit: pd.DataFrame, law: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def halves_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
-    """The interleaved-halves refit: per cell, then the estimator-vs-seed verdict."""
+def halves_lines(frame: pd.DataFrame, law: pd.DataFrame, final: bool = False) -> list[str]:
+    """The interleaved-halves refit: per cell, then the estimator-vs-seed verdict (``final``:
+    a closed set of runs)."""
     refit = refitted(frame)
     left = len(frame) - len(refit)
     lines = [
@@ -295,7 +304,7 @@ def halves_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
         f"SD pooled over the same {refit.cell.nunique()} cell(s): "
         f"{sd_interval(variance, df).text('.3f')}; their ratio {ratio.text('.2f')}.",
         f"- rule (declared before the data): the ratio's whole 95% interval below {SMALL} "
-        f"-> small, wholly above -> not small: **{verdict_of(ratio)}**.",
+        f"-> small, wholly above -> not small: **{verdict_of(ratio, final)}**.",
         "",
     ]
     return lines
@@ -327,21 +336,27 @@ def section_lines(frame: pd.DataFrame, law: pd.DataFrame, source: str = "") -> l
     return [*head, *checks_lines(frame, law)]
 
 
-def checks_lines(frame: pd.DataFrame, law: pd.DataFrame) -> list[str]:
-    """The three checks of ``frame``'s runs: the halves, the probe's length, the forecast."""
-    return [*halves_lines(frame, law), *probe_lines(frame), *forecast_lines(frame)]
+def checks_lines(frame: pd.DataFrame, law: pd.DataFrame, final: bool = False) -> list[str]:
+    """The three checks of ``frame``'s runs: the halves, the probe's length, the forecast
+    (``final``: a closed set of runs, which no seed will join)."""
+    return [
+        *halves_lines(frame, law, final),
+        *probe_lines(frame, final),
+        *forecast_lines(frame),
+    ]
 
 
 def one_cell_lines(frame: pd.DataFrame, cell: str, csv_name: str) -> list[str]:
     """The checks of run folders outside the grid refitted as one set ``cell`` (rows in
     ``csv_name``, markdown): the between-seed spread is that of their own full fits, pooled
-    within the frame's cells where it has more than one."""
+    within the frame's cells where it has more than one. The set is closed (every folder it
+    will have), so a check short of placed runs is inconclusive, not pending."""
     source = (
         f"`{cell}`: {len(frame)} run folder(s) refitted (method in "
         f"`studies/law/halves.py`, rows in {csv_name}); the between-seed "
         "spread is that of their own full fits."
     )
-    return [source, "", *checks_lines(frame, frame.assign(status="done"))]
+    return [source, "", *checks_lines(frame, frame.assign(status="done"), final=True)]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -96,6 +96,7 @@ def render(folder: Path) -> str:
     lines = list(HEAD)
     for s in SETS:
         frame = pd.concat([pd.read_csv(folder / name) for name in s.csv], ignore_index=True)
+        frame["grid"] = s.cell  # one recipe: the probe's length judged over all its runs
         lines += [
             f"## {s.heading}",
             "",

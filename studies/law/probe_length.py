@@ -77,19 +77,25 @@ def probe_bounds(frame: pd.DataFrame) -> list[tuple[str, str, float]]:
     return out
 
 
-def probe_verdict(ratio: Estimate, bounds: list[tuple[str, str, float]]) -> str:
+def probe_verdict(
+    ratio: Estimate, bounds: list[tuple[str, str, float]], final: bool = False
+) -> str:
     """The declared rule on the placed runs' ratio; a left-out run whose bound already lies
     outside the margin (at least 1.5x, or at most 1/1.5x) keeps it from "agrees", and one whose
     bound allows a ratio on the other side of "disagrees" (inside the margin or beyond it the
-    other way) keeps it from "disagrees".
+    other way) keeps it from "disagrees". ``final``: no more runs will come (a closed set), so
+    too few placed runs is "inconclusive at this scale", not "pending".
 
     >>> later = Estimate(0.4, 0.3, 0.5, "t", 5, 5)   # log10: 2.5x [2.0x, 3.2x] later
     >>> probe_verdict(later, []), probe_verdict(later, [("c seed 1", "at most", 1.2)])
     ('disagrees', 'inconclusive at this scale')
     >>> probe_verdict(later, [("c seed 1", "at least", 1.2)])
     'disagrees'
+    >>> four = Estimate(0.0, -0.01, 0.01, "t", 4, 5)   # 4 runs placed of the 5 needed
+    >>> probe_verdict(four, []), probe_verdict(four, [], final=True)
+    ('pending: 4 of 5 seeds', 'inconclusive at this scale')
     """
-    verdict, _ = judge(ratio, SAME)
+    verdict, _ = judge(ratio, SAME, final=final)
     outside = [
         b
         for _, side, b in bounds
@@ -131,9 +137,10 @@ def probe_table(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def probe_lines(frame: pd.DataFrame) -> list[str]:
+def probe_lines(frame: pd.DataFrame, final: bool = False) -> list[str]:
     """The n = C/2 re-probe: per run, then the ratio and its verdict for each grid (their
-    training repeats differ: the fixed-structure rows repeat with periods of 8-16 tokens)."""
+    training repeats differ: the fixed-structure rows repeat with periods of 8-16 tokens);
+    ``final``: a closed set of runs (:func:`probe_verdict`)."""
     table = probe_table(frame)
     if table.empty:
         return [
@@ -151,15 +158,15 @@ def probe_lines(frame: pd.DataFrame) -> list[str]:
         "",
     ]
     for grid, rows in probed.groupby(grids, sort=False):
-        lines += grid_lines(str(grid), rows)
+        lines += grid_lines(str(grid), rows, final)
     return [*lines, ""]
 
 
-def grid_lines(grid: str, rows: pd.DataFrame) -> list[str]:
+def grid_lines(grid: str, rows: pd.DataFrame, final: bool = False) -> list[str]:
     """One grid's ratio over runs placed under both probes, its bounds and its verdict."""
     ratio, left = probe_ratio(rows)
     bounds = probe_bounds(rows)
-    verdict = probe_verdict(ratio, bounds)
+    verdict = probe_verdict(ratio, bounds, final)
     says = {
         AGREES: "the probe's length does not move the emergence point",
         DISAGREES: "the probe's length moves the emergence point",
