@@ -59,19 +59,25 @@ PROVENANCE = {
     ("studies/law/other.py", "benchmarks/RESULTS_papers_law_halves_natural.csv"),
     ("studies/law/other.py", "benchmarks/validate_forecast.py"),
     ("studies/law/other.py", "benchmarks/validate_papers_natural.py"),
+    ("studies/README.md", "benchmarks/validate_papers_law.py"),  # says they were renamed
 }
+# a results file's recorded commands: its provenance lines and its indented command blocks
+RECORDED = re.compile(r"^(Runs|Last command|Command): `|^    ")
 
 
 def named_paths(line: str) -> list[str]:
-    """The repository paths a line names, leaving out globs and placeholders (``NAME``).
+    """The repository paths a line names, leaving out globs and placeholders (a folder named
+    in capitals, ``NAME``; a file in capitals, ``RESULTS.md``, is a path).
 
     >>> named_paths("see `studies/law/halves.py` and benchmarks/bench_*.py or studies/NAME/run.py")
     ['studies/law/halves.py']
+    >>> named_paths("the grid's studies/natural_law/RESULTS.md")
+    ['studies/natural_law/RESULTS.md']
     """
     return [
         path
         for path, glob in REPO_PATH.findall(line)
-        if not glob and not re.search(r"/[A-Z_]{3,}(/|\.|$)", path)
+        if not glob and not re.search(r"/[A-Z_]{3,}(/|$)", path)
     ]
 
 
@@ -81,6 +87,7 @@ def named_paths(line: str) -> list[str]:
         ("method in `benchmarks/papers_law_forecast.py`;", ["benchmarks/papers_law_forecast.py"]),
         ("(`tests/test_x.py`, `docs/x.md`, runs/a/b)", ["docs/x.md"]),
         ("the suite (`benchmarks/bench_*.py`), {studies/NAME/run.py}", []),
+        ("the grid's `studies/natural_law/RESULTS.md`", ["studies/natural_law/RESULTS.md"]),
     ],
 )
 def test_named_paths_finds_paths_and_not_globs(line, paths):
@@ -90,11 +97,13 @@ def test_named_paths_finds_paths_and_not_globs(line, paths):
 def test_every_path_the_project_names_exists():
     """A script that moved leaves no pointer to its old place (outside tests, whose paths are
     made up, and the recorded commands of finished runs)."""
+    results = sorted((ROOT / "studies").rglob("*.md"))
     missing = [
         f"{rel}:{number}: {path}"
-        for file in documented_files()
+        for file in [*documented_files(), *results]
         if not (rel := file.relative_to(ROOT).as_posix()).startswith("tests/")
         for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1)
+        if not (file in results and RECORDED.match(line))
         for path in named_paths(line)
         if not (ROOT / path).exists() and (rel, path) not in PROVENANCE
     ]

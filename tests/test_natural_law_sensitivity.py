@@ -34,8 +34,8 @@ def test_a_small_rise_at_the_end_is_found_and_a_flat_curve_is_not():
     )
     frame["B"], frame["C"] = frame.cell.str[1].astype(int), 64
     starts = sensitivity.rising_starts(frame)
-    assert list(starts) == ["B4-C64"]  # a placed run is the declared rule's already
-    assert 21_000 <= starts["B4-C64"] <= 27_000  # in the first half of the ramp (22k-32k)
+    assert list(starts) == [("B4-C64", 0)]  # a placed run is the declared rule's already
+    assert 21_000 <= starts["B4-C64", 0] <= 27_000  # in the first half of the ramp (22k-32k)
     assert sensitivity.flat(frame).tolist() == [False, True, False]  # only the curve at chance
 
 
@@ -111,7 +111,8 @@ def test_a_continued_run_is_read_by_the_declared_rule_once_it_has_finished(tmp_p
     assert len(pd.read_csv(extend.RECORD)) == 1 and row["last"] == 96_000
     assert not row["censored"] and 50_000 <= row["updates"] <= 62_000
     runs = claims.runs_of(law_runs(0.37, 0.62))
-    said = sensitivity._continued_lines(runs, {"B2-C64": 1.0, "B4-C64": 1.0}, {"b": "x", "c": "x"})
+    starts = {("B2-C64", 0): 1.0, ("B4-C64", 0): 1.0}
+    said = sensitivity._continued_lines(runs, starts, {"b": "x", "c": "x"})
     assert said[0].endswith(f"B2-C64 placed at {row['updates']:,.0f} updates (max PS 0.210).")
     assert said[1].startswith("  - each in place of its record: b = ")
     assert extend.main(["B3-C64"]) == 2

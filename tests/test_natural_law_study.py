@@ -125,7 +125,17 @@ def test_finding_no_lack_of_fit_needs_replicated_cells_a_finding_of_one_does_not
     many = law_runs(0.37, 0.62, seeds=2, seed=1)
     few = claims.lack_of_fit_line(claims.runs_of(one))
     assert few.startswith("- Lack of fit: **inconclusive at this scale**, no lack of fit found")
-    assert "1 of 20 cells with more than one seed" in few
+    assert "1 of 20 cells with more than one seed, one of them placed" in few
+    base = law_runs(0.37, 0.62, seed=1)
+    two, three = (  # the boundary: 2 replicated cells are too few, 3 are enough
+        pd.concat([base, base[base.cell.isin(names)].assign(updates=lambda f: f.updates * 1.05)])
+        for names in (["B4-C256", "B1-C64"], ["B4-C256", "B1-C64", "B16-C512"])
+    )
+    assert claims.lack_of_fit_line(claims.runs_of(two)).startswith("- Lack of fit: **inconcl")
+    assert claims.lack_of_fit_line(claims.runs_of(three)).startswith("- Lack of fit: **no lack")
+    censored = claims.runs_of(three)
+    censored.loc[censored.cell == "B16-C512", "censored"] = True  # all censored: adds nothing
+    assert "2 of 20 cells with more than one seed" in claims.lack_of_fit_line(censored)
     enough = claims.lack_of_fit_line(claims.runs_of(many))
     assert enough.startswith("- Lack of fit: **no lack of fit found** (p = ")
     bent = claims.runs_of(one)
@@ -328,7 +338,8 @@ def test_the_readme_row_quotes_every_rise_the_rule_found_too_small():
     from studies.natural_law.sensitivity import rising_starts
 
     frame = pd.read_csv(FOLDER / "results.csv")
-    rising = frame[frame.cell.isin(rising_starts(frame))]
+    starts = rising_starts(frame)
+    rising = frame[[(c, s) in starts for c, s in zip(frame.cell, frame.seed, strict=True)]]
     small = rising.reason.str.extract(r"changes by ([\d.]+) from the start")[0]
     row = next(
         line
@@ -338,7 +349,7 @@ def test_the_readme_row_quotes_every_rise_the_rule_found_too_small():
     rises = [f"{float(v):.2f}" for v in small]
     listed = ", ".join(rises[:-1]) + f" and {rises[-1]}" if len(rises) > 1 else "".join(rises)
     assert f"fitted rises of {listed}, under the rule's 0.1" in row
-    for cell, start in rising_starts(frame).items():  # where each rise starts, in tokens
+    for (cell, _), start in starts.items():  # where each rise starts, in tokens
         B, C = (int(x) for x in cell[1:].split("-C"))
         assert f"B = {B}: from about {start * B * C / 1e6:.0f}M" in row, cell
 

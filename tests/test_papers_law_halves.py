@@ -304,3 +304,16 @@ def test_the_runs_without_a_point_are_counted_the_way_worst_for_the_forecast(lef
     if worst:
         n = 5 + left_out
         assert f"3/{n} against {3 + left_out}/{n}: narrower but covers less often" in table[0]
+
+
+def test_a_forecast_that_covers_far_more_often_still_informs_in_the_worst_case():
+    """The prior covers none of the placed runs: one run without a transition, counted as its
+    hit and the forecast's miss, leaves the forecast ahead (3 of 6 against 1 of 6)."""
+    row = {"cell": "c", "transition": True, "censored": False, "prior_width": 6.0}
+    row |= {lf.column(f, "width"): 2.0 for f in (0.1, 0.3, 0.5)}
+    hits = [{lf.column(f, "covered"): hit for f in (0.1, 0.3, 0.5)} for hit in (1, 1, 1, 0, 0)]
+    placed = [{**row, **h, "prior_covered": False} for h in hits]
+    flat = {**placed[0], "transition": False}  # no transition at all: no point to cover
+    text = "\n".join(lf.forecast_lines(pd.DataFrame([*placed, flat])))
+    assert "1 censored or without a transition has no point to cover" in text
+    assert "| 3/6 against 1/6: adds information: narrower, covers as often |" in text

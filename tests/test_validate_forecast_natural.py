@@ -107,4 +107,7 @@ def test_the_grid_cell_is_read_beside_the_pilots_and_rows_of_gone_folders_are_ke
     runs = set(zip(table.pilot, table.seed, strict=True))
     assert runs == {("d128-test", 3), ("d128-test", 0), ("B4-C256", 1)}
     assert (table[table.seed == 0].measured == 9000).all()  # read again, not the old row
+    assert (table.prior == measure.NATURAL_PRIOR).all()  # one prior row over every run
+    kept = table[table.seed == 3].drop(columns=["prior", "seed"]).reset_index(drop=True)
+    assert kept.equals(gone.drop(columns=["prior", "seed"]).reset_index(drop=True))
     assert claims.NATURAL_HEADING in md.read_text()

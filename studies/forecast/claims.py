@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ihprobe import Prior
-from ihprobe.dynamics.verdicts import MIN_SEEDS, Pending, proportion
+from ihprobe.dynamics.verdicts import INCONCLUSIVE, MIN_SEEDS, Pending, proportion
 from ihprobe.jobs.grid import markdown
 from studies.forecast import cells
 
@@ -20,17 +20,44 @@ NATURAL_HEADING = "## Natural-text pilots: the forecast against the published la
 NATURAL_CSV = "RESULTS_forecast_natural.csv"
 
 
+WORST = "worst case: runs without a point as the forecast's misses, the prior's hits"
+
+
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per prior and fraction: coverage (Clopper-Pearson 95% over seeds) and the geometric
-    mean width, of the forecast and of the prior alone."""
+    mean width, of the forecast and of the prior alone, over the runs with a measured point;
+    the runs without one (no transition: nothing to cover) are counted again in
+    :func:`worst_case`'s column."""
     rows = []
     for (name, fraction), g in table.groupby(["prior", "fraction"], sort=False):
         after = f"{fraction:.0%} (update {int(g.at_step.iloc[0])})"
-        rows.append({"prior": name, **coverage_row(g, after)})
+        point = g.measured.notna() if "measured" in g else pd.Series(True, index=g.index)
+        row = {"prior": name, **coverage_row(g[point], after)}
+        if not point.all():
+            row[WORST] = worst_case(g[point], g[~point])
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def coverage_row(g: pd.DataFrame, after: str, unit: str = "seed") -> dict:
+def worst_case(
+    placed: pd.DataFrame, left: pd.DataFrame, unit: str = "seed", final: bool = False
+) -> str:
+    """Coverage counts and the verdict with the runs that have no point to cover (``left``)
+    counted the way worst for the forecast: its misses and the prior's hits, their widths as
+    measured.
+
+    >>> one = {"width": 2.0, "prior_width": 6.0, "covered": True, "prior_covered": True}
+    >>> worst_case(pd.DataFrame([one] * 5), pd.DataFrame([one]))
+    '5/6 against 6/6: narrower but covers less often: overconfident'
+    """
+    worst = pd.concat([placed, left.assign(covered=False, prior_covered=True)])
+    return (
+        f"{int(worst.covered.sum())}/{len(worst)} against "
+        f"{int(worst.prior_covered.sum())}/{len(worst)}: {informs(worst, unit, final)}"
+    )
+
+
+def coverage_row(g: pd.DataFrame, after: str, unit: str = "seed", final: bool = False) -> dict:
     """One table row for runs ``g`` judged at one point (``covered``, ``width``,
     ``prior_covered``, ``prior_width`` per run): coverage with Clopper-Pearson 95% over runs
     (counted as ``unit``) and geometric mean width, of the forecast and of the prior alone."""
@@ -42,14 +69,15 @@ def coverage_row(g: pd.DataFrame, after: str, unit: str = "seed") -> dict:
         "forecast width (high/low)": f"{np.exp(np.log(g.width).mean()):.2f}",
         "prior covers": f"{int(g.prior_covered.sum())}/{len(g)} {prior.text('.2f')}",
         "prior width": f"{np.exp(np.log(g.prior_width).mean()):.2f}",
-        "informs": informs(g, unit),
+        "informs": informs(g, unit, final),
     }
 
 
-def informs(g: pd.DataFrame, unit: str = "seed") -> str:
+def informs(g: pd.DataFrame, unit: str = "seed", final: bool = False) -> str:
     """Whether the forecast adds information over its prior at this point of the runs: a
     narrower interval (by at least 10%) that covers as often; otherwise what it does. Below
-    ``MIN_SEEDS`` runs it is pending, with what the runs so far show.
+    ``MIN_SEEDS`` runs it is pending, with what the runs so far show (``final``: a closed set
+    of runs, which no run will join: inconclusive instead).
 
     >>> three = pd.DataFrame({"width": [2.0] * 3, "prior_width": [6.0] * 3,
     ...                       "covered": [True] * 3, "prior_covered": [True] * 3})
@@ -57,6 +85,8 @@ def informs(g: pd.DataFrame, unit: str = "seed") -> str:
     'pending: 3 of 5 seeds (so far adds information: narrower, covers as often)'
     >>> informs(pd.concat([three] * 2))
     'adds information: narrower, covers as often'
+    >>> informs(three, "run", final=True).split(" (")[0]
+    'inconclusive at this scale: 3 runs, fewer than 5'
     """
     narrower = np.exp(np.log(g.width / g.prior_width).mean()) < 0.9
     same_coverage = g.covered.sum() >= g.prior_covered.sum()
@@ -66,6 +96,8 @@ def informs(g: pd.DataFrame, unit: str = "seed") -> str:
         said = "narrower but covers less often: overconfident"
     else:
         said = "adds nothing yet: as wide as the prior"
+    if len(g) < MIN_SEEDS and final:
+        return f"{INCONCLUSIVE}: {len(g)} {unit}s, fewer than {MIN_SEEDS} (they show: {said})"
     if len(g) < MIN_SEEDS:
         return f"{Pending(len(g), MIN_SEEDS, unit + 's')} (so far {said})"
     return said
@@ -156,7 +188,9 @@ def natural_lines(table: pd.DataFrame) -> list[str]:
         "above but only read (`--natural`): the prior is the published law alone at the run's "
         "B and C (spread 0.3 decades, as in the live forecast); the measured point is the "
         "change point of the run's max-PS trajectory (`run_emergence`, its own probe of 100 "
-        f"rows). Runs: {found}.",
+        "rows); a run without a transition has no point to cover, so coverage is over the "
+        "runs with one, and the last column counts the others again the way worst for the "
+        f"forecast. Runs: {found}.",
         "",
         *markdown(summary(table).assign(after=after)),
         "",

@@ -21,7 +21,7 @@ import pandas as pd
 from ihprobe import EmergencePoint, law_prior
 from ihprobe.jobs.grid import markdown
 from studies.forecast.cells import AT
-from studies.forecast.claims import coverage_row, informs
+from studies.forecast.claims import WORST, coverage_row, worst_case
 from studies.forecast.measure import judged
 from studies.law.probe_length import flag
 
@@ -59,38 +59,35 @@ def _judged(rows: pd.DataFrame, fraction: float) -> pd.DataFrame:
     )
 
 
-def forecast_lines(frame: pd.DataFrame) -> list[str]:
+def forecast_lines(frame: pd.DataFrame, final: bool = False) -> list[str]:
     """Coverage (Clopper-Pearson over runs) and geometric mean width per fraction, forecast
     and prior alone, over the runs placed in full; a censored run or one without a transition
     has no point to cover, so it is counted again the way that is worst for the forecast
     (a miss, its prior's a hit), its widths as measured; nothing when no row has forecast
-    columns."""
+    columns. ``final``: a closed set of runs (too few is inconclusive, not pending)."""
     key = column(AT[0], "covered")
     if key not in frame or frame[key].isna().all():
         return []
     replayed = frame[frame[key].notna()]
-    done = replayed[flag(replayed, "transition") & ~flag(replayed, "censored")]
-    left = replayed.drop(done.index)
+    placed = flag(replayed, "transition") & ~flag(replayed, "censored")
+    done, left = replayed[placed], replayed[~placed]
     rows = []
     for fraction in AT:
-        row = coverage_row(_judged(done, fraction), f"{fraction:.0%} of the run", unit="run")
+        after = f"{fraction:.0%} of the run"
+        row = coverage_row(_judged(done, fraction), after, unit="run", final=final)
         if len(left):
-            worst = _judged(left, fraction).assign(covered=False, prior_covered=True)
-            worst = pd.concat([_judged(done, fraction), worst])
-            row["worst case: left-out runs as the forecast's misses, the prior's hits"] = (
-                f"{int(worst.covered.sum())}/{len(worst)} against "
-                f"{int(worst.prior_covered.sum())}/{len(worst)}: {informs(worst, 'run')}"
-            )
+            row[WORST] = worst_case(_judged(done, fraction), _judged(left, fraction), "run", final)
         rows.append(row)
     return [
         "The live forecast against the published law alone, replayed on each run's "
         "checkpoints as the grid probed them (method in `studies/law/forecast.py`"
         f"; {len(done)} run(s) of {done.cell.nunique()} cell(s) placed in full, "
         + (
-            f"{len(left)} censored or without a transition have no point to cover and are "
-            "counted again in the last column the way that is worst for the forecast"
+            f"{len(left)} censored or without a transition {'has' if len(left) == 1 else 'have'} "
+            "no point to cover and counted again in the last column the way worst for the "
+            "forecast"
             if len(left)
-            else "none censored"
+            else "none left out"
         )
         + "; coverage of the run's own emergence point by the 80% interval, Clopper-Pearson "
         "95% over runs; 'adds information' = at least 10% narrower than the prior and "

@@ -342,7 +342,7 @@ def checks_lines(frame: pd.DataFrame, law: pd.DataFrame, final: bool = False) ->
     return [
         *halves_lines(frame, law, final),
         *probe_lines(frame, final),
-        *forecast_lines(frame),
+        *forecast_lines(frame, final),
     ]
 
 

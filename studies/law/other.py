@@ -7,7 +7,7 @@ Each set is data (:data:`SETS`): the cell its runs are refitted as, its CSV, and
 are; the tables and verdicts are :func:`studies.law.halves.one_cell_lines` of its rows.
 
 >>> [s.cell for s in SETS]
-['demo-B32-C64', 'natural-d128-lr3e-3']
+['demo-B32-C64', 'natural-recipe']
 >>> SETS[1].csv
 ('RESULTS_papers_law_halves_natural.csv', 'RESULTS_papers_law_halves_natural_grid.csv')
 """
@@ -54,7 +54,7 @@ SETS = (
     ),
     RunSet(
         "The natural-text recipe d128-lr3e-3: the pilot's 3 seeds and the grid's B4-C256 5 seeds",
-        "natural-d128-lr3e-3",
+        "natural-recipe",
         ("RESULTS_papers_law_halves_natural.csv", "RESULTS_papers_law_halves_natural_grid.csv"),
         f"{HALVES} --cell natural-d128-lr3e-3 --long --csv "
         "benchmarks/RESULTS_papers_law_halves_natural.csv "
@@ -71,7 +71,9 @@ SETS = (
         "tokens), seeds 1 and 2 were extended to 43,283 (44M tokens); its seeds 3 and 4 have "
         "no checkpoints left. The grid's cell (`natural-B4-C256`), the same recipe trained "
         "again: 28,855 updates (2x the law), checkpoints about 902 updates apart, seeds 0-4. "
-        "The two batches are two cells here, the between-seed spread pooled within them. "
+        "The two batches are two cells in the halves table, the between-seed spread pooled "
+        "within them; the probe's length and the forecast are judged over both "
+        "(`natural-recipe`). "
         "n = C/2 = 128.",
     ),
 )

@@ -80,14 +80,18 @@ def finished(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs_of(frame: pd.DataFrame) -> pd.DataFrame:
-    """Finished runs as (cell, B, C, updates, censored, tokens, budget: its updates); a run
+    """Finished runs as (cell, seed, B, C, updates, censored, tokens, budget: its updates); a run
     without live probes has neither an onset nor a bound, and is left out."""
     done = finished(frame)
     if done.empty:
-        return pd.DataFrame(columns=["cell", "B", "C", "updates", "censored", "tokens", "budget"])
+        columns = ["cell", "seed", "B", "C", "updates", "censored", "tokens", "budget"]
+        return pd.DataFrame(columns=columns)
     return pd.DataFrame(
         {
             "cell": done.cell.to_numpy(),
+            "seed": (done.seed if "seed" in done else pd.Series(0, index=done.index))
+            .astype(int)
+            .to_numpy(),
             "B": done.B.astype(int).to_numpy(),
             "C": done.C.astype(int).to_numpy(),
             "updates": done.updates.astype(float).to_numpy(),
@@ -212,7 +216,9 @@ def lack_of_fit_line(runs: pd.DataFrame) -> str:
             "- Lack of fit: not testable yet (one seed per cell: a free mean per cell fits "
             "every run exactly; a second seed in some cells makes it testable)."
         )
-    repeated = int((runs.groupby("cell").size() > 1).sum())
+    per_cell = runs.assign(placed=~runs.censored.astype(bool)).groupby("cell")
+    # a cell whose runs are all censored adds nothing to the pure error
+    repeated = int(((per_cell.size() > 1) & per_cell.placed.any()).sum())
     said, note = lof["verdict"], ""
     if lof["p"] >= LOF_ALPHA and repeated < MIN_REPLICATED:
         said, note = INCONCLUSIVE, f", {lof['verdict']} by a test with next to no power"
@@ -220,5 +226,5 @@ def lack_of_fit_line(runs: pd.DataFrame) -> str:
         f"- Lack of fit: **{said}**{note} (p = {lof['p']:.3f}; rule: p below {LOF_ALPHA} says the "
         f"cells lie off the plane, and finding nothing needs {MIN_REPLICATED} cells with two "
         f"seeds; {lof['method']}; {repeated} of {runs.cell.nunique()} cells with more than one "
-        "seed)."
+        "seed, one of them placed)."
     )

@@ -62,11 +62,25 @@ def profiles(runs: pd.DataFrame) -> dict[str, Estimate]:
     return out
 
 
-def rising_starts(frame: pd.DataFrame) -> dict[str, float]:
+def rising_starts(frame: pd.DataFrame) -> dict[tuple[str, int], float]:
     """Censored runs without a transition whose live curve the declared rule, without its
-    0.1 floor, places: cell -> the updates at the start of that rise."""
+    0.1 floor, places: (cell, seed) -> the updates at the start of that rise."""
     done = frame[frame.status == "done"]
-    return {r.cell: s for r in done.itertuples() if (s := rising_start(r)) is not None}
+    return {
+        (r.cell, int(getattr(r, "seed", 0))): s
+        for r in done.itertuples()
+        if (s := rising_start(r)) is not None
+    }
+
+
+def label(cell: str, seed: int) -> str:
+    """A run's name in a sentence: its cell, and its seed where not 0 (one seed per cell)."""
+    return cell if seed == 0 else f"{cell} seed {seed}"
+
+
+def _at(runs: pd.DataFrame, keys) -> np.ndarray:
+    """Which of ``runs`` (:func:`claims.runs_of`) are the runs ``keys`` name: (cell, seed)."""
+    return np.array([k in keys for k in zip(runs.cell, runs.seed, strict=True)], dtype=bool)
 
 
 def rising_start(run) -> float | None:
@@ -135,10 +149,10 @@ def _changes(
 
 def _continued(runs: pd.DataFrame, starts) -> tuple[dict, pd.DataFrame]:
     """The finished continuations of the still-rising runs, and ``runs`` with them in place."""
-    rows = {cell: row for cell in starts if (row := extend.continued(cell)) is not None}
+    rows = {key: row for key in starts if (row := extend.continued(*key)) is not None}
     moved = runs.copy()
-    for cell, row in rows.items():
-        moved.loc[moved.cell == cell, ["updates", "censored"]] = [row["updates"], row["censored"]]
+    for key, row in rows.items():
+        moved.loc[_at(moved, {key}), ["updates", "censored"]] = [row["updates"], row["censored"]]
     return rows, moved
 
 
@@ -160,9 +174,9 @@ def _continued_lines(runs: pd.DataFrame, starts, declared: dict[str, str]) -> li
     if not rows:
         return []
     said = [
-        f"{cell} {'still censored' if row['censored'] else 'placed'} at "
+        f"{label(*key)} {'still censored' if row['censored'] else 'placed'} at "
         f"{row['updates']:,.0f} updates (max PS {row['max_ps']:.3f})"
-        for cell, row in rows.items()
+        for key, row in rows.items()
     ]
     refit = claims.fits(moved)["model"]
     return [
@@ -180,12 +194,13 @@ def _flat_lines(frame: pd.DataFrame, runs: pd.DataFrame, declared: dict[str, str
     fit = claims.fits(kept) if at_chance.any() else None
     if fit is None:
         return []
-    refit = fit["model"]
+    refit, cells = fit["model"], runs.cell.nunique()
     return [
         f"- Runs with no rise at all ({int(at_chance.sum())} of {len(runs)}) taken as never "
         "forming a head rather than as onsets later than their budgets, and left out: b = "
-        f"{refit['b'].text('.2f')}, c = {refit['c'].text('.2f')}; these "
-        f"{_changes(declared, refit, kept, runs.cell.nunique())}."
+        f"{refit['b'].text('.2f')}, c = {refit['c'].text('.2f')} (over the "
+        f"{kept.cell.nunique()} cells that keep a run; the verdicts' gate counts the {cells} "
+        f"cells run); these {_changes(declared, refit, kept, cells)}."
     ]
 
 
@@ -208,15 +223,16 @@ def lines(frame: pd.DataFrame) -> list[str]:
     ]
     starts = rising_starts(frame)
     if starts:
-        named = ", ".join(f"{cell} from {u:,.0f}" for cell, u in starts.items())
+        named = ", ".join(f"{label(*key)} from {u:,.0f}" for key, u in starts.items())
         out.append(
             f"- Runs still rising at their last probe, by the onset rule without its 0.1 floor: "
             f"{named} updates."
         )
         for how, placed in (("censored at that start", False), ("placed there", True)):
             moved = runs.copy()
-            at = moved.cell.isin(starts)
-            moved.loc[at, "updates"] = moved.loc[at, "cell"].map(starts)
+            at = _at(moved, starts)
+            keys = zip(moved.cell[at], moved.seed[at], strict=True)
+            moved.loc[at, "updates"] = [starts[k] for k in keys]
             moved.loc[at, "censored"] = not placed
             refit = claims.fits(moved)["model"]
             out.append(
@@ -225,8 +241,7 @@ def lines(frame: pd.DataFrame) -> list[str]:
             )
         out += _continued_lines(runs, starts, declared)
     out += _flat_lines(frame, runs, declared)
-    done = frame[frame.status == "done"]
-    covered = coverage(runs, done.steps.astype(float).to_numpy())
+    covered = coverage(runs, claims.finished(frame).steps.astype(float).to_numpy())
     out += [
         f"- Coverage of the declared 95% t-interval, from {DRAWS} grids simulated from the fitted "
         f"law (sigma {covered['sigma']:.2f} in log10 updates) at these {len(runs)} runs' cells, "

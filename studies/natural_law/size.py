@@ -139,7 +139,8 @@ def summary(frame: pd.DataFrame) -> str:
             line += (
                 f" (onset over d_model 128's: {ratio.text('.2f').split(' (')[0]}, {onset}, and "
                 f"share with a head against d_model 128's: {said}, Fisher p = {p_text(p)}, "
-                f"Holm's adjusted over {len(adjusted)} arms {p_text(adjusted[arm])})"
+                f"Holm's adjusted over {len(adjusted)} arm{'s' * (len(adjusted) > 1)} "
+                f"{p_text(adjusted[arm])})"
             )
         out.append(line)
     return "; ".join(out)
