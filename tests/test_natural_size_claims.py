@@ -281,3 +281,23 @@ def test_the_family_line_gives_holms_adjusted_p_beside_each_share():
     raw = stats.fisher_exact([[0, 5], [5, 0]])[1]  # d_model 256: 0 of 5 against 5 of 5
     assert f"d_model 256 {size.p_text(3 * raw)}" in said and "d_model 64 1.00" in said, said
     assert said.startswith("- The 3 shares of seeds with a head are each tested")
+
+
+def test_docs_give_the_size_arms_verdicts_the_code_gives():
+    """docs/science.md's results sentences: each arm's share verdict and [A]'s size claim as
+    the CSV of record judges them (the intervals are checked by test_readme_results)."""
+    frame = pd.read_csv(ROOT / "studies" / "natural_law" / "results_size.csv")
+    science = " ".join((ROOT / "docs" / "science.md").read_text().split())
+    said, _ = sc.size_verdict(frame)
+    assert f"[A]'s size claim, judged on d_model 64 and 256 together, is {said}" in science
+    runs = sc.runs_of(frame)
+    heads = {arm: int(runs[runs.cell == arm].has_head.sum()) for arm in size.ARMS}
+    assert f"d_model 128 has a head in {heads[size.CELL]} of 5" in science
+    for arm, name in ((D64, "d_model 64"), (D256, "d_model 256")):
+        share = sc.formation_verdict(runs, arm, sc.ended(frame, arm))
+        p = size.p_text(sc.formation(runs, arm)[2])
+        assert f"{name}: {heads[arm]} of 5 with a head" in science or heads[arm] == 0
+        assert (f"no difference in the share, Fisher p = {p}" in science) is (share != "differs")
+    assert f"differs (Fisher p = {size.p_text(sc.formation(runs, D256)[2])}" in science
+    holm = size.p_text(size.holm_adjusted(runs)[D256])
+    assert f"Holm's adjusted p over the three arms' tests, {holm}" in science
