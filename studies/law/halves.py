@@ -388,15 +388,5 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(one_cell_lines(frame, args.cell, f"`{args.csv.name}`")))
 
 
-def induction_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The halves rows of cells that form induction heads: the i.i.d. control's "emergence
-    points" are fixed-offset drift (``papers_law_control``), not a seed's emergence.
-
-    >>> induction_rows(pd.DataFrame({"grid": ["control", "semi-natural"]})).grid.tolist()
-    ['semi-natural']
-    """
-    return rows[rows.grid != "control"] if "grid" in rows else rows
-
-
 if __name__ == "__main__":
     main()

@@ -304,7 +304,7 @@ def write_report(frame: pd.DataFrame, args, out_md: Path) -> None:
         "",
         *regime_lines(CONTEXTS, LR),
         *report_lines(frame, EXTEND, SIZE_AT),
-        *halves.section_lines(halves.induction_rows(halves.read()), frame),
+        *halves.section_lines(control.induction_rows(halves.read()), frame),
     ]
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md} and {out_md.with_suffix('.csv').name}")
