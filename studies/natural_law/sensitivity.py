@@ -120,16 +120,17 @@ def coverage(runs: pd.DataFrame, budgets, draws: int = DRAWS, seed: int = 0) -> 
     return {"b": float(hits[1]), "c": float(hits[2]), "sigma": sigma}
 
 
-def flat(frame: pd.DataFrame) -> np.ndarray:
+def flat(frame: pd.DataFrame, starts: dict | None = None) -> np.ndarray:
     """Per run of :func:`claims.runs_of`, in its order: censored without a transition and
-    without a rise even by the rule without its 0.1 floor (a curve at chance to the end)."""
+    without a rise even by the rule without its 0.1 floor (a curve at chance to the end);
+    ``starts``: :func:`rising_starts` of ``frame`` where the caller has them."""
     done = claims.finished(frame)
-    return np.array(
-        [
-            bool(r.censored) and not bool(r.transition) and rising_start(r) is None
-            for r in done.itertuples()
-        ],
-        dtype=bool,
+    starts = rising_starts(frame) if starts is None else starts
+    seeds = done.seed if "seed" in done else pd.Series(0, index=done.index)
+    keys = zip(done.cell, seeds.astype(int), strict=True)
+    rising = np.array([k in starts for k in keys], dtype=bool)
+    return (
+        done.censored.astype(bool).to_numpy() & ~done.transition.astype(bool).to_numpy() & ~rising
     )
 
 
@@ -187,9 +188,11 @@ def _continued_lines(runs: pd.DataFrame, starts, declared: dict[str, str]) -> li
     ]
 
 
-def _flat_lines(frame: pd.DataFrame, runs: pd.DataFrame, declared: dict[str, str]) -> list[str]:
+def _flat_lines(
+    frame: pd.DataFrame, runs: pd.DataFrame, declared: dict[str, str], starts: dict | None = None
+) -> list[str]:
     """The fit without the runs whose curves never rose (none: no line)."""
-    at_chance = flat(frame)
+    at_chance = flat(frame, starts)
     kept = runs[~at_chance]
     fit = claims.fits(kept) if at_chance.any() else None
     if fit is None:
@@ -240,7 +243,7 @@ def lines(frame: pd.DataFrame) -> list[str]:
                 f"these {_changes(declared, refit, moved)}."
             )
         out += _continued_lines(runs, starts, declared)
-    out += _flat_lines(frame, runs, declared)
+    out += _flat_lines(frame, runs, declared, starts)
     covered = coverage(runs, claims.finished(frame).steps.astype(float).to_numpy())
     out += [
         f"- Coverage of the declared 95% t-interval, from {DRAWS} grids simulated from the fitted "
