@@ -330,7 +330,7 @@ def test_the_readme_row_quotes_b_and_c_as_the_csv_refits_them():
     said = claims.verdict(
         c, "c", frame.cell[frame.status == "done"].nunique(), (~kept.censored).sum()
     )
-    assert f"(left out: c = {c.value:.2f} [{c.low:.2f}, {c.high:.2f}], still {said[0]})" in row
+    assert f"(left out: c = {c.value:.2f} [{c.low:.2f}, {c.high:.2f}], {said[0]})" in row
 
 
 def test_the_readme_row_quotes_every_rise_the_rule_found_too_small():
