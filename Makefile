@@ -31,7 +31,7 @@ corpus: $(STAMP)
 # final checkpoint, live probes and recipe exported into the committed folder.
 REFERENCE ?= reference/natural-docs
 reference: corpus
-	nice -n 10 $(BIN)/python -m studies natural --pilot d128-lr3e-3 --seed 0 \
+	nice -n 10 $(BIN)/python -m lab.studies natural --pilot d128-lr3e-3 --seed 0 \
 	  --export $(REFERENCE)
 
 demo: $(STAMP)
@@ -46,11 +46,11 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q -m "not slow" -x
 
 bench: $(STAMP)
-	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	for b in lab/benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 lint: $(STAMP)
-	$(BIN)/ruff check ihprobe tests benchmarks studies notebooks
-	$(BIN)/ruff format --check ihprobe tests benchmarks studies notebooks
+	$(BIN)/ruff check ihprobe tests lab notebooks
+	$(BIN)/ruff format --check ihprobe tests lab notebooks
 
 hooks:
 	git config core.hooksPath hooks

@@ -231,7 +231,7 @@ def head_effects(
 
     Keyword arguments (``seed, n, batch, bos, text, text_rows, tasks, reference``) are those of
     :func:`ablate`. The cost is about ``layers x heads + 1`` forward passes of the probe rows
-    (``benchmarks/RESULTS_ablation.md``).
+    (``lab/benchmarks/RESULTS_ablation.md``).
 
     Example:
         >>> effects = head_effects(model, ["ar_accuracy", "induction_loss"])   # doctest: +SKIP

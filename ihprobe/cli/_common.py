@@ -215,7 +215,7 @@ def add_model_flags(p: argparse.ArgumentParser, *, dtype: bool = True) -> None:
 
 def add_threads(p: argparse.ArgumentParser) -> None:
     """``--threads``: torch's CPU threads for the command (``ihprobe.core.threads``; the
-    default is the measured best in tokens per CPU-second, ``benchmarks/bench_threads.py``)."""
+    default is the measured best in tokens per CPU-second, ``lab/benchmarks/bench_threads.py``)."""
     p.add_argument(
         "--threads",
         type=positive_int,

@@ -6,7 +6,7 @@ interrupted ones resumed), finds each run's emergence point and writes ``DIR/swe
 ``repetition`` and ``reliability`` vary). Flags after ``--`` go to every ``ihprobe train``.
 
 ``--per-device K`` trains K runs at once on each device of this machine (every GPU, else the
-CPU), each told its ``--device``: K small runs fill one GPU (``benchmarks/device_job.py``
+CPU), each told its ``--device``: K small runs fill one GPU (``lab/benchmarks/device_job.py``
 measures the aggregate tokens/s at several K).
 
 ``--launcher slurm`` submits each unfinished run as a Slurm job through submitit

@@ -15,7 +15,7 @@ Each producer's options are a frozen dataclass (``producer.options``, see
 :mod:`ihprobe.data.options`); ``producer_options_equal(name, a, b)`` compares two option
 mappings as the producer reads them, e.g. a run's saved options with the ones given again.
 
-This package's names are the data surface scripts build on (``studies/``): the producer types
+This package's names are the data surface scripts build on (``lab/studies/``): the producer types
 (subclass :class:`Producer` for a source of your own and add it to :data:`PRODUCERS`), the text
 corpus (``load_corpus``, ``TextOptions``, ``TEXT_SUFFIXES``, ``default_directory``: the
 documentation corpus ``make corpus`` builds), [A]'s repetition/reliability measure and

@@ -1,6 +1,6 @@
 """The claim grammar: estimates with named intervals, pre-declared regions, verdicts.
 
-Every study (``studies/``) estimates and judges through this module and the law's fits over
+Every study (``lab/studies/``) estimates and judges through this module and the law's fits over
 seeds and cells (:mod:`ihprobe.dynamics.law`):
 
 * **a quantity measured per seed**: the mean with a Student-t 95% interval (df = seeds - 1),

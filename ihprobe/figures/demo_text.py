@@ -112,7 +112,7 @@ def effects_text(effects, scores, metric: str = "ar_accuracy") -> str:
 
 
 # what the project's seeded runs measured on natural text
-# (studies/contrast/RESULTS_papers_contrast.md, studies/natural_law/RESULTS_size.md)
+# (lab/studies/contrast/RESULTS_papers_contrast.md, lab/studies/natural_law/RESULTS_size.md)
 NATURAL_MEASURED = (
     "the project's seeded runs on the embedded corpus formed none even in 8,000 updates of B=8, "
     "C=128 (8.2M tokens, d_model 64, 5 seeds per arm); on the larger documentation corpus "

@@ -40,7 +40,7 @@ from ihprobe.io.positionwise import hooked
 CACHE_ARGUMENTS = ("cache", "layer_past", "past_key_values")
 # a chunk's projections, [batch, rows, 3 * d_model], at most this many elements, by device kind:
 # on a CPU 1 MB float32 (its queries, keys, values, SDPA's float mask and output are each a
-# fraction of the residual; measured: benchmarks/RESULTS_fastpath.md); on an accelerator 16x
+# fraction of the residual; measured: lab/benchmarks/RESULTS_fastpath.md); on an accelerator 16x
 # more, since each chunk is one more call of the module (kernel launches, HF's and the bridge's
 # Python on the host), which a fast device would wait on, while the activations of a model
 # that fits beside them are seldom its memory limit (Pythia-160m at 2,048 tokens runs in 2

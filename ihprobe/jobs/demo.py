@@ -64,7 +64,7 @@ ABLATION_METRICS = ("ar_accuracy", "induction_loss", "ar_mean_rank")
 class DemoConfig:
     """What the demo trains (the :data:`~ihprobe.training.presets.DEMO` preset unless a field
     says otherwise) and how it probes it. The defaults finish in about a minute and a half on
-    2 cores (benchmarks/bench_demo.py); heads form after a few hundred updates.
+    2 cores (lab/benchmarks/bench_demo.py); heads form after a few hundred updates.
     """
 
     # the run (ihprobe.training.presets.DEMO holds the values and says why)
@@ -89,7 +89,7 @@ class DemoConfig:
     compare: bool = False  # also train a Bi-Induct variant (balanced directions) for [B]
     progress: bool = True  # tqdm bars, on a terminal only (as the trainer's)
     # intra-op threads: a model this small gains nothing from more, and on shared cores the
-    # extra threads spin-wait (ihprobe.core.threads, benchmarks/bench_threads.py)
+    # extra threads spin-wait (ihprobe.core.threads, lab/benchmarks/bench_threads.py)
     threads: int = DEFAULT_THREADS
 
     def train_config(self, run: str = "main") -> TrainConfig:

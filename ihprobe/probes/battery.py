@@ -113,7 +113,7 @@ def scan(
         chunk: rows per forward pass (default 25); None runs each input family's rows in one
             pass. Chunks bound memory (every score is a mean over rows, so the numbers do not
             change): 48x less peak memory than ``run_with_cache`` at batch 100, and, like one
-            pass, within 1.3x of a bare forward on a CPU (``benchmarks/RESULTS_probes.md``);
+            pass, within 1.3x of a bare forward on a CPU (``lab/benchmarks/RESULTS_probes.md``);
             on an accelerator larger chunks or None can be a little faster.
         attention: how the attention scores are read: ``"pairs"`` computes only the (query,
             key) pairs they read from the queries and keys, with SDPA attention

@@ -54,7 +54,7 @@ NOTHING = torch.zeros(0, dtype=torch.long, device="cpu")  # positions of a probe
 DEFAULT_CHUNK = 25  # rows per forward pass: bounds memory, leaves every score unchanged
 # Each pass is further bounded by the logits it holds and the tokens it runs. On CPU, time is
 # linear in rows once a pass holds a few rows, but one-row passes cost ~3x per row
-# (benchmarks/bench_scale.py): 128 MB still gives Pythia's 50k vocabulary 13 rows of 50
+# (lab/benchmarks/bench_scale.py): 128 MB still gives Pythia's 50k vocabulary 13 rows of 50
 # queries a pass (64 MB cost a 160m scan 1.5x for 0.05 GB less peak memory), while small models
 # stay at MAX_TOKENS; an accelerator wants large chunks to fill its parallel units (1 GB).
 # Either shrinks to the memory there is: float32 logits take at most 1/LOGIT_SHARE of it.

@@ -6,11 +6,11 @@
   predict them: a tiny model forms its induction heads within a few hundred updates, where over
   natural text it first spends thousands learning bigrams.
 * :data:`NATURAL_TEXT`: the recipe that forms induction heads from natural text on a CPU (the
-  pilot ``d128-lr3e-3`` of ``studies/natural``, exported by ``make reference``): the
+  pilot ``d128-lr3e-3`` of ``lab/studies/natural``, exported by ``make reference``): the
   documentation corpus (``make corpus``) under its 512-id BPE; set ``producer_options["text"]``
   to the corpus's ``train`` folder.
 
-The law grid's cells are the study's own data (``studies/law/cells.py``).
+The law grid's cells are the study's own data (``lab/studies/law/cells.py``).
 
 >>> DEMO.total_steps, DEMO.batch_size * DEMO.context
 (500, 2048)
