@@ -1,9 +1,12 @@
 """Files written whole or not at all: one atomic-write helper for every module of ihprobe.
 
-A file is written under a temporary name (``.tmp-NAME-XXXX``) in its own directory and renamed
-over its final name when complete, so a reader never sees half a file and a killed process leaves
-only a temporary file, which the next run removes. Every error path, disk full included, removes
-the temporary file and raises :class:`~ihprobe.core.errors.IhprobeError` with one line.
+A file is written inside a temporary folder (``.tmp-NAME-XXXX``) beside its final name and renamed
+over that name when complete, so a reader never sees half a file. The temporary folder carries
+ihprobe's marker (``.ihprobe``, kind ``partial``) before anything else is written in it, so a
+killed process leaves a folder that the next run recognises by its marker, never by its name, and
+removes (:func:`remove_temporary`): a user's ``.tmp-draft.txt`` is never ihprobe's. Every error
+path, disk full included, removes the temporary folder and raises
+:class:`~ihprobe.core.errors.IhprobeError` with one line.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
@@ -16,16 +19,20 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ihprobe.core.errors import IhprobeError
 
-TMP_PREFIX = ".tmp-"  # every temporary file or directory ihprobe writes starts with this
+TMP_PREFIX = ".tmp-"  # the start of every temporary folder's name (its marker makes it ours)
+MARKER = ".ihprobe"  # {"kind": ...}: the file that says ihprobe wrote the folder it is in
+PARTIAL = "partial"  # the marker's kind in a temporary folder of a write under way
 
 
 def shared_mode(directory: bool = False) -> int:
@@ -53,13 +60,13 @@ def atomic_write(path: str | os.PathLike, content: str | bytes | Callable[[Path]
     path = Path(path)
     _make_parent(path)
     try:
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{TMP_PREFIX}{path.name}-")
+        folder = temporary_folder(path)
     except OSError as err:
         _raise_write_error(path, err)
         raise
-    tmp = Path(name)
+    tmp = folder / path.name
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with open(tmp, "wb") as fh:
             if isinstance(content, str):
                 fh.write(content.encode())
             elif isinstance(content, bytes):
@@ -72,8 +79,39 @@ def atomic_write(path: str | os.PathLike, content: str | bytes | Callable[[Path]
         _raise_write_error(path, err)
         raise
     finally:
-        tmp.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
     return path
+
+
+def temporary_folder(path: Path) -> Path:
+    """A new folder beside ``path`` that carries ihprobe's ``partial`` marker (name cut so that
+    the folder's name stays within the file system's 255 bytes)."""
+    stem = os.fsencode(path.name)[:64].decode(errors="ignore")
+    folder = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{stem}-", dir=path.parent))
+    try:
+        (folder / MARKER).write_text(json.dumps({"kind": PARTIAL}) + "\n")
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
+
+
+def marker_kind(folder: str | os.PathLike) -> str | None:
+    """The kind named by ``folder``'s marker: only a small regular file is read (never a FIFO,
+    a device or a link elsewhere), so a hostile ``.ihprobe`` neither hangs nor counts.
+
+    >>> marker_kind("no/such/folder") is None
+    True
+    """
+    file = Path(folder) / MARKER
+    try:
+        info = os.lstat(file)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 1 << 20:
+            return None
+        found = json.loads(file.read_bytes()).get("kind")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def append_line(path: str | os.PathLike, line: str) -> None:
@@ -116,13 +154,16 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     _make_parent(path)
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{path.name}-", dir=path.parent))
+        tmp = temporary_folder(path)
     except OSError as err:
         _raise_write_error(path, err)
         raise
     try:
         os.chmod(tmp, shared_mode(directory=True))
         yield tmp
+        if marker_kind(tmp) == PARTIAL:  # the block may have marked it as what it built
+            (tmp / MARKER).unlink()
+        share(tmp)
         os.rename(tmp, path)
     except Exception as err:
         _raise_write_error(path, err)
@@ -131,12 +172,37 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def share(folder: Path) -> None:
+    """Give every file and folder under ``folder`` the user's umask: writers such as
+    safetensors create their files private (0600), which results are not meant to be."""
+    modes = (shared_mode(directory=True), shared_mode())
+    for root, dirs, files in os.walk(folder):
+        for names, mode in zip((dirs, files), modes, strict=True):
+            for name in names:
+                if not os.path.islink(os.path.join(root, name)):
+                    os.chmod(os.path.join(root, name), mode)
+
+
 def remove_temporary(directory: str | os.PathLike) -> list[Path]:
-    """Remove the temporary files and directories an interrupted write left in ``directory``."""
+    """Remove the temporary folders an interrupted write of ihprobe's left in ``directory``:
+    those that carry its ``partial`` marker, whatever their names; nothing else.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (folder / ".tmp-draft.txt").write_text("the user's")
+        >>> left = temporary_folder(folder / "run.json")
+        >>> [p == left for p in remove_temporary(folder)], sorted(os.listdir(folder))
+        ([True], ['.tmp-draft.txt'])
+    """
     directory = Path(directory)
-    found = sorted(directory.glob(f"{TMP_PREFIX}*")) if directory.is_dir() else []
+    found = sorted(
+        p
+        for p in (directory.iterdir() if directory.is_dir() else ())
+        if p.is_dir() and not p.is_symlink() and marker_kind(p) == PARTIAL
+    )
     for tmp in found:
-        shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+        shutil.rmtree(tmp)
     return found
 
 
@@ -183,14 +249,39 @@ def check_writable_dir(path: str | os.PathLike, what: str = "--out") -> Path:
 NAME_MAX = 255  # bytes in one part of a path on Linux file systems
 
 
+PATH_MAX = 4096  # bytes in a whole path on Linux, its ending zero included
+
+
 def check_name_lengths(path: str | os.PathLike, what: str = "--out") -> Path:
-    """``path`` when no part of it is longer than the file system allows (255 bytes).
+    """``path`` when no part of it is longer than the file system allows (255 bytes), the whole
+    path fits Linux's 4,096 bytes, and it is valid UTF-8 (the tokenizer and HF libraries cannot
+    write or read other names).
 
     >>> check_name_lengths("runs/" + "x" * 300)                         # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ihprobe.core.errors.IhprobeError: --out: the name xxxx... is 300 bytes long; ...
+    >>> check_name_lengths(os.fsdecode(b"runs/r\\xff"))                  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: --out: the name 'r\\xff' is not valid UTF-8; ...
     """
+    text = os.fspath(path)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        bad = next(p for p in Path(text).parts if not _utf8(p))
+        shown = os.fsencode(bad).decode(errors="backslashreplace")
+        raise IhprobeError(
+            f"{what}: the name '{shown}' is not valid UTF-8; the tokenizer and HF libraries "
+            "read and write only UTF-8 names: rename it."
+        ) from None
+    whole = len(os.fsencode(os.path.abspath(text)))
+    if whole >= PATH_MAX:
+        raise IhprobeError(
+            f"{what}: the path is {whole:,} bytes long; Linux allows {PATH_MAX - 1:,}: choose a "
+            "shorter path."
+        )
     for part in Path(path).parts:
         if len(os.fsencode(part)) > NAME_MAX:
             raise IhprobeError(
@@ -198,6 +289,14 @@ def check_name_lengths(path: str | os.PathLike, what: str = "--out") -> Path:
                 f"systems allow {NAME_MAX}: choose a shorter name."
             )
     return Path(path)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def looks_local(text: str) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -26,8 +27,16 @@ from pathlib import Path
 
 from ihprobe.core import cache
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.files import atomic_directory
-from ihprobe.core.outputs import MARKER, check_output_folder, foreign, mark
+from ihprobe.core.files import atomic_write, temporary_folder
+from ihprobe.core.outputs import (
+    MARKER,
+    check_output_folder,
+    foreign,
+    mark,
+    recorded,
+    remove_recorded,
+    unrecorded,
+)
 from ihprobe.data.text import load_corpus
 
 HELD_OUT_PERCENT = 5
@@ -132,15 +141,48 @@ def build_docs_corpus(
         raise IhprobeError(f"unknown corpus sources {unknown}: choose from {sorted(SOURCES)}.")
     out = Path(out) if out is not None else default_directory()
     out = check_output_folder(out, kind=CORPUS, ours=_older_corpus)  # never a user's folder
-    manifest_path = out / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
+    manifest = _manifest(out)
     if manifest is None or set(manifest["sources"]) != set(sources):
-        manifest = _copy_documents(out, sorted(sources))
+        found = {name: source_files(name) for name in sorted(sources)}  # every source, first
+        _check_replaceable(out)
+        manifest = _copy_documents(out, found)
     key = f"bpe{vocab_size}"
     if key not in manifest["tokens"]:
         manifest["tokens"][key] = _count_tokens(out, vocab_size)
-        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        atomic_write(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
+        tokenizer = out / f"tokenizer-bpe{vocab_size}"
+        written = [p.relative_to(out).as_posix() for p in tokenizer.rglob("*") if p.is_file()]
+        mark(out, CORPUS, sorted({*(recorded(out) or ()), *written}))
     return manifest
+
+
+def _manifest(out: Path) -> dict | None:
+    """The corpus's manifest, or None where there is none or it cannot be read (the corpus is
+    then built again)."""
+    try:
+        manifest = json.loads((out / "manifest.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    fields = isinstance(manifest, dict) and {"sources", "tokens"} <= set(manifest)
+    return manifest if fields and isinstance(manifest["tokens"], dict) else None
+
+
+def _check_replaceable(out: Path) -> None:
+    """Refuse, before anything is written, to replace a corpus whose folder holds anything its
+    marker does not record (a user's file, an older corpus that recorded nothing)."""
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if recorded(out) is None:
+        raise IhprobeError(
+            f"{out} holds a corpus of other sources that does not record which files ihprobe "
+            "wrote, so it is not replaced: pass a new --out, or remove it yourself."
+        )
+    left = unrecorded(out)
+    if left:
+        raise IhprobeError(
+            f"{out} holds {', '.join(left[:3])}, which ihprobe did not write, beside its corpus "
+            "of other sources; it is not replaced: move that away, or pass a new --out."
+        )
 
 
 def _older_corpus(folder: Path) -> bool:
@@ -158,25 +200,27 @@ def _older_corpus(folder: Path) -> bool:
     )
 
 
-def _copy_documents(out: Path, sources: list[str]) -> dict:
+def _copy_documents(out: Path, found: dict[str, tuple[Path, list[Path]]]) -> dict:
+    """Build the corpus of the ``found`` sources beside ``out``; only once it is complete is
+    the old corpus's recorded files removed and the new one renamed into its place."""
     manifest = {
         "sources": {},
         "splits": {s: {"files": 0, "bytes": 0} for s in SPLITS},
         "held_out_percent": HELD_OUT_PERCENT,
         "tokens": {},
     }
-    if out.exists():  # checked by check_output_folder: a corpus ihprobe built, or empty
-        shutil.rmtree(out)
-    with atomic_directory(out) as tmp:
-        mark(tmp, CORPUS)
-        for name in sources:
-            base, files = source_files(name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_folder(out)
+    try:
+        written = ["manifest.json"]
+        for name, (base, files) in found.items():
             for path in files:
                 relative = str(path.relative_to(base))
                 split = "heldout" if is_held_out(f"{name}/{relative}") else "train"
-                target = tmp / split / name / (relative.replace("/", "__") + ".txt")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
+                target = Path(split) / name / (relative.replace("/", "__") + ".txt")
+                (tmp / target).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, tmp / target)
+                written.append(target.as_posix())
                 manifest["splits"][split]["files"] += 1
                 manifest["splits"][split]["bytes"] += path.stat().st_size
             manifest["sources"][name] = {
@@ -186,7 +230,15 @@ def _copy_documents(out: Path, sources: list[str]) -> dict:
                 "files": len(files),
                 "bytes": sum(p.stat().st_size for p in files),
             }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        atomic_write(tmp / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
+        mark(tmp, CORPUS, written)
+        if out.exists():  # checked: ihprobe's corpus, holding nothing it did not record
+            remove_recorded(out)
+        os.rename(tmp, out)
+    except OSError as err:
+        raise IhprobeError(f"could not build the corpus in {out} ({err}).") from err
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return manifest
 
 

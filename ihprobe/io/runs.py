@@ -8,6 +8,7 @@ ihprobe's trainer writes a run directory; every other module reads it through he
     checkpoints/step-NNNNNN/ HF directories (config, safetensors, tokenizer) + ihprobe.json
     state/step-NNNNNN.pt     the latest training state (weights, optimiser, RNG) for --resume
     .lock                    held (flock) by the process writing the run; says its PID
+    .ihprobe                 the marker that says ihprobe made the folder for a run
 
 Any directory of HF checkpoint subdirectories (HF Trainer's ``checkpoint-500``) is a run too,
 named by that directory (``Checkpoint.run``).
@@ -23,6 +24,7 @@ import json
 import logging
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +33,8 @@ import pandas as pd
 
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.files import append_line, atomic_write, remove_temporary
+from ihprobe.core.files import MARKER, append_line, atomic_write, marker_kind, remove_temporary
+from ihprobe.core.outputs import mark, marked
 from ihprobe.io import folder_lock
 from ihprobe.io.validation.meta import check_meta, check_run_meta
 
@@ -40,6 +43,7 @@ log = logging.getLogger(__name__)
 RUN_META, METRICS, PROBES, LOCK = "run.json", "metrics.jsonl", "probes.jsonl", ".lock"
 CHECKPOINT_META = "ihprobe.json"  # beside the weights of each trainer checkpoint
 CHECKPOINTS_DIR, STATE_DIR = "checkpoints", "state"
+RUN_KIND = "run"  # the kind in a run folder's marker (ihprobe.core.outputs)
 
 
 @dataclass(frozen=True)
@@ -278,6 +282,37 @@ class RunDir:
         found = sorted(self.state.glob("step-*.pt")) if self.state.is_dir() else []
         return found[-1] if found else None
 
+    def clear(self) -> None:
+        """Remove what the trainer wrote here: the run's files, its checkpoints (each carries
+        ``ihprobe.json``), its training states, its interrupted writes and its marker, then the
+        folders left empty; anything else (a user's file) stays where it is.
+
+        Example:
+            >>> import tempfile, pathlib
+            >>> run = RunDir(pathlib.Path(tempfile.mkdtemp()) / "run")
+            >>> with run.lock():
+            ...     _ = (run.root / "notes.txt").write_text("mine")
+            >>> run.clear(); sorted(p.name for p in run.root.iterdir())
+            ['notes.txt']
+        """
+        if not (marked(self.root, RUN_KIND) or run_meta(self.root) is not None):
+            return  # not a run ihprobe wrote: nothing here is ihprobe's to remove
+        self.remove_partial_writes()
+        for name in (RUN_META, METRICS, PROBES, LOCK):
+            if not (self.root / name).is_dir():
+                (self.root / name).unlink(missing_ok=True)
+        for ckpt in sorted(self.checkpoints.glob("step-*")) if self.checkpoints.is_dir() else []:
+            if ckpt.is_dir() and not ckpt.is_symlink() and (ckpt / CHECKPOINT_META).is_file():
+                shutil.rmtree(ckpt)
+        for state in sorted(self.state.glob("step-*.pt")) if self.state.is_dir() else []:
+            if state.is_file() and not state.is_symlink():
+                state.unlink()
+        if marked(self.root, RUN_KIND):
+            (self.root / MARKER).unlink()
+        for folder in (self.checkpoints, self.state, self.root):
+            with contextlib.suppress(OSError):  # not empty: it holds what ihprobe did not write
+                folder.rmdir()
+
     def remove_partial_writes(self) -> None:
         """Temporary directories and files left by a process killed while writing."""
         for parent in (self.root, self.checkpoints, self.state):
@@ -334,6 +369,8 @@ class RunDir:
         path = self.root / LOCK
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            if marker_kind(self.root) is None and not any(self.root.iterdir()):
+                mark(self.root, RUN_KIND)  # a new run folder: ihprobe's, whatever happens next
             fd = folder_lock.take(path)
         except OSError as err:  # a full disk, a read-only folder, a .lock that is a link or folder
             raise IhprobeError(

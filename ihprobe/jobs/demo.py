@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from ihprobe.dynamics.law import predict_emergence
 from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.figures.demo_report import write_demo_report
 from ihprobe.io.provenance import csv_table
-from ihprobe.io.runs import checkpoints, config_changes, is_finished, losses
+from ihprobe.io.runs import RunDir, checkpoints, config_changes, is_finished, losses
 from ihprobe.jobs.demo_summary import DemoResult, Study, summary_row
 from ihprobe.training.config import TrainConfig, check_config
 from ihprobe.training.presets import DEMO
@@ -240,7 +239,7 @@ def _train(config: DemoConfig, out: Path, producer: str, options: dict) -> Path:
         return out
     if out.exists():
         log.warning("%s holds an unfinished or different run; training it again", out)
-        shutil.rmtree(out)
+        RunDir(out).clear()  # what the trainer wrote; a user's file there is then refused
     return train(train_config)
 
 

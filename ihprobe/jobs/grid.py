@@ -25,7 +25,6 @@ import fcntl
 import json
 import os
 import platform
-import shutil
 import time
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
@@ -92,8 +91,8 @@ def train_or_reuse(config: TrainConfig) -> tuple[Path, float, str]:
     how = "trained"
     if run_meta(out) is not None and RunDir(out).latest_state() is not None:
         config, how = replace(config, resume=True), "resumed"
-    elif out.exists():
-        shutil.rmtree(out)  # killed before its first training state: nothing to resume
+    elif out.exists():  # killed before its first training state: nothing to resume
+        RunDir(out).clear()  # what the trainer wrote, nothing else
     try:
         train(config)
     except IhprobeError as err:

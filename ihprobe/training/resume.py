@@ -23,7 +23,7 @@ import torch
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.outputs import check_output_folder
-from ihprobe.io.runs import LOCK, RUN_META, RunDir, config_changes, run_meta
+from ihprobe.io.runs import LOCK, RUN_KIND, RUN_META, RunDir, config_changes, run_meta
 from ihprobe.training.checkpoints import OPTIONAL_STATE_FIELDS, STATE_FIELDS
 from ihprobe.training.config import RESUMABLE_CHANGES, TrainConfig
 from ihprobe.training.schedule import checkpoint_steps
@@ -53,7 +53,7 @@ def check_run_folder(config: TrainConfig) -> None:
     ...
     ihprobe.core.errors.IhprobeError: nothing to resume in no/such/run: ...
     """
-    run = RunDir(check_output_folder(config.out, ours=lambda folder: RunDir(folder).exists()))
+    run = RunDir(check_output_folder(config.out, kind=RUN_KIND, ours=lambda f: RunDir(f).exists()))
     if not (run.root / LOCK).exists():  # a run being started: its lock says by whom
         _check_something_to_resume(run, config)
 
