@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Public name -> module. No module may be named like a public name: importing the submodule
 # ihprobe.X sets the attribute ihprobe.X to the module, hiding the function of that name.
