@@ -125,7 +125,9 @@ def test_folders_ihprobe_made_are_accepted(tmp_path):
 
     check_run_folder(TrainConfig(out=str(run), resume=True))
     check_run_folder(TrainConfig(out=str(empty)))
-    (empty / ".lock").write_text("1 host")  # ihprobe's own lock is not a user's file
+    (empty / ".lock").write_text("1 host")  # no marker: a file named .lock is the user's
+    one_line(lambda: check_run_folder(TrainConfig(out=str(empty))))
+    mark(empty, "run")  # what a run's lock writes first: its .lock is then ihprobe's
     check_run_folder(TrainConfig(out=str(empty)))
 
 

@@ -11,6 +11,7 @@ import torch
 
 from ihprobe import checkpoints, load
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.files import temporary_folder
 from ihprobe.io.sources import resolve
 from ihprobe.io.weights import read_state_dict
 from ihprobe.training.schedule import checkpoint_steps, learning_rate
@@ -271,8 +272,7 @@ def test_live_probes_log_what_a_fresh_scan_of_each_checkpoint_gives(tmp_path):
 
 def test_resume_clears_interrupted_writes_and_needs_a_training_state(tmp_path):
     run = train(tiny(tmp_path, steps=4))
-    partial = run / "checkpoints" / ".tmp-step-000002-abc"
-    partial.mkdir()
+    partial = temporary_folder(run / "checkpoints" / "step-000002")  # as a killed write leaves it
     (partial / "model.safetensors").write_bytes(b"cut short")
     train(load_config(run, resume=True))
     assert not partial.exists()
