@@ -7,7 +7,8 @@ n = 128), and a head can attend like an induction head without the model using i
 any data were read:
 
 - **signature:** its prefix matching is at least ``ps`` at every repeat length in ``lengths``
-  (chance, attention spread evenly over the earlier tokens, is below 0.05 at these lengths);
+  (chance, attention spread evenly over the earlier tokens, is the metric table's 0.067, 0.027
+  and 0.014 at these lengths: below ``ps``, though not below 0.05 at n = 10);
 - **use:** the model's loss on the second, repeated half of the rows is at least ``drop`` nats
   below its loss on the first half (something copies);
 - **this head:** zero-ablating that head alone raises the second-half loss by at least
@@ -19,6 +20,9 @@ rule; this module judges one checkpoint.
 
 >>> RULE.ps, RULE.lengths, RULE.drop, RULE.cost
 (0.1, (10, 25, 50), 0.5, 0.1)
+>>> from ihprobe.probes.metrics import METRIC_TABLE
+>>> [round(METRIC_TABLE["prefix_matching"].chance(0, n), 3) for n in RULE.lengths]
+[0.067, 0.027, 0.014]
 >>> check = head_check("reference/natural-docs")                    # doctest: +SKIP
 >>> check.has_head, check.head, check.reason                        # doctest: +SKIP
 (True, (1, 0), 'L1H0: PS 0.49 / 0.40 / 0.34 at n = 10 / 25 / 50 (all >= 0.1); ...')

@@ -39,7 +39,11 @@ def register(subparsers) -> None:
         "scan", help="score every head (prefix matching, LA, copying, ...) of checkpoints"
     )
     add_sources_or_suite(p, out="scan")
-    metrics = p.add_argument("--metrics", help="comma-separated names (default: all): %(names)s")
+    metrics = p.add_argument(
+        "--metrics",
+        help="comma-separated names (default: all; `ihprobe metrics` says what each measures, "
+        "its chance level and direction): %(names)s",
+    )
     metrics.names = _MetricNames()  # read from the metric table only when --help is shown
     flags.add_probe_rows(p)
     p.add_argument(
@@ -70,13 +74,15 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    from ihprobe.probes.metrics import check_metrics
+
     text = text_flag.read_text_option(args.text)  # before heavy imports: a FIFO is refused at once
+    check_metrics(args.metrics)  # before heavy imports and any model
 
     from ihprobe.cli._suite import suite_of
     from ihprobe.jobs.scan import FILES, repeat_notes, scan_job
-    from ihprobe.probes.battery import DEFAULT_CHUNK, check_metrics
+    from ihprobe.probes.battery import DEFAULT_CHUNK
 
-    check_metrics(args.metrics)  # before any model is loaded
     flags.refuse_overwrite([Path(args.out) / name for name in FILES], args.force)
     suite = suite_of(args)
     done = scan_job(

@@ -40,6 +40,7 @@ from ihprobe.core.errors import IhprobeError
 from ihprobe.io.any_model import as_model
 from ihprobe.io.attention import choose_attention
 from ihprobe.io.models import provenance
+from ihprobe.io.offload import readable
 from ihprobe.io.validation import check_scores
 from ihprobe.probes import attention, attribution, copying, inputs, recall, snippets
 from ihprobe.probes.composition import previous_token_composition
@@ -52,7 +53,15 @@ from ihprobe.probes.engine import (
     text_probe,
     token_rows,
 )
-from ihprobe.probes.metrics import HEAD_METRICS, METRIC_TABLE, PATTERN, SCALE, SCAN_METRICS, Z
+from ihprobe.probes.metrics import (
+    HEAD_METRICS,
+    METRIC_TABLE,
+    PATTERN,
+    SCALE,
+    SCAN_METRICS,
+    Z,
+    check_metrics,
+)
 from ihprobe.probes.scores import HeadScores
 
 if TYPE_CHECKING:
@@ -221,25 +230,6 @@ def default_lengths(n_ctx: int, bos: bool = False) -> tuple[int, int]:
     return min(inputs.VARIED_LENGTHS[0], longest), longest
 
 
-def check_metrics(metrics: Sequence[str] | str | None) -> list[str]:
-    """The requested metrics in canonical order; all of them for None."""
-    if metrics is None:
-        return list(METRICS)
-    if isinstance(metrics, str):
-        metrics = [m.strip() for m in metrics.split(",") if m.strip()]
-    if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
-        raise IhprobeError(
-            f"metrics must be a metric name or a list of names (got {metrics!r:.60})."
-        )
-    unknown = [m for m in metrics if m not in METRICS]
-    if unknown or not metrics:
-        raise IhprobeError(
-            f"unknown metric {', '.join(map(repr, unknown)) or '(none given)'}; "
-            f"valid metrics are {', '.join(METRICS)}."
-        )
-    return [m for m in METRICS if m in metrics]
-
-
 def _repeated_rows(model, tokens, *, n, batch, seed, bos) -> tuple[torch.Tensor, int]:
     """The repeated-token rows: the caller's (validated) or random ones; and their ``n``."""
     if tokens is None:
@@ -325,7 +315,8 @@ def _repeated_pass(model, rows, n: int, bos: bool, wanted: list[str], chunk, mod
     kept = run_probe(model, probe, make_hooks, chunk=chunk, attention=mode)
     head, per_pair = _pattern_scores(kept, patterns, where, wanted, model.cfg.n_layers)
     if keep_z:
-        head.update(_z_scores(model, kept, rows, n, bos, wanted, per_pair))
+        with readable(model):  # W_O, W_U and the final norm of a dispatched model
+            head.update(_z_scores(model, kept, rows, n, bos, wanted, per_pair))
     if not any(m in LOGIT_METRICS for m in wanted):
         return head, {}
     per_row = torch.stack([kept[m] for m in LOGIT_METRICS], dim=1).mean(0)  # one reduction

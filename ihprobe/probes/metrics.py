@@ -13,11 +13,11 @@ consumer (``scan``, ``ablate``, ``emergence``, the figures) reads a metric's dir
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ihprobe.probes.attention import snippet_chance
+from ihprobe.core.errors import IhprobeError
 
 # hook sites a metric reads (keys of core.hooks.HOOK_POINTS; hook_name(site, layer) names them)
 PATTERN, Z, SCALE = "pattern", "z", "scale"
@@ -26,6 +26,20 @@ PATTERN, Z, SCALE = "pattern", "z", "scale"
 def _uniform_attention(vocab: int, n: int) -> float:
     """Attention a key gets from a uniform causal head, averaged over second-half queries."""
     return sum(1 / (q + 1) for q in range(n, 2 * n)) / n
+
+
+@dataclass(frozen=True)
+class _SnippetChance:
+    """``chance(vocab, n)`` of a snippet score (:func:`ihprobe.probes.attention.snippet_chance`),
+    imported when first called: the table itself stays free of torch, so that ``ihprobe scan
+    --help``, ``ihprobe metrics`` and the refusal of a bad metric name start fast."""
+
+    score: str
+
+    def __call__(self, vocab: int, n: int) -> float:
+        from ihprobe.probes.attention import snippet_chance
+
+        return snippet_chance(self.score)(vocab, n)
 
 
 @dataclass(frozen=True)
@@ -81,7 +95,7 @@ METRIC_TABLE: dict[str, Metric] = {
             "snippets",
             (PATTERN,),
             "higher",  # [B]'s
-            snippet_chance("forward_induction_fixed"),
+            _SnippetChance("forward_induction_fixed"),
             threshold=0.3,
             min_rise=0.1,
         ),
@@ -91,7 +105,7 @@ METRIC_TABLE: dict[str, Metric] = {
             "snippets",
             (PATTERN,),
             "higher",  # [B]'s, fixed |S|
-            snippet_chance("anti_induction"),
+            _SnippetChance("anti_induction"),
             threshold=0.3,
         ),
         Metric(
@@ -100,7 +114,7 @@ METRIC_TABLE: dict[str, Metric] = {
             "snippets",
             (PATTERN,),
             "higher",  # |S| 10-30
-            snippet_chance("forward_induction_varied"),
+            _SnippetChance("forward_induction_varied"),
             threshold=0.3,
             min_rise=0.1,
         ),
@@ -110,7 +124,7 @@ METRIC_TABLE: dict[str, Metric] = {
             "snippets",
             (PATTERN,),
             "higher",
-            snippet_chance("backward_duplicate"),
+            _SnippetChance("backward_duplicate"),
             threshold=0.3,
         ),
         Metric(
@@ -119,7 +133,7 @@ METRIC_TABLE: dict[str, Metric] = {
             "snippets",
             (PATTERN,),
             "higher",
-            snippet_chance("backward_previous_token"),
+            _SnippetChance("backward_previous_token"),
         ),
         Metric("copying", "head", "weights", (), "higher", lambda v, n: 0.0),
         Metric(
@@ -226,3 +240,26 @@ METRIC_TABLE: dict[str, Metric] = {
 HEAD_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan and m.level == "head")
 SCAN_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan)
 ABLATION_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_ablate)
+
+
+def check_metrics(metrics: Sequence[str] | str | None) -> list[str]:
+    """The requested scan metrics in canonical order; all of them for None.
+
+    >>> check_metrics("induction_loss, prefix_matching")
+    ['prefix_matching', 'induction_loss']
+    """
+    if metrics is None:
+        return list(SCAN_METRICS)
+    if isinstance(metrics, str):
+        metrics = [m.strip() for m in metrics.split(",") if m.strip()]
+    if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
+        raise IhprobeError(
+            f"metrics must be a metric name or a list of names (got {metrics!r:.60})."
+        )
+    unknown = [m for m in metrics if m not in SCAN_METRICS]
+    if unknown or not metrics:
+        raise IhprobeError(
+            f"unknown metric {', '.join(map(repr, unknown)) or '(none given)'}; "
+            f"valid metrics are {', '.join(SCAN_METRICS)}."
+        )
+    return [m for m in SCAN_METRICS if m in metrics]

@@ -144,8 +144,9 @@ def _varied_pass(model, wanted, lengths, batch: int, seed: int, bos: bool, chunk
     length = torch.cat([n for _, n in made])
     heads = [m for m in attention.VARIED_PAIRS if m in wanted]
     laid = [attention.varied_pairs(m, length, bos) for m in heads]
-    queries = torch.cat([q for q, _, _ in laid], dim=1)
-    keys = torch.cat([k for _, k, _ in laid], dim=1)
+    # no head score wanted (a behaviour score alone): no pairs, and no hook reads them
+    queries = torch.cat([q for q, _, _ in laid], dim=1) if heads else None
+    keys = torch.cat([k for _, k, _ in laid], dim=1) if heads else None
 
     def gather(pattern, index):  # [batch, head, q, k] -> [batch, head, pair], per row
         at = index % len(rows)
