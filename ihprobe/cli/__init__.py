@@ -69,8 +69,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 @contextlib.contextmanager
 def _threads(args: argparse.Namespace) -> Iterator[None]:
-    """The command runs with ``--threads`` torch threads, when it takes the flag."""
+    """The command runs with ``--threads`` torch threads, when it takes the flag. Where torch
+    is not imported yet (a fresh ``ihprobe`` process), torch takes them from
+    ``OMP_NUM_THREADS`` when the command imports it, so a refusal before any heavy import stays
+    free of torch."""
     if getattr(args, "threads", None) is None:
+        yield
+        return
+    if "torch" not in sys.modules:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
         yield
         return
     from ihprobe.core.threads import torch_threads

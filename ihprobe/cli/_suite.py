@@ -27,10 +27,10 @@ if TYPE_CHECKING:  # the CLI imports the library lazily, so that --help starts f
 
 
 class _SuiteNames:
-    """The suites of :data:`ihprobe.io.suites.SUITES`, looked up when the help is printed."""
+    """The suites of :data:`ihprobe.io.suite_table.SUITES`, looked up when the help is printed."""
 
     def __str__(self) -> str:
-        from ihprobe.io.suites import SUITES
+        from ihprobe.io.suite_table import SUITES
 
         return ", ".join(SUITES)
 

@@ -1,0 +1,83 @@
+"""The way in stays light: `--help` of every command and the refusal of a bad argument or path
+import neither torch nor TransformerLens (read from ``sys.modules`` in a fresh process; the
+CPU cost itself is measured by lab/benchmarks/bench_cli.py, not asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ihprobe.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "transformer_lens")
+# the help pages that still import torch, and why (a ratchet: one that no longer does must leave)
+KNOWN_HEAVY = {
+    "train --help": "its defaults come from TrainConfig, whose checks (core.checks) need torch",
+    "weight-trajectory --help": "its metric names sit beside their torch scores",
+}
+# in one fresh process: each command line in turn, then which heavy modules it left imported
+PROBE = """
+import json, sys
+from ihprobe.cli import main
+argvs, heavy = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+found = {}
+for argv in argvs:
+    try:
+        code = main(argv)
+    except SystemExit as done:
+        code = done.code
+    found[" ".join(argv)] = [code, [m for m in heavy if m in sys.modules]]
+print(json.dumps(found))
+"""
+
+
+def _imports(argvs: list[list[str]]) -> dict[str, list]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argvs), json.dumps(HEAVY)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_help_and_refusals_import_neither_torch_nor_transformer_lens(tmp_path):
+    commands = sorted(build_parser().commands)
+    assert {"scan", "ablate", "metrics", "demo"} <= set(commands)
+    checkpoint = str(ROOT / "reference/natural-docs")
+    argvs = [["--help"], *([name, "--help"] for name in commands)]
+    heavy = [argv for argv in argvs if " ".join(argv) in KNOWN_HEAVY]
+    argvs = [argv for argv in argvs if argv not in heavy]
+    refusals = [
+        ["scan", checkpoint, "--metrics", "no_such_metric"],  # a bad value, read by the command
+        ["scan", str(tmp_path / "missing")],  # a bad path
+        ["scan", checkpoint + "/README.md"],  # a file, not a checkpoint
+        ["ablate", checkpoint, "--draws", "-1"],  # a bad flag value
+        ["scan", checkpoint, "--no-such-flag"],  # an unknown flag
+        ["metrics", "--vocab", "0"],
+    ]
+    found = _imports(argvs + refusals)  # light ones first: a heavy one would taint the rest
+    for argv in argvs:
+        assert found[" ".join(argv)] == [0, []], argv
+    for argv in refusals:
+        assert found[" ".join(argv)] == [2, []], argv
+
+
+def test_the_probe_sees_a_heavy_import():
+    """The check can fail: a command that does its work imports torch."""
+    assert _imports([["metrics"]])["metrics"] == [0, ["torch"]]  # snippet chance levels
+
+
+@pytest.mark.slow  # weight-trajectory's help imports TransformerLens: about 10 s of CPU
+def test_the_known_heavy_help_pages_are_still_heavy():
+    """A help page of KNOWN_HEAVY made light leaves the list (each in its own process)."""
+    for line in KNOWN_HEAVY:
+        code, heavy = _imports([line.split()])[line]
+        assert code == 0 and "torch" in heavy, f"{line} is light now: remove it from KNOWN_HEAVY"
