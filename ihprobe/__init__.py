@@ -85,6 +85,9 @@ _EXPORTS: dict[str, str] = {
     "HeadEffects": "ihprobe.causal.ablation",
     "head_check": "ihprobe.causal.head_check",
     "HeadCheck": "ihprobe.causal.head_check",
+    # function-vector heads (Todd et al.): every head's average indirect effect
+    "fv_scores": "ihprobe.causal.fv",
+    "FVResult": "ihprobe.causal.fv_result",
     "ablation_trajectory": "ihprobe.dynamics.ablation_series",
     # figures (ihprobe.figures) and the demo's run, as the notebooks use them
     "head_heatmap": "ihprobe.figures.heads",

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import torch
 from jaxtyping import Float, Int
 
+from ihprobe.causal.masks import derangement
 from ihprobe.core.errors import IhprobeError
 from ihprobe.data.corpus import default_documents
 from ihprobe.probes.engine import Probe, reads_text
@@ -168,8 +169,13 @@ def make_prompts(
     prompts: int = PROMPTS,
     max_length: int = 1024,
     seed: int = 0,
+    shuffled: bool = False,
 ) -> TaskPrompts:
     """``prompts`` few-shot prompts of ``task``; fewer shots when a prompt would not fit.
+
+    ``shuffled`` gives Todd et al.'s corrupted prompts: the same examples' ``x`` and the same
+    query as with ``shuffled=False``, the examples' ``y`` permuted among them so that no pair
+    keeps its own (with two or more examples), so the prompt shows no mapping.
 
     Example:
         >>> p = make_prompts(builtin_tasks()[0], model.tokenizer, max_length=128)  # doctest: +SKIP
@@ -187,7 +193,8 @@ def make_prompts(
             raise IhprobeError(f"task {task.name}: the answer {query[1]!r} has no tokens.")
         given = first_word_token(answer, tokenizer)
         while True:
-            text = "".join(f"Q: {x}\nA: {y}\n\n" for x, y in demos) + f"Q: {query[0]}\nA:"
+            shown = _shuffled(demos, f"{task.name}:{seed}:{i}") if shuffled else demos
+            text = "".join(f"Q: {x}\nA: {y}\n\n" for x, y in shown) + f"Q: {query[0]}\nA:"
             ids = tokenizer(text, add_special_tokens=False).input_ids + answer[:given]
             if len(ids) <= max_length or not demos:
                 break
@@ -213,6 +220,19 @@ def make_prompts(
         valid.sum(1) - 1,
         torch.tensor(answers, dtype=torch.long, device="cpu"),
     )
+
+
+def _shuffled(demos: list[tuple[str, str]], key: str) -> list[tuple[str, str]]:
+    """``demos`` with their ``y`` permuted so that none keeps its own place (a derangement of
+    the places, drawn by ``key``), where two or more demos allow one.
+
+    >>> [y for _, y in _shuffled([("a", "1"), ("b", "2"), ("c", "3")], "k")] != ["1", "2", "3"]
+    True
+    """
+    if len(demos) < 2:
+        return list(demos)
+    order = derangement(len(demos), seed=random.Random(key).randrange(2**31)).tolist()
+    return [(x, demos[j][1]) for (x, _), j in zip(demos, order, strict=True)]
 
 
 def first_word_token(answer: Sequence[int], tokenizer) -> int:

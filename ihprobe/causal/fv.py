@@ -1,0 +1,174 @@
+"""Function-vector (FV) head scores (Todd et al. 2024), as Yin & Steinhardt (2025) rank heads.
+
+For each task (a list of ``(x, y)`` pairs, :mod:`ihprobe.causal.tasks`), ``prompts`` clean
+``shots``-shot prompts and as many corrupted ones (the same examples and query, the examples'
+labels shuffled among them, so no mapping can be read) are built. Each head's mean ``z`` at the
+clean prompts' last position is patched into the same position of each corrupted prompt; the
+head's indirect effect is the rise in the probability (softmax over the whole vocabulary) of the
+answer's first token. A head's FV score is that rise averaged over a task's prompts, then over
+the tasks whose clean accuracy (HITS@1) is above chance: a one-sided binomial test against the
+accuracy of always guessing the task's most common answer token. The other tasks are reported
+with their accuracy and left out (a head cannot restore what the model never did).
+
+Every head is scored from one cached corrupted pass per prompt length and one last-token pass
+per head (:mod:`ihprobe.causal.fv_fast`); ``method="reference"`` runs one whole patched pass per
+head instead (:mod:`ihprobe.causal.fv_reference`), which the fast path equals within float
+tolerance.
+
+>>> result = ihprobe.fv_scores(model, shots=10, prompts=25)              # doctest: +SKIP
+>>> result.top_heads(3)                                                   # doctest: +SKIP
+>>> print(result.summary())                                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from ihprobe.causal.fv_fast import fast_probabilities, fast_reason
+from ihprobe.causal.fv_reference import last_token_probe, patched_probabilities
+from ihprobe.causal.fv_result import FVResult, FVTask, binomial_tail
+from ihprobe.causal.tasks import Task, TaskPrompts, builtin_tasks, make_prompts, read_task
+from ihprobe.core import checks
+from ihprobe.core.errors import IhprobeError
+from ihprobe.core.hooks import hook_name
+from ihprobe.io.any_model import as_model
+from ihprobe.io.models import provenance
+from ihprobe.probes.engine import reads_text, run_probe
+
+if TYPE_CHECKING:
+    from transformer_lens.model_protocol import TransformerLensModel
+
+log = logging.getLogger(__name__)
+
+SHOTS = 10  # Todd et al.'s examples per prompt
+PROMPTS = 25  # prompts per task
+METHODS = ("fast", "reference")
+
+
+def fv_scores(
+    model: TransformerLensModel,
+    tasks: Sequence[Task | str | Path] | None = None,
+    *,
+    shots: int = SHOTS,
+    prompts: int = PROMPTS,
+    seed: int = 0,
+    method: str = "fast",
+) -> FVResult:
+    """Every head's function-vector score (average indirect effect) over ``tasks``.
+
+    Args:
+        model: a model ``ihprobe.load`` takes (a bridge, a HF model, a path) with a tokenizer
+            that reads text.
+        tasks: :class:`~ihprobe.causal.tasks.Task` objects or task files (the formats of
+            ``ablate --task``); None: the built-in tasks.
+        shots: solved examples per prompt (fewer where a prompt would not fit the context).
+        prompts: clean and corrupted prompts per task.
+        seed: draws the examples, the queries and the shuffles.
+        method: ``"fast"`` (cached corrupted passes, last-token passes per head) or
+            ``"reference"`` (one whole patched pass per head); the numbers agree.
+
+    Returns:
+        An :class:`~ihprobe.causal.fv_result.FVResult`: ``scores`` ``[layer, head]``,
+        ``top_heads``, ``to_frame``, ``summary`` and the per-task evidence.
+
+    Example:
+        >>> result = ihprobe.fv_scores(model, ["antonyms.tsv"], prompts=10)  # doctest: +SKIP
+        >>> result.top_heads(1)                                          # doctest: +SKIP
+        [(1, 2, 0.41)]
+    """
+    model = as_model(model)
+    shots = checks.count("shots", shots)
+    prompts = checks.count("prompts", prompts, low=2)
+    seed = checks.seed(seed)
+    checks.choice("method", method, METHODS)
+    if not reads_text(getattr(model, "tokenizer", None)):
+        raise IhprobeError(
+            "FV scores need a tokenizer that reads text; this model has token ids only. Load "
+            "it with tokenizer=... (e.g. the checkpoint's own tokenizer folder)."
+        )
+    chosen = _tasks(tasks, seed)
+    used = method
+    if method == "fast":
+        reason = fast_reason(model)
+        if reason is not None:
+            log.info("FV scores by the reference loop: %s", reason)
+            used = "reference"
+    found = [_task(model, t, shots, prompts, seed, used) for t in chosen]
+    cfg = model.cfg
+    settings = {"shots": shots, "prompts": prompts, "seed": seed, "method": used}
+    return FVResult(provenance(model), (cfg.n_layers, cfg.n_heads), found, settings)
+
+
+def _tasks(tasks, seed: int) -> list[Task]:
+    if tasks is None:
+        return builtin_tasks(seed=seed)
+    if isinstance(tasks, (str, Path, Task)):
+        tasks = [tasks]
+    chosen = [t if isinstance(t, Task) else read_task(t) for t in tasks]
+    if not chosen:
+        raise IhprobeError("tasks is empty; pass task files or leave tasks=None for the built-ins.")
+    names = [t.name for t in chosen]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise IhprobeError(f"tasks named {', '.join(twice)} are given twice; name them apart.")
+    return chosen
+
+
+def _task(model, task: Task, shots: int, prompts: int, seed: int, method: str) -> FVTask:
+    """One task's prompts, clean pass (head means, accuracy) and patched probabilities."""
+    tokenizer, n_ctx = model.tokenizer, model.cfg.n_ctx
+    kwargs = {"shots": shots, "prompts": prompts, "max_length": n_ctx, "seed": seed}
+    clean = make_prompts(task, tokenizer, **kwargs)
+    corrupted = make_prompts(task, tokenizer, shuffled=True, **kwargs)
+    means, probability, hits = clean_pass(model, clean)
+    run = fast_probabilities if method == "fast" else patched_probabilities
+    probabilities = run(model, corrupted, means)
+    chance = chance_accuracy(clean.answer)
+    p = binomial_tail(int(hits.sum()), len(hits), chance)
+    return FVTask(task.name, clean, corrupted, means, probability, hits, probabilities, chance, p)
+
+
+def chance_accuracy(answers: torch.Tensor) -> float:
+    """HITS@1 of always guessing the most common answer token: what no mapping reaches.
+
+    >>> chance_accuracy(torch.tensor([5, 5, 7, 9]))
+    0.5
+    """
+    counts = Counter(answers.tolist())
+    return max(counts.values()) / len(answers)
+
+
+@torch.inference_mode()
+def clean_pass(model, prompts: TaskPrompts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each head's mean ``z`` at the prompts' last position ``[layer, head, d_head]``, and per
+    prompt the answer's probability and HITS@1, from one pass over the clean prompts.
+
+    Example:
+        >>> means, probability, hits = clean_pass(model, clean)          # doctest: +SKIP
+    """
+    cfg = model.cfg
+    last = prompts.last.to(cfg.device)
+    sums = torch.zeros(cfg.n_layers, cfg.n_heads, cfg.d_head, dtype=torch.float64)
+
+    def hooks(index, store):
+        at = last[index.to(last.device) % len(last)]
+
+        def grab(z, hook, layer):
+            picked = z[torch.arange(len(at), device=z.device), at.to(z.device)]
+            sums[layer] += picked.double().sum(0).cpu()
+            return z
+
+        return [
+            (hook_name("z", layer), lambda z, hook, layer=layer: grab(z, hook, layer))
+            for layer in range(cfg.n_layers)
+        ]
+
+    found = run_probe(model, last_token_probe(prompts, cfg.device), hooks)
+    means = (sums / len(last)).to(cfg.dtype)
+    return means, found["probability"].double(), found["hits"].double()
