@@ -89,25 +89,59 @@ def causal_lm_config(path: Path, *, trust_remote_code: bool = False):
         raw = json.loads((path / "config.json").read_text())
     except json.JSONDecodeError as err:
         raise IhprobeError(f"{path / 'config.json'} is not valid JSON ({err}).") from err
-    model_type = raw.get("model_type")
-    architectures = raw.get("architectures") or []
-    supported = supported_architectures()
-    causal = model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and (
-        not architectures or any(a in supported for a in architectures)
-    )
-    if not causal and not trust_remote_code:
-        listed = ", ".join(architectures) or "no architectures listed"
-        raise IhprobeError(
-            f"{path} holds a {model_type or 'unknown'} model ({listed}), not a causal language "
-            f"model ihprobe can probe. Supported architectures include "
-            f"{', '.join(SUPPORTED_EXAMPLES)} (all {len(supported)}: "
-            "ihprobe.io.sources.supported_architectures())."
-        )
+    check_kind(raw, path, trust_remote_code=trust_remote_code)
     with warnings.catch_warnings(), hf_loading(path):
         warnings.simplefilter("ignore")
         return AutoConfig.from_pretrained(
             str(path), trust_remote_code=trust_remote_code, local_files_only=True
         )
+
+
+def check_kind(raw: dict, path, *, trust_remote_code: bool = False) -> None:
+    """Refuse a parsed ``config.json`` (of ``path``) that is not a causal LM TransformerLens
+    bridges, in one line naming its architecture.
+
+    >>> check_kind({"model_type": "gpt2"}, "ckpt")
+    >>> check_kind({"model_type": "bart"}, "ckpt")                  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: ckpt holds a bart model (BartForCausalLM): ...
+    """
+    model_type = raw.get("model_type")
+    architectures = raw.get("architectures") or []
+    supported = supported_architectures()
+    named = architectures or _causal_classes(model_type)
+    causal = model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    unbridged = [a for a in named if a in _causal_classes()]  # causal LMs, none bridged
+    if trust_remote_code or (causal and any(a in supported for a in named)):
+        return
+    if unbridged:
+        raise IhprobeError(
+            f"{path} holds a {model_type} model ({', '.join(named)}): TransformerLens cannot "
+            f"bridge {unbridged[0]}; ihprobe probes the architectures it bridges, e.g. "
+            f"{', '.join(SUPPORTED_EXAMPLES[:3])} (all {len(supported)}: "
+            "ihprobe.io.sources.supported_architectures())."
+        )
+    listed = ", ".join(architectures) or "no architectures listed"
+    raise IhprobeError(
+        f"{path} holds a {model_type or 'unknown'} model ({listed}), not a causal language "
+        f"model ihprobe can probe. Supported architectures include "
+        f"{', '.join(SUPPORTED_EXAMPLES)} (all {len(supported)}: "
+        "ihprobe.io.sources.supported_architectures())."
+    )
+
+
+def _causal_classes(model_type: str | None = None) -> list[str]:
+    """HF's causal-LM class names: of ``model_type``, or of every model type (None).
+
+    >>> _causal_classes("gpt2")
+    ['GPT2LMHeadModel']
+    """
+    found = []
+    for kind, names in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items():
+        if model_type is None or kind == model_type:
+            found.extend([names] if isinstance(names, str) else names)
+    return found
 
 
 SUPPORTED_EXAMPLES = (

@@ -11,6 +11,7 @@ with one line saying what is wrong.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ihprobe.io.validation import config, files, tensors
@@ -27,7 +28,12 @@ __all__ = [
 
 
 def check_checkpoint(
-    path: Path, weights: list[Path], *, size_limits: bool | None = None, finite: bool = True
+    path: Path,
+    weights: list[Path],
+    *,
+    size_limits: bool | None = None,
+    finite: bool = True,
+    kind: Callable[[dict], object] | None = None,
 ) -> dict:
     """Check a checkpoint directory before loading it; return its parsed ``config.json``.
 
@@ -38,6 +44,8 @@ def check_checkpoint(
             default on unless ``IHPROBE_NO_SIZE_LIMITS=1`` is set in the environment.
         finite: read every tensor to check it is finite; False when the caller has already
             read and checked them (``ihprobe.io.tensor_reads.read_checkpoint``).
+        kind: a check of the parsed config's architecture, run before any other check of it
+            (an architecture ihprobe cannot probe is named first, whatever else is off).
 
     Example:
         >>> check_checkpoint(ckpt, weight_files(ckpt))["model_type"]  # doctest: +SKIP
@@ -46,6 +54,8 @@ def check_checkpoint(
     path = Path(path)
     files.check_directory(path)
     raw = config.read_config(path / "config.json")
+    if kind is not None:
+        kind(raw)
     config.check_config(raw, str(path / "config.json"), size_limits=size_limits)
     files.check_shard_indexes(path)
     files.check_weight_files(weights)
