@@ -10,7 +10,7 @@
 - **r in tokens,** as [A] reports it: the correlation of log10 observed and log10 predicted
   (by [A]'s published law) onset tokens over the runs that place their onset, with a Fisher z
   interval.
-- **Amended before the first verdict** (a referee's finding; see :data:`AMENDMENTS`): a fit
+- **Amended** (dated, each before or after the result it could move: :data:`AMENDMENTS`): a fit
   that reaches no maximum has no interval, and a verdict needs ``MIN_PLACED`` placed runs;
   short of either the verdict is "inconclusive at this scale".
 - **Lack of fit:** the law against a free mean per cell (a likelihood-ratio test; p by a
@@ -32,6 +32,7 @@ from ihprobe.dynamics.lack_of_fit import ALPHA as LOF_ALPHA
 from ihprobe.dynamics.lack_of_fit import lack_of_fit
 from ihprobe.dynamics.law import LAWS, censored_fit
 from ihprobe.dynamics.verdicts import INCONCLUSIVE, LEVEL, Estimate, Pending, equal, judge
+from lab.studies.natural_law.cells import SEEDS as DECLARED_SEEDS
 
 LAW = LAWS["fitted"]  # [A]'s published law: U = T / (B^b C^c)
 MARGIN = 0.15
@@ -48,26 +49,32 @@ REGIME = (
     "not whether [A]'s law holds in its own."
 )
 AMENDMENTS = [
-    "- 2026-12-05, before the 16th cell (the first verdict): a Tobit fit that reaches no "
-    "maximum (sigma collapsing onto runs that lie exactly on the plane) has no interval, and "
+    "- 2026-12-05, before the result it could move (the 16th cell, the first verdict): a Tobit "
+    "fit that reaches no maximum (sigma collapsing onto runs that lie exactly on the plane) "
+    "has no interval, and "
     f"a verdict needs at least {MIN_PLACED} placed runs (the three coefficients and sigma, and "
     "one more); short of either, b and c are 'inconclusive at this scale'. A referee found "
     "that 3 placed runs on [A]'s law with every other run censored below it gave zero-width "
     "intervals and 'agrees'.",
-    "- The same day, before any cell had a second seed: with censored runs the lack-of-fit p "
+    "- The same day, before the result it could move (before any cell had a second seed, so "
+    "before any lack-of-fit test): with censored runs the lack-of-fit p "
     "comes from a parametric bootstrap of the likelihood ratio (199 draws from the law's fit, "
     "each run censored at its budget), and p < 0.05 says the cells lie off the plane; the F "
     "form is exact only without censoring (a referee's simulation with two-thirds censored: "
     "it rejected 0 of 200 true planes at 5%, and had next to no power).",
-    "- The same day: at C = 64 the head check reads repeat lengths 10 and 25 only (n = 50 "
-    "needs 100 positions); the cell's live probes use n = 32, [A]'s min(50, C / 2).",
-    "- The same day, after the verdicts (a referee's audit): the declared t(runs - 3) "
+    "- The same day, after the results it could move (the C = 64 runs' head checks; each of "
+    "them fails the use part, so no head verdict turned on it): at C = 64 the head check reads "
+    "repeat lengths 10 and 25 only (n = 50 needs 100 positions); the cell's live probes use "
+    "n = 32, [A]'s min(50, C / 2).",
+    "- The same day, after the result it could move (the verdicts; a referee's audit): the "
+    "declared t(runs - 3) "
     "interval had the ML variance (RSS / n), narrower than the t-interval it was declared as "
     "(without censoring at 16 runs it covers 0.93); its covariance is now scaled by n / (n - 3), "
     "as the size arm's is, so that without censoring it is the exact least-squares t-interval. "
     "The intervals widen by about 9%; no verdict changed.",
-    f"- The same day, after the verdicts (a referee's audit): with fewer than {MIN_REPLICATED} "
-    "cells holding two seeds, a lack-of-fit test that finds nothing has next to no power, so "
+    "- The same day, after the result it could move (the lack-of-fit verdict, which it moved; "
+    f"a referee's audit): with fewer than {MIN_REPLICATED} cells holding two seeds, a "
+    "lack-of-fit test that finds nothing has next to no power, so "
     "it reads 'inconclusive at this scale' (a p below the level still says the cells lie off "
     "the plane).",
 ]
@@ -176,8 +183,9 @@ def verdict(estimate: Estimate, claim: str, cells: int, placed: int) -> tuple[st
     return judge(estimate, CLAIMS[claim])
 
 
-def fit_lines(frame: pd.DataFrame) -> list[str]:
-    """The results file's fit section: b, c, their verdicts, the check, r and lack of fit."""
+def fit_lines(frame: pd.DataFrame, notes: dict[str, str] | None = None) -> list[str]:
+    """The results file's fit section: b, c, their verdicts, the check, r and lack of fit;
+    ``notes``: a clause that ends b's or c's line (which readings move it)."""
     runs = runs_of(frame)
     cells, placed = runs.cell.nunique(), int((~runs.censored).sum())
     fit = fits(runs)
@@ -194,8 +202,9 @@ def fit_lines(frame: pd.DataFrame) -> list[str]:
         check = fit["clustered"][name].text(".2f")
         lines.append(
             f"- {name} = {est.text('.2f')}: **{said}** (rule: [A]'s "
-            f"{CLAIMS[name].says}; {why}). Sandwich check: {check}."
+            f"{CLAIMS[name].says}; {why}). Sandwich check: {check}.{(notes or {}).get(name, '')}"
         )
+    lines += declared_seeds_lines(runs)
     r, n = r_in_tokens(runs)
     lines.append(
         f"- r between log10 observed and [A]'s predicted onset tokens: {r_interval(r, n)}; "
@@ -204,6 +213,44 @@ def fit_lines(frame: pd.DataFrame) -> list[str]:
     )
     lines.append(lack_of_fit_line(runs))
     return lines
+
+
+def declared_seeds_lines(runs: pd.DataFrame) -> list[str]:
+    """Where runs of seeds beyond the declared ``cells.SEEDS`` are in the fit: a line that
+    labels their inclusion post hoc and gives the fit over the declared seeds beside it."""
+    others = runs[~runs.seed.isin(DECLARED_SEEDS)]
+    fit = fits(runs[runs.seed.isin(DECLARED_SEEDS)]) if len(others) else None
+    if fit is None:
+        return []
+    kept = runs[runs.seed.isin(DECLARED_SEEDS)]
+    said = {
+        name: verdict(fit["model"][name], name, kept.cell.nunique(), int((~kept.censored).sum()))[0]
+        for name in ("b", "c")
+    }
+    named = ", ".join(
+        f"{cell} seed{'s' if len(seeds) > 1 else ''} {_seeds(seeds)}"
+        for cell, seeds in others.groupby("cell", sort=False).seed
+    )
+    return [
+        f"- Post hoc: the fit above includes {named} ({len(others)} runs shared with the size "
+        f"arm), added after the first verdict; the design declared "
+        f"seed{'s' if len(DECLARED_SEEDS) > 1 else ''} {_seeds(DECLARED_SEEDS)} only. Over the "
+        f"declared seeds alone: b = "
+        f"{fit['model']['b'].text('.2f')}: {said['b']}; c = {fit['model']['c'].text('.2f')}: "
+        f"{said['c']}."
+    ]
+
+
+def _seeds(seeds) -> str:
+    """``1-4`` for a run of seeds, else ``0, 2``.
+
+    >>> _seeds([1, 2, 3, 4]), _seeds([0]), _seeds([0, 2])
+    ('1-4', '0', '0, 2')
+    """
+    seeds = sorted(int(s) for s in seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
 
 
 def lack_of_fit_line(runs: pd.DataFrame) -> str:

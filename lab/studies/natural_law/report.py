@@ -44,11 +44,13 @@ DECLARED = [
     f"'inconclusive at this scale'; pending until {claims.MIN_CELLS} cells have run.",
     "",
 ]
-# what was added to the design after the first run, each before any result it could move
+# what was added to the design after the first run, each saying whether it came before or after
+# the result it could move
 AMENDED = [
-    "## Amendments (dated; each before any result it could move)",
+    "## Amendments (dated; each says whether it came before or after the result it could move)",
     "",
-    "- Before any of their runs: the wide corners for a lent GPU, B 32-128 at C 64-1024 and "
+    "- Before the results it could move (any of their runs): the wide corners for a lent GPU, "
+    "B 32-128 at C 64-1024 and "
     f"C = 1024 at B 1-16 ({len(cells.GPU_CELLS)} cells, cheapest first), on the same recipe, "
     "budget and rules; cells past 4 epochs of the corpus are named below the runs.",
     *claims.AMENDMENTS,
@@ -115,6 +117,24 @@ def run_table(frame: pd.DataFrame, study: str = "natural_law") -> pd.DataFrame:
     return pd.DataFrame(rows).reindex(columns=COLUMNS).fillna("")
 
 
+def heads_line(done: pd.DataFrame) -> list[str]:
+    """How many finished runs formed a head (``has_head``), and which (none finished: no line).
+
+    >>> heads_line(pd.DataFrame({"cell": ["B1-C64", "B2-C64"], "seed": [0, 1],
+    ...                          "has_head": [True, False]}))
+    ['1 of 2 finished runs formed a head (`has_head`): B1-C64.', '']
+    """
+    if not len(done):
+        return []
+    with_head = done[done.has_head.astype(bool)]
+    named = ", ".join(sensitivity.label(r.cell, int(r.seed)) for r in with_head.itertuples())
+    return [
+        f"{len(with_head)} of {len(done)} finished runs formed a head (`has_head`)"
+        f"{': ' + named if named else ''}.",
+        "",
+    ]
+
+
 def _markdown(frame: pd.DataFrame) -> list[str]:
     return [
         "| " + " | ".join(frame.columns) + " |",
@@ -152,6 +172,7 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
         "",
         *_markdown(run_table(frame)),
         "",
+        *heads_line(done),
     ]
     many = done[done.get("epochs", pd.Series(dtype=float)).astype(float) > 4] if len(done) else done
     if len(many):
@@ -160,7 +181,9 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
             "there; a larger corpus would remove it).",
             "",
         ]
-    lines += ["## Fit and verdicts", "", *claims.fit_lines(frame), ""]
+    found = sensitivity.readings(frame) if len(done) else []
+    notes = sensitivity.fragility(frame, found)
+    lines += ["## Fit and verdicts", "", *claims.fit_lines(frame, notes), ""]
     if figure is not None and len(done):
         runs = claims.runs_of(frame)
         predicted = 10 ** claims.predicted_tokens(runs)

@@ -35,7 +35,7 @@ from ihprobe.dynamics.law import (
     simulated_coverage,
 )
 from ihprobe.dynamics.verdicts import LEVEL, Estimate
-from lab.studies.natural_law import claims, extend
+from lab.studies.natural_law import cells, claims, extend
 
 DRAWS = 200  # simulated grids behind a coverage figure
 
@@ -148,6 +148,82 @@ def _changes(
     return "would give " + " and ".join(moved) if moved else "give the declared verdicts"
 
 
+def _at_starts(runs: pd.DataFrame, starts, placed: bool) -> pd.DataFrame:
+    """``runs`` with each still-rising run moved to the start of its rise, placed there or
+    censored there (``starts``: :func:`rising_starts`)."""
+    moved = runs.copy()
+    at = _at(moved, starts)
+    keys = zip(moved.cell[at], moved.seed[at], strict=True)
+    moved.loc[at, "updates"] = [starts[k] for k in keys]
+    moved.loc[at, "censored"] = not placed
+    return moved
+
+
+def readings(frame: pd.DataFrame) -> list[tuple[str, dict[str, Estimate], pd.DataFrame]]:
+    """Every single reading beside the declared fit, as (its name in a headline, its b and c,
+    the runs it fits): this section's checks, the placed runs alone, and the declared seeds
+    alone (:data:`cells.SEEDS`) where other seeds have run; [] while the fit cannot be made."""
+    runs = claims.runs_of(frame)
+    if claims.fits(runs) is None:
+        return []
+    out = [("the profile-likelihood interval", profiles(runs), runs)]
+    starts = rising_starts(frame)
+    for how, placed in (("censored", False), ("placed", True)):
+        moved = _at_starts(runs, starts, placed) if starts else None
+        if moved is not None and (fit := claims.fits(moved)) is not None:
+            out.append((f"the still-rising runs {how} at their starts", fit["model"], moved))
+    rows, moved = _continued(runs, starts)
+    if rows and (fit := claims.fits(moved)) is not None:
+        out.append(("the still-rising runs continued", fit["model"], moved))
+    at_chance = flat(frame, starts)
+    if at_chance.any() and (fit := claims.fits(runs[~at_chance])) is not None:
+        out.append(("the runs that never rose left out", fit["model"], runs[~at_chance]))
+    placed = runs[~runs.censored]
+    if (fit := claims.fits(placed)) is not None:
+        out.append(("the placed runs alone", fit["model"], placed))
+    declared_seeds = runs[runs.seed.isin(cells.SEEDS)]
+    if len(declared_seeds) < len(runs) and (fit := claims.fits(declared_seeds)) is not None:
+        out.append(("the declared seeds alone", fit["model"], declared_seeds))
+    return out
+
+
+def fragility(frame: pd.DataFrame, found: list | None = None) -> dict[str, str]:
+    """For b and c, the clause its headline ends with: which single readings (:func:`readings`,
+    or ``found``) give another verdict than the declared rule's, and which one each gives."""
+    found = readings(frame) if found is None else found
+    declared, cells_run = claims.verdicts(frame), claims.runs_of(frame).cell.nunique()
+    out = {}
+    for name in ("b", "c"):
+        moved: dict[str, list[str]] = {}
+        for how, fit, runs in found:
+            said = claims.verdict(fit[name], name, cells_run, int((~runs.censored).sum()))[0]
+            if said != declared[name]:
+                moved.setdefault(said, []).append(how)
+        if not found:
+            out[name] = ""
+        elif not moved:
+            out[name] = " No single reading below moves it."
+        else:
+            out[name] = (
+                " Fragile: "
+                + "; ".join(
+                    f"{_joined(hows)} {'each give' if len(hows) > 1 else 'gives'} {said}"
+                    for said, hows in moved.items()
+                )
+                + " (each reading below)."
+            )
+    return out
+
+
+def _joined(items: list[str]) -> str:
+    """``a, b and c``.
+
+    >>> _joined(["a"]), _joined(["a", "b", "c"])
+    ('a', 'a, b and c')
+    """
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" and {items[-1]}"
+
+
 def _continued(runs: pd.DataFrame, starts) -> tuple[dict, pd.DataFrame]:
     """The finished continuations of the still-rising runs, and ``runs`` with them in place."""
     rows = {key: row for key in starts if (row := extend.continued(*key)) is not None}
@@ -232,11 +308,7 @@ def lines(frame: pd.DataFrame) -> list[str]:
             f"{named} updates."
         )
         for how, placed in (("censored at that start", False), ("placed there", True)):
-            moved = runs.copy()
-            at = _at(moved, starts)
-            keys = zip(moved.cell[at], moved.seed[at], strict=True)
-            moved.loc[at, "updates"] = [starts[k] for k in keys]
-            moved.loc[at, "censored"] = not placed
+            moved = _at_starts(runs, starts, placed)
             refit = claims.fits(moved)["model"]
             out.append(
                 f"  - {how}: b = {refit['b'].text('.2f')}, c = {refit['c'].text('.2f')}; "
@@ -244,6 +316,14 @@ def lines(frame: pd.DataFrame) -> list[str]:
             )
         out += _continued_lines(runs, starts, declared)
     out += _flat_lines(frame, runs, declared, starts)
+    placed = runs[~runs.censored]
+    if (alone := claims.fits(placed)) is not None:
+        refit = alone["model"]
+        out.append(
+            f"- The placed runs alone ({len(placed)} of {len(runs)}; a fit that drops every "
+            f"bound): b = {refit['b'].text('.2f')}, c = {refit['c'].text('.2f')}; these "
+            f"{_changes(declared, refit, placed, runs.cell.nunique())}."
+        )
     covered = coverage(runs, claims.finished(frame).steps.astype(float).to_numpy())
     out += [
         f"- Coverage of the declared 95% t-interval, from {DRAWS} grids simulated from the fitted "
