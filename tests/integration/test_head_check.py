@@ -29,6 +29,8 @@ def test_the_natural_text_reference_head_passes_every_part(reference_check):
     # its prefix matching falls with the repeat length, as a real head's does
     assert check.prefix_matching[10] > check.prefix_matching[50] >= RULE.ps
     assert check.loss_drop >= RULE.drop and check.ablation_cost >= RULE.cost
+    assert check.copies and check.copying_cost_matched >= RULE.copy  # it copies, alone in L1
+    assert check.has_head_by_damage  # the superseded rule agrees here
     assert ihprobe.head_check is head_check
     assert check.to_dict()["has_head"] is True
 
@@ -45,7 +47,8 @@ def test_a_head_that_attends_but_writes_nothing_is_signature_only(reference_chec
     check = head_check(hf, batch=30)
     assert check.signature and check.head == reference_check.head
     assert not check.used and not check.through_head and not check.has_head
-    assert "< 0.5" in check.reason and "< 0.1" in check.reason
+    assert not check.copies and abs(check.copying_cost) < RULE.copy
+    assert "not all >= 0.5" in check.reason and "(< 0.1)" in check.reason
 
 
 def test_a_random_model_has_no_signature():
