@@ -45,6 +45,7 @@ import torch
 
 from ihprobe.causal.copying import copy_advantage, copying_costs, halves
 from ihprobe.causal.masks import ablate_heads
+from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.any_model import as_model
 from ihprobe.probes.battery import scan
@@ -62,6 +63,23 @@ class Rule:
     drop: float = 0.5
     copy: float = 0.1  # the copying part's margin M (nats), declared 2026-12-06
     cost: float = 0.1  # the superseded damage part's threshold, still reported
+
+    def __post_init__(self) -> None:
+        """Refuse a threshold that would judge nothing (NaN, infinite, out of range) in one line.
+
+        >>> Rule(ps=float("nan"))                                  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ihprobe.core.errors.IhprobeError: Rule(ps=...) must be a finite number from 0.0 to 1.0 (got nan).
+        """  # noqa: E501
+        checks.real("Rule(ps=...)", self.ps, low=0.0, high=1.0)  # a share of attention
+        for name in ("drop", "copy", "cost"):  # nats; a negative threshold passes anything
+            checks.real(f"Rule({name}=...)", getattr(self, name), low=0.0)
+        lengths = checks.sequence("Rule(lengths=...)", self.lengths)
+        if not lengths:
+            raise IhprobeError("Rule(lengths=...) must name at least one repeat length.")
+        found = tuple(checks.count("Rule(lengths=...)", n, low=2) for n in lengths)
+        object.__setattr__(self, "lengths", found)
 
 
 RULE = Rule()
@@ -86,6 +104,7 @@ class HeadCheck:
     copying_cost: float = float("nan")  # fall of the copy advantage when the head is ablated
     copying_cost_matched: float = float("nan")  # less the largest fall of its layer's others
     copies: bool = False
+    skipped: tuple[int, ...] = ()  # the rule's lengths the model's context cannot hold
 
     @property
     def loss_drop(self) -> float:
@@ -129,8 +148,14 @@ def _halves(model, tokens: torch.Tensor, n: int) -> tuple[float, float]:
 def head_check(model, rule: Rule = RULE, *, batch: int = 50, seed: int = 0) -> HeadCheck:
     """Judge whether ``model`` (a hooked model, path or hub id) has an induction head by
     :data:`RULE`, on ``batch`` rows of repeated random tokens per repeat length."""
+    if not isinstance(rule, Rule):
+        raise IhprobeError(
+            f"rule must be an ihprobe.causal.head_check.Rule, e.g. Rule(ps=0.1) "
+            f"(got {type(rule).__name__} {rule!r:.40})."
+        )
     model = as_model(model)
     lengths = tuple(n for n in rule.lengths if 2 * n <= model.cfg.n_ctx)
+    skipped = tuple(n for n in rule.lengths if n not in lengths)
     if not lengths:
         raise IhprobeError(
             f"the model's context ({model.cfg.n_ctx}) holds none of the repeat lengths "
@@ -166,8 +191,15 @@ def head_check(model, rule: Rule = RULE, *, batch: int = 50, seed: int = 0) -> H
         f"copy advantage by {copying.cost:+.2f} nats, {copying.matched:+.2f} more than its "
         f"layer's other heads ({'>=' if copies else '<'} {rule.copy:g})"
     )
+    if skipped:  # said, not silently dropped: the verdict rests on fewer lengths
+        reason += (
+            f"; judged at n = {at} only: {' / '.join(map(str, skipped))} "
+            f"{'does' if len(skipped) == 1 else 'do'} not fit twice in the model's "
+            f"{model.cfg.n_ctx}-token context"
+        )
     return HeadCheck(
         head, ps, first, second, ablated, signature, used, through, reason,
         chance=chance, advantage={n: a.above_chance for n, a in advantages.items()},
         copying_cost=copying.cost, copying_cost_matched=copying.matched, copies=copies,
+        skipped=skipped,
     )  # fmt: skip

@@ -4,9 +4,10 @@ TransformerLens's Falcon adapter reads ``multi_query`` (true by default in ``Fal
 one key/value head even where the new layout uses ``num_kv_heads`` of them, splits the fused
 ``query_key_value`` as ``[Q_all, K_all, V_all]``, while HF lays it out per key/value group
 (each group's queries, then its key, then its value), and looks for ``ln_attn`` where one norm
-serves both branches (``num_ln_in_parallel_attn=1``: HF's ``input_layernorm``). :class:`FalconAdapter` keeps the adapter's
-own code and hands it the weights in the order it expects; registering it (on import of this
-module, which :mod:`ihprobe.io.models` does) makes the bridge equal HF's attention.
+serves both branches (``num_ln_in_parallel_attn=1``: HF's ``input_layernorm``).
+:class:`FalconAdapter` keeps the adapter's own code and hands it the weights in the order it
+expects; registering it (on import of this module, which :mod:`ihprobe.io.models` does) makes
+the bridge equal HF's attention.
 
 >>> grouped = torch.arange(8.0).reshape(8, 1)   # 2 groups of (q, q, k, v), d_head 1
 >>> contiguous(grouped, kv_heads=2, d_head=1).flatten().tolist()

@@ -84,7 +84,7 @@ def test_each_unbridged_architecture_is_one_line_naming_it(tmp_path, monkeypatch
         model = build(name)
         if model is not None:
             built += 1
-            message = one_line(lambda: ihprobe.scan(model))
+            message = one_line(lambda model=model: ihprobe.scan(model))
             assert f"cannot bridge {name}" in message, message
         for listed in (True, False):
             folder = tmp_path / f"{name}-{listed}"
@@ -92,7 +92,7 @@ def test_each_unbridged_architecture_is_one_line_naming_it(tmp_path, monkeypatch
             if model_type is None:
                 continue
             written += 1
-            message = one_line(lambda: ihprobe.load(folder))
+            message = one_line(lambda folder=folder: ihprobe.load(folder))
             assert f"a {model_type} model" in message, message
             assert not listed or f"cannot bridge {name}" in message, message
     assert built >= MOST * len(UNBRIDGED), f"only {built} of {len(UNBRIDGED)} built"

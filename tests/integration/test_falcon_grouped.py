@@ -34,10 +34,17 @@ def falcon(kv: int, extra: dict, seed: int = 0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = transformers.FalconConfig(
-            hidden_size=D, num_hidden_layers=2, num_attention_heads=H, num_kv_heads=kv,
-            new_decoder_architecture=True, vocab_size=V, bos_token_id=0, eos_token_id=0,
-            pad_token_id=0, **extra,
-        )  # fmt: skip
+            hidden_size=D,
+            num_hidden_layers=2,
+            num_attention_heads=H,
+            num_kv_heads=kv,
+            new_decoder_architecture=True,
+            vocab_size=V,
+            bos_token_id=0,
+            eos_token_id=0,
+            pad_token_id=0,
+            **extra,
+        )
         model = transformers.FalconForCausalLM(config).eval()
     with torch.no_grad():  # sharper attention than the 0.02 init: heads tell apart
         for block in model.transformer.h:
