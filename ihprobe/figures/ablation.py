@@ -41,7 +41,7 @@ from ihprobe.figures.heads import (
     where,
     wrap_title,
 )
-from ihprobe.figures.report import Section, write_report
+from ihprobe.figures.report import Markup, Section, write_report
 
 PANELS_PER_ROW = 3
 
@@ -243,16 +243,18 @@ def report_sections(results: Sequence, metric: str | None = None) -> list:
         else ""
     )
     notes = "".join(f" <br><i>{html.escape(n)}.</i>" for n in s.get("notes", []))
-    method = METHOD.format(
-        by=first.by,
-        top_rule=_top_rule(s),
-        mode=s.get("mode"),
-        random=s.get("random"),
-        baseline=s.get("baseline", "layer-matched"),
-        seed=s.get("seed"),
-        mean_note=mean_note,
-        rule=html.escape(VERDICT_RULE),
-        notes=notes,
+    method = Markup(
+        METHOD.format(
+            by=first.by,
+            top_rule=_top_rule(s),
+            mode=s.get("mode"),
+            random=s.get("random"),
+            baseline=s.get("baseline", "layer-matched"),
+            seed=s.get("seed"),
+            mean_note=mean_note,
+            rule=html.escape(VERDICT_RULE),
+            notes=notes,
+        )
     )
     sections = [Section("Method", [method])]
     for model in dict.fromkeys(r.model_name for r in results):  # one curve per training run
@@ -271,7 +273,9 @@ def report_sections(results: Sequence, metric: str | None = None) -> list:
         summary = result.summary()
         table = summary[["metric", "clean", "top", *TABLE_COLUMNS]].rename(columns=TABLE_COLUMNS)
         top = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
-        verdict = f'<p class="verdict"><b>Verdict.</b> {html.escape(str(result.verdict()))}</p>'
+        verdict = Markup(
+            f'<p class="verdict"><b>Verdict.</b> {html.escape(str(result.verdict()))}</p>'
+        )
         blocks = [verdict, f"Top set: {top}.", head_sets_figure(result), drop_figure(result), table]
         sections.append(Section(_label(result), blocks))
     return sections

@@ -34,7 +34,7 @@ from ihprobe.figures.demo_text import (
 )
 from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
 from ihprobe.figures.heads import head_heatmap
-from ihprobe.figures.report import Section, how_to_read, write_report
+from ihprobe.figures.report import Markup, Section, how_to_read, write_report
 from ihprobe.figures.viewer import attention_viewer
 from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.scores import HeadScores
@@ -109,7 +109,7 @@ VIEWER_NOTE = (
 def write_demo_report(path, config, studies: dict, summary: pd.DataFrame) -> Path:
     """Write the demo report for ``studies`` (run name -> ``ihprobe.jobs.demo_summary.Study``)."""
     table = by_run(summary[[c for c in SUMMARY_COLUMNS if c in summary]])
-    intro = INTRO.format(producer=html.escape(config.producer), **_fields(config))
+    intro = Markup(INTRO.format(producer=html.escape(config.producer), **_fields(config)))
     sections = [Section("What ran", [intro, table, how_to_read(SUMMARY_HOWTO)])]
     for name, study in studies.items():
         prefix = f"{name}: " if len(studies) > 1 else ""
@@ -222,8 +222,8 @@ def _ablation_section(prefix: str, study: dict) -> Section:
         study.ablations[k] for k in ("layer-matched", "score-matched", "per-layer")
     )
     blocks = [
-        f'<p class="verdict"><b>Verdict.</b> {html.escape(str(main.verdict(metric)))}</p>',
-        f"Against score-matched draws: {html.escape(str(matched.verdict(metric)))}",
+        Markup(f'<p class="verdict"><b>Verdict.</b> {html.escape(str(main.verdict(metric)))}</p>'),
+        f"Against score-matched draws: {matched.verdict(metric)}",
         effects_text(study.effects, study.scores, metric),
         side_by_side(head_heatmap(study.scores), head_effects_figure(study.effects, metric)),
         drop_figure(main),
@@ -237,7 +237,7 @@ def _ablation_section(prefix: str, study: dict) -> Section:
         how_to_read(ABLATION_HOWTO),
         "For reference, [B]'s per-layer protocol (the top 2% of every layer, so one head per "
         "layer here, against layer-matched draws): "
-        f"{html.escape(str(per_layer.verdict(metric)))}",
+        f"{per_layer.verdict(metric)}",
         head_sets_figure(per_layer),
     ]
     top = ", ".join(f"L{layer}H{head}" for layer, head in main.top_heads)
@@ -320,7 +320,8 @@ def _comparison_section(studies: dict) -> Section:
         "in Bi-Induct models (redundant rather than load-bearing heads)."
     )
     note = compare_note(pd.DataFrame([study.summary for study in studies.values()]))
-    blocks = [text] + ([f"<p><b>At this budget.</b> {html.escape(note)}</p>"] if note else [])
+    said = [Markup(f"<p><b>At this budget.</b> {html.escape(note)}</p>")] if note else []
+    blocks = [text, *said]
     return Section("Natural vs Bi-Induct", [*blocks, fig])
 
 
@@ -330,5 +331,5 @@ def _config_section(studies: dict) -> Section:
         run_json = Path(study.run) / "run.json"
         saved = json.loads(run_json.read_text()) if run_json.is_file() else {}
         shown = html.escape(json.dumps(saved.get("config", saved), indent=2))
-        blocks.append(f"<h3>{html.escape(name)}</h3><pre>{shown}</pre>")
+        blocks.append(Markup(f"<h3>{html.escape(name)}</h3><pre>{shown}</pre>"))
     return Section("Configuration", blocks)

@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 
 from ihprobe.dynamics.changepoint import EmergencePoint
+from ihprobe.figures.report import Markup
 from ihprobe.probes.metrics import METRIC_TABLE
 
 THRESHOLD = METRIC_TABLE["prefix_matching"].threshold  # max PS that counts as formed
@@ -25,26 +26,27 @@ LAW_CONTEXT = (
 )
 
 
-def emergence_text(point: EmergencePoint) -> str:
+def emergence_text(point: EmergencePoint) -> Markup:
     """When max PS rose, or why no transition was found."""
     if not point.transition:
-        return f"No induction-head transition was detected: {html.escape(str(point.reason))}."
+        reason = html.escape(str(point.reason))
+        return Markup(f"No induction-head transition was detected: {reason}.")
     crossed = (
         f"; max PS first crosses {point.threshold} at step {point.threshold_step}"
         if point.threshold_step is not None
         else f"; max PS never crosses {point.threshold}"
     )
-    return (
+    return Markup(
         f"Prefix matching rose from chance: the steep segment of a 3-piece fit against "
         f"log(tokens) starts at about <b>{point.updates:,.0f} updates</b> (between checkpoints "
         f"at updates {point.updates_low:,.0f} and {point.updates_high:,.0f}){crossed}."
     )
 
 
-def law_text(point: EmergencePoint, law_updates: float) -> str:
+def law_text(point: EmergencePoint, law_updates: float) -> Markup:
     """The measured emergence against the law's prediction, in words the numbers support."""
     if not point.transition:
-        return (
+        return Markup(
             f"The law predicts {law_updates:,.0f} updates; with no transition detected there is "
             f"nothing to compare it with. {LAW_CONTEXT}"
         )
@@ -55,7 +57,7 @@ def law_text(point: EmergencePoint, law_updates: float) -> str:
         found = f"about {1 / ratio:,.0f}x later than the law's {law_updates:,.0f} updates"
     else:
         found = f"within a factor of 2 of the {law_updates:,.0f} updates the law predicts"
-    return f"The heads formed {found}. {LAW_CONTEXT}"
+    return Markup(f"The heads formed {found}. {LAW_CONTEXT}")
 
 
 def top_head_text(layer: int, head: int, value: float, chance: float, n: int) -> str:
@@ -76,15 +78,15 @@ def top_head_text(layer: int, head: int, value: float, chance: float, n: int) ->
     )
 
 
-def loss_text(final: float, uniform: float) -> str:
+def loss_text(final: float, uniform: float) -> Markup:
     """The induction loss against the uniform-guess loss ln V."""
     if final > uniform:
-        return (
+        return Markup(
             f"The final induction loss, {final:.2f} nats, sits <b>above</b> the uniform-guess loss "
             f"{uniform:.2f} (ln V): on the second copy the model does worse than guessing every "
             "token equally, confidently predicting tokens the first copy does not support."
         )
-    return (
+    return Markup(
         f"The final induction loss, {final:.2f} nats, is below the uniform-guess loss "
         f"{uniform:.2f} (ln V): the model uses the first copy to predict the second."
     )

@@ -37,9 +37,23 @@ code { background: #f4f4f4; padding: 0 .2rem; }
 """
 
 
+class Markup(str):
+    """HTML that ihprobe composed, every string of the user's in it already escaped; any other
+    ``str`` given to a report is text, and is escaped where it is shown.
+
+    >>> blocks = [Markup("<p>ok</p>"), "<img src=x onerror=alert(1)>"]
+    >>> page = html_page("t", [Section("s", blocks)])
+    >>> page.count("<img"), "<p>ok</p>" in page
+    (0, True)
+    """
+
+    __slots__ = ()
+
+
 @dataclass
 class Section:
-    """A titled part of a report: paragraphs (HTML strings), tables and figures, in order."""
+    """A titled part of a report: paragraphs (text, escaped; or :class:`Markup`), tables and
+    figures, in order."""
 
     title: str
     blocks: list = field(default_factory=list)
@@ -53,11 +67,13 @@ def how_to_read(terms: dict[str, str]) -> str:
         True
     """
     items = "".join(f"<dt>{name}</dt><dd>{text}</dd>" for name, text in terms.items())
-    return f'<div class="howto"><b>How to read this</b><dl>{items}</dl></div>'
+    return Markup(f'<div class="howto"><b>How to read this</b><dl>{items}</dl></div>')
 
 
 def html_page(title: str, sections: list[Section], subtitle: str = "") -> str:
-    """Render ``sections`` into one HTML document with plotly.js embedded once."""
+    """Render ``sections`` into one HTML document with plotly.js embedded once; the title, the
+    section titles, every text block, the subtitle and every table cell are escaped (only
+    :class:`Markup` is not)."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -65,13 +81,15 @@ def html_page(title: str, sections: list[Section], subtitle: str = "") -> str:
         f"<h1>{html.escape(title)}</h1>",
     ]
     if subtitle:
-        parts.append(f'<p class="note">{subtitle}</p>')
+        parts.append(f'<p class="note">{_shown(subtitle)}</p>')
     js_done = False
     for section in sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>")
         for block in section.blocks:
-            if isinstance(block, str):
+            if isinstance(block, Markup):
                 parts.append(block if block.lstrip().startswith("<") else f"<p>{block}</p>")
+            elif isinstance(block, str):
+                parts.append(f"<p>{html.escape(block)}</p>")
             elif isinstance(block, pd.DataFrame):
                 table = block.to_html(
                     index=False, float_format=lambda v: f"{v:.4g}", border=0, na_rep=""
@@ -92,6 +110,10 @@ def html_page(title: str, sections: list[Section], subtitle: str = "") -> str:
                 js_done = True
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _shown(text: str) -> str:
+    return text if isinstance(text, Markup) else html.escape(text)
 
 
 def write_report(

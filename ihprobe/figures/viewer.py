@@ -34,6 +34,7 @@ from jaxtyping import Int
 
 from ihprobe.core import checks
 from ihprobe.figures.attention import attention_patterns, token_labels
+from ihprobe.figures.report import Markup
 from ihprobe.io.any_model import as_model
 from ihprobe.probes.battery import scan
 
@@ -104,7 +105,7 @@ _SCRIPT = """
 """
 
 
-class AttentionViewer(str):
+class AttentionViewer(Markup):
     """The viewer's self-contained HTML fragment; it renders itself in Jupyter, and ``.html`` is
     a whole page around it.
 
@@ -126,9 +127,9 @@ class AttentionViewer(str):
 
     def save(self, path) -> None:
         """Write :attr:`html` to ``path``."""
-        from pathlib import Path
+        from ihprobe.core.files import atomic_write
 
-        Path(path).write_text(self.html, encoding="utf-8")
+        atomic_write(path, self.html)
 
     def _repr_html_(self) -> str:
         return str(self)
@@ -172,7 +173,7 @@ def attention_viewer(
         "start": start_index,
         "patterns": patterns.double().round(decimals=3).tolist(),  # 0.039, not 0.0390000008
     }
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    payload = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")  # no </script>, <!--
     element = _element_id(payload + title)
     heading = f"<p><b>{html.escape(title)}</b></p>" if title else ""
     return AttentionViewer(

@@ -28,7 +28,7 @@ from ihprobe.core.stages import STAGE
 from ihprobe.core.world import is_main_process, join_world
 from ihprobe.dynamics.trajectories import scan_checkpoints
 from ihprobe.figures.heads import checkpoint_slider, head_heatmap
-from ihprobe.figures.report import Section, write_report
+from ihprobe.figures.report import Markup, Section, write_report
 from ihprobe.io.provenance import csv_table
 from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import sources_of
@@ -159,4 +159,4 @@ def _repeat_paragraph(table: pd.DataFrame) -> list[str]:
     if not said:
         return []
     head = "<b>Repeated weights</b> (the CSV's <code>duplicate_of</code> and <code>repeats</code>)"
-    return [f"<p>{head}: {html.escape('; '.join(said))}.</p>"]
+    return [Markup(f"<p>{head}: {html.escape('; '.join(said))}.</p>")]

@@ -145,9 +145,7 @@ def test_a_fifo_named_like_the_marker_is_not_read(tmp_path):
     folder.mkdir()
     os.mkfifo(folder / ".ihprobe")
     found: list = []
-    reader = threading.Thread(
-        target=lambda: found.append(marked(folder, "corpus")), daemon=True
-    )
+    reader = threading.Thread(target=lambda: found.append(marked(folder, "corpus")), daemon=True)
     reader.start()
     reader.join(timeout=10)
     assert found == [False]

@@ -12,7 +12,7 @@ import pytest
 import ihprobe
 from ihprobe.circuit.pairs import induction_pair
 from ihprobe.cli import main
-from ihprobe.figures.report import Section, write_report
+from ihprobe.figures.report import Markup, Section, write_report
 from ihprobe.figures.viewer import attention_viewer
 from tests import browser
 from tests.helpers import save_checkpoint, tiny_hf_model
@@ -35,7 +35,7 @@ def test_viewer_renders_offline_and_follows_the_hovered_token(checkpoint, tmp_pa
     model = ihprobe.load(checkpoint)
     row = induction_pair(model, n=10, batch=1).clean[0]
     fragment = attention_viewer(model, row, start=(1, 2))
-    hover = (
+    hover = Markup(  # the test's own script, not text
         "<script>document.querySelectorAll('.ihp-tok')[7]"
         ".dispatchEvent(new Event('mouseenter'));</script>"
     )

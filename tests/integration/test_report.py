@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from ihprobe.figures.report import Section, html_page, write_report
+from ihprobe.figures.report import Markup, Section, html_page, write_report
 from tests.browser import render, screenshot
 
 pytestmark = pytest.mark.slow  # every test starts headless Chromium: seconds each
@@ -33,7 +33,8 @@ def test_report_is_self_contained_and_renders(tmp_path):
 
 def test_broken_script_is_caught(tmp_path):
     """The browser check itself can fail: a page that throws is reported."""
-    path = write_report(tmp_path / "bad.html", "Bad", [Section("x", ["<script>nope(</script>"])])
+    bad = Markup("<script>nope(</script>")  # HTML ihprobe composed (text would be escaped)
+    path = write_report(tmp_path / "bad.html", "Bad", [Section("x", [bad])])
     assert render(path).errors
 
 
