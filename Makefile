@@ -8,14 +8,14 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.ihprobe-installed
 
-.PHONY: demo test test-fast bench corpus reference hooks lint clean
+.PHONY: demo test test-fast bench corpus reference hooks lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_SPEC) numpy  # numpy first: torch warns on import without it
 	$(BIN)/python -c "import torch; print(f'torch=={torch.__version__.split(\"+\")[0]}')" > $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[dev,llc,cluster]"
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[dev,llc,cluster,docs]"
 	touch $@
 
 # The natural-text corpus (docs/science.md): documentation from Debian packages, installed here
@@ -48,6 +48,11 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	for b in lab/benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+# The docs site (mkdocs.yml) into site/; --strict: a warning (a broken link, a missing page, a
+# docstring the API pages cannot read) fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(BIN)/ruff check ihprobe tests lab notebooks
 	$(BIN)/ruff format --check ihprobe tests lab notebooks
@@ -57,4 +62,4 @@ hooks:
 	@echo "git hooks installed from hooks/"
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site

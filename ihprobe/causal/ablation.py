@@ -123,7 +123,7 @@ def ablate(
         text: natural text for ``icl_score`` and ``natural_loss`` (default: ihprobe's corpus).
         text_rows: rows of natural text.
         tasks: function-style tasks for HITS@k (``ihprobe.causal.tasks``; default: the built-in
-        ones).
+            ones).
         reference: tokens whose per-head mean z replaces ablated heads in every probe. By
             default each probe's own evaluation rows are the reference, so a head is replaced
             by its average output on the same data the metric is measured on.

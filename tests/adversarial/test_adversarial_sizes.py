@@ -8,7 +8,7 @@ warning, or a result checked against a reference.
 * Sizes: training flags far past memory are refused with the estimate and how to shrink it; the
   estimate grows with every flag; long work is announced as a warning.
 * ``--resume`` with nothing to resume is one line; ``--resume-or-start`` starts a run.
-* The README states the suite's case count.
+* docs/reliability.md states the suite's case count.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def test_resume_or_start_starts_a_new_run(tmp_path, capsys):
 
 
 @pytest.mark.slow  # collects the whole suite in a fresh process: seconds
-def test_the_readme_states_the_suite_case_count():
+def test_the_reliability_page_states_the_suite_case_count():
     import re
     import subprocess
     import sys
@@ -197,11 +197,13 @@ def test_the_readme_states_the_suite_case_count():
         timeout=600,
     )
     collected = int(re.search(r"(\d+) tests? collected", done.stdout).group(1))
-    stated = re.search(r"tests/test_adversarial\*\.py`, ([\d,]+) parametrised cases", README)
+    stated = re.search(
+        r"tests/adversarial/test_adversarial\*\.py`, ([\d,]+) parametrised cases", RELIABILITY
+    )
     assert stated and int(stated.group(1).replace(",", "")) == collected, collected
 
 
-README = (ROOT / "README.md").read_text()
+RELIABILITY = (ROOT / "docs" / "reliability.md").read_text()
 
 
 def test_available_memory_honours_the_address_space_limit():

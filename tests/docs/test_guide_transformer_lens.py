@@ -1,5 +1,5 @@
-"""The README's "Coming from TransformerLens 2/3" example runs as written on what
-``ihprobe.load`` returns (a checkpoint written here stands in for the demo's)."""
+"""The guide's "Coming from TransformerLens 2/3" example (docs/guide/from-transformerlens.md) runs
+as written on what ``ihprobe.load`` returns (a checkpoint written here stands in for the demo's)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,12 @@ import torch
 from ihprobe.core.standin import id_tokenizer
 from tests.helpers import save_checkpoint, tiny_hf_model
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "from-transformerlens.md"
 
 
 def example() -> str:
-    """The python block of the README's TransformerLens section."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Coming from TransformerLens 2/3") :]
-    section = section[: section.index("\n## ", 3)]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    """The python block of the guide's TransformerLens page."""
+    return re.search(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S).group(1)
 
 
 def test_the_transformer_lens_example_runs(tmp_path):
