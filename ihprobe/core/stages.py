@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 import time
 
+from ihprobe.core.memory import ANNOUNCE_SECONDS
+
 STAGE = {"stage": True}  # ``log.info(..., extra=STAGE)`` marks a record as a stage
 
 
@@ -25,7 +27,9 @@ def is_stage(record: logging.LogRecord) -> bool:
 
 class Counter:
     """Stage records ``"{what} i/n: label, about X s left"`` for a loop over ``total`` items;
-    the time left is the mean time of the items done so far times the items still to do."""
+    the time left is the mean time of the items done so far times the items still to do. Once
+    the first item is done, a loop that will take minutes more says so in a warning (shown
+    without any logging set up, in the API as on the command line) with that estimate."""
 
     def __init__(self, log: logging.Logger, what: str, total: int):
         self.log, self.what, self.total = log, what, total
@@ -40,5 +44,27 @@ class Counter:
         return text
 
     def start(self, index: int, label: str) -> None:
-        """Log the record for starting item ``index``."""
+        """Log the record for starting item ``index``, and the warning of a long loop when the
+        first item is done (:meth:`warning`)."""
         self.log.info(self.message(index, label), extra=STAGE)
+        if index == 2:
+            found = self.warning(time.monotonic() - self.started)
+            if found:
+                self.log.warning(found)
+
+    def warning(self, first: float) -> str | None:
+        """The warning when ``total - 1`` more items of ``first`` seconds each take more than
+        :data:`ANNOUNCE_SECONDS`; None otherwise.
+
+        >>> Counter(logging.getLogger("ihprobe.x"), "LLC", total=4).warning(150.0)
+        'LLC: about 8 min more (150 s for the first of 4; progress=True shows a bar)'
+        >>> Counter(logging.getLogger("ihprobe.x"), "scan", total=4).warning(2.0) is None
+        True
+        """
+        left = first * (self.total - 1)
+        if left <= ANNOUNCE_SECONDS:
+            return None
+        return (
+            f"{self.what}: about {left / 60:.0f} min more ({first:.0f} s for the first of "
+            f"{self.total}; progress=True shows a bar)"
+        )

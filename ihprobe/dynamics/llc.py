@@ -137,9 +137,12 @@ def llc_trajectory(
     settings: SGLDSettings = SGLDSettings(),
     *,
     cache: bool | str | os.PathLike | None = True,
-    progress: bool = False,
+    progress: bool | None = None,
 ) -> LLCTrajectory:
     """devinterp's SGLD estimate of the LLC at every checkpoint of an ihprobe run.
+
+    Minutes a checkpoint on a CPU: a tqdm bar over the checkpoints (``progress``; None, the
+    default: on a terminal only), and a warning with the time left once the first is done.
 
     The SGLD minibatches are rows of the run's own training distribution (its producer, at
     steps past the end of training). Each checkpoint's estimate is cached under its weights
