@@ -1,9 +1,12 @@
 """Hub checkpoint series streamed through the local HF cache, one revision at a time.
 
 A series such as Pythia's 154 step branches fills a disk when every revision stays cached.
-:func:`drop_revision` removes one fetched revision from the HF cache (its snapshot, the blobs no
-other revision uses, the refs that point to it) through ``huggingface_hub``'s cache manager, so
-a streamed trajectory holds one checkpoint at a time. :class:`RevisionIndex` remembers, per hub
+:func:`drop_revision` removes one revision that ihprobe downloaded from the HF cache (its
+snapshot, the blobs no other revision uses, the refs that point to it) through
+``huggingface_hub``'s cache manager, so a streamed trajectory holds one checkpoint at a time.
+Only a download :func:`fetched` made and recorded (``<IHPROBE_CACHE>/hub/downloads.json``) is
+ever removed: a revision that was in the cache before, or a local path that happens to lie in
+an HF cache, stays. :class:`RevisionIndex` remembers, per hub
 revision, the weights hash its scan was cached under, so that an interrupted series resumes
 without fetching the revisions it has already scanned.
 
@@ -15,11 +18,12 @@ True
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from pathlib import Path
 
-from huggingface_hub import scan_cache_dir
+from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 from huggingface_hub.errors import CacheNotFound, CorruptedCacheException
 
 from ihprobe.core import cache
@@ -57,8 +61,9 @@ def hub_snapshot(path: Path) -> tuple[Path, str] | None:
 
 
 def drop_revision(path: Path) -> bool:
-    """Remove the hub snapshot at ``path`` from the HF cache: its files, the blobs no other
-    revision shares, and the refs that name it. Returns False for a path outside a hub cache.
+    """Remove the hub snapshot at ``path`` from the HF cache, when ihprobe downloaded it (as
+    recorded by :func:`fetched`): its files, the blobs no other revision shares, and the refs
+    that name it. Returns False, removing nothing, for any other path.
 
     The cache manager of ``huggingface_hub`` does the deleting, so the cache stays consistent
     for other tools.
@@ -68,6 +73,10 @@ def drop_revision(path: Path) -> bool:
         return False
     cache, commit = found
     with CACHE_LOCK:
+        downloads = Downloads()
+        if not downloads.has(path):
+            log.info("keeping %s: it was in the HF cache before this series", path)
+            return False
         try:
             strategy = scan_cache_dir(cache).delete_revisions(commit)
         except (CacheNotFound, CorruptedCacheException) as err:
@@ -77,14 +86,58 @@ def drop_revision(path: Path) -> bool:
             ) from err
         log.info("removing %s from the HF cache (%s)", path, strategy.expected_freed_size_str)
         strategy.execute()
+        downloads.forget(path)
     return True
 
 
 def fetched(source, revision: str | None = None) -> Path:
     """:func:`ihprobe.io.sources.resolve` of ``source`` at ``revision`` while holding
-    :data:`CACHE_LOCK` (what a thread that fetches ahead of the loop calls)."""
+    :data:`CACHE_LOCK` (what a thread that fetches ahead of the loop calls); a hub revision that
+    was not in the HF cache before is recorded as ihprobe's download."""
     with CACHE_LOCK:
-        return resolve(source, revision=revision)
+        local = Path(str(source)).expanduser().exists()
+        before = None if local else cached_snapshot(str(source), revision)
+        path = resolve(source, revision=revision)
+        if not local and before is None and hub_snapshot(path) is not None:
+            Downloads().add(path)
+        return path
+
+
+def cached_snapshot(repo_id: str, revision: str | None) -> str | None:
+    """The cached ``config.json`` of ``repo_id`` at ``revision``, or None (never fetches)."""
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    except (ValueError, OSError):
+        return None
+    return found if isinstance(found, str) else None
+
+
+class Downloads:
+    """The hub snapshots ihprobe downloaded (their resolved paths), which alone
+    :func:`drop_revision` removes; kept in the results cache, so a series that resumes in
+    another process still knows them.
+
+    >>> import tempfile
+    >>> where, snapshot = tempfile.mkdtemp(), "/hub/models--o--n/snapshots/abc"
+    >>> Downloads(where).add(snapshot); Downloads(where).has(snapshot)
+    True
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        root = cache.root() if root is None else Path(root)
+        self.file = root / "hub" / "downloads.json" if root is not None else None
+        self.paths: list[str] = cache.read(self.file, _checked_paths) or []
+
+    def has(self, path) -> bool:
+        return os.path.realpath(path) in self.paths
+
+    def add(self, path) -> None:
+        if not self.has(path) and self.file is not None:
+            cache.write(self.file, [*self.paths, os.path.realpath(path)])
+
+    def forget(self, path) -> None:
+        if self.has(path) and self.file is not None:
+            cache.write(self.file, [p for p in self.paths if p != os.path.realpath(path)])
 
 
 class RevisionIndex:
@@ -108,6 +161,15 @@ class RevisionIndex:
             return
         self.hashes[revision] = digest
         cache.write(self.file, self.hashes)
+
+
+def _checked_paths(value) -> list[str]:
+    """A list of absolute paths, or ValueError."""
+    if not isinstance(value, list) or not all(
+        isinstance(p, str) and p.startswith("/") for p in value
+    ):
+        raise ValueError("not a list of absolute paths")
+    return list(value)
 
 
 def _checked_hashes(value) -> dict[str, str]:

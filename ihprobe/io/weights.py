@@ -30,7 +30,12 @@ from ihprobe.io.tensor_reads import (
     tensor_digest,
     whole_digest,
 )
-from ihprobe.io.validation.files import check_directory, check_regular, check_weight_files
+from ihprobe.io.validation.files import (
+    check_directory,
+    check_link,
+    check_regular,
+    check_weight_files,
+)
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
 CHECKSUM_FORMAT = 2  # ihprobe.json "format": 2 hashes the config and tokenizer files too
@@ -195,8 +200,8 @@ def verify_checksums(path: str | os.PathLike) -> None:
         file = Path(path) / name
         if not file.is_file():
             raise IhprobeError(f"{file} is missing but {path}/ihprobe.json records it; re-save it.")
-        if file.is_symlink():
-            raise IhprobeError(f"{file} is a symlink; ihprobe hashes only the checkpoint's files.")
+        if file.is_symlink():  # allowed only into the blobs of the HF cache it is a snapshot of
+            check_link(file, Path(path))
         check_regular(file)  # never open a FIFO or a device
         if sha256_file(file) != expected:
             raise IhprobeError(

@@ -54,11 +54,20 @@ def hub(tmp_path, tokenizer, monkeypatch) -> Path:
     return use_offline(hub, tmp_path, monkeypatch)
 
 
+@pytest.fixture
+def downloading(monkeypatch):
+    """Every revision counts as fetched now, not found in the cache (the hub is offline here):
+    ihprobe records it as its download, which keep="none" may remove."""
+    from ihprobe.io import hub_cache
+
+    monkeypatch.setattr(hub_cache, "cached_snapshot", lambda repo_id, revision: None)
+
+
 def files_in(directory: Path) -> list[Path]:
     return [p for p in directory.rglob("*") if p.is_file() or p.is_symlink()]
 
 
-def test_streamed_series_flags_the_duplicate_and_empties_the_cache(hub, tmp_path):
+def test_streamed_series_flags_the_duplicate_and_empties_the_cache(hub, tmp_path, downloading):
     revisions = ["step100", "step200", "step300"]
     table = trajectory(
         REPO, METRICS, revisions=revisions, keep="none", cache=tmp_path / "results", **SCAN
@@ -89,7 +98,7 @@ def test_keep_all_leaves_the_cache_as_it_was(hub, tmp_path):
     assert sorted(files_in(hub)) == before
 
 
-def test_cli_scan_streams_and_removes(hub, tmp_path, capsys):
+def test_cli_scan_streams_and_removes(hub, tmp_path, capsys, downloading):
     out = tmp_path / "scan"
     revisions = ["--revision", "step100", "--revision", "step300", "--keep", "none"]
     probe = ["--metrics", "prefix_matching", "--n", "8", "--batch", "4", "--out", str(out)]

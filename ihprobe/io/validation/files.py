@@ -47,7 +47,7 @@ def check_directory(path: Path) -> None:
         raise IhprobeError(f"{path} {what}; pass a checkpoint directory (config.json + weights).")
     for entry in sorted(path.iterdir()):
         if entry.is_symlink():
-            _check_link(entry, path)
+            check_link(entry, path)
             continue
         mode = entry.lstat().st_mode
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
@@ -71,7 +71,9 @@ def check_weight_files(weights: list[Path]) -> None:
             safetensors_header(file)
 
 
-def _check_link(entry: Path, directory: Path) -> None:
+def check_link(entry: Path, directory: Path) -> None:
+    """Refuse the link ``entry`` of checkpoint ``directory`` unless it points to a regular file
+    in the blobs of the HF cache that ``directory`` is a snapshot of."""
     target = Path(os.path.realpath(entry))
     if not target.exists():
         raise IhprobeError(f"{entry} is a dangling symlink; re-save or re-download the checkpoint.")
