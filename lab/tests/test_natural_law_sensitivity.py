@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from lab.tests.test_natural_law_study import law_runs
 
 from ihprobe.dynamics.verdicts import Estimate
-from lab.studies.natural_law import claims, sensitivity
+from lab.studies.natural_law import cells, claims, sensitivity
+from lab.tests.test_natural_law_study import law_runs
 
 
 def curve(values, per_update: int) -> str:
@@ -113,6 +113,10 @@ def test_a_continued_run_is_read_by_the_declared_rule_once_it_has_finished(tmp_p
     runs = claims.runs_of(law_runs(0.37, 0.62))
     starts = {("B2-C64", 0): 1.0, ("B4-C64", 0): 1.0}
     said = sensitivity._continued_lines(runs, starts, {"b": "x", "c": "x"})
-    assert said[0].endswith(f"B2-C64 placed at {row['updates']:,.0f} updates (max PS 0.210).")
+    law = cells.predict_emergence(2, 64).updates
+    ratio = f"{row['updates'] / law:.2f}x the law"
+    assert said[0].endswith(
+        f"B2-C64 placed at {row['updates']:,.0f} updates ({ratio}; max PS 0.210)."
+    )
     assert said[1].startswith("  - each in place of its record: b = ")
     assert extend.main(["B3-C64"]) == 2

@@ -5,11 +5,13 @@ re-rendered from its CSV."""
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from ihprobe.dynamics.lack_of_fit import lack_of_fit
 from lab.studies.natural_law import cells, claims, measure, posthoc, report, sensitivity
@@ -17,6 +19,16 @@ from lab.studies.study import load
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "lab" / "studies" / "natural_law"
+
+
+def results_line(start: str) -> str:
+    """The line of the rendered results file that starts with ``start`` (the findings page
+    includes that file; the README quotes no finding)."""
+    text = (FOLDER / "RESULTS.md").read_text(encoding="utf-8")
+    found = [line for line in text.splitlines() if line.startswith(start)]
+    if not found:
+        pytest.fail(f"the results file has no line {start!r}")
+    return found[0]
 
 
 def test_the_declared_grid_spans_what_the_issue_asks():
@@ -246,27 +258,17 @@ def test_a_seed_run_beyond_the_declared_ones_is_recorded(tmp_path):
     ]
 
 
-def test_the_readme_row_quotes_the_verdicts_the_csv_gives():
-    said = claims.verdicts(pd.read_csv(FOLDER / "results.csv"))
-    row = next(
-        line
-        for line in (ROOT / "README.md").read_text().splitlines()
-        if line.startswith("| [A]'s law on natural text")
-    )
-    post = sensitivity.continued_verdicts(pd.read_csv(FOLDER / "results.csv")) or said
-    cell = "; ".join(
-        f"{n}: {said[n]}"
-        + (f" (post hoc, the still-rising runs continued: {post[n]})" if post[n] != said[n] else "")
-        for n in "bc"
-    )
-    assert row.endswith(f"| in this regime ({claims.REGIME_NAME}), {cell} |"), cell
-    done = pd.read_csv(FOLDER / "results.csv").query("status == 'done'")
-    for cell in done.cell:  # every finished cell is named in the row
-        B, C = cell[1:].split("-C")
-        assert f"B = {B}, C = {C}" in row
-    r, placed = claims.r_in_tokens(claims.runs_of(pd.read_csv(FOLDER / "results.csv")))
-    quoted = f"predicted onset tokens over the {placed} placed runs is {r:.2f}"
-    assert quoted in row, quoted  # r as the CSV gives it, over as many placed runs
+def test_the_results_file_gives_the_verdicts_the_csv_gives():
+    frame = pd.read_csv(FOLDER / "results.csv")
+    said = claims.verdicts(frame)
+    for n in "bc":
+        assert f": **{said[n]}** (rule: [A]'s" in results_line(f"- {n} = "), n
+    post = sensitivity.continued_verdicts(frame) or said
+    continued = results_line("  - each in place of its record: ")
+    assert (f"would give c {post['c']}" in continued) is (post["c"] != said["c"])
+    r, placed = claims.r_in_tokens(claims.runs_of(frame))
+    line = results_line("- r between")
+    assert f": {r:.2f} [" in line and f", {placed} placed runs)" in line  # r as the CSV gives it
 
 
 def test_a_verdict_comes_at_sixteen_cells_and_needs_five_placed_runs():
@@ -311,47 +313,32 @@ def test_cells_past_four_epochs_are_named_in_the_results():
     assert f"Cells past 4 epochs of the corpus: {frame.cell[done[0]]} " in text
 
 
-def test_the_readme_row_quotes_b_and_c_as_the_csv_refits_them():
+def test_the_results_file_quotes_b_and_c_as_the_csv_refits_them():
     frame = pd.read_csv(FOLDER / "results.csv")
     fit = claims.fits(claims.runs_of(frame))
-    row = next(
-        line
-        for line in (ROOT / "README.md").read_text().splitlines()
-        if line.startswith("| [A]'s law on natural text")
-    )
     for name in ("b", "c"):
         est = fit["model"][name]
-        quoted = f"{name} = {est.value:.2f} [{est.low:.2f}, {est.high:.2f}]"
-        assert quoted in row, quoted
+        assert results_line(f"- {name} = {est.value:.2f} [{est.low:.2f}, {est.high:.2f}] ")
     flat = sensitivity.flat(frame)  # the runs that never rose, left out (post hoc)
     c = claims.fits(claims.runs_of(frame)[~flat])["model"]["c"]
-    assert f"the {int(flat.sum())} runs whose curves never rose" in row
-    kept = claims.runs_of(frame)[~flat]
-    said = claims.verdict(
-        c, "c", frame.cell[frame.status == "done"].nunique(), (~kept.censored).sum()
-    )
-    assert f"(left out: c = {c.value:.2f} [{c.low:.2f}, {c.high:.2f}], {said[0]})" in row
+    line = results_line(f"- Runs with no rise at all ({int(flat.sum())} of ")
+    assert f"c = {c.value:.2f} [{c.low:.2f}, {c.high:.2f}]" in line
 
 
-def test_the_readme_row_quotes_every_rise_the_rule_found_too_small():
-    """Every run still rising at its last probe (placed by the rule without its 0.1 floor)."""
+def test_the_results_file_quotes_every_rise_the_rule_found_too_small():
+    """Every run still rising at its last probe (placed by the rule without its 0.1 floor):
+    where its rise starts, in updates and tokens, and the rise its record fitted."""
     from lab.studies.natural_law.sensitivity import rising_starts
 
     frame = pd.read_csv(FOLDER / "results.csv")
     starts = rising_starts(frame)
-    rising = frame[[(c, s) in starts for c, s in zip(frame.cell, frame.seed, strict=True)]]
-    small = rising.reason.str.extract(r"changes by ([\d.]+) from the start")[0]
-    row = next(
-        line
-        for line in (ROOT / "README.md").read_text().splitlines()
-        if line.startswith("| [A]'s law on natural text")
-    )
-    rises = [f"{float(v):.2f}" for v in small]
-    listed = ", ".join(rises[:-1]) + f" and {rises[-1]}" if len(rises) > 1 else "".join(rises)
-    assert f"fitted rises of {listed}, under the rule's 0.1" in row
-    for (cell, _), start in starts.items():  # where each rise starts, in tokens
-        B, C = (int(x) for x in cell[1:].split("-C"))
-        assert f"B = {B}: from about {start * B * C / 1e6:.0f}M" in row, cell
+    line = results_line("- Runs still rising at their last probe")
+    for (cell, seed), start in starts.items():
+        row = frame[(frame.cell == cell) & (frame.seed == seed)].iloc[0]
+        rise = float(re.search(r"changes by ([\d.]+) from the start", row.reason)[1])
+        tokens = start * row.B * row.C / 1e6
+        assert f"{cell} from {start:,.0f} updates (about {tokens:.0f}M tokens; a rise of " in line
+        assert f"a rise of {rise:.2f})" in line and rise < 0.1, cell
 
 
 def test_a_finished_run_without_live_probes_is_left_out_of_the_fit():

@@ -1,6 +1,6 @@
 """The size arm's verdicts on planted runs: the declared ratio both ways and pending below 5
 seeds, the amendments (3 placed onsets an arm, the share of seeds with a head, the combined
-size verdict without the attention-only arm), and the README row held to the code."""
+size verdict without the attention-only arm), and the results file held to the code."""
 
 from __future__ import annotations
 
@@ -10,15 +10,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy import stats
-from lab.tests.test_natural_law_sensitivity import curve
 
 from ihprobe.dynamics.verdicts import judge
 from lab.studies.natural_law import size
 from lab.studies.natural_law import size_claims as sc
+from lab.tests.test_natural_law_sensitivity import curve
 
 ROOT = Path(__file__).resolve().parents[2]
 D64, D256, AO = f"{sc.BASE}-d64", f"{sc.BASE}-d256", f"{sc.BASE}-ao"
 BUDGET = 28_855
+
+
+RESULTS = ROOT / "lab" / "studies" / "natural_law" / "RESULTS_size.md"
 
 
 def run(cell: str, seed: int, updates: float | None, head: bool = True) -> dict:
@@ -97,7 +100,7 @@ def test_the_share_of_seeds_with_a_head_is_compared_both_ways():
     assert sc.formation_verdict(runs, D64, final=False) == "no difference found"
     early = sc.runs_of(planted({}, seeds=3))
     assert sc.formation_verdict(early, D64, final=False) == "pending: 3 of 5 seeds"
-    said = size.summary(frame).split("; ")  # the README row's counts carry these verdicts
+    said = size.summary(frame).split("; ")  # the summary's counts carry these verdicts
     p_256 = size.p_text(stats.fisher_exact([[0, 5], [5, 0]])[1])
     assert said[2].startswith(
         "d_model 256: 5 finished, 0 placed, 0 with a head (onset over d_model 128's: at least "
@@ -162,22 +165,16 @@ def test_the_power_of_agreement_matches_a_simulation_and_the_report_says_it():
     assert line.startswith("- Power:") and f"about {sc.seeds_for_power()} seeds" in line
 
 
-def test_the_readme_size_row_quotes_the_code():
+def test_the_results_file_gives_the_size_verdict_and_its_power_as_the_code_does():
+    """The rendered results file (the findings page includes it; the README quotes no
+    finding) states [A]'s size claim as the CSV of record judges it, and the power sentence."""
     frame = pd.read_csv(ROOT / "lab" / "studies" / "natural_law" / "results_size.csv")
-    row = next(
-        line
-        for line in (ROOT / "README.md").read_text().splitlines()
-        if line.startswith("| the emergence point does not depend on model size, on natural")
-    )
-    verdict = row.rstrip(" |").rsplit(" | ", 1)[1]
+    text = RESULTS.read_text(encoding="utf-8")
     said, _ = sc.size_verdict(frame)
-    assert verdict.startswith(said), (said, verdict)
-    assert size.summary(frame) in row
-    assert f"about {sc.seeds_for_power()} seeds an arm" in row
-    science = " ".join((ROOT / "docs" / "science.md").read_text().split())
-    assert f"about {sc.seeds_for_power()} seeds an arm" in science
-    at_five = f"(at {sc.SEEDS}, {sc.agreement_power(sc.SEEDS):.1g})"
-    assert at_five in row and at_five in science
+    assert f"- **[A]'s size claim (d_model 64 and 256 together): {said}**" in text
+    assert f"about {sc.seeds_for_power()} seeds an arm" in text
+    at_five = f"a chance of {sc.agreement_power(sc.SEEDS):.2g} at {sc.SEEDS} seeds an arm"
+    assert at_five in text
 
 
 def test_the_profile_interval_judges_both_ways_and_has_none_for_an_arm_all_censored():
@@ -282,21 +279,14 @@ def test_the_family_line_gives_holms_adjusted_p_beside_each_share():
     assert said.startswith("- The 3 shares of seeds with a head are each tested")
 
 
-def test_docs_give_the_size_arms_verdicts_the_code_gives():
-    """docs/science.md's results sentences: each arm's share verdict and [A]'s size claim as
-    the CSV of record judges them (the intervals are checked by test_readme_results)."""
+def test_the_results_file_gives_the_size_arms_verdicts_the_code_gives():
+    """Each arm's share-of-heads verdict with its Fisher p, and Holm's adjusted p, as the CSV
+    of record judges them, in the rendered results file."""
     frame = pd.read_csv(ROOT / "lab" / "studies" / "natural_law" / "results_size.csv")
-    science = " ".join((ROOT / "docs" / "science.md").read_text().split())
-    said, _ = sc.size_verdict(frame)
-    assert f"[A]'s size claim, judged on d_model 64 and 256 together, is {said}" in science
-    runs = sc.runs_of(frame)
-    heads = {arm: int(runs[runs.cell == arm].has_head.sum()) for arm in size.ARMS}
-    assert f"d_model 128 has a head in {heads[size.CELL]} of 5" in science
-    for arm, name in ((D64, "d_model 64"), (D256, "d_model 256")):
+    text = RESULTS.read_text(encoding="utf-8")
+    runs, holm = sc.runs_of(frame), size.holm_adjusted(sc.runs_of(frame))
+    for arm in (D64, D256, AO):
         share = sc.formation_verdict(runs, arm, sc.ended(frame, arm))
         p = size.p_text(sc.formation(runs, arm)[2])
-        assert f"{name}: {heads[arm]} of 5 with a head" in science or heads[arm] == 0
-        assert (f"no difference in the share, Fisher p = {p}" in science) is (share != "differs")
-    assert f"differs (Fisher p = {size.p_text(sc.formation(runs, D256)[2])}" in science
-    holm = size.p_text(size.holm_adjusted(runs)[D256])
-    assert f"Holm's adjusted p over the three arms' tests, {holm}" in science
+        assert f"Fisher's exact p = {p}: **{share}**" in text, arm
+        assert f"{size.LABELS[arm]} {size.p_text(holm[arm])}" in text, arm

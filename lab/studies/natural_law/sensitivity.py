@@ -22,6 +22,7 @@ whether it would.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -148,6 +149,17 @@ def _changes(
     return "would give " + " and ".join(moved) if moved else "give the declared verdicts"
 
 
+def rise_text(frame: pd.DataFrame, key: tuple[str, int], start: float) -> str:
+    """One still-rising run in a sentence: where its rise starts (updates, tokens) and the
+    rise its record fitted, under the rule's floor (from the CSV's ``reason``)."""
+    row = frame[(frame.cell == key[0]) & (frame.seed.fillna(0).astype(int) == key[1])].iloc[0]
+    said = (
+        f"{label(*key)} from {start:,.0f} updates (about {start * row.B * row.C / 1e6:.0f}M tokens"
+    )
+    size = re.search(r"changes by ([\d.]+) from the start", str(row.get("reason", "")))
+    return said + (f"; a rise of {float(size[1]):.2f})" if size else ")")
+
+
 def _at_starts(runs: pd.DataFrame, starts, placed: bool) -> pd.DataFrame:
     """``runs`` with each still-rising run moved to the start of its rise, placed there or
     censored there (``starts``: :func:`rising_starts`)."""
@@ -252,7 +264,7 @@ def _continued_lines(runs: pd.DataFrame, starts, declared: dict[str, str]) -> li
         return []
     said = [
         f"{label(*key)} {'still censored' if row['censored'] else 'placed'} at "
-        f"{row['updates']:,.0f} updates (max PS {row['max_ps']:.3f})"
+        f"{row['updates']:,.0f} updates ({_of_law(row)}max PS {row['max_ps']:.3f})"
         for key, row in rows.items()
     ]
     refit = claims.fits(moved)["model"]
@@ -262,6 +274,15 @@ def _continued_lines(runs: pd.DataFrame, starts, declared: dict[str, str]) -> li
         f"  - each in place of its record: b = {refit['b'].text('.2f')}, c = "
         f"{refit['c'].text('.2f')}; these {_changes(declared, refit, moved)}.",
     ]
+
+
+def _of_law(row) -> str:
+    """``1.33x the law; `` for a continued run's onset, where its cell's law is known."""
+    cell = cells.CELLS.get(row.get("cell", ""))
+    if cell is None:
+        return ""
+    law = cells.predict_emergence(cell["batch_size"], cell["context"]).updates
+    return f"{row['updates'] / law:.2f}x the law; "
 
 
 def _flat_lines(
@@ -302,10 +323,10 @@ def lines(frame: pd.DataFrame) -> list[str]:
     ]
     starts = rising_starts(frame)
     if starts:
-        named = ", ".join(f"{label(*key)} from {u:,.0f}" for key, u in starts.items())
         out.append(
-            f"- Runs still rising at their last probe, by the onset rule without its 0.1 floor: "
-            f"{named} updates."
+            "- Runs still rising at their last probe, by the onset rule without its 0.1 floor "
+            f"(where the rise starts, and its fitted size by the budget's end): "
+            f"{'; '.join(rise_text(frame, key, u) for key, u in starts.items())}."
         )
         for how, placed in (("censored at that start", False), ("placed there", True)):
             moved = _at_starts(runs, starts, placed)

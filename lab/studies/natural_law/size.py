@@ -45,6 +45,8 @@ def ratio_lines(frame: pd.DataFrame) -> list[str]:
     below 5 seeds an arm) and, beneath it, the amended checks."""
     said, _ = sc.size_verdict(frame)
     out = [f"- **[A]'s size claim (d_model 64 and 256 together): {said}**."]
+    if len(sc.runs_of(frame)):
+        out.append(f"- Each arm in short: {summary(frame)}.")
     for arm in (*sc.SIZES, *sc.OTHER):
         out += arm_lines(frame, arm)
     out.append(regime_line(frame))
@@ -118,7 +120,8 @@ def regime_line(frame: pd.DataFrame, pilots: Path = PILOTS) -> str:
 
 def summary(frame: pd.DataFrame) -> str:
     """Each arm's finished seeds, placed onsets and seeds with a head, and beside the other
-    arms their onset ratio and share-of-heads verdicts against d_model 128 (the README quotes it).
+    arms their onset ratio and share-of-heads verdicts against d_model 128 (the verdicts'
+    second line).
 
     >>> one = {"status": "done", "updates": 5e3, "censored": False, "has_head": True}
     >>> one |= {"B": 4, "C": 256, "tokens": 5e3 * 1024, "steps": 28_855}
