@@ -36,6 +36,7 @@ from ihprobe.causal.head_sets import (
     head_sets,
     heads_per_layer,
     top_set,
+    without_signature,
 )
 from ihprobe.causal.masks import (
     ablate_heads,
@@ -49,7 +50,8 @@ from ihprobe.core.heads import heads_of
 from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
 from ihprobe.probes.battery import scan
-from ihprobe.probes.metrics import HEAD_METRICS
+from ihprobe.probes.inputs import SNIPPET_LENGTH, default_n
+from ihprobe.probes.metrics import HEAD_METRICS, METRIC_TABLE
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
@@ -164,6 +166,11 @@ def ablate(
     if match is not None:
         match = _scores(model, by, match, name="match")
     chosen = top_set(scores, top=top, scope=scope) if heads is None else chosen_heads(model, heads)
+    notes = []
+    if heads is None:  # a top set never counts a head at chance as an induction head
+        floor = 2 * chance_of(model, by, n=n, bos=bos)
+        formed = METRIC_TABLE[by].threshold if by in METRIC_TABLE else None
+        chosen, notes = without_signature(scores, chosen, floor, scope=scope, by=by, formed=formed)
     draws = baseline_sets(scores, chosen, baseline=baseline, random=random, seed=seed, match=match)
     keeps = torch.stack([keep_mask(model, heads) for heads in [[], chosen, *draws.draws]])
     probes = probes_for(
@@ -190,13 +197,28 @@ def ablate(
     if scope == "layer" and heads is None:
         settings["heads_per_layer"] = heads_per_layer(model.cfg.n_heads, top)
     if draws.repeats:
-        note = (
+        notes.append(
             f"only {draws.distinct} distinct {baseline} baseline sets exist, so the "
             f"{random} draws repeat them; p_distinct counts each set once"
         )
-        settings["notes"] = [note]
-        log.info(note)
+    if notes:
+        settings["notes"] = notes
+        for note in notes:
+            log.info(note)
     return AblationResult(provenance(model), by, scores, chosen, draws.draws, values, settings)
+
+
+def chance_of(model, by: str, *, n: int | None, bos: bool) -> float:
+    """The chance level of head score ``by`` on ``model``'s probe (the metric table's, at the
+    probe's ``n`` or snippet length); 0 for a score the table gives none."""
+    metric = METRIC_TABLE.get(by)
+    if metric is None or metric.chance is None:
+        return 0.0
+    if metric.family == "snippets":
+        length = SNIPPET_LENGTH
+    else:
+        length = n if n is not None else default_n(model.cfg.n_ctx - int(bos))
+    return float(metric.chance(model.cfg.d_vocab, length))
 
 
 class EvaluationRows(TypedDict, total=False):

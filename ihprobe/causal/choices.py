@@ -19,3 +19,36 @@ SCOPES: tuple[str, ...] = get_args(Scope)
 BASELINES: tuple[str, ...] = get_args(Baseline)
 MODES: tuple[str, ...] = get_args(Mode)
 HOOK_MODES = ("zero", "mean")  # the modes that need no evaluation rows (ablation_hooks)
+# the default top set of `ihprobe ablate` and the demo, one rule: the model's 3 heads that score
+# highest on the ranking score, none at chance (ablation.ablate), against layer-matched draws;
+# [B]'s per-layer protocol is the named option scope="layer" (the API's own default, for now)
+DEFAULT_SCOPE: Scope = "global"
+DEFAULT_TOP = 3
+DEFAULT_BASELINE: Baseline = "layer-matched"
+
+
+def analysis(settings: dict, by: str, draws: int) -> str:
+    """Which analysis an ablation ran, in words, from its settings.
+
+    >>> analysis({"scope": "global", "top": 3, "baseline": "layer-matched"}, "prefix_matching", 20)
+    "the model's top 3 heads by prefix_matching against 20 layer-matched random draws"
+    >>> analysis({"scope": "layer", "top": 0.02, "baseline": "layer-matched"}, "ps", 20)
+    "[B]'s per-layer top 2% by ps against 20 layer-matched random draws"
+    """
+    top, baseline = settings.get("top"), settings.get("baseline", DEFAULT_BASELINE)
+    if top == "given":
+        chosen = "the given heads"
+    elif settings.get("scope") == "layer":
+        size = f"{top:.0%}" if isinstance(top, float) else f"{top} heads"
+        chosen = f"[B]'s per-layer top {size} by {by}"
+    else:
+        size = f"{top:.0%} of heads" if isinstance(top, float) else f"{top} heads"
+        chosen = f"the model's top {size} by {by}"
+    return f"{chosen} against {draws} {baseline} random draws"
+
+
+# the analyses beside the default, and the flags that run them (docs/science.md compares them)
+OTHER_ANALYSES = {
+    "score-matched": "--baseline score-matched",
+    "per-layer ([B]'s)": "--scope layer --top 0.02",
+}

@@ -110,6 +110,58 @@ def top_set(
     return [(i // n_heads, i % n_heads) for i in flat]
 
 
+def without_signature(
+    scores: Float[torch.Tensor, "layer head"],
+    chosen: list[Head],
+    floor: float,
+    *,
+    scope: Scope,
+    by: str,
+    formed: float | None = None,
+) -> tuple[list[Head], list[str]]:
+    """The top set without its heads at chance, and a note for each head that is left in or out.
+
+    ``floor`` is twice the ranking score's chance level. Over the whole model (``"global"``) a
+    head at or below it never joins the top set, unless no head is above it (the verdict then
+    finds no induction heads to test). [B]'s per-layer protocol keeps its heads in every layer;
+    a note names each one at chance (it is ablated without the signature) and each one below
+    ``formed``, the level that counts as formed.
+
+    >>> s = torch.tensor([[0.9, 0.01, 0.0], [0.5, 0.8, 0.02]])
+    >>> without_signature(s, [(0, 0), (1, 1), (1, 2)], 0.05, scope="global", by="ps")
+    ([(0, 0), (1, 1)], ['left out of the top set at chance (ps <= 0.05, twice chance): L1H2 0.02'])
+    >>> _, notes = without_signature(s, [(0, 1), (1, 0)], 0.05, scope="layer", by="ps", formed=0.6)
+    >>> for note in notes: print(note)
+    [B]'s per-layer top set ablates L0H1 (ps 0.01 <= 0.05, twice chance) without the signature
+    [B]'s per-layer top set holds L1H0 (ps 0.5): above chance, below the 0.6 that counts as formed
+    """
+    at_chance = [(layer, h) for layer, h in chosen if float(scores[layer, h]) <= floor]
+    if scope == "global":
+        if not at_chance or len(at_chance) == len(chosen):
+            return chosen, []
+        named = ", ".join(f"L{layer}H{h} {float(scores[layer, h]):.2g}" for layer, h in at_chance)
+        kept = [head for head in chosen if head not in at_chance]
+        return kept, [
+            f"left out of the top set at chance ({by} <= {floor:.2g}, twice chance): {named}"
+        ]
+    notes = []
+    for layer, h in chosen:
+        value = float(scores[layer, h])
+        if value <= floor:
+            empty = all(float(v) <= floor for v in scores[layer])
+            notes.append(
+                f"[B]'s per-layer top set ablates L{layer}H{h} ({by} {value:.2g} <= {floor:.2g}, "
+                "twice chance) without the signature"
+                + (f": layer {layer} has no head above chance there" if empty else "")
+            )
+        elif formed is not None and value < formed:
+            notes.append(
+                f"[B]'s per-layer top set holds L{layer}H{h} ({by} {value:.2g}): above chance, "
+                f"below the {formed:g} that counts as formed"
+            )
+    return chosen, notes
+
+
 @dataclass(frozen=True)
 class Draws:
     """The baseline's head sets, and how many distinct sets the baseline could draw at all

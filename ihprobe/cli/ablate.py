@@ -14,14 +14,27 @@ every checkpoint, cached by weights hash) and the report shows them over trainin
 
 from __future__ import annotations
 
-from ihprobe.causal.choices import BASELINES, MODES, SCOPES  # torch-free
+from ihprobe.causal.choices import (  # torch-free
+    BASELINES,
+    DEFAULT_BASELINE,
+    DEFAULT_SCOPE,
+    DEFAULT_TOP,
+    MODES,
+    OTHER_ANALYSES,
+    SCOPES,
+    analysis,
+)
 from ihprobe.cli import _common as flags
 from ihprobe.cli import _text as text_flag
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "ablate", help="ablate the top heads per layer vs random heads; CSV + HTML report"
+        "ablate",
+        help="ablate the top heads vs random heads; CSV + HTML report",
+        description="By default the model's 3 heads that score highest on --by, none at "
+        "chance, against layer-matched random draws (the demo's rule); [B]'s per-layer "
+        "protocol is --scope layer --top 0.02.",
     )
     flags.add_sources(p, out="ablation")
     flags.add_all_checkpoints(p)
@@ -34,20 +47,26 @@ def register(subparsers) -> None:
     p.add_argument(
         "--top",
         type=flags.fraction_or_count,
-        default=0.02,
+        default=DEFAULT_TOP,
         help="fraction of heads (0.02) or a count (1) in the top set",
     )
     p.add_argument(
         "--heads",
         help="test these heads instead of a top set, e.g. L1H3,L1H0 or 1.3,1.0 (default: none)",
     )
-    p.add_argument("--scope", choices=SCOPES, default="layer", help="layer ([B]'s) or global top")
+    p.add_argument(
+        "--scope",
+        choices=SCOPES,
+        default=DEFAULT_SCOPE,
+        help="global: the top heads of the whole model, none at chance; layer: [B]'s top of "
+        "every layer, noting heads without the signature",
+    )
     flags.add_draws(p, "random draws of the baseline")
-    p.add_argument("--baseline", choices=BASELINES, default="layer-matched", help="random heads")
+    p.add_argument("--baseline", choices=BASELINES, default=DEFAULT_BASELINE, help="random heads")
     p.add_argument("--mode", choices=MODES, default="mean", help="what ablated heads output")
     p.add_argument("--metrics", help="comma-separated metrics (default: all the model can run)")
     flags.add_probe_rows(p)
-    text_flag.add_text(p, "ICL score and natural loss")
+    text_flag.add_text(p, "ICL score and natural loss", "ihprobe's built-in text")
     p.add_argument(
         "--task",
         action="append",
@@ -161,13 +180,50 @@ def _print_summary(result) -> None:
     top = ", ".join(f"L{layer}H{head}" for layer, head in result.top_heads)
     where = f" step {result.step}" if result.step is not None else ""
     print(f"{result.model_name}{where}: top set {top}")
+    for note in result.settings.get("notes", []):
+        print(f"  note: {note}")
+    repeat = result.settings.get("draws_repeat")
     for row in result.summary().itertuples():
         if ":" not in row.metric:
+            distinct = f" ({_shown(row.p_distinct)} over {row.distinct_sets} distinct sets)"
             print(
                 f"  {row.metric}: clean {row.clean:.4g}, top change {row.change:+.3g}, "
                 f"random {row.random_change_mean:+.3g} [{row.random_change_lo:+.3g}, "
-                f"{row.random_change_hi:+.3g}], p {row.p_value:.3g}, load-bearing index "
-                f"{row.load_bearing_index:.3g} [{row.load_bearing_lo:.3g}, "
-                f"{row.load_bearing_hi:.3g}]"
+                f"{row.random_change_hi:+.3g}], p {_shown(row.p_value)}"
+                + (distinct if repeat else "")
+                + f", load-bearing index {_shown(row.load_bearing_index)} "
+                f"[{_shown(row.load_bearing_lo)}, {_shown(row.load_bearing_hi)}]"
             )
+            for reason in _nan_reasons(row):
+                print(f"    nan: {reason}")
+    draws = len(result.random_heads)
+    others = "; ".join(f"{name}: {flags}" for name, flags in OTHER_ANALYSES.items())
+    print(
+        f"  analysis: {analysis(result.settings, result.by, draws)}; others can differ "
+        f"({others}; the demo's report shows them side by side)"
+    )
     print(f"  verdict: {result.verdict()}")
+
+
+def _shown(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def _nan_reasons(row) -> list[str]:
+    """Why a number of a summary row is NaN, one reason per kind."""
+    reasons = []
+    if row.change != row.change:  # NaN: the clean or ablated value itself is undefined
+        reasons.append(f"{row.metric} is undefined on the clean or ablated model")
+    elif row.p_value != row.p_value:
+        reasons.append("no random draw has a defined change, so there is no p")
+    if row.load_bearing_index != row.load_bearing_index and row.change == row.change:
+        if row.distinct_sets < 2:
+            reasons.append("one distinct random set: the index needs the spread of two or more")
+        else:
+            reasons.append(
+                f"every random set and the top set changed {row.metric} alike "
+                f"({row.change:+.3g}): the index divides by a spread of 0"
+            )
+    elif row.load_bearing_lo != row.load_bearing_lo and row.change == row.change:
+        reasons.append("every resample of the random sets has no spread: no interval")
+    return reasons

@@ -35,7 +35,7 @@ def ablation_trajectory(
     tokens_per_step: int | None = None,
     effects: bool = True,
     cache: bool | str | os.PathLike | None = True,
-    progress: bool = False,
+    progress: bool | None = None,
     device: str = "cpu",
     prefetch: int = 1,
     **ablate_kwargs,
@@ -45,8 +45,10 @@ def ablation_trajectory(
 
     Args:
         source_or_sources: a run directory, checkpoint, hub id (with ``revisions``) or a list.
-        revisions, tokens_per_step, cache, progress, device, prefetch: as in
-            :func:`ihprobe.trajectory`.
+        revisions, tokens_per_step, cache, device, prefetch: as in :func:`ihprobe.trajectory`.
+        progress: a tqdm bar over checkpoints (None, the default: on a terminal only); a
+            warning with the time left comes once the first checkpoint is done when minutes
+            remain.
         effects: also ablate every head alone (``{metric}.head_change`` rows).
         **ablate_kwargs: passed to :func:`ihprobe.ablate` (``scope``, ``top``, ``baseline``,
             ``mode``, ``metrics``, ...); the per-head effects use the same metrics and rows.
@@ -72,7 +74,8 @@ def ablation_trajectory(
         sources_of(source_or_sources, revisions),
         lambda model: _rows(model, ablate_kwargs, effects),
         "ablations",
-        settings_key(["ablation", f"effects={effects}"], settings),
+        # "global top set without chance heads": entries from before that rule are not reused
+        settings_key(["ablation", f"effects={effects}", "top-set=above-chance"], settings),
         cache=cache,
         tokens_per_step=tokens_per_step,
         progress=progress,

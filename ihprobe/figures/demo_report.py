@@ -18,6 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ihprobe.causal.choices import analysis
 from ihprobe.causal.results import VERDICT_RULE
 from ihprobe.dynamics.changepoint import curve
 from ihprobe.figures.ablation import drop_figure, head_effects_figure, head_sets_figure
@@ -223,6 +224,9 @@ def _ablation_section(prefix: str, study: dict) -> Section:
     )
     blocks = [
         Markup(f'<p class="verdict"><b>Verdict.</b> {html.escape(str(main.verdict(metric)))}</p>'),
+        f"Analysis: {analysis(main.settings, main.by, len(main.random_heads))} (`ihprobe "
+        "ablate`'s default, as the demo's summary); the two analyses below can differ.",
+        *main.settings.get("notes", []),
         f"Against score-matched draws: {matched.verdict(metric)}",
         effects_text(study.effects, study.scores, metric),
         side_by_side(head_heatmap(study.scores), head_effects_figure(study.effects, metric)),
@@ -238,6 +242,7 @@ def _ablation_section(prefix: str, study: dict) -> Section:
         "For reference, [B]'s per-layer protocol (the top 2% of every layer, so one head per "
         "layer here, against layer-matched draws): "
         f"{per_layer.verdict(metric)}",
+        *(n for n in per_layer.settings.get("notes", []) if "per-layer top set" in n),
         head_sets_figure(per_layer),
     ]
     top = ", ".join(f"L{layer}H{head}" for layer, head in main.top_heads)

@@ -29,6 +29,7 @@ import pandas as pd
 
 import ihprobe
 from ihprobe.causal.ablation import check_settings
+from ihprobe.causal.choices import DEFAULT_BASELINE, DEFAULT_SCOPE, DEFAULT_TOP
 from ihprobe.circuit.positions import loss_by_position_trajectory
 from ihprobe.core.files import atomic_write, check_writable_dir
 from ihprobe.core.stages import STAGE
@@ -83,7 +84,7 @@ class DemoConfig:
     n_checkpoints: int = DEMO.n_checkpoints  # plus step 0
     seed: int = DEMO.seed
     # what the demo does with it
-    top: int = 3  # the top set: the model's 3 highest prefix-matching heads
+    top: int = DEFAULT_TOP  # the top set: the model's 3 highest prefix-matching heads (ablate's)
     random: int = 20  # random draws of the ablation baseline
     compare: bool = False  # also train a Bi-Induct variant (balanced directions) for [B]
     progress: bool = True  # tqdm bars, on a terminal only (as the trainer's)
@@ -203,11 +204,11 @@ def _ablations(config: DemoConfig, model, scores) -> dict:
         "seed": config.seed,
         "scores": scores.head_metric("prefix_matching"),
     }
-    top = {"scope": "global", "top": config.top}
+    top = {"scope": DEFAULT_SCOPE, "top": config.top}  # `ihprobe ablate`'s default rule
     return {
-        "layer-matched": ihprobe.ablate(model, **top, **common),
+        "layer-matched": ihprobe.ablate(model, **top, baseline=DEFAULT_BASELINE, **common),
         "score-matched": ihprobe.ablate(model, **top, baseline="score-matched", **common),
-        "per-layer": ihprobe.ablate(model, **common),
+        "per-layer": ihprobe.ablate(model, scope="layer", top=0.02, **common),
     }
 
 

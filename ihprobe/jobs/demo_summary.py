@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ihprobe.causal.choices import analysis
 from ihprobe.causal.results import AblationResult, HeadEffects
 from ihprobe.dynamics.changepoint import EmergencePoint
 from ihprobe.dynamics.law import Prediction
@@ -83,6 +84,7 @@ def summary_row(name: str, study: Study) -> dict:
         "final_loss": _final_loss(study.losses),
         "induction_heads": " ".join(induction_heads(study.scores)),
         **_ablation_summary(study.ablation),
+        **_analyses(study.ablation, study.ablations),
     }
 
 
@@ -137,6 +139,34 @@ def _ablation_summary(result: AblationResult) -> dict:
     return out
 
 
+def _analyses(main: AblationResult, ablations: dict[str, AblationResult]) -> dict:
+    """Which analysis the verdict follows, what the others answer, and the main one's notes
+    (heads left out at chance, repeated draws), each as one line of text."""
+    metric = "ar_accuracy"
+    others = [
+        f"{name}: {result.verdict(metric).answer}"
+        + (
+            " (its top set holds heads below the level that counts as formed)"
+            if _unsigned(result)
+            else ""
+        )
+        for name, result in ablations.items()
+        if result is not main
+    ]
+    return {
+        "analysis": analysis(main.settings, main.by, len(main.random_heads)),
+        "other_analyses": "; ".join(others),
+        "ablation_notes": " | ".join(main.settings.get("notes", [])),
+    }
+
+
+def _unsigned(result: AblationResult) -> bool:
+    """Whether the result's top set holds heads at chance or below the level that counts as
+    formed (:func:`~ihprobe.causal.head_sets.without_signature` noted them)."""
+    notes = result.settings.get("notes", [])
+    return any("without the signature" in n or "counts as formed" in n for n in notes)
+
+
 def summary_text(result: DemoResult) -> str:
     """The demo's findings in a few lines per run, then where the files are."""
     lines = []
@@ -162,6 +192,13 @@ def summary_text(result: DemoResult) -> str:
                 f"[{s['ar_accuracy_index_low']:.2g}, {s['ar_accuracy_index_high']:.2g}]"
             )
             lines.append(f"  verdict               {s['verdict']}: {s['verdict_reason']}")
+            lines.append(
+                f"  analysis              {s['analysis']} (`ihprobe ablate`'s default); "
+                f"the others say {s['other_analyses']} (the report compares them)"
+            )
+            notes = s.get("ablation_notes")
+            if isinstance(notes, str) and notes:  # "" (or NaN read back) when there are none
+                lines += [f"  note                  {n}" for n in notes.split(" | ")]
     note = compare_note(result.summary, default_steps=DEMO.steps)
     lines += ["", f"report: {result.report}"]
     lines += [f"  {name + ':':<20} {path}" for name, path in result.tables.items()]
