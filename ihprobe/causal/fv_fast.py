@@ -103,7 +103,7 @@ def _last_tokens(model, last, cache, chunk: range, means, answer) -> torch.Tenso
     grown = copy.deepcopy(cache)
     grown.batch_repeat_interleave(repeats)
     with _patched(model, chunk, means, len(last)):
-        logits = model(last.repeat_interleave(repeats, 0), past_key_values=grown)
+        logits = model(last.repeat_interleave(repeats, 0), cache=grown)  # HF 5: past_key_values
     return answer_probability(logits[:, -1], answer.repeat_interleave(repeats, 0))
 
 
