@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -279,22 +280,56 @@ def _cell(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A bad flag is one line and exit status 2, as ``ihprobe`` answers; never a usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def seconds(text: str) -> float:
+    """``--budget``: a finite number of seconds above 0 (``nan``, ``inf`` and ``-5`` refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
 def limits(text: str, parser: argparse.ArgumentParser) -> dict[str, float]:
-    """``--limits``: step=seconds pairs, each a step of ``STEPS`` (else one line, exit 2)."""
+    """``--limits``: step=seconds pairs, a step of ``STEPS`` and finite seconds >= 0 each."""
     names, found = {name for name, _, _ in STEPS}, {}
     for pair in filter(None, text.split(",")):
-        name, _, seconds = pair.partition("=")
+        name, _, given = pair.partition("=")
         try:
-            found[name] = float(seconds)
+            found[name] = float(given)
         except ValueError:
             parser.error(f"--limits {pair!r}: write step=seconds, e.g. seeds-1=60")
-        if name not in names or found[name] < 0:
+        if name not in names:
             parser.error(f"--limits {pair!r}: the steps are {', '.join(sorted(names))}")
+        if not math.isfinite(found[name]) or found[name] < 0:
+            parser.error(f"--limits {pair!r}: the seconds must be a finite number, 0 or more")
     return found
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def chosen_steps(text: str | None, tiny: bool, parser: argparse.ArgumentParser) -> list[str]:
+    """``--steps``: names of ``STEPS`` that run in this mode (else one line, before any work)."""
+    runs = [name for name, gpu_s, tiny_s in STEPS if (tiny_s if tiny else gpu_s) is not None]
+    names = [name for name in (text or "").split(",") if name] if text is not None else runs
+    unknown = [name for name in names if name not in runs]
+    if unknown or not names:
+        mode = "with --tiny" if tiny else "on a device"
+        parser.error(
+            f"--steps {text!r}: {', '.join(unknown) or 'no step'} does not run {mode}; "
+            f"the steps are {', '.join(runs)}"
+        )
+    return names
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = OneLineParser(prog="device_job.py", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--tiny", action="store_true", help="small models: the CPU mode")
     parser.add_argument("--steps", help="comma-separated subset of the steps (default: all)")
@@ -302,7 +337,7 @@ def main() -> None:
     parser.add_argument("--section", help="section of the results file (default: the device)")
     parser.add_argument(
         "--budget",
-        type=float,
+        type=seconds,
         help="seconds of the whole job (default: "
         f"{BUDGET['gpu']} on a device, {BUDGET['tiny']} with --tiny)",
     )
@@ -314,7 +349,9 @@ def main() -> None:
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("--step-out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--limit", type=float, default=60, help=argparse.SUPPRESS)
-    opts = parser.parse_args()
+    opts = parser.parse_args(argv)
+    chosen = chosen_steps(opts.steps, opts.tiny, parser) if not opts.step else []
+    overrides = limits(opts.limits, parser)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if opts.step:  # the child: one step, its JSON to --step-out
         try:
@@ -326,10 +363,8 @@ def main() -> None:
         return
     from bench_scale import where, write_section
 
-    chosen = opts.steps.split(",") if opts.steps else [name for name, _, _ in STEPS]
     budget = opts.budget or BUDGET["tiny" if opts.tiny else "gpu"]
     begin, results, background = time.perf_counter(), {}, None
-    overrides = limits(opts.limits, parser)
     for name, gpu_s, tiny_s in STEPS:
         limit = tiny_s if opts.tiny else gpu_s
         limit = float(overrides[name]) if name in overrides else limit  # 0: the rest
