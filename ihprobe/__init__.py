@@ -22,7 +22,7 @@ __version__ = "0.2.0"
 # ihprobe.X sets the attribute ihprobe.X to the module, hiding the function of that name.
 _EXPORTS: dict[str, str] = {
     # loading and checkpoints
-    "load": "ihprobe.io.models",
+    "load": "ihprobe.io.any_model",  # a path, a hub id or a HF object (models.load for paths)
     "load_hf": "ihprobe.io.models",  # the plain HF model, no bridge (same checks)
     "checkpoints": "ihprobe.io.runs",
     "Checkpoint": "ihprobe.io.runs",

@@ -213,6 +213,37 @@ def add_model_flags(p: argparse.ArgumentParser, *, dtype: bool = True) -> None:
     add_threads(p)
 
 
+def add_placement(p: argparse.ArgumentParser) -> None:
+    """``--device-map``, ``--max-memory`` and ``--offload-folder``: a model placed over the
+    GPUs, the CPU and the disk by accelerate (``pip install 'ihprobe[offload]'``)."""
+    p.add_argument(
+        "--device-map",
+        choices=("auto", "balanced", "sequential"),
+        help="place the model over the GPUs, the CPU and the disk (--device is then unused)",
+    )
+    p.add_argument(
+        "--max-memory",
+        metavar="DEVICE=SIZE,...",
+        help="the most each device may hold with --device-map, e.g. cpu=200MB,0=20GB",
+    )
+    p.add_argument(
+        "--offload-folder",
+        metavar="DIR",
+        help="a new or empty folder for weights --device-map keeps on disk (without it: none)",
+    )
+
+
+def placement(args: argparse.Namespace) -> dict:
+    """The ``device_map``, ``max_memory`` and ``offload_folder`` keywords of the flags of
+    :func:`add_placement` (empty without ``--device-map``; checked by ``ihprobe.load``)."""
+    found = {
+        "device_map": getattr(args, "device_map", None),
+        "max_memory": getattr(args, "max_memory", None),
+        "offload_folder": getattr(args, "offload_folder", None),
+    }
+    return found if any(v is not None for v in found.values()) else {}
+
+
 def add_threads(p: argparse.ArgumentParser) -> None:
     """``--threads``: torch's CPU threads for the command (``ihprobe.core.threads``; the
     default is the measured best in tokens per CPU-second, ``lab/benchmarks/bench_threads.py``)."""

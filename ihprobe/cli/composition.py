@@ -39,6 +39,7 @@ def register(subparsers) -> None:
     )
     flags.add_show(p, "pairs printed")
     flags.add_model_flags(p)
+    flags.add_placement(p)
     flags.add_quiet(p)
     p.set_defaults(func=run)
 
@@ -63,6 +64,7 @@ def run(args) -> int:
         processing=args.processing,
         device=args.device,
         dtype=args.dtype,
+        **flags.placement(args),
     )
     stage("composition scores and their random baselines")
     frame, sections = composition_sections(model, draws=args.draws, seed=args.seed)

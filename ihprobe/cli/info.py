@@ -17,6 +17,7 @@ def register(subparsers) -> None:
     flags.add_sources(p, out=None, many=False)
     flags.add_json(p)
     flags.add_model_flags(p)
+    flags.add_placement(p)
     flags.add_quiet(p, "no stage lines")
     p.set_defaults(func=run)
 
@@ -34,7 +35,8 @@ def run(args) -> int:
         return 0
     ckpt = flags.one_checkpoint(args)
     stage(f"loading {ckpt.label}")
-    model = models.load(ckpt.source, revision=ckpt.revision, device=args.device, dtype=args.dtype)
+    where = {"device": args.device, "dtype": args.dtype, **flags.placement(args)}
+    model = models.load(ckpt.source, revision=ckpt.revision, **where)
     cfg = model.cfg
     prov = models.provenance(model)
     info = {

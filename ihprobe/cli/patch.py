@@ -34,6 +34,7 @@ def register(subparsers) -> None:
     p.add_argument("--receiver", help="induction head, L1H2 or 1.2 (default: found by scan)")
     flags.add_probe_rows(p, batch=20, bos=False)
     flags.add_model_flags(p)
+    flags.add_placement(p)
     flags.add_quiet(p)
     p.set_defaults(func=run)
 
@@ -55,7 +56,8 @@ def run(args) -> int:
     flags.refuse_overwrite(targets, args.force)
     ckpt = flags.one_checkpoint(args)
     stage(f"loading {ckpt.label}")
-    model = models.load(ckpt.source, revision=ckpt.revision, device=args.device, dtype=args.dtype)
+    where = {"device": args.device, "dtype": args.dtype, **flags.placement(args)}
+    model = models.load(ckpt.source, revision=ckpt.revision, **where)
     found = circuit_heads(model, n=args.n, seed=args.seed) if None in (sender, receiver) else None
     heads = CircuitHeads(receiver=receiver or found.receiver, sender=sender or found.sender)
     stage("activation, attribution and path patching")

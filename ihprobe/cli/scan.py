@@ -53,6 +53,7 @@ def register(subparsers) -> None:
     )
     text_flag.add_text(p)
     flags.add_model_flags(p)
+    flags.add_placement(p)
     p.add_argument(
         "--attention",
         choices=("auto", "pairs", "patterns"),
@@ -84,6 +85,11 @@ def run(args) -> int:
     from ihprobe.probes.battery import DEFAULT_CHUNK
 
     flags.refuse_overwrite([Path(args.out) / name for name in FILES], args.force)
+    placed = flags.placement(args)
+    if placed:  # refused in one line before any checkpoint is read
+        from ihprobe.io.offload import placement
+
+        placement(placed["device_map"], placed["max_memory"])
     suite = suite_of(args)
     done = scan_job(
         [suite] if suite else args.sources,
@@ -101,6 +107,7 @@ def run(args) -> int:
         text=text,
         chunk=args.chunk or DEFAULT_CHUNK,
         attention=args.attention,
+        placement=placed or None,
     )
     if not done.files:
         return 0  # a torchrun rank other than 0: rank 0 writes and prints

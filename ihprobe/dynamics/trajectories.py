@@ -24,6 +24,7 @@ import torch
 from ihprobe.causal.ablation import AblationResult, ablate
 from ihprobe.core import calls
 from ihprobe.core.threads import DEFAULT_THREADS
+from ihprobe.io import offload
 from ihprobe.io.hub_cache import check_keep, drop_revision
 from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import resolve, sources_of
@@ -48,13 +49,15 @@ def scan_checkpoints(
     device: str = "cpu",
     dtype: str | torch.dtype = "float32",
     keep: str = "all",
+    placement: dict | None = None,
     **scan_kwargs,
 ) -> list[tuple[HeadScores, str | None, str | None]]:
     """:func:`ihprobe.scan` of every checkpoint, each with the earlier checkpoint of identical
     weights (or None) and, when only some of its tensors or shards repeat earlier checkpoints',
     which (:meth:`~ihprobe.series.repeats.Repeat.describe`, or None); both when there is more
     than one checkpoint. Sharded under torchrun. With ``keep="none"`` each hub revision leaves
-    the HF cache once it is scanned (as in :func:`trajectory`).
+    the HF cache once it is scanned (as in :func:`trajectory`). ``placement``: the device map
+    each checkpoint is loaded under (:func:`ihprobe.series.sweep.each_model`).
 
     Example:
         >>> [s.step for s, *_ in scan_checkpoints(checkpoints("runs/demo"))]  # doctest: +SKIP
@@ -70,9 +73,8 @@ def scan_checkpoints(
             drop_revision(resolve(ckpt.source, revision=ckpt.revision))
         return found
 
-    swept = map_checkpoints(
-        ckpts, scan_one, progress=progress, desc="scan", device=device, dtype=dtype
-    )
+    where = {"device": device, "dtype": dtype, "placement": placement}
+    swept = map_checkpoints(ckpts, scan_one, progress=progress, desc="scan", **where)
     duplicates, repeats, found = Duplicates(), Repeats(), []
     for ckpt, (scores, digest, tensors) in swept:
         repeat = repeats.check(series_label(ckpt), tensors)
@@ -107,9 +109,13 @@ def trajectory(
     keep: str = "all",
     threads: int | None = DEFAULT_THREADS,
     prefetch: int = 1,
+    device_map: str | dict | None = None,
+    max_memory: dict | str | None = None,
+    offload_folder: str | os.PathLike | None = None,
     **scan_kwargs,
 ) -> pd.DataFrame:
-    """Scan every checkpoint and return one long table ordered by training tokens.
+    """Scan every checkpoint and return one long table ordered by training tokens (over 60
+    lines with this docstring, which names every keyword).
 
     Args:
         source_or_sources: a run directory, a checkpoint directory, a hub id (with
@@ -127,6 +133,8 @@ def trajectory(
         threads: torch's CPU threads for the sweep (``ihprobe.core.threads``: one gives the
             most checkpoints per CPU-second on small models); None leaves torch's setting.
         prefetch: checkpoints read ahead while one is scanned (0: none; the same table).
+        device_map, max_memory, offload_folder: load each checkpoint placed by a device map
+            (:func:`ihprobe.load`); each is loaded afresh, none read ahead.
         **scan_kwargs: passed to :func:`ihprobe.scan` (``n``, ``batch``, ``seed``, ``bos``...).
 
     Returns:
@@ -141,14 +149,18 @@ def trajectory(
     calls.keywords("trajectory", scan_kwargs, scan, tokens_per_step=tokens_per_step)
     settings = {**SCAN_DEFAULTS, **scan_kwargs}  # spelled out or left default: one entry
     wanted = [m for m in check_metrics(metrics) if m != "icl_score" or settings["text"] is not None]
+    placed = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder}
+    placed = placed if device_map is not None else None
+    offload.placement(device_map, max_memory, None)  # refused before any checkpoint is read
     return cached_map(
         sources_of(source_or_sources, revisions),
         lambda model, missing: scan(model, missing, **scan_kwargs).to_frame(),
         "scans",
         settings_key(None, settings),  # each metric is its own entry (parts)
         parts=wanted,
+        placement=placed,
         threads=threads,
-        prefetch=prefetch,
+        prefetch=0 if placed else prefetch,  # a read-ahead would hold a whole checkpoint
         cache=cache,
         tokens_per_step=tokens_per_step,
         progress=progress,

@@ -38,6 +38,7 @@ from ihprobe.core.dtypes import DTYPE_NAMES
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.world import resolve_device
 from ihprobe.io import falcon  # noqa: F401 - registers Falcon's grouped layout with the bridge
+from ihprobe.io import offload
 from ihprobe.io.attention import LOAD_ATTENTION
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import checkpoint_meta
@@ -66,6 +67,8 @@ class _Loaded:
 
 
 LOADED: weakref.WeakKeyDictionary[torch.nn.Module, _Loaded] = weakref.WeakKeyDictionary()
+# a dispatched model's offload folder, released (ihprobe's files removed) when the model goes
+OFFLOADS: weakref.WeakKeyDictionary[torch.nn.Module, weakref.finalize] = weakref.WeakKeyDictionary()
 
 
 # ----------------------------------------------------------------------------- loading
@@ -80,11 +83,18 @@ def load(
     tokenizer=None,
     processing: str = "none",
     trust_remote_code: bool = False,
+    device_map: str | dict | None = None,
+    max_memory: dict | str | None = None,
+    offload_folder: str | os.PathLike | None = None,
 ) -> TransformerBridge:
     """Load a checkpoint as a TransformerLens ``TransformerBridge`` ready for the probes.
 
+    Over 60 lines with this docstring, which names every keyword; the placement by a device
+    map lives in :mod:`ihprobe.io.offload`.
+
     Args:
-        source: checkpoint directory, ihprobe checkpoint, or hub id.
+        source: checkpoint directory, ihprobe checkpoint, or hub id (``ihprobe.load`` also
+            takes a HF model object: :func:`ihprobe.io.any_model.load`).
         revision: hub revision (branch, tag, commit; Pythia's ``"step1000"``).
         device: ``"cpu"``, ``"cuda"`` (``"cuda:1"``...) or ``"auto"`` (cuda when available).
         dtype: parameter dtype, ``"float32"``, ``"bfloat16"`` or ``"float16"`` (or the torch
@@ -96,6 +106,13 @@ def load(
             centering). Centering the unembedding shifts every logit at a position by the
             same constant: logits then differ from HF's while log-probs agree.
         trust_remote_code: allow code shipped with a hub model to run. Off by default.
+        device_map: ``"auto"`` or a dict of module name to device: accelerate places the
+            model over the GPUs, the CPU and the disk (``pip install 'ihprobe[offload]'``;
+            ``device`` is then unused, inputs go to the first module's device).
+        max_memory: the most each device may hold, ``{"cpu": "200MB", 0: "20GB"}``.
+        offload_folder: a new or empty folder for weights that fit nowhere else; ihprobe
+            removes the files it wrote there when the model is garbage collected (and the
+            folder, when it created it). Without it the map may use no disk.
 
     Raises:
         IhprobeError: a missing path, a directory without ``config.json``, a config that is not
@@ -103,6 +120,8 @@ def load(
 
     Example:
         >>> model = load("EleutherAI/pythia-70m", revision="step1000")   # doctest: +SKIP
+        >>> big = load("ckpt", device_map="auto", max_memory={"cpu": "2GB"},
+        ...            offload_folder="offload")                     # doctest: +SKIP
     """
     if processing not in PROCESSING:
         raise IhprobeError(f"processing={processing!r} is not one of {PROCESSING}.")
@@ -111,14 +130,25 @@ def load(
             f"tokenizer must be an HF tokenizer (AutoTokenizer.from_pretrained(...)) or None "
             f"for the checkpoint's own (got {type(tokenizer).__name__} {tokenizer!r:.40})."
         )
-    dtype, device = parse_dtype(dtype), resolve_device(str(device))
+    placed = offload.placement(device_map, max_memory, offload_folder)
+    if placed is not None and processing == "tl":
+        raise IhprobeError(
+            "processing='tl' rewrites every weight at once, which a device map's offloaded "
+            "modules do not hold; use processing='none' with device_map."
+        )
+    dtype = parse_dtype(dtype)
+    device = resolve_device(str(device)) if placed is None else None
     path = resolve(source, revision=revision, trust_remote_code=trust_remote_code)
-    config = _checked_config(path, dtype, trust_remote_code)
+    config = _checked_config(path, dtype, trust_remote_code, placed)
     if tokenizer is None:
         tokenizer = tokenizer_for(path, config, trust_remote_code)
-    # on the device before the bridge wraps it: boot_transformers leaves a given model where it
-    # is, and the tensors load_weights copies into must be the ones the model ends up using
-    hf_model = build_hf_model(path, config, dtype, trust_remote_code).to(device)
+    if placed is None:
+        # on the device before the bridge wraps it: boot_transformers leaves a given model
+        # where it is, and the tensors load_weights copies into must be the ones it ends up using
+        hf_model = build_hf_model(path, config, dtype, trust_remote_code).to(device)
+    else:
+        hf_model = _dispatched(path, config, dtype, trust_remote_code, placed)
+        device = offload.first_device(hf_model)
     hf_tensors = dict(hf_model.state_dict(keep_vars=True))  # HF names, before the bridge rewires
     with tempfile.TemporaryDirectory() as tmp:  # TransformerLens re-opens tokenizers by path
         model = bridge(hf_model, str(source), on_disk(tokenizer, tmp), device, dtype)
@@ -128,7 +158,30 @@ def load(
     meta = checkpoint_meta(path)
     prov = Provenance(_model_name(source, path), revision, meta.get("step"), meta.get("tokens"))
     remember(model, prov, hf_tensors)
+    if placed is not None and placed.folder is not None:
+        OFFLOADS[model] = weakref.finalize(model, placed.folder.release)
     return model
+
+
+def _dispatched(path: Path, config, dtype, trust_remote_code: bool, placed):
+    """The HF model placed by a device map; its offload folder made, and recorded as
+    ihprobe's once written (released at once when loading fails)."""
+    if placed.folder is not None:
+        placed.folder.make()
+    try:
+        hf_model = build_hf_model(path, config, dtype, trust_remote_code, placed)
+    finally:
+        if placed.folder is not None:
+            placed.folder.record()
+    return hf_model
+
+
+def release_offload(model: torch.nn.Module) -> None:
+    """Remove the offload files ihprobe wrote for ``model`` now (a sweep does before it loads
+    the next checkpoint); the model must not run afterwards."""
+    done = OFFLOADS.pop(model, None)
+    if done is not None:
+        done()
 
 
 def remember(model: TransformerBridge, prov: Provenance, hf_tensors: dict) -> None:
@@ -160,12 +213,17 @@ def validate_checkpoint(path: Path, trust_remote_code: bool = False) -> None:
     verify_checksums(path)
 
 
-def _checked_config(path: Path, dtype: torch.dtype, trust_remote_code: bool = False):
+def _checked_config(path: Path, dtype: torch.dtype, trust_remote_code: bool = False, placed=None):
     """The config of a checkpoint directory that passed :func:`validate_checkpoint` and whose
-    model fits in memory as its weights say (``check_build``)."""
+    model fits in memory as its weights say (``check_build``), or in the device map
+    ``placed`` (:func:`ihprobe.io.offload.check_capacity`)."""
     validate_checkpoint(path, trust_remote_code)
     config = causal_lm_config(path, trust_remote_code=trust_remote_code)
-    check_build(path, config, weight_files(path), dtype, trust_remote_code=trust_remote_code)
+    where = {"trust_remote_code": trust_remote_code, "in_memory": placed is None}
+    parameters = check_build(path, config, weight_files(path), dtype, **where)
+    if placed is not None:
+        what = f"{path} ({parameters:.3g} parameters)"
+        offload.check_capacity(placed, parameters * dtype.itemsize, what)
     return config
 
 
@@ -180,9 +238,13 @@ def load_hf(path: str | os.PathLike, dtype: str | torch.dtype = "float32") -> to
     return build_hf_model(path, _checked_config(path, dtype), dtype)
 
 
-def build_hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bool = False):
-    """The HF model of a checked checkpoint directory (HF maps old tensor names)."""
-    with warnings.catch_warnings(), quiet_progress(), hf_loading(path):
+def build_hf_model(
+    path: Path, config, dtype: torch.dtype, trust_remote_code: bool = False, placed=None
+):
+    """The HF model of a checked checkpoint directory (HF maps old tensor names), placed by
+    ``placed``'s device map where given."""
+    where = placed.from_pretrained() if placed is not None else {}
+    with warnings.catch_warnings(), quiet_progress(), hf_loading(path), offload.refusals():
         warnings.simplefilter("ignore")
         model, info = AutoModelForCausalLM.from_pretrained(
             str(path),
@@ -194,6 +256,7 @@ def build_hf_model(path: Path, config, dtype: torch.dtype, trust_remote_code: bo
             local_files_only=True,
             output_loading_info=True,
             ignore_mismatched_sizes=True,  # reported in info and refused by check_loaded
+            **where,
         )
     check_loaded(path, model, info)  # no tensor missing/unexpected/reshaped; causal
     return model
@@ -220,7 +283,8 @@ def bridge(hf_model, name: str, tokenizer, device, dtype):
             model = TransformerBridge.boot_transformers(
                 name, hf_model=hf_model, tokenizer=tokenizer, device=device, dtype=dtype
             )
-            if stray_tensors(model, device):  # anything the bridge built elsewhere
+            placed = offload.is_dispatched(hf_model)  # accelerate's hooks place it: never moved
+            if not placed and stray_tensors(model, device):  # anything the bridge built elsewhere
                 model.to(device, print_details=False)
             model(torch.zeros((1, 2), dtype=torch.long, device=device))  # fails here, not later
             return model

@@ -19,7 +19,8 @@ from transformers.initialization import no_init_weights
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io import models  # models.load: one name to load by (and to patch in tests)
-from ihprobe.io.models import LOADED, build_hf_model, validate_checkpoint
+from ihprobe.io.models import LOADED, build_hf_model, release_offload, validate_checkpoint
+from ihprobe.io.offload import is_dispatched, refuse_dispatched
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import checkpoint_meta
 from ihprobe.io.sources import causal_lm_config, resolve
@@ -51,6 +52,7 @@ def load_weights(
     checkpoint's tensors already read and checked (:func:`ihprobe.io.weights.read_checked`, e.g.
     by a prefetching sweep), so no tensor is read again.
     """
+    refuse_dispatched(model, "load_weights (one skeleton re-filled with each checkpoint)")
     loaded = LOADED.get(model)
     if loaded is None or getattr(model, "compatibility_mode", False):
         raise IhprobeError(
@@ -91,6 +93,7 @@ def swap_weights(
     Example:
         >>> swap_weights(model, hf_model.state_dict(), step=400)        # doctest: +SKIP
     """
+    refuse_dispatched(model, "swap_weights (copying weights into the model)")
     loaded = LOADED.get(model)
     if loaded is None:
         raise IhprobeError("swap_weights needs a model from ihprobe.load(..., processing='none').")
@@ -140,26 +143,32 @@ def load_or_swap(
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = "float32",
     read: ReadCheckpoint | None = None,
+    placement: dict | None = None,
 ) -> TransformerBridge:
     """``source`` as a hooked model, reusing ``model``'s skeleton when it can.
 
     With no ``model`` (None), or one of another architecture, this is :func:`load`; otherwise
     the weights of ``source`` are copied into ``model`` (:func:`load_weights`, from ``read``
     when the tensors were read already). Sweeping a run with it builds the model once.
-    ``device`` and ``dtype`` are those of a freshly loaded model.
+    ``device`` and ``dtype`` are those of a freshly loaded model; ``placement`` its device map
+    (``device_map``, ``max_memory``, ``offload_folder`` of :func:`ihprobe.io.models.load`),
+    under which every checkpoint is loaded afresh (a dispatched model is never re-filled; the
+    previous one's offload files are removed first).
 
     Example:
         >>> model = None
         >>> for ckpt in checkpoints("runs/demo/main"):                  # doctest: +SKIP
         ...     model = load_or_swap(model, ckpt.source)
     """
-    if model is not None:
+    if model is not None and is_dispatched(model):
+        release_offload(model)
+    elif model is not None and not placement:
         try:
             load_weights(model, source, revision=revision, read=read)
             return model
         except IhprobeError:  # another architecture, or not a swappable model: load afresh
             pass
-    return models.load(source, revision=revision, device=device, dtype=dtype)
+    return models.load(source, revision=revision, device=device, dtype=dtype, **(placement or {}))
 
 
 def _resplit_fused_qkv(model: TransformerBridge) -> None:

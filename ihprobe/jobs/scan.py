@@ -66,6 +66,7 @@ def scan_job(
     dtype: str = "float32",
     keep: str = "all",
     progress: bool | None = None,
+    placement: dict | None = None,
     **scan_kwargs,
 ) -> ScanDone:
     """Scan ``sources`` and write ``out/scores.csv`` and ``out/heatmaps.html`` (rank 0).
@@ -80,6 +81,8 @@ def scan_job(
         device, dtype: where and in which precision the models are loaded.
         keep: ``"none"`` removes each hub revision from the HF cache once it is scanned.
         progress: a bar per source (None: only on a terminal).
+        placement: a device map each checkpoint is loaded under (``device_map``,
+            ``max_memory``, ``offload_folder`` of :func:`ihprobe.load`).
         **scan_kwargs: :func:`ihprobe.scan` settings (``n``, ``batch``, ``seed``, ``text``...).
     """
     wanted = check_metrics(metrics)
@@ -96,6 +99,7 @@ def scan_job(
                 device=device,
                 dtype=dtype,
                 keep=keep,
+                placement=placement,
                 **scan_kwargs,
             )
             source = pd.concat(

@@ -368,4 +368,6 @@ def _final_norm(model) -> tuple[bool, torch.Tensor | None]:
             f"{kind!r}. Leave direct_logit_attribution out of metrics."
         )
     weight = getattr(model.ln_final, "w", None)
+    if weight is not None and weight.is_meta:  # an alias bound at boot to an offloaded stand-in
+        weight = model.ln_final.weight  # the module's own, loaded under offload.readable
     return NORM_CENTRES[kind], weight

@@ -35,6 +35,7 @@ from ihprobe.core import calls, checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
+from ihprobe.io.offload import readable
 from ihprobe.io.provenance import CarriesProvenance, Provenance
 
 KINDS = ("q", "k", "v")
@@ -247,7 +248,8 @@ def _reader(weights: dict, kind: str) -> Factors:
 
 def _weights(model) -> dict[str, torch.Tensor]:
     """``W_Q, W_K, W_V, W_O`` per query head (grouped K/V heads repeated), on the CPU."""
-    found = {name: getattr(model, name).detach().cpu() for name in ("W_Q", "W_K", "W_V", "W_O")}
+    with readable(model):  # a dispatched model's offloaded weights, loaded while read
+        found = {n: getattr(model, n).detach().cpu() for n in ("W_Q", "W_K", "W_V", "W_O")}
     n_heads = found["W_Q"].shape[1]
     for name in ("W_K", "W_V"):
         shared = found[name].shape[1]

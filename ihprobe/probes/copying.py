@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float
 
+from ihprobe.io.offload import readable
 from ihprobe.io.validation import require_finite
 
 VOCAB_CHUNK = 4096  # tokens of W_U W_E multiplied at a time (50 MB of float64 at d_model 768)
@@ -61,9 +62,9 @@ def copying_scores(model) -> Float[torch.Tensor, "layer head"]:
         >>> scores = copying_scores(model); float(scores.max()) <= 1.0   # doctest: +SKIP
         True
     """
-    W_V = model.W_V
-    group = model.cfg.n_heads // W_V.shape[1]  # query heads per KV head (1 without GQA)
-    with torch.no_grad():
+    with torch.no_grad(), readable(model):  # a dispatched model's offloaded weights loaded
+        W_V = model.W_V
+        group = model.cfg.n_heads // W_V.shape[1]  # query heads per KV head (1 without GQA)
         return ov_eigen_score(
             model.W_E, W_V.repeat_interleave(group, dim=1), model.W_O, model.W_U
         ).cpu()

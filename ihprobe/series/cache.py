@@ -51,23 +51,27 @@ def cached_map(
     fn: Callable[[object], pd.DataFrame],
     folder: str,
     settings: str,
+    placement: dict | None = None,
     **options,
 ) -> pd.DataFrame:
     """``fn(model)`` (rows ``layer, head, metric, value``) at every checkpoint, cached (see
     :func:`cached_sweep` for ``options``); one model per process, re-filled with each
-    checkpoint's weights only when its rows are not cached. With ``parts=`` (metric names)
+    checkpoint's weights only when its rows are not cached (each loaded afresh under a device
+    map, ``placement``: :func:`~ihprobe.io.swap.load_or_swap`). With ``parts=`` (metric names)
     ``fn(model, missing)`` computes only the metrics whose entries are missing."""
-    return cached_sweep(ckpts, lambda device: Loaded(fn, device), folder, settings, **options)
+    make = lambda device: Loaded(fn, device, placement)  # noqa: E731
+    return cached_sweep(ckpts, make, folder, settings, **options)
 
 
 class Loaded:
     """``fn`` of each checkpoint's model: the first loaded, later weights swapped in."""
 
-    def __init__(self, fn: Callable[[object], pd.DataFrame], device: torch.device):
-        self.model, self.fn, self.device = None, fn, device
+    def __init__(self, fn: Callable[[object], pd.DataFrame], device: torch.device, placement=None):
+        self.model, self.fn, self.device, self.placement = None, fn, device, placement
 
     def __call__(self, ckpt: Checkpoint, *missing, read: ReadCheckpoint | None = None):
         where = {"revision": ckpt.revision, "device": self.device, "read": read}
+        where["placement"] = self.placement
         self.model = load_or_swap(self.model, ckpt.source, **where)
         return self.fn(self.model, *missing)[ROW_COLUMNS].reset_index(drop=True)
 

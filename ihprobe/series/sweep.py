@@ -58,6 +58,7 @@ def each_model(
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = "float32",
     prefetch: int = 1,
+    placement: dict | None = None,
 ) -> Iterator[tuple[Checkpoint, object]]:
     """Each checkpoint with its loaded model on ``device``, built once and re-filled
     (``load_or_swap``).
@@ -66,17 +67,20 @@ def each_model(
 
     The model's provenance gets the checkpoint's step and tokens where its files do not say.
     ``prefetch``: checkpoints read ahead in a background thread while the current one is used
-    (:mod:`ihprobe.series.prefetch`; 0: none).
+    (:mod:`ihprobe.series.prefetch`; 0: none). ``placement``: a device map (``device_map``,
+    ``max_memory``, ``offload_folder`` of :func:`ihprobe.load`) each checkpoint is loaded
+    afresh under, none read ahead.
 
     Example:
         >>> for ckpt, model in each_model(checkpoints("runs/demo")):     # doctest: +SKIP
         ...     print(ckpt.step, model.cfg.n_layers)
     """
-    model = None
+    model, prefetch = None, 0 if placement else prefetch  # a read-ahead holds a whole checkpoint
     reading = prefetched(ckpts, read_ahead, ahead=prefetch, size=checkpoint_bytes)
     with closing(reading) as reads:
         for ckpt, (_, read) in zip(walk(ckpts, progress=progress, desc=desc), reads, strict=True):
             where = {"revision": ckpt.revision, "device": device, "dtype": dtype, "read": read}
+            where["placement"] = placement
             model = load_or_swap(model, ckpt.source, **where)
             fill_provenance(model, step=ckpt.step, tokens=ckpt.tokens)
             yield ckpt, model
@@ -112,6 +116,7 @@ def map_checkpoints(
     device: str = "cpu",
     dtype: str | torch.dtype = "float32",
     prefetch: int = 1,
+    placement: dict | None = None,
 ) -> list[tuple[Checkpoint, Result]]:
     """``fn(ckpt, model)`` at every checkpoint, in order, each model on this rank's device
     (:func:`each_model`); sharded over the ranks under torchrun, every rank getting every
@@ -125,6 +130,7 @@ def map_checkpoints(
     def on_share(share: list[Checkpoint], world) -> list[Result]:
         bars = progress if world.main else False
         where = {"device": world.device, "dtype": dtype, "prefetch": prefetch}
+        where["placement"] = placement  # a device map (each_model)
         swept = each_model(share, progress=bars, desc=desc, **where)
         return [fn(ckpt, model) for ckpt, model in swept]
 

@@ -37,9 +37,11 @@ def check_build(
     dtype: torch.dtype = torch.float32,
     *,
     trust_remote_code: bool = False,
+    in_memory: bool = True,
 ) -> int:
     """Refuse ``config`` (an HF config of the checkpoint at ``path``) when the model it builds
-    breaks the schema, does not match ``weights`` or does not fit in memory; return its
+    breaks the schema, does not match ``weights`` or does not fit in memory (unless not
+    ``in_memory``: a device map's capacity is checked by :mod:`ihprobe.io.offload`); return its
     parameter count.
 
     Example:
@@ -57,7 +59,9 @@ def check_build(
             "the weights; save them together with save_pretrained."
         )
     itemsize = torch.empty((), dtype=dtype, device="cpu").element_size()
-    check_memory(f"building {path} ({parameters:.3g} parameters in {dtype})", parameters * itemsize)
+    if in_memory:
+        what = f"building {path} ({parameters:.3g} parameters in {dtype})"
+        check_memory(what, parameters * itemsize)
     return parameters
 
 
