@@ -28,7 +28,7 @@ from tests.helpers import save_checkpoint, tiny_hf_model
 
 VOCAB = 64
 SNIPPET_METRICS = (*FIXED_SCORES, *attention.VARIED_PAIRS, *BEHAVIOUR)
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "science.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "methods" / "scores.md"
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def test_a_fixed_offset_head_scores_on_fixed_lengths_only(tmp_path):
 def test_a_head_looking_n_minus_1_back_passes_prefix_matching_at_n_only(tmp_path):
     """Prefix matching at one repeat length ``n`` pairs each query with the key ``n - 1`` back,
     so a positional head at that offset scores high on it; at another ``n``, and on forward
-    induction over varied snippets, it scores about chance (docs/science.md, section 2)."""
+    induction over varied snippets, it scores about chance (docs/methods/scores.md)."""
     n = 16
     model = positional_head_model(tmp_path, offset=n - 1)
     at_n = ihprobe.scan(model, ["prefix_matching"], n=n, batch=20).head["prefix_matching"]
@@ -320,7 +320,7 @@ def test_every_snippet_metric_has_a_table_row_a_frame_row_and_a_definition(small
         row = METRIC_TABLE[metric]
         assert row.family == "snippets" and metric in SCAN_METRICS
         assert math.isfinite(row.chance(VOCAB, 20))
-        assert f"`{metric}`" in text, f"docs/science.md does not define {metric}"
+        assert f"`{metric}`" in text, f"docs/methods/scores.md does not define {metric}"
     frame = ihprobe.scan(small, list(SNIPPET_METRICS), batch=4).to_frame()
     assert set(frame.metric) == set(SNIPPET_METRICS)
 

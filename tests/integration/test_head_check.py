@@ -69,10 +69,12 @@ def test_a_context_too_short_for_every_length_is_one_line():
 
 
 def test_the_science_notes_quote_the_reference_heads_own_check():
-    """docs/science.md's numbers for the reference head are this check's, at its defaults."""
+    """docs/methods/head-check.md's numbers for the reference head are this check's, at its
+    defaults."""
     check = head_check(str(REFERENCE))
     ps = {n: f"{v:.2f}" for n, v in check.prefix_matching.items()}
-    science = " ".join((REFERENCE.parents[1] / "docs" / "science.md").read_text().split())
+    page = REFERENCE.parents[1] / "docs" / "methods" / "head-check.md"
+    science = " ".join(page.read_text().split())
     assert f"scores {ps[10]} at n = 10 and {ps[50]} at n = 50" in science
     assert (
         f"(+{check.loss_drop:.2f} nats of use, +{check.ablation_cost:.2f} lost without it)"

@@ -108,7 +108,7 @@ def test_no_head_above_the_threshold_means_nothing_to_test_whatever_the_numbers(
 def test_the_rule_names_every_answer_and_every_view_states_it_verbatim():
     for answer in ANSWERS:
         assert answer.split()[0] in VERDICT_RULE.lower()
-    science = " ".join((ROOT / "docs" / "science.md").read_text().split())
+    science = " ".join((ROOT / "docs" / "methods" / "ablation.md").read_text().split())
     assert VERDICT_RULE in science  # documented once, in the same words
     assert ABLATION_HOWTO["verdict"] == html.escape(VERDICT_RULE)  # the demo's How to read
     result = _result([0.9, 0.1, *[0.9 + e for e in NOISE]])
