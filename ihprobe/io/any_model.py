@@ -86,7 +86,7 @@ def as_model(model, name: str = "model", *, copy: bool = True):
     if isinstance(model, PreTrainedModel):
         if IN_PLACE in model.__dict__:  # bridged in place: its weights are the bridge's
             return model.__dict__[IN_PLACE]
-        if model not in _BRIDGED and (is_dispatched(model) or not copy):
+        if is_dispatched(model) or not copy:
             _check_bridged(type(model).__name__)
             # kept on the object (a cycle the collector frees with it), not in _BRIDGED, whose
             # value would hold its own key alive for ever
