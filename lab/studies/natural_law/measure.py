@@ -5,8 +5,14 @@
   level after it). A run without a transition is censored at its last probe; one whose rise
   starts in its last checkpoint interval is censored at its point (a lower bound).
 - **Has an induction head**: a placed onset and :func:`ihprobe.head_check` on the final
-  checkpoint (prefix matching at n = 10, 25, 50, the loss drop on the repeated half, and the
-  cost of ablating that head).
+  checkpoint (prefix matching at n = 10, 25, 50, the loss drop on the repeated half beyond
+  chance, and the copying the head carries: ``copying_cost`` and ``copying_cost_matched``).
+  ``head_rule`` names the rule that judged the row: ``copying`` (the head check as amended on
+  2026-12-06) or ``damage`` (the superseded third part, for rows measured before; their
+  checkpoints are gone, so they cannot be judged again). ``has_head_by_damage`` keeps the old
+  rule's verdict beside the new one.
+- **Training loss**: the final and the minimum logged training loss (``metrics.jsonl``), so that
+  a flat run whose loss also stalled reads as a failed optimisation, not a late head.
 - **Epochs**: training tokens over the corpus's training tokens.
 
 >>> row = onset_row([], 4, 256)
@@ -73,6 +79,24 @@ def onset_row(records: list[dict], batch_size: int, context: int) -> dict:
     }
 
 
+def training_losses(run: Path) -> dict:
+    """The last and the lowest logged training loss of a run (NaN without ``metrics.jsonl``).
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "metrics.jsonl").write_text('{"loss": 5.0}\\n{"loss": 3.0}\\n{"loss": 3.5}\\n')
+    >>> training_losses(folder)
+    {'train_loss_final': 3.5, 'train_loss_min': 3.0}
+    """
+    path = Path(run) / "metrics.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    losses = [json.loads(x)["loss"] for x in lines if x.strip()]
+    losses = [float(v) for v in losses if v is not None]
+    if not losses:
+        return {"train_loss_final": math.nan, "train_loss_min": math.nan}
+    return {"train_loss_final": losses[-1], "train_loss_min": min(losses)}
+
+
 def corpus_tokens() -> int | None:
     """Training tokens of the corpus under the grid's BPE (None where it is not built)."""
     manifest = default_directory() / "manifest.json"
@@ -113,7 +137,14 @@ def measure(run: Path, cell: str, seed: int) -> dict:
         **{f"ps_n{n}": v for n, v in check.prefix_matching.items()},
         "loss_drop": check.loss_drop,
         "ablation_cost": check.ablation_cost,
+        "copying_cost": check.copying_cost,
+        "copying_cost_matched": check.copying_cost_matched,
+        "head_rule": "copying",
         "has_head": bool(check.has_head and onset["transition"] and not onset["censored"]),
+        "has_head_by_damage": bool(
+            check.has_head_by_damage and onset["transition"] and not onset["censored"]
+        ),
+        **training_losses(run),
         "epochs": total / corpus if corpus else math.nan,
         "train_s": meta.get("train_seconds"),
         "trained_on": "; ".join(meta.get("trained_on", [])),  # empty: before it was recorded

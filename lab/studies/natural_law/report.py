@@ -74,6 +74,10 @@ COLUMNS = [
     "ps_n50",
     "loss_drop",
     "ablation_cost",
+    "copying_matched",
+    "rule",
+    "loss_final",
+    "loss_min",
     "train_min",
     "device",
     "command",
@@ -110,11 +114,66 @@ def run_table(frame: pd.DataFrame, study: str = "natural_law") -> pd.DataFrame:
                 "ps_n50": f"{r['ps_n50']:.2f}" if pd.notna(r.get("ps_n50")) else "-",
                 "loss_drop": f"{r['loss_drop']:.2f}",
                 "ablation_cost": f"{r['ablation_cost']:.2f}",
+                "copying_matched": _number(r.get("copying_cost_matched")),
+                "rule": head_rule(r),
+                "loss_final": _number(r.get("train_loss_final")),
+                "loss_min": _number(r.get("train_loss_min")),
                 "train_min": f"{r['train_s'] / 60:.0f}" if pd.notna(r.get("train_s")) else "",
                 "device": r["trained_on"] if isinstance(r.get("trained_on"), str) else "",
             }
         )
     return pd.DataFrame(rows).reindex(columns=COLUMNS).fillna("")
+
+
+def _number(value) -> str:
+    return f"{value:.2f}" if isinstance(value, (int, float)) and pd.notna(value) else ""
+
+
+def head_rule(row: dict) -> str:
+    """The head check's rule that judged a row: ``copying`` (amended 2026-12-06) or ``damage``
+    (the superseded third part: every row measured before, whose checkpoints are gone).
+
+    >>> head_rule({"head_rule": "copying"}), head_rule({"head_rule": float("nan")}), head_rule({})
+    ('copying', 'damage', 'damage')
+    """
+    rule = row.get("head_rule")
+    return rule if isinstance(rule, str) and rule else "damage"
+
+
+def rule_line(done: pd.DataFrame) -> list[str]:
+    """Which head-check rule judged the finished runs, and where the two rules part.
+
+    >>> "All 1 finished runs were judged by the superseded" in rule_line(
+    ...     pd.DataFrame({"cell": ["B1-C64"], "seed": [0]}))[0]
+    True
+    """
+    if not len(done):
+        return []
+    rules = [head_rule(r) for r in done.to_dict("records")]
+    old, new = rules.count("damage"), rules.count("copying")
+    text = (
+        "Head check: the third part was amended on 2026-12-06 from 'ablating the head raises "
+        "the second-half loss by 0.1 nats' (damage, which runs without a head also pass) to "
+        "'ablating it lowers the copy advantage by 0.1 nats more than its layer's other heads' "
+        "(copying; `ihprobe/causal/head_check.py`). "
+    )
+    if not new:
+        text += (
+            f"All {old} finished runs were judged by the superseded damage rule: their "
+            "checkpoints are gone, so `has_head` here is the old rule's verdict."
+        )
+    else:
+        parted = [
+            sensitivity.label(r["cell"], int(r["seed"]))
+            for r in done.to_dict("records")
+            if head_rule(r) == "copying" and bool(r["has_head"]) != bool(r["has_head_by_damage"])
+        ]
+        text += (
+            f"{old} finished run(s) judged by the superseded damage rule (checkpoints gone), "
+            f"{new} by the copying rule, the damage rule's verdict kept beside it "
+            f"(`has_head_by_damage`): {'they differ for ' + ', '.join(parted) if parted else 'the two agree on every one'}."
+        )
+    return [text, ""]
 
 
 def heads_line(done: pd.DataFrame) -> list[str]:
@@ -173,6 +232,7 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
         *_markdown(run_table(frame)),
         "",
         *heads_line(done),
+        *rule_line(done),
     ]
     many = done[done.get("epochs", pd.Series(dtype=float)).astype(float) > 4] if len(done) else done
     if len(many):
