@@ -23,11 +23,12 @@ from ihprobe.jobs.grid import (
     write_record,
     write_result,
 )
+from lab.studies.cli import OneLineParser
 from lab.studies.study import Study, provenance
 
 
 def parser(name: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m lab.studies {name}")
+    p = OneLineParser(prog=f"python -m lab.studies {name}")
     p.add_argument("--list", action="store_true", help="print the cells and exit")
     p.add_argument("--cell", action="append", help="a cell to run (repeatable)")
     p.add_argument("--seed", type=int, action="append", help="a seed to run (repeatable)")

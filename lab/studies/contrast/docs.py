@@ -305,7 +305,7 @@ def claims(frame: pd.DataFrame) -> dict:
     return out
 
 
-def settings_line(random: int) -> str:
+def settings_line(random: int | str) -> str:
     """The recipe in one paragraph, for the results file."""
     r = RECIPE
     return (

@@ -1,8 +1,13 @@
 """What the contrast measures on a finished arm's model: how load-bearing its induction heads
-are under three ablation protocols, and its natural-text loss.
+are under three ablation protocols, and its natural-text loss; and the draws behind each row.
 """
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
 
 import ihprobe
 from lab.studies.contrast import docs
@@ -45,3 +50,20 @@ def ablations(model, scores, seed: int, random: int, text=None, tasks=False) -> 
     if tasks:
         out.update(docs.task_columns(results["per-layer"].summary()))
     return out
+
+
+def draws(frame: pd.DataFrame, out_md: Path, now: int | None) -> str:
+    """The random draws behind the rows of ``frame``, from each row's own record
+    (``random_draws``); a row from before that column by the count the results file states; a
+    row measured in this run by ``now``. Several counts are each named.
+
+    >>> draws(pd.DataFrame({"random_draws": [20.0, None]}), Path("no/such.md"), None)
+    '20'
+    """
+    recorded = frame["random_draws"] if "random_draws" in frame else pd.Series(dtype=float)
+    found = {int(v) for v in recorded.dropna()}
+    if recorded.isna().any() or not len(recorded):
+        text = out_md.read_text() if out_md.is_file() else ""
+        stated = re.search(r"(\d+) random draws", text)
+        found |= {int(stated.group(1))} if stated else ({now} if now is not None else set())
+    return " or ".join(map(str, sorted(found))) + (" (per row: the CSV)" if len(found) > 1 else "")

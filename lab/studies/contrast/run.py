@@ -92,10 +92,11 @@ from ihprobe.jobs.grid import (
     train_or_reuse,
     write_result,
 )
+from lab.studies.cli import OneLineParser, positive_int
 from lab.studies.contrast import docs, heads
 from lab.studies.contrast.cells import ARMS, SEEDS, SHAPE
 from lab.studies.contrast.claims import FORMED, arm_table, verdicts
-from lab.studies.contrast.measure import ablations
+from lab.studies.contrast.measure import ablations, draws
 from lab.studies.contrast.snippets import (
     SNIPPET_METRICS,
     other_lengths,
@@ -176,6 +177,7 @@ def run_arm(arm: str, seed: int, args) -> dict:
             tasks=recipe,
         ),
         "train_s": (done or {}).get("train_s", 0.0) + seconds,
+        "random_draws": args.random,  # this row's own provenance, whatever a later run passes
     }
     result["natural_perplexity"] = math.exp(result["natural_loss"])
     result.update(other_lengths(model, seed))  # as --rescore adds to the older seeds' rows
@@ -237,7 +239,7 @@ def results_files(args) -> tuple[Path, Path]:
     return results_pair(md, csv, args.out, default_out(args))
 
 
-def settings(args) -> str:
+def settings(args, random: str) -> str:
     """The setting of the default recipe (or ``--text``) in one paragraph."""
     return (
         f"Settings: GPT-NeoX {args.layers} layers x {args.heads} heads, d_model {args.d_model}, "
@@ -246,13 +248,17 @@ def settings(args) -> str:
         "AdamW lr 3e-3, cosine, grad clip 1; Bi-Induct span 20, m0 0.5 linear anneal, "
         f"token mixing; corpus: {args.text or 'the embedded one'} (300-id BPE on it); "
         f"seeds {', '.join(map(str, SEEDS))}; perplexity on the embedded corpus; ablation: mean, "
-        f"{args.random} random draws, index of induction loss."
+        f"{random} random draws, index of induction loss."
     )
 
 
-def report(args) -> None:
+def report(args, rerender: bool | None = None) -> None:
+    """Write the results files; ``rerender`` (``--report``, or a run that measured nothing new):
+    the recorded provenance lines stay, and every number keeps the draws its row records."""
+    rerender = args.report if rerender is None else rerender
     frame = collect(args)
     out_md, out_csv = results_files(args)
+    random = draws(frame[frame.status == "done"], out_md, None if rerender else args.random)
     unit = f"--text {args.text} --label {args.label} --seed SEED" if args.text else "--seed SEED"
     recipe = args.recipe == "docs"
     if recipe:
@@ -266,9 +272,9 @@ def report(args) -> None:
             unit,
             frame,
             out_md,
-            args.report,
+            rerender,
         ),
-        docs.settings_line(args.random) if recipe else settings(args),
+        docs.settings_line(random) if recipe else settings(args, random),
         "",
         "Each cell: mean over seeds [Student-t 95% interval over seeds] "
         "(`ihprobe/dynamics/verdicts.py`)",
@@ -303,7 +309,9 @@ def report(args) -> None:
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, checked, with the recipe's defaults and run folder filled in."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(
+        prog="python -m lab.studies contrast", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--cell", action="append", choices=list(ARMS), help="only this arm")
     parser.add_argument("--seed", type=int, action="append", help="only this seed")
     parser.add_argument("--list", action="store_true", help="list the arms and their status")
@@ -323,8 +331,10 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
         "(lab/studies/contrast/docs.py); the natural arm is the pilot's runs, scored, never retrained",
     )
     for name in SHAPE:
-        parser.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"default {SHAPE[name]}")
-    parser.add_argument("--random", type=int, default=20, help="random baseline draws")
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", type=positive_int, help=f"default {SHAPE[name]}"
+        )
+    parser.add_argument("--random", type=positive_int, default=20, help="random baseline draws")
     parser.add_argument(
         "--text",
         help="train every arm on this corpus (file, folder or glob) "
@@ -362,6 +372,12 @@ def main(argv: list[str] | None = None) -> None:
                 rescore(arm, seed, arm_run(arm, seed, args), results_files(args)[1])
         return
     jobs = [] if args.report else [(a, s) for a in args.cell or ARMS for s in args.seed or SEEDS]
+    saved = saved_results(results_files(args)[1], key=("arm", "seed"))
+    fresh = [
+        (arm, seed)
+        for arm, seed in jobs
+        if read_result(Path(args.out) / arm / f"seed{seed}") is None and (arm, seed) not in saved
+    ]
     for arm, seed in jobs:
         docs_natural = args.recipe == "docs" and arm == "natural"
         waiting = docs.pilot_problem(config_of(arm, seed, args)) if docs_natural else ""
@@ -369,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"skipped: {waiting}", flush=True)
             continue
         run_arm(arm, seed, args)
-    report(args)
+    report(args, rerender=args.report or not fresh)  # nothing measured here: a re-render
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ repository root: ``nice -n 15 .venv/bin/python -m lab.studies forecast [--seeds 
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lab.studies.cli import OneLineParser
 from lab.studies.forecast import cells, claims
 from lab.studies.study import ROOT, recorded_header
 
@@ -78,7 +78,7 @@ def report() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser()
+    parser = OneLineParser(prog="python -m lab.studies forecast")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(cells.SEEDS))
     parser.add_argument("--out", default=str(ROOT / "runs" / "validate-forecast-demo"))
     parser.add_argument("--train-only", action="store_true")

@@ -32,7 +32,6 @@ between-seed spread; the section on stdout)::
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Callable
@@ -55,6 +54,7 @@ from ihprobe.dynamics.verdicts import (
     t_mean,
 )
 from ihprobe.jobs.grid import markdown
+from lab.studies.cli import OneLineParser
 from lab.studies.law.forecast import forecast_fields, forecast_lines
 from lab.studies.law.probe_length import flag, probe_lines, updates_text
 
@@ -362,7 +362,7 @@ def one_cell_lines(frame: pd.DataFrame, cell: str, csv_name: str) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """Refit run folders outside the grid as one cell: rows in ``--csv``, the section on
     stdout."""
-    parser = argparse.ArgumentParser(description=main.__doc__.split(":")[0])
+    parser = OneLineParser(description=main.__doc__.split(":")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="finished ihprobe run folders")
     parser.add_argument("--cell", required=True, help="the name the runs are shown under")
     parser.add_argument("--csv", type=Path, required=True, help="rows, resumable")

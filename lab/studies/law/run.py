@@ -61,7 +61,6 @@ Run from the repository root (a killed run resumes; finished cells are reused)::
 
 from __future__ import annotations
 
-import argparse
 import functools
 import time
 from pathlib import Path
@@ -78,6 +77,7 @@ from ihprobe.jobs.grid import (
     train_or_reuse,
     write_result,
 )
+from lab.studies.cli import OneLineParser, positive_int
 from lab.studies.law import control, halves, other
 from lab.studies.law.cells import (
     CONTEXTS,
@@ -313,7 +313,7 @@ def write_report(frame: pd.DataFrame, args, out_md: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m lab.studies law", description=__doc__.splitlines()[0])
     parser.add_argument("--cell", action="append", help="run only this cell (repeatable)")
     parser.add_argument("--seed", type=int, action="append", help="run only this seed")
     parser.add_argument("--list", action="store_true", help="list the cells and their status")
@@ -334,11 +334,17 @@ def main(argv: list[str] | None = None) -> None:
         help="refit finished run folders on "
         "interleaved halves and with n = C/2 probes, then the report",
     )
-    parser.add_argument("--steps", type=int, help="updates per run (default: the cell's budget)")
-    parser.add_argument("--checkpoints", type=int, default=40, help="log-spaced (1.3x apart)")
-    parser.add_argument("--d-model", type=int, default=64)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--state-every", type=int, default=100, help="updates between states")
+    parser.add_argument(
+        "--steps", type=positive_int, help="updates per run (default: the cell's budget)"
+    )
+    parser.add_argument(
+        "--checkpoints", type=positive_int, default=40, help="log-spaced (1.3x apart)"
+    )
+    parser.add_argument("--d-model", type=positive_int, default=64)
+    parser.add_argument("--layers", type=positive_int, default=2)
+    parser.add_argument(
+        "--state-every", type=positive_int, default=100, help="updates between states"
+    )
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args(argv)
     table = cells()

@@ -11,12 +11,12 @@ the CSV, keeping the lines that need the run (its timing and settings, the stage
 
 from __future__ import annotations
 
-import argparse
 import shlex
 from pathlib import Path
 
 import pandas as pd
 
+from lab.studies.cli import OneLineParser
 from lab.studies.llc import cells, claims
 from lab.studies.study import recorded_header
 
@@ -31,7 +31,7 @@ def write(frame: pd.DataFrame, head: list[str], stage: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser()
+    parser = OneLineParser(prog="python -m lab.studies llc")
     parser.add_argument("--run", default=str(cells.RUN))
     parser.add_argument("--chains", type=int, default=cells.CHAINS)
     parser.add_argument("--draws", type=int, default=cells.DRAWS)

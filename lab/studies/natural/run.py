@@ -30,10 +30,8 @@ the reference run (seed 0 of ``d128-lr3e-3``) and exports it to ``reference/natu
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +44,7 @@ from ihprobe.data import default_directory
 from ihprobe.dynamics.law import predict_emergence
 from ihprobe.dynamics.verdicts import MIN_SEEDS, seed_target
 from ihprobe.jobs.grid import markdown, report_lock, saved_results, train_or_reuse
+from lab.studies.cli import OneLineParser
 from lab.studies.natural.cells import BASE, PILOTS
 from lab.studies.natural.law import natural_b_lines
 from lab.studies.natural.reference import export
@@ -311,14 +310,17 @@ def curve(records: list[dict]) -> str:
 
 
 def corpus_tokens() -> str:
+    """The corpus's token counts, from its manifest; one line when it cannot be read here (a
+    report without them would replace the counts the results file records with nothing)."""
     manifest = default_directory() / "manifest.json"
-    if not manifest.is_file():
-        return "not built here"
-    tokens = json.loads(manifest.read_text())["tokens"]
-    return ", ".join(
-        f"{v['train']:,} training tokens under the {k[3:]}-id BPE"
-        for k, v in sorted(tokens.items())
-    )
+    try:
+        tokens = json.loads(manifest.read_text())["tokens"]
+        counts = [(k, v["train"]) for k, v in sorted(tokens.items())]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        counts = []
+    if not counts:
+        raise IhprobeError(f"the corpus is not built here ({manifest} is missing or unreadable)")
+    return ", ".join(f"{n:,} training tokens under the {k[3:]}-id BPE" for k, n in counts)
 
 
 def seeds_of(pilot: str) -> list[int]:
@@ -331,7 +333,7 @@ def seeds_of(pilot: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m lab.studies natural", description=__doc__.split("\n")[0])
     parser.add_argument("--list", action="store_true", help="list the pilots")
     parser.add_argument("--pilot", choices=sorted(PILOTS))
     parser.add_argument("--seed", type=int, default=0)
@@ -351,7 +353,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.export and not args.pilot:
-        sys.exit("--export needs --pilot NAME (and --seed S): the run to export.")
+        parser.error("--export needs --pilot NAME (and --seed S): the run to export")
+    try:
+        corpus_tokens() if args.report else None
+    except IhprobeError as err:
+        parser.error(
+            f"--report: {err}; the results file states its token count: build it first "
+            "(`make corpus`); nothing is written until then"
+        )
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if args.list:
         for name, p in PILOTS.items():

@@ -16,12 +16,12 @@ other.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 
+from lab.studies.cli import OneLineParser
 from lab.studies.natural_law.cells import CELLS, GPU_CELLS
 from lab.studies.natural_law.size import ARMS, SEEDS
 
@@ -61,7 +61,7 @@ def warm_corpus() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lab.studies.natural_law.queue")
+    p = OneLineParser(prog="python -m lab.studies.natural_law.queue")
     p.add_argument("--per-device", type=int, default=8, help="runs at once on the device")
     p.add_argument("--seconds", type=float, default=300, help="stop starting runs after this")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")

@@ -9,12 +9,12 @@ their rows to ``RESULTS_law.csv`` beside it (one block per ``--checkpoints`` set
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
 import pandas as pd
 
+from lab.studies.cli import OneLineParser
 from lab.studies.study import ROOT
 from lab.studies.toy_law import cells, claims
 
@@ -38,7 +38,7 @@ def report(command: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser()
+    parser = OneLineParser(prog="python -m lab.studies toy_law")
     parser.add_argument(
         "--tokens", type=float, default=cells.TOKENS, help="training tokens per run"
     )
