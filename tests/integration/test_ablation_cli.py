@@ -44,6 +44,10 @@ def test_ablate_a_run_writes_csv_and_report(run_dir, tmp_path, capsys):
         "--mode",
         "zero",
         "--all-checkpoints",
+        "--scope",  # [B]'s per-layer protocol, a named option (the default is the global top 3)
+        "layer",
+        "--top",
+        "0.02",
     ]
     assert main(argv) == 0
     frame = pd.read_csv(out / "ablation.csv")

@@ -221,3 +221,22 @@ def test_every_number_the_readme_quotes_from_the_demo_is_what_the_demo_wrote(dem
 def test_the_readme_check_fails_on_a_number_the_demo_did_not_write():
     assert _agrees("0.598", 0.598344) and _agrees("368", 367.95)
     assert not _agrees("0.88", 0.598344) and not _agrees("342", 367.95)
+
+
+def test_the_demo_ablate_and_the_report_give_one_verdict(demo, tmp_path, capsys):
+    """`ihprobe ablate RUN` with its defaults follows the demo's rule (issue 59, item 13): the
+    same top set, verdict and analysis as the demo's summary, and the report says the same."""
+    from ihprobe.cli import main
+
+    s = demo.summary.set_index("run").loc["main"]
+    assert main(["ablate", str(demo.runs["main"]), "--out", str(tmp_path / "ablate")]) == 0
+    out = capsys.readouterr().out
+    ablation = pd.read_csv(demo.tables["main/ablation"])
+    top = ablation[(ablation.metric == "top_set") & (ablation.value == 1)]
+    heads = ", ".join(f"L{int(r.layer)}H{int(r.head)}" for r in top.itertuples())
+    assert len(top) == 3 and f"top set {heads}\n" in out
+    said = f"{s.verdict}: {s.verdict_reason}."
+    assert f"analysis: {s.analysis};" in out and said in out
+    assert f"the others say {s.other_analyses}" in " ".join(summary_text(demo).split())
+    page = html.unescape(demo.report.read_text())
+    assert said in page and f"Analysis: {s.analysis} " in page
