@@ -246,6 +246,13 @@ def _count_tokens(out: Path, vocab_size: int) -> dict:
     """Tokens per split under the BPE trained on ``train`` (both corpora land in the cache)."""
     train = load_corpus(str(out / "train"), vocab_size=vocab_size)
     tokenizer_dir = out / f"tokenizer-bpe{vocab_size}"
-    train.tokenizer.save_pretrained(str(tokenizer_dir))
+    tmp = temporary_folder(tokenizer_dir)  # each file renamed into place whole
+    try:
+        train.tokenizer.save_pretrained(str(tmp))
+        tokenizer_dir.mkdir(exist_ok=True)
+        for file in sorted(p for p in tmp.iterdir() if p.name != MARKER):
+            os.replace(file, tokenizer_dir / file.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     heldout = load_corpus(str(out / "heldout"), tokenizer=str(tokenizer_dir))
     return {"train": int(len(train.tokens)), "heldout": int(len(heldout.tokens))}
