@@ -95,12 +95,12 @@ def findings(text: str) -> set[str]:
 def copies(texts: dict[str, str]) -> dict[str, list[str]]:
     """Each finding quoted in more than one of ``texts`` (path -> text), with where.
 
-    >>> copies({"lab/a/RESULTS.md": "[0.80, 2.73]", "docs/x.md": "c: [0.80, 2.73]"})
-    {'[0.80, 2.73]': ['docs/x.md', 'lab/a/RESULTS.md']}
-    >>> copies({"lab/a/RESULTS.md": "[0.80, 2.73]", "docs/x.md": "see the findings page"})
+    >>> copies({"lab/a/RESULTS.md": "[0.80, 2.73]", "x.md": "c: [0.80, 2.73]"})
+    {'[0.80, 2.73]': ['lab/a/RESULTS.md', 'x.md']}
+    >>> copies({"lab/a/RESULTS.md": "[0.80, 2.73]", "x.md": "see the findings page"})
     {}
-    >>> copies({"lab/a/RESULTS.md": "c = 1.76", "docs/x.md": "c = 1.76", "docs/y.md": "c = 1.76"})
-    {'c = 1.76': ['docs/x.md', 'docs/y.md', 'lab/a/RESULTS.md']}
+    >>> copies({"lab/a/RESULTS.md": "c = 1.76", "x.md": "c = 1.76", "y.md": "c = 1.76"})
+    {'c = 1.76': ['lab/a/RESULTS.md', 'x.md', 'y.md']}
     """
     where = defaultdict(set)
     for path, text in texts.items():
@@ -111,10 +111,10 @@ def copies(texts: dict[str, str]) -> dict[str, list[str]]:
 
 def test_the_check_finds_a_copied_finding_and_passes_a_link():
     rendered = "- c = 1.76 [0.80, 2.73] (Tobit ML): **disagrees**"
-    copied = {"lab/s/RESULTS.md": rendered, "docs/m.md": "c = 1.76 [0.80, 2.73], disagrees"}
-    both = ["docs/m.md", "lab/s/RESULTS.md"]
+    copied = {"lab/s/RESULTS.md": rendered, "m.md": "c = 1.76 [0.80, 2.73], disagrees"}
+    both = ["lab/s/RESULTS.md", "m.md"]
     assert copies(copied) == {"[0.80, 2.73]": both, "c = 1.76": both}
-    linked = {"lab/s/RESULTS.md": rendered, "docs/m.md": "See [the findings](findings/law.md)."}
+    linked = {"lab/s/RESULTS.md": rendered, "m.md": "See [the findings](findings/law.md)."}
     assert copies(linked) == {}
     alone = {"lab/s/RESULTS.md": rendered, "README.md": "the grid gives c = 1.76, so"}
     assert copies(alone) == {"c = 1.76": ["README.md", "lab/s/RESULTS.md"]}
