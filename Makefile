@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.ihprobe-installed
 
-.PHONY: demo test test-fast bench corpus reference hooks lint docs clean
+.PHONY: demo test test-fast bench corpus wordnet reference hooks lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ corpus: $(STAMP)
 	dpkg -s $(DOC_PACKAGES) >/dev/null 2>&1 || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DOC_PACKAGES))
 	$(BIN)/ihprobe corpus build
+
+# WordNet 3.0 for the antonym and synonym tasks of FV scores (ihprobe/causal/word_tasks.py), read
+# at run time from /usr/share/wordnet; installed here when missing (needs root and apt).
+wordnet:
+	dpkg -s wordnet-base >/dev/null 2>&1 || (apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wordnet-base)
 
 # The natural-text reference (reference/natural-docs/README.md): seed 0 of the pilot d128-lr3e-3
 # trained on the corpus (about 2 core-hours; resumed after a kill, reused once finished), then its

@@ -34,6 +34,7 @@ from ihprobe.causal.fv_fast import fast_probabilities, fast_reason
 from ihprobe.causal.fv_reference import last_token_probe, patched_probabilities
 from ihprobe.causal.fv_result import FVResult, FVTask, binomial_tail
 from ihprobe.causal.tasks import Task, TaskPrompts, builtin_tasks, make_prompts, read_task
+from ihprobe.causal.word_tasks import word_tasks
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import hook_name
@@ -66,7 +67,9 @@ def fv_scores(
         model: a model ``ihprobe.load`` takes (a bridge, a HF model, a path) with a tokenizer
             that reads text.
         tasks: :class:`~ihprobe.causal.tasks.Task` objects or task files (the formats of
-            ``ablate --task``); None: the built-in tasks.
+            ``ablate --task``); None: the built-in tasks and the word tasks
+            (:mod:`ihprobe.causal.word_tasks`: antonyms and synonyms where WordNet is
+            installed, present-past, singular-plural, country-capital, number-digit).
         shots: solved examples per prompt (fewer where a prompt would not fit the context).
         prompts: clean and corrupted prompts per task.
         seed: draws the examples, the queries and the shuffles.
@@ -107,7 +110,7 @@ def fv_scores(
 
 def _tasks(tasks, seed: int) -> list[Task]:
     if tasks is None:
-        return builtin_tasks(seed=seed)
+        return builtin_tasks(seed=seed) + word_tasks(seed=seed)
     if isinstance(tasks, (str, Path, Task)):
         tasks = [tasks]
     chosen = [t if isinstance(t, Task) else read_task(t) for t in tasks]
