@@ -22,9 +22,11 @@ from ihprobe.cli._common import (
     INT64,
     SHORTCUTS,
     DefaultsFormatter,
+    _number,
     add_option_flag,
     add_threads,
     device,
+    finite_float,
     nonnegative_float,
     nonnegative_int,
     positive_float,
@@ -34,6 +36,7 @@ from ihprobe.cli._common import (
     warmup_fraction,
 )
 
+integer = _number(int, lambda v: True, "an integer")  # a field's int that names no parser
 SUFFIXES = {"k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9}
 
 
@@ -111,9 +114,61 @@ class TrainHelp(DefaultsFormatter):
         return text
 
 
+# the parsers a TrainConfig field may name in its metadata's ``parse``
+PARSERS = {
+    "positive_int": positive_int,
+    "nonnegative_int": nonnegative_int,
+    "positive_float": positive_float,
+    "nonnegative_float": nonnegative_float,
+    "warmup_fraction": warmup_fraction,
+    "seed_int": seed_int,
+    "device": device,
+    "count": count,
+    "checkpoints": checkpoints,
+    "clip": clip,
+}
+BY_TYPE = {"int": integer, "float": finite_float}  # a field that names no parser; str: as given
+GROUPS = ("data", "model", "optimisation", "checkpoints and monitoring")
+
+
+def flag(spec: dataclasses.Field) -> tuple[list[str], dict]:
+    """The option strings and ``add_argument`` keywords of one TrainConfig field, all read from
+    the field: its name, annotation, default and metadata (``training.config.option``).
+
+    >>> from ihprobe.training.config import TrainConfig
+    >>> specs = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    >>> flag(specs["batch_size"])[0], flag(specs["progress"])[1]["action"]
+    (['-B', '--batch-size'], 'store_false')
+    """
+    from ihprobe.training.config import annotation
+
+    meta, kind = spec.metadata, annotation(spec).removesuffix(" | None")
+    text = meta.get("help") or spec.name.replace("_", " ")
+    keywords = {"dest": spec.name, "help": text}
+    if kind == "bool":
+        on = spec.default is True
+        keywords["action"] = "store_false" if on else "store_true"
+        name = ("--no-" if on else "--") + spec.name.replace("_", "-")
+        return list(meta.get("flags", (name,))), keywords
+    if "(default" not in text and not meta.get("required"):
+        keywords["help"] = f"{text} {MARK}"
+    if kind.startswith("tuple"):
+        keywords["nargs"] = "+"
+    for key in ("choices", "metavar", "required"):
+        if key in meta:
+            keywords[key] = meta[key]
+    parse = PARSERS[meta["parse"]] if "parse" in meta else BY_TYPE.get(kind)
+    if parse is not None:
+        keywords["type"] = parse
+    return list(meta.get("flags", ("--" + spec.name.replace("_", "-"),))), keywords
+
+
 def register(subparsers) -> None:
-    """The ``train`` parser: one ``add_argument`` per TrainConfig field, a flat table of options
-    (over 60 lines because there are that many options)."""
+    """The ``train`` parser: one option per TrainConfig field, made from the field (an option
+    added to TrainConfig is on the command line with no edit here), plus ``--option`` and its
+    shortcuts for the producer's options and ``--threads`` for the process."""
+    from ihprobe.training import config
+
     p = subparsers.add_parser(
         "train",
         help="train a small model from scratch, writing HF checkpoints on a token schedule",
@@ -127,166 +182,37 @@ def register(subparsers) -> None:
         argument_default=argparse.SUPPRESS,  # only flags given override TrainConfig / run.json
         formatter_class=TrainHelp,
     )
-    p.add_argument("--out", required=True, help="run directory")
-    data = p.add_argument_group("data")
-    data.add_argument(
-        "--producer",
-        help="natural, repeats, bi-induct, semi-natural, markov or iid (default)",
-    )
-    add_option_flag(data)
-    model = p.add_argument_group("model")
-    model.add_argument(
-        "--arch", choices=("gpt-neox", "llama", "gpt2"), help="architecture (default)"
-    )
-    model.add_argument("--layers", type=positive_int, help="layers (default)")
-    model.add_argument("--heads", type=positive_int, help="attention heads per layer (default)")
-    model.add_argument(
-        "--kv-heads",
-        dest="kv_heads",
-        type=positive_int,
-        help="llama: key/value heads (default: --heads)",
-    )
-    model.add_argument(
-        "--d-model", dest="d_model", type=positive_int, help="residual width (default)"
-    )
-    model.add_argument(
-        "--d-mlp",
-        dest="d_mlp",
-        type=nonnegative_int,
-        help="MLP width (default: 4 * d_model; 0: attention-only)",
-    )
-    opt = p.add_argument_group("optimisation")
-    opt.add_argument("-C", "--context", type=positive_int, help="tokens per sequence, C (default)")
-    opt.add_argument(
-        "-B",
-        "--batch-size",
-        dest="batch_size",
-        type=positive_int,
-        help="sequences per update, B (default)",
-    )
-    budget = opt.add_mutually_exclusive_group()
-    budget.add_argument("--steps", type=count, help="updates (default)")
-    budget.add_argument(
-        "--tokens", type=count, help="budget in tokens instead of --steps, e.g. 20M (default)"
-    )
-    opt.add_argument("--lr", type=positive_float, help="AdamW learning rate (default)")
-    opt.add_argument(
-        "--warmup",
-        type=warmup_fraction,
-        help="fraction of updates in linear warm-up (default)",
-    )
-    opt.add_argument(
-        "--schedule",
-        choices=("cosine", "constant"),
-        help="learning-rate schedule after warm-up (default)",
-    )
-    opt.add_argument(
-        "--weight-decay",
-        dest="weight_decay",
-        type=nonnegative_float,
-        help="AdamW decay of matrices (default)",
-    )
-    opt.add_argument(
-        "--grad-clip", dest="grad_clip", type=clip, help="max gradient norm, or none (default)"
-    )
-    opt.add_argument(
-        "--grad-accum",
-        dest="grad_accum",
-        type=positive_int,
-        help="micro-batches per update (default)",
-    )
-    opt.add_argument("--seed", type=seed_int, help="seed of model init and data (default)")
-    watch = p.add_argument_group("checkpoints and monitoring")
-    watch.add_argument(
-        "--checkpoints", type=checkpoints, help="log | linear | 250k,500k,1M,... (default)"
-    )
-    watch.add_argument(
-        "--n-checkpoints",
-        dest="n_checkpoints",
-        type=positive_int,
-        help="checkpoints after step 0 for log and linear (default)",
-    )
-    watch.add_argument(
-        "--live-probes",
-        dest="live_probes",
-        action="store_true",
-        help="max PS and AR accuracy at every checkpoint, to probes.jsonl",
-    )
-    watch.add_argument(
-        "--probe-batch",
-        dest="probe_batch",
-        type=positive_int,
-        help="rows of the live probes (default)",
-    )
-    watch.add_argument(
-        "--forecast",
-        action="store_true",
-        help="forecast the emergence point at every live probe (forecast.jsonl)",
-    )
-    watch.add_argument(
-        "--law-from",
-        dest="law_from",
-        nargs="+",
-        metavar="RUN",
-        help="earlier runs to refit the forecast's law on (default)",
-    )
-    watch.add_argument(
-        "--log-every",
-        dest="log_every",
-        type=positive_int,
-        help="updates between metrics.jsonl lines (default)",
-    )
-    watch.add_argument(
-        "--state-every",
-        dest="state_every",
-        type=nonnegative_int,
-        help="updates between resume states, 0: only at checkpoints (default)",
-    )
-    watch.add_argument(
-        "-q",
-        "--quiet",
-        "--no-progress",
-        dest="progress",
-        action="store_false",
-        help="no progress bar or stage lines",
-    )
-    watch.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --out; with a larger --steps/--tokens, extends a finished "
-        "constant-rate run (a cosine one is refused)",
-    )
-    watch.add_argument(
-        "--resume-or-start",
-        dest="resume_or_start",
-        action="store_true",
-        help="--resume, or start a new run when --out holds none (--resume alone refuses)",
-    )
-    watch.add_argument(
-        "--device",
-        type=device,
-        help="auto (cuda when available, else cpu), cpu, cuda or cuda:N (default)",
-    )
-    watch.add_argument(
-        "--precision",
-        help="fp32, tf32 (TF32 matmuls on cuda) or bf16 (bfloat16 autocast) (default)",
-    )
-    watch.add_argument("--compile", action="store_true", help="torch.compile the model's forward")
-    add_threads(watch)
+    groups = {name: p.add_argument_group(name) for name in GROUPS}
+    exclusive: dict[str, argparse._MutuallyExclusiveGroup] = {}
+    for spec in dataclasses.fields(config.TrainConfig):
+        group = groups.get(spec.metadata.get("group"), p)
+        if spec.name == "producer_options":  # a dict: --option KEY=VALUE and its shortcuts
+            add_option_flag(groups["data"])
+        if spec.metadata.get("flag", True) is False:
+            continue
+        if "exclusive" in spec.metadata:
+            name = spec.metadata["exclusive"]
+            if name not in exclusive:
+                exclusive[name] = group.add_mutually_exclusive_group()
+            group = exclusive[name]
+        flags, keywords = flag(spec)
+        group.add_argument(*flags, **keywords)
+    add_threads(groups["checkpoints and monitoring"])
     p.set_defaults(func=run)
 
 
 def config_from_args(args):
     """The TrainConfig the flags ask for (on top of run.json when resuming an existing run)."""
     from ihprobe.io.runs import run_meta
-    from ihprobe.training.config import TrainConfig, load_config
+    from ihprobe.training.config import TrainConfig, annotation, load_config
 
     skip = ("func", "command", "verbose", "threads")  # threads: the process's, not the run's
     options = producer_options(args)
     shortcuts = {flag.replace("-", "_") for flag, _, _ in SHORTCUTS}
     given = {k: v for k, v in vars(args).items() if k not in (*skip, "option", *shortcuts)}
-    if "law_from" in given:
-        given["law_from"] = tuple(given["law_from"])
+    for spec in dataclasses.fields(TrainConfig):  # nargs="+" gives a list, the config a tuple
+        if spec.name in given and annotation(spec).startswith("tuple"):
+            given[spec.name] = tuple(given[spec.name])
     if given.get("resume_or_start"):
         given["resume"] = True
     if given.get("resume") and run_meta(args.out) is not None:

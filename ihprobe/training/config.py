@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
 
-from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.memory import Shape, check_work, estimate
-from ihprobe.core.world import resolve_device
-from ihprobe.io.architectures import ARCHITECTURES
-from ihprobe.io.runs import RUN_META, run_meta
 from ihprobe.training.schedule import CHECKPOINT_SCHEDULES, LR_SCHEDULES
+
+# Importing this module imports no torch (``ihprobe train --help`` reads the fields below): the
+# checks that need torch or the model code are imported inside the functions that run them.
 
 DEFAULT_STEPS = 2000  # updates when neither steps nor tokens is given
 # float32 throughout; float32 with TF32 matmuls on cuda (the CPU has none: same as fp32);
@@ -38,6 +38,31 @@ RESUMABLE_CHANGES = (
 )
 
 
+# The groups of ``ihprobe train --help``, in order; a field without one is listed under "options".
+DATA, MODEL, OPT, WATCH = "data", "model", "optimisation", "checkpoints and monitoring"
+ARCH_NAMES = ("gpt-neox", "llama", "gpt2")  # ihprobe.io.architectures.ARCHITECTURES' keys
+
+
+def option(default: Any = MISSING, help: str = "", *, factory: Any = None, **cli: Any) -> Any:
+    """A :class:`TrainConfig` field with its ``ihprobe train`` option, the one place for both.
+
+    ``help`` says what the field does; ``cli`` may give ``group`` (a help section), ``flags``
+    (the option strings; default ``--field-name``, ``--no-field-name`` for a bool that is on),
+    ``parse`` (a parser's name in ``ihprobe.cli.train.PARSERS``; default from the annotation),
+    ``choices``, ``exclusive`` (a mutually exclusive group), ``metavar``, ``required``, or
+    ``flag=False`` (no option of its own). The flag's type and default are the field's.
+
+    Example:
+        >>> spec = {f.name: f for f in fields(TrainConfig)}["lr"]
+        >>> spec.default, spec.metadata["help"], spec.metadata["parse"]
+        (0.003, 'AdamW learning rate', 'positive_float')
+    """
+    metadata = {"help": help, **cli}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a training run. Defaults: a tiny 2-layer model.
@@ -51,40 +76,118 @@ class TrainConfig:
         2048
     """
 
-    out: str = "runs/train"  # run directory
-    producer: str = "semi-natural"  # a name in ihprobe.data.PRODUCERS
-    producer_options: dict = field(default_factory=dict)  # e.g. {"repetition": 0.9}
-    arch: str = "gpt-neox"  # "gpt-neox" | "llama" | "gpt2"
-    layers: int = 2
-    heads: int = 4
-    kv_heads: int | None = None  # llama only: key/value heads (grouped-query attention)
-    d_model: int = 64
-    d_mlp: int | None = None  # default 4 * d_model; 0: attention-only (gpt-neox, llama)
-    context: int = 64  # C: tokens per sequence
-    batch_size: int = 32  # B: sequences per update
-    steps: int | None = None  # updates; default DEFAULT_STEPS when tokens is None too
-    tokens: int | None = None  # budget in tokens instead of steps
-    lr: float = 3e-3
-    warmup: float = 0.01  # fraction of the updates spent in linear warm-up
-    schedule: str = "cosine"  # "cosine" (to 0) | "constant"
-    weight_decay: float = 0.0  # AdamW decay of matrices (not of biases and norms)
-    grad_clip: float | None = 1.0  # max global gradient norm; None = no clipping
-    grad_accum: int = 1  # micro-batches per update; B is split between them
-    seed: int = 0  # model init and data
-    checkpoints: str | tuple[int, ...] = "log"  # "log" | "linear" | token counts
-    n_checkpoints: int = 20  # checkpoints after step 0 for "log" and "linear"
-    live_probes: bool = False  # max PS and AR accuracy at every checkpoint -> probes.jsonl
-    resume: bool = False  # continue the run in `out` from its latest training state
-    resume_or_start: bool = False  # with resume: start a new run when `out` holds none
-    device: str = "auto"  # "auto" (cuda when available) | "cpu" | "cuda" | "cuda:1" ...
-    precision: str = "fp32"  # one of PRECISIONS
-    compile: bool = False  # torch.compile the model's forward (same math, fused kernels)
-    log_every: int = 10  # updates between metrics.jsonl lines
-    state_every: int = 1000  # updates between training states for --resume (0: checkpoints only)
-    probe_batch: int = 20  # rows of repeated random tokens for the live probes
-    forecast: bool = False  # forecast the emergence point at every live probe -> forecast.jsonl
-    law_from: tuple[str, ...] = ()  # earlier runs to refit the forecast's law on
-    progress: bool = True  # tqdm bar on rank 0
+    out: str = option("runs/train", "run directory", required=True)
+    producer: str = option(
+        "semi-natural", "natural, repeats, bi-induct, semi-natural, markov or iid", group=DATA
+    )  # a name in ihprobe.data.PRODUCERS
+    # e.g. {"repetition": 0.9}; on the command line --option KEY=VALUE and its shortcuts
+    producer_options: dict = option(factory=dict, help="producer options", flag=False)
+    arch: str = option("gpt-neox", "architecture", group=MODEL, choices=ARCH_NAMES)
+    layers: int = option(2, "layers", group=MODEL, parse="positive_int")
+    heads: int = option(4, "attention heads per layer", group=MODEL, parse="positive_int")
+    kv_heads: int | None = option(  # grouped-query attention
+        None, "llama: key/value heads (default: --heads)", group=MODEL, parse="positive_int"
+    )
+    d_model: int = option(64, "residual width", group=MODEL, parse="positive_int")
+    d_mlp: int | None = option(
+        None,
+        "MLP width (default: 4 * d_model; 0: attention-only)",
+        group=MODEL,
+        parse="nonnegative_int",
+    )  # 0: attention-only (gpt-neox, llama)
+    context: int = option(
+        64, "tokens per sequence, C", group=OPT, flags=("-C", "--context"), parse="positive_int"
+    )
+    batch_size: int = option(
+        32,
+        "sequences per update, B",
+        group=OPT,
+        flags=("-B", "--batch-size"),
+        parse="positive_int",
+    )
+    steps: int | None = option(  # DEFAULT_STEPS when tokens is None too
+        None, "updates", group=OPT, parse="count", exclusive="budget"
+    )
+    tokens: int | None = option(
+        None,
+        "budget in tokens instead of --steps, e.g. 20M",
+        group=OPT,
+        parse="count",
+        exclusive="budget",
+    )
+    lr: float = option(3e-3, "AdamW learning rate", group=OPT, parse="positive_float")
+    warmup: float = option(
+        0.01, "fraction of updates in linear warm-up", group=OPT, parse="warmup_fraction"
+    )
+    schedule: str = option(  # cosine decays to 0
+        "cosine", "learning-rate schedule after warm-up", group=OPT, choices=("cosine", "constant")
+    )
+    weight_decay: float = option(  # not of biases and norms
+        0.0, "AdamW decay of matrices", group=OPT, parse="nonnegative_float"
+    )
+    grad_clip: float | None = option(
+        1.0, "max gradient norm, or none", group=OPT, parse="clip"
+    )  # global norm; None = no clipping
+    grad_accum: int = option(  # B is split between them
+        1, "micro-batches per update", group=OPT, parse="positive_int"
+    )
+    seed: int = option(0, "seed of model init and data", group=OPT, parse="seed_int")
+    checkpoints: str | tuple[int, ...] = option(
+        "log", "log | linear | 250k,500k,1M,...", group=WATCH, parse="checkpoints"
+    )
+    n_checkpoints: int = option(
+        20, "checkpoints after step 0 for log and linear", group=WATCH, parse="positive_int"
+    )
+    live_probes: bool = option(
+        False, "max PS and AR accuracy at every checkpoint, to probes.jsonl", group=WATCH
+    )
+    resume: bool = option(  # from the latest training state in `out`
+        False,
+        "continue the run in --out; with a larger --steps/--tokens, extends a finished "
+        "constant-rate run (a cosine one is refused)",
+        group=WATCH,
+    )
+    resume_or_start: bool = option(
+        False,
+        "--resume, or start a new run when --out holds none (--resume alone refuses)",
+        group=WATCH,
+    )
+    device: str = option(
+        "auto",
+        "auto (cuda when available, else cpu), cpu, cuda or cuda:N",
+        group=WATCH,
+        parse="device",
+    )
+    precision: str = option(  # one of PRECISIONS
+        "fp32", "fp32, tf32 (TF32 matmuls on cuda) or bf16 (bfloat16 autocast)", group=WATCH
+    )
+    compile: bool = option(  # same math, fused kernels
+        False, "torch.compile the model's forward", group=WATCH
+    )
+    log_every: int = option(
+        10, "updates between metrics.jsonl lines", group=WATCH, parse="positive_int"
+    )
+    state_every: int = option(  # training states for --resume
+        1000,
+        "updates between resume states, 0: only at checkpoints",
+        group=WATCH,
+        parse="nonnegative_int",
+    )
+    probe_batch: int = option(  # rows of repeated random tokens
+        20, "rows of the live probes", group=WATCH, parse="positive_int"
+    )
+    forecast: bool = option(
+        False, "forecast the emergence point at every live probe (forecast.jsonl)", group=WATCH
+    )
+    law_from: tuple[str, ...] = option(
+        (), "earlier runs to refit the forecast's law on", group=WATCH, metavar="RUN"
+    )
+    progress: bool = option(  # tqdm bar on rank 0
+        True,
+        "no progress bar or stage lines",
+        group=WATCH,
+        flags=("-q", "--quiet", "--no-progress"),
+    )
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -127,6 +230,8 @@ def load_config(run_dir: str | os.PathLike, **overrides) -> TrainConfig:
     Example:
         >>> train(load_config("runs/demo", resume=True))    # doctest: +SKIP
     """
+    from ihprobe.io.runs import RUN_META, run_meta
+
     meta = run_meta(run_dir)
     if meta is None:
         raise IhprobeError(
@@ -145,6 +250,8 @@ def load_config(run_dir: str | os.PathLike, **overrides) -> TrainConfig:
 def check_config(config: TrainConfig, world_size: int = 1) -> None:
     """Raise :class:`IhprobeError` for a config that cannot train, before anything runs.
     (Over 60 lines: one flat check per field, every problem listed at once.)"""
+    from ihprobe.io.architectures import ARCHITECTURES
+
     problems = []
     if config.arch not in ARCHITECTURES:
         problems.append(f"arch={config.arch!r} is not one of {', '.join(ARCHITECTURES)}")
@@ -229,21 +336,18 @@ def check_training_size(config: TrainConfig) -> None:
 
 def _estimated_on(device: str) -> str:
     """The device whose speed the estimate uses (``"auto"`` resolved as training resolves it)."""
+    from ihprobe.core.world import resolve_device
+
     return resolve_device(device).type if device == "auto" else device
 
 
-# A field's annotation -> the check of its type (ranges are check_config's).
-TYPE_CHECKS = {
-    "int": checks.integer,
-    "int | None": lambda name, v: None if v is None else checks.integer(name, v),
-    "float": lambda name, v: _finite(name, v),  # weight_decay=inf: refused here, not in training
-    "float | None": lambda name, v: None if v is None else _finite(name, v),
-    "bool": checks.flag,
-    "str": checks.text,
-}
+# A field's annotation -> the check of its type (ranges are check_config's), by checks' name.
+TYPE_CHECKS = {"int": "integer", "bool": "flag", "str": "text"}  # float: _finite
 
 
 def _finite(name: str, value) -> float:
+    from ihprobe.core import checks
+
     if not math.isfinite(checks.number(name, value)):
         raise IhprobeError(f"bad training config: {name}={value} must be a finite number.")
     return float(value)
@@ -258,14 +362,30 @@ def check_types(config: TrainConfig) -> None:
     ...
     ihprobe.core.errors.IhprobeError: batch_size must be an integer (got 1.5).
     """
+    from ihprobe.core import checks  # torch: imported when a config is made, not with the module
+
     for spec in fields(config):
-        value = getattr(config, spec.name)
+        value, kind = getattr(config, spec.name), annotation(spec)
+        base = kind.removesuffix(" | None")
         if spec.name == "seed":
             checks.seed(value)
-        elif spec.type in TYPE_CHECKS:
-            TYPE_CHECKS[spec.type](spec.name, value)
-        elif spec.type == "dict" and not isinstance(value, dict):
+        elif value is None and base != kind:
+            continue
+        elif base == "float":
+            _finite(spec.name, value)  # weight_decay=inf: refused here, not in training
+        elif base in TYPE_CHECKS:
+            getattr(checks, TYPE_CHECKS[base])(spec.name, value)
+        elif kind == "dict" and not isinstance(value, dict):
             raise IhprobeError(f"{spec.name} must be a dict of options (got {value!r}).")
+
+
+def annotation(spec) -> str:
+    """A field's annotation as written, also for one given as a type (``make_dataclass``).
+
+    >>> [annotation(f) for f in fields(TrainConfig)][7:9]
+    ['int', 'int | None']
+    """
+    return spec.type if isinstance(spec.type, str) else getattr(spec.type, "__name__", "")
 
 
 def _divisor_near(n: int, k: int) -> int:

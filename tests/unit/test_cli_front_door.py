@@ -17,7 +17,6 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformer_lens")
 # the help pages that still import torch, and why (a ratchet: one that no longer does must leave)
 KNOWN_HEAVY = {
-    "train --help": "its defaults come from TrainConfig, whose checks (core.checks) need torch",
     "weight-trajectory --help": "its metric names sit beside their torch scores",
 }
 # in one fresh process: each command line in turn, then which heavy modules it left imported
