@@ -16,6 +16,9 @@ measures the aggregate tokens/s at several K).
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 from ihprobe.cli import _common as flags
 from ihprobe.cli.emergence import add_point_options, point_kwargs
 from ihprobe.core.errors import IhprobeError
@@ -110,18 +113,24 @@ def check_grid(grid: list[str], out: str, train_args: tuple[str, ...], local: bo
     TrainConfig and its memory estimate, the producer's options and, trained here, the device),
     so that a bad value is one line before any run starts.
     """
+    from ihprobe.cli import build_parser
+    from ihprobe.jobs.sweep import plan
+
+    parser = build_parser()
+    with held_warnings():  # a refused grid prints its one line and nothing before it
+        _check_points(parser, plan(grid, out), train_args, local)
+
+
+def _check_points(parser, runs, train_args: tuple[str, ...], local: bool) -> None:
     import contextlib
     import io
 
-    from ihprobe.cli import build_parser
     from ihprobe.cli.train import config_from_args
     from ihprobe.core.world import resolve_device
     from ihprobe.data.registry import producer_options
-    from ihprobe.jobs.sweep import plan
     from ihprobe.training.config import check_config, check_training_size
 
-    parser = build_parser()
-    for run in plan(grid, out):
+    for run in runs:
         command = run.train_command(train_args)
         said = io.StringIO()
         try:
@@ -141,19 +150,48 @@ def check_grid(grid: list[str], out: str, train_args: tuple[str, ...], local: bo
             raise IhprobeError(f"grid point {run.name}: {err}") from None
 
 
+@contextlib.contextmanager
+def held_warnings():
+    """Hold ihprobe's log records while the block runs; give them to the usual handlers only
+    when it succeeds (a work estimate's warning, then a refusal, read as two verdicts)."""
+    logger, held = logging.getLogger("ihprobe"), []
+    handler = logging.Handler()
+    handler.emit = held.append
+    propagate, logger.propagate = logger.propagate, False
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+    for record in held:  # reached only when the block raised nothing
+        logger.handle(record)
+
+
 def check_fit(config) -> None:
     """Refuse a run with too few checkpoints for the change-point fit each run gets after
-    training (``emergence``: 3 segments need 6 checkpoints past step 0)."""
+    training (``emergence``: 3 segments need 6 checkpoints past step 0), counted as the trainer
+    will save them: points of a short run that round to one update are saved once."""
     import inspect
 
     from ihprobe.dynamics.changepoint import emergence
+    from ihprobe.training.schedule import checkpoint_steps
 
     need = 2 * inspect.signature(emergence).parameters["segments"].default
-    saved = config.n_checkpoints if isinstance(config.checkpoints, str) else len(config.checkpoints)
+    steps = checkpoint_steps(
+        config.checkpoints,
+        total=config.total_steps,
+        tokens_per_update=config.tokens_per_update,
+        n=config.n_checkpoints,
+    )
+    saved = len(steps) - 1  # past step 0
     if saved < need:
+        asked = config.n_checkpoints if isinstance(config.checkpoints, str) else saved
+        merged = f" ({asked} asked: some round to one update)" if asked > saved else ""
         raise IhprobeError(
-            f"{saved} checkpoint(s) are too few for the change-point fit of each run (need "
-            f"{need}); pass --n-checkpoints {need} or more after --."
+            f"{saved} checkpoint(s) past step 0{merged} are too few for the change-point fit "
+            f"of each run (need {need}); pass --n-checkpoints {need} or more, and enough --steps "
+            "to hold them, after --."
         )
 
 

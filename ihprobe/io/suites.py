@@ -49,12 +49,18 @@ def suite_repo(name: str, **options) -> str:
 
     >>> suite_repo("pythia", size="1.4b", deduped=True), suite_repo("polypythias", seed=3)
     ('EleutherAI/pythia-1.4b-deduped', 'EleutherAI/pythia-160m-seed3')
+    >>> suite_repo("pythia", deduped="maybe")
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: pythia: deduped must be true or false (got 'maybe').
     """
     suite = _suite(name)
     values = {}
     for option, allowed in suite.options.items():
         value = options.pop(option, allowed[0])
-        if option == "deduped":
+        if option == "deduped":  # True or False; anything else is refused, not read as False
+            if value not in (True, False, "-deduped", ""):
+                raise IhprobeError(f"{name}: deduped must be true or false (got {value!r}).")
             value = "-deduped" if value in (True, "-deduped") else ""
         value = str(value)
         if value not in allowed:

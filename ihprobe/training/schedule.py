@@ -81,11 +81,7 @@ def checkpoint_steps(
             )
         if n < 1:
             raise IhprobeError(f"n_checkpoints={n}: need at least 1.")
-        steps = {_point(spec, i, total=total, n=n) for i in range(1, n + 1)}
-        i = n + 1  # an extension goes on by the same rule (a one-update budget cannot grow)
-        while total > 1 and (step := _point(spec, i, total=total, n=n)) <= end:
-            steps.add(step)
-            i += 1
+        steps = _points(spec, total=total, n=n, end=end)
     else:
         counts = [int(c) for c in spec]
         budget = total * tokens_per_update
@@ -97,6 +93,34 @@ def checkpoint_steps(
             )
         steps = {math.ceil(c / tokens_per_update) for c in counts}
     return sorted(steps | {0, total, end})
+
+
+def _points(spec: str, *, total: int, n: int, end: int) -> set[int]:
+    """The updates of points ``1, 2, ...`` of a ``"log"`` or ``"linear"`` schedule up to ``end``
+    (points past ``n`` go on by the same rule), in work proportional to the updates, not to
+    ``n``: where consecutive points lie under one update apart every update is a point, so
+    ``--n-checkpoints 1e9`` costs no loop of 1e9.
+
+    >>> sorted(_points("log", total=5, n=10**9, end=5))
+    [1, 2, 3, 4, 5]
+    >>> sorted(_points("linear", total=4, n=10**12, end=6))
+    [1, 2, 3, 4, 5, 6]
+    """
+    if total < 2:  # a one-update budget cannot grow
+        return {total}
+    if spec == "linear" or n == 1:
+        if total < n:  # points under one update apart
+            return set(range(1, end + 1))
+        last = math.floor((end + 0.5) * n / total)  # the last point that rounds to <= end
+        return {round(total * i / n) for i in range(1, last + 1)} - {end + 1}
+    ratio = math.expm1(math.log(total) / (n - 1))  # each point is the last times (1 + ratio)
+    dense = min(0.5 / ratio, end)  # below it consecutive points lie under half an update apart
+    found = set(range(1, math.floor(dense) + 1)) if dense >= 1 else set()
+    i = max(1, math.ceil(math.log(max(dense, 1)) / math.log(total) * (n - 1)) + 1)
+    while (step := _point(spec, i, total=total, n=n)) <= end:
+        found.add(step)
+        i += 1
+    return found
 
 
 def _point(spec: str, i: int, *, total: int, n: int) -> int:
