@@ -158,14 +158,21 @@ def run(args) -> int:
 
 def _over_training(args, kwargs: dict, targets) -> int:
     """``--over-training``: ablation_trajectory, its table and the over-training report."""
+    from ihprobe.core.errors import IhprobeError
     from ihprobe.core.files import atomic_write
     from ihprobe.dynamics.ablation_series import ablation_trajectory
     from ihprobe.figures.ablation_series import write_trajectory_report
     from ihprobe.io.provenance import csv_table
+    from ihprobe.io.sources import sources_of
 
+    found = sources_of(args.sources, args.revision or None)
+    if len(found) < 2:  # a trajectory of one point says nothing over training
+        raise IhprobeError(
+            f"--over-training needs at least two checkpoints; {found[0].label} is one: drop "
+            "--over-training to ablate it, or pass a run folder or several --revision."
+        )
     table = ablation_trajectory(
-        args.sources,
-        revisions=args.revision or None,
+        found,  # the revisions are in them
         progress=flags.progress(args),
         device=args.device,
         **kwargs,

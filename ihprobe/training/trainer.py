@@ -109,7 +109,9 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
 
     Example:
         >>> run = train(TrainConfig(out="runs/x", producer="iid", steps=50))  # doctest: +SKIP
+        >>> run = train({"out": "runs/x", "producer": "iid", "steps": 50})  # doctest: +SKIP
     """
+    config = as_config(config)
     check_config(config, world_size())
     check_run_folder(config)  # a new folder or a run, never a user's folder
     producer = make_run_producer(config)  # its options checked, its tables estimated
@@ -123,6 +125,25 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
         with join_world(config.device) as world:
             with matmul_precision(config.precision, world.device):
                 return _train(config, plan, producer, run, world, on_probe)
+
+
+def as_config(config) -> TrainConfig:
+    """``config`` itself, or a :class:`TrainConfig` of a dict's fields; else one line.
+
+    >>> as_config({"producer": "iid", "steps": 5}).steps
+    5
+    """
+    fields = TrainConfig.__dataclass_fields__
+    if isinstance(config, dict) and all(k in fields for k in config):
+        return TrainConfig(**config)
+    if not isinstance(config, (TrainConfig, dict)):
+        raise IhprobeError(f"config must be a TrainConfig or a dict (got {type(config).__name__}).")
+    unknown = sorted(str(k) for k in config if k not in fields) if isinstance(config, dict) else []
+    if unknown:
+        raise IhprobeError(
+            f"TrainConfig has no field {', '.join(unknown)}: its fields are {', '.join(fields)}."
+        )
+    return config
 
 
 @dataclass

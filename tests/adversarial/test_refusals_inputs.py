@@ -1,0 +1,42 @@
+"""Small refusals of issue 59 (item 12): ``ablate --over-training`` of one checkpoint is one line
+(before: a one-point "trajectory"); ``train`` takes a dict of TrainConfig's fields, and refuses
+a dict with a field it lacks, or anything else, in one line (before: AttributeError)."""
+
+from __future__ import annotations
+
+import pytest
+
+import ihprobe
+from ihprobe.training.trainer import as_config
+from tests.helpers import TINY_TRAIN, cli_refused, one_line, valid_checkpoint
+
+
+def test_over_training_of_one_checkpoint_is_refused(tmp_path, capsys, monkeypatch):
+    checkpoint = valid_checkpoint(tmp_path / "ckpt")
+    line = cli_refused(
+        ["ablate", str(checkpoint), "--over-training"],
+        tmp_path,
+        capsys,
+        monkeypatch,
+        "--over-training needs at least two checkpoints",
+    )
+    assert "ckpt" in line
+
+
+def test_train_takes_a_dict_of_the_configs_fields(tmp_path):
+    run = ihprobe.train({**TINY_TRAIN, "out": str(tmp_path / "run")})
+    assert len(ihprobe.checkpoints(run)) >= 2
+    assert as_config({"steps": 5}) == ihprobe.TrainConfig(steps=5)
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"stpes": 5}, "TrainConfig has no field stpes"),
+        ({"steps": 5, 3: 1}, "TrainConfig has no field 3"),
+        ("runs/x", "config must be a TrainConfig or a dict (got str)"),
+        (None, "config must be a TrainConfig or a dict (got NoneType)"),
+    ],
+)
+def test_train_refuses_what_is_not_a_config_in_one_line(bad, match):
+    assert match in one_line(lambda: ihprobe.train(bad))
