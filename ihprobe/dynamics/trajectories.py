@@ -25,7 +25,7 @@ from ihprobe.causal.ablation import AblationResult, ablate
 from ihprobe.core import calls
 from ihprobe.core.threads import DEFAULT_THREADS
 from ihprobe.io import offload
-from ihprobe.io.hub_cache import check_keep, drop_revision
+from ihprobe.io.hub_cache import cached_before, check_keep, drop_revision
 from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import resolve, sources_of
 from ihprobe.probes.battery import check_metrics, scan
@@ -64,12 +64,13 @@ def scan_checkpoints(
     """
     keep = check_keep(keep)
     several = len(ckpts) > 1
+    present = cached_before(ckpts) if keep == "none" else set()  # never this series' downloads
 
     def scan_one(ckpt: Checkpoint, model) -> tuple:
         scores = scan(model, metrics, **scan_kwargs)
         tensors = checkpoint_digests(ckpt) if several else None  # remembered when it was read
         found = (scores, checkpoint_hash(ckpt) if several else None, tensors)
-        if keep == "none":
+        if keep == "none" and (ckpt.source, ckpt.revision) not in present:
             drop_revision(resolve(ckpt.source, revision=ckpt.revision))
         return found
 

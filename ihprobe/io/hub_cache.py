@@ -4,9 +4,10 @@ A series such as Pythia's 154 step branches fills a disk when every revision sta
 :func:`drop_revision` removes one revision that ihprobe downloaded from the HF cache (its
 snapshot, the blobs no other revision uses, the refs that point to it) through
 ``huggingface_hub``'s cache manager, so a streamed trajectory holds one checkpoint at a time.
-Only a download :func:`fetched` made and recorded (``<IHPROBE_CACHE>/hub/downloads.json``) is
-ever removed: a revision that was in the cache before, or a local path that happens to lie in
-an HF cache, stays. :class:`RevisionIndex` remembers, per hub
+Only a download :func:`fetched` made and recorded (``<IHPROBE_CACHE>/hub/downloads.json``), of a
+revision the HF cache did not hold when the series started (:func:`cached_before`), is ever
+removed: a revision that was in the cache before, or a local path that happens to lie in an HF
+cache, stays. :class:`RevisionIndex` remembers, per hub
 revision, the weights hash its scan was cached under, so that an interrupted series resumes
 without fetching the revisions it has already scanned.
 
@@ -101,6 +102,18 @@ def fetched(source, revision: str | None = None) -> Path:
         if not local and before is None and hub_snapshot(path) is not None:
             Downloads().add(path)
         return path
+
+
+def cached_before(ckpts) -> set[tuple[str, str | None]]:
+    """``(source, revision)`` of the hub checkpoints among ``ckpts`` that the HF cache holds
+    now, before a series fetches anything: never this series' downloads, so never removed by it.
+    """
+    return {
+        (c.source, c.revision)
+        for c in ckpts
+        if not Path(str(c.source)).expanduser().exists()
+        and cached_snapshot(str(c.source), c.revision) is not None
+    }
 
 
 def cached_snapshot(repo_id: str, revision: str | None) -> str | None:

@@ -25,7 +25,13 @@ from ihprobe import __version__
 from ihprobe.core import cache
 from ihprobe.core.cache import root as cache_root
 from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
-from ihprobe.io.hub_cache import RevisionIndex, check_keep, drop_revision, fetched
+from ihprobe.io.hub_cache import (
+    RevisionIndex,
+    cached_before,
+    check_keep,
+    drop_revision,
+    fetched,
+)
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.swap import load_or_swap
 from ihprobe.io.tensor_reads import (
@@ -114,6 +120,7 @@ def cached_sweep(
         rank's share."""
         where = cache_root(cache)
         series = _Series(where, make_compute(world.device), folder, settings, keep, finite, parts)
+        series.present = cached_before(share) if keep == "none" else set()
         bars = progress if world.main else False
         for ckpt in share:
             series.index(ckpt)  # made here, read by the prefetching thread
@@ -177,6 +184,7 @@ class _Series:
         self.folder, self.settings, self.parts = folder, settings, parts
         self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
         self.indexes: dict[str, RevisionIndex] = {}
+        self.present: set = set()  # (source, revision) in the HF cache before the series
 
     def fetch(self, ckpt: Checkpoint) -> Fetched:
         """What :meth:`rows` needs from disk or the hub (run ahead, in the prefetching thread):
@@ -212,8 +220,8 @@ class _Series:
         if index is not None:
             index.record(ckpt.revision, digest)
         meta = checkpoint_meta(path)
-        if self.keep == "none":
-            drop_revision(path)
+        if self.keep == "none" and (ckpt.source, ckpt.revision) not in self.present:
+            drop_revision(path)  # this series' download (recorded), nothing else
         return digest, rows, meta, fetched.tensors
 
     def index(self, ckpt: Checkpoint) -> RevisionIndex | None:

@@ -14,6 +14,7 @@ import pytest
 
 import ihprobe
 from ihprobe.cli import main
+from ihprobe.io.hub_cache import Downloads
 from ihprobe.training.config import TrainConfig
 from tests.helpers import TINY_TRAIN
 from tests.hub_layout import lay_out, use_offline
@@ -52,10 +53,14 @@ def test_an_ihprobe_checkpoint_in_an_hf_cache_loads(hub, trained):
             assert value.equal(expected), name
 
 
-@pytest.mark.parametrize("how", ["a local snapshot path", "a hub id already cached"])
+@pytest.mark.parametrize(
+    "how", ["a local snapshot path", "a hub id already cached", "an earlier call's download"]
+)
 def test_keep_none_leaves_what_the_series_did_not_download(hub, tmp_path, how):
     snapshot = next((hub / "models--org--ihprobe-tiny" / "snapshots").iterdir())
     source = str(snapshot) if how == "a local snapshot path" else REPO
+    if how == "an earlier call's download":  # fetched by ihprobe before, with keep="all"
+        Downloads().add(snapshot)
     before = everything(hub)
     probe = ["--metrics", "prefix_matching", "--n", "6", "--batch", "2"]
     assert main(["scan", source, "--keep", "none", *probe, "--out", str(tmp_path / "s")]) == 0
