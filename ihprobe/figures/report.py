@@ -97,19 +97,29 @@ def html_page(title: str, sections: list[Section], subtitle: str = "") -> str:
                 parts.append(f'<div class="table">{table}</div>')
             elif block is not None:  # a plotly figure, sized to the page width
                 parts.append('<div class="figure">')
-                fitted = go.Figure(block).update_layout(width=None, autosize=True)
-                parts.append(
-                    fitted.to_html(
-                        full_html=False,
-                        include_plotlyjs=not js_done,
-                        config={"displaylogo": False, "responsive": True},
-                        default_width="100%",
-                    )
-                )
+                parts.append(_fitted_html(block, include_plotlyjs=not js_done))
                 parts.append("</div>")
                 js_done = True
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _fitted_html(figure, *, include_plotlyjs: bool) -> str:
+    """The figure's HTML sized to the page width. A ``go.Figure`` is resized in place and put
+    back afterwards: copying it (``go.Figure(figure)``) validates every trace again, which was
+    most of the time ``ihprobe scan`` spent writing its heatmaps."""
+    figure = figure if isinstance(figure, go.Figure) else go.Figure(figure)
+    width, autosize = figure.layout.width, figure.layout.autosize
+    figure.update_layout(width=None, autosize=True)
+    try:
+        return figure.to_html(
+            full_html=False,
+            include_plotlyjs=include_plotlyjs,
+            config={"displaylogo": False, "responsive": True},
+            default_width="100%",
+        )
+    finally:
+        figure.update_layout(width=width, autosize=autosize)
 
 
 def _shown(text: str) -> str:
