@@ -7,7 +7,7 @@ with d_model 128's, the recipe: [A]'s law says the same within 1.5x either way. 
 first; a ratio is a finding only at 5 seeds per arm, pending before.
 
 >>> list(ARMS), ARMS["B4-C256-d64"]["d_model"], ARMS["B4-C256-ao"]["d_mlp"]
-(['B4-C256', 'B4-C256-d64', 'B4-C256-d256', 'B4-C256-ao'], 64, 0)
+(['B4-C256', 'B4-C256-d64', 'B4-C256-d256', 'B4-C256-ao', 'B4-C256-d256-lr1e-3'], 64, 0)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 
 from ihprobe.dynamics.verdicts import holm
 from ihprobe.jobs.grid import Grid
-from lab.studies.natural_law import RUNS, _base, _measure, report
+from lab.studies.natural_law import RUNS, _base, _measure, lr_arm, report
 from lab.studies.natural_law import size_claims as sc
 from lab.studies.natural_law.cells import CELLS
 from lab.studies.study import STUDIES, Study
@@ -29,6 +29,7 @@ ARMS = {
     f"{CELL}-d64": {**CELLS[CELL], "d_model": 64},
     f"{CELL}-d256": {**CELLS[CELL], "d_model": 256},
     f"{CELL}-ao": {**CELLS[CELL], "d_mlp": 0},
+    lr_arm.ARM: {**CELLS[CELL], **lr_arm.FIELDS},  # post hoc: size or learning rate?
 }
 SEEDS = tuple(range(sc.SEEDS))
 PILOTS = Path(__file__).resolve().parents[1] / "natural" / "RESULTS_papers_natural.csv"
@@ -37,6 +38,7 @@ LABELS = {
     f"{CELL}-d64": "d_model 64",
     f"{CELL}-d256": "d_model 256",
     f"{CELL}-ao": "attention-only, d_model 128",
+    lr_arm.ARM: "d_model 256 at lr 1e-3 (post hoc)",
 }
 
 
@@ -226,6 +228,8 @@ def _report(frame: pd.DataFrame, provenance: list[str]) -> str:
         "## Onset against size",
         "",
         *ratio_lines(frame),
+        "",
+        *lr_arm.lines(sc.runs_of(frame)),
         "",
     ]
     return "\n".join(lines)
