@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -17,6 +18,10 @@ from ihprobe.core.errors import IhprobeError
 
 EOS = "<|endoftext|>"  # document break; also BOS and PAD, as in GPT-2 and Pythia
 SEP = "<|sep|>"  # separator of Bi-Induct snippets [S, SEP, S]
+# BPE training costs the square of a word's length: a run of non-space characters longer than
+# this (a one-line file of letters, a data URI) is cut into pieces of it for training only
+LONGEST_RUN = 2048
+_LONG_RUN = re.compile(rf"\S{{{LONGEST_RUN + 1},}}")
 
 
 def train_bpe(texts: Iterable[str], vocab_size: int = 512) -> PreTrainedTokenizerFast:
@@ -43,7 +48,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 512) -> PreTrainedTokenize
         initial_alphabet=alphabet,
         show_progress=False,
     )
-    tok.train_from_iterator(texts, trainer)
+    tok.train_from_iterator(_short_runs(texts), trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=EOS,
@@ -51,3 +56,23 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 512) -> PreTrainedTokenize
         pad_token=EOS,
         additional_special_tokens=[SEP],
     )
+
+
+def _short_runs(texts: list[str]) -> Iterator[str]:
+    """``texts`` as the trainer reads them, each run of more than :data:`LONGEST_RUN`
+    non-space characters cut into texts of that length (text without such runs is unchanged,
+    and so is the tokenizer trained on it).
+
+    >>> [len(t) for t in _short_runs(["ab " + "x" * 5000 + " cd"])]
+    [3, 2048, 2048, 904, 3]
+    """
+    for text in texts:
+        start = 0
+        for run in _LONG_RUN.finditer(text):
+            if run.start() > start:
+                yield text[start : run.start()]
+            for cut in range(run.start(), run.end(), LONGEST_RUN):
+                yield text[cut : min(cut + LONGEST_RUN, run.end())]
+            start = run.end()
+        if start < len(text) or not text:
+            yield text[start:]
