@@ -191,6 +191,7 @@ def test_the_profile_interval_judges_both_ways_and_has_none_for_an_arm_all_censo
 def test_the_gpu_queue_skips_runs_recorded_done_whose_folders_stayed_behind(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
+    import lab.studies.study
     from lab.studies.natural_law import queue
 
     csv = tmp_path / "results_size.csv"
@@ -202,7 +203,7 @@ def test_the_gpu_queue_skips_runs_recorded_done_whose_folders_stayed_behind(tmp_
         "natural_size": SimpleNamespace(grid=nowhere, csv=csv),
         "natural_law": SimpleNamespace(grid=nowhere, csv=tmp_path / "absent.csv"),
     }
-    monkeypatch.setattr(studies.study, "load", studies_.__getitem__)
+    monkeypatch.setattr(lab.studies.study, "load", studies_.__getitem__)
     finished = queue.finished_runs()
     assert finished == {("natural_size", sc.BASE, 0)}
     assert queue.pending(finished)[0] == ("natural_size", D64, 0)
