@@ -33,6 +33,7 @@ STUDIES: dict[str, tuple[str, str]] = {
         "[A]'s emergence law on natural text: a (B, C) grid",
     ),
     "natural_size": ("lab.studies.natural_law.size", "[A]'s size independence on natural text"),
+    "natural_late": ("lab.studies.natural_law.late", "late or never: flat cells run to 4x the law"),
     "forecast": ("lab.studies.forecast", "the live emergence forecast against its prior"),
     "toy_law": ("lab.studies.toy_law", "the emergence law at toy scale on CPU"),
     "llc": ("lab.studies.llc", "the LLC over the demo run's checkpoints"),

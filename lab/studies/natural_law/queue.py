@@ -10,8 +10,8 @@ studies STUDY --cell C --seed S`` process, so its result is measured and recorde
 other.
 
 >>> todo = pending(finished=set())
->>> todo[0], todo[len(SIZE)], todo[len(SIZE) + len(GPU_CELLS)]
-(('natural_size', 'B4-C256', 0), ('natural_law', 'B1-C1024', 0), ('natural_law', 'B1-C64', 1))
+>>> todo[0], todo[len(SIZE)], todo[len(SIZE) + len(LATE)]
+(('natural_size', 'B4-C256', 0), ('natural_late', 'B1-C64', 1), ('natural_law', 'B1-C1024', 0))
 """
 
 from __future__ import annotations
@@ -22,16 +22,18 @@ import sys
 import time
 
 from lab.studies.cli import OneLineParser
+from lab.studies.natural_law import late
 from lab.studies.natural_law.cells import CELLS, GPU_CELLS
 from lab.studies.natural_law.size import ARMS, SEEDS
 
 SIZE = [("natural_size", arm, seed) for seed in SEEDS for arm in ARMS]
+LATE = [("natural_late", cell, seed) for seed in late.SEEDS for cell in late.LATE_CELLS]
 GRID = [("natural_law", cell, 0) for cell in GPU_CELLS] + [("natural_law", c, 1) for c in CELLS]
 
 
 def pending(finished: set[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
     """(study, cell, seed) runs still to run on a GPU, in the order above."""
-    return [run for run in SIZE + GRID if run not in finished]
+    return [run for run in SIZE + LATE + GRID if run not in finished]
 
 
 def finished_runs() -> set[tuple[str, str, int]]:
@@ -40,8 +42,8 @@ def finished_runs() -> set[tuple[str, str, int]]:
     from ihprobe.jobs.grid import read_result, saved_results
     from lab.studies.study import load
 
-    studies = {name: load(name) for name in ("natural_law", "natural_size")}
-    every = SIZE + GRID + [("natural_law", cell, 0) for cell in CELLS]
+    studies = {name: load(name) for name in ("natural_law", "natural_size", "natural_late")}
+    every = SIZE + LATE + GRID + [("natural_law", cell, 0) for cell in CELLS]
     here = {r for r in every if read_result(studies[r[0]].grid.folder(*r[1:])) is not None}
     recorded = {(n, c, int(s)) for n, st in studies.items() for c, s in saved_results(st.csv)}
     return here | recorded
