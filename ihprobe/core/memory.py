@@ -23,6 +23,7 @@ ihprobe.core.errors.IhprobeError: a probe batch needs about 1e+21 GB but ... GB 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import resource
 from dataclasses import dataclass
@@ -226,6 +227,22 @@ def estimate(
     held += draws * 8 * (4 * shape.d_model * d_head + 8 * d_head**2)
     flops += draws * 8 * shape.d_model * d_head**2
     return Estimate(float(held), float(flops))
+
+
+BPE_BUCKET_BYTES = 33  # one (token, id) entry of the BPE trainer's hash table and its control byte
+
+
+def bpe_bytes(vocab_size: int) -> float:
+    """What the tokenizers library's BPE trainer reserves for a vocabulary of ``vocab_size``
+    at once, before it reads a word: a hash table of the next power of two above 8/7 of it,
+    :data:`BPE_BUCKET_BYTES` a bucket (``vocab_size=1e9`` asks for 70.9 GB and aborts the
+    process where that cannot be had).
+
+    >>> round(bpe_bytes(10**9) / 1e9, 1)
+    70.9
+    """
+    buckets = 1 << max(3, math.ceil(math.log2(max(vocab_size, 1) * 8 / 7)))
+    return float(BPE_BUCKET_BYTES * buckets)
 
 
 def check_work(what: str, found: Estimate, *, shrink: str, device: str = "cpu") -> None:

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.memory import bpe_bytes, check_memory
 
 EOS = "<|endoftext|>"  # document break; also BOS and PAD, as in GPT-2 and Pythia
 SEP = "<|sep|>"  # separator of Bi-Induct snippets [S, SEP, S]
@@ -36,6 +37,11 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 512) -> PreTrainedTokenize
             f"vocab_size={vocab_size} is too small for a byte-level BPE: it needs at least "
             f"{len(alphabet) + 2} (256 bytes + EOS + SEP)."
         )
+    check_memory(  # the trainer reserves it at once, and aborts the process where it cannot
+        f"a byte-level BPE of vocab_size={vocab_size}",
+        bpe_bytes(vocab_size),
+        shrink="pass a smaller vocab_size",
+    )
     texts = list(texts)
     if not any(t.strip() for t in texts):
         raise IhprobeError("cannot train a tokenizer on an empty corpus: pass non-empty text.")
