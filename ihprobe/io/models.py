@@ -37,8 +37,10 @@ from ihprobe.core.devices import stray_tensors
 from ihprobe.core.dtypes import DTYPE_NAMES
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.world import resolve_device
-from ihprobe.io import falcon  # noqa: F401 - registers Falcon's grouped layout with the bridge
-from ihprobe.io import offload
+from ihprobe.io import (
+    falcon,  # noqa: F401 - registers Falcon's grouped layout with the bridge
+    offload,
+)
 from ihprobe.io.attention import LOAD_ATTENTION
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import checkpoint_meta
@@ -284,6 +286,8 @@ def bridge(hf_model, name: str, tokenizer, device, dtype):
                 name, hf_model=hf_model, tokenizer=tokenizer, device=device, dtype=dtype
             )
             placed = offload.is_dispatched(hf_model)  # accelerate's hooks place it: never moved
+            if placed:  # TransformerLens may read its device off an offloaded (meta) parameter
+                model.cfg.device = str(device)
             if not placed and stray_tensors(model, device):  # anything the bridge built elsewhere
                 model.to(device, print_details=False)
             model(torch.zeros((1, 2), dtype=torch.long, device=device))  # fails here, not later

@@ -258,3 +258,15 @@ def test_peak_memory_of_a_disk_offloaded_scan_stays_below_the_models_size(checkp
     offloaded = peak({**cap, "offload_folder": str(tmp_path / "o")})
     assert whole[1] > size, (whole, size)  # the model's weights are resident while it scans
     assert max(offloaded) < size, (offloaded, size)
+
+
+def test_a_model_wholly_on_disk_takes_its_inputs_on_the_cpu(checkpoint, in_memory, tmp_path):
+    """The embedding too on disk: every parameter is a stand-in between passes, so the load's
+    causality check and the bridge take their device from the map, not from a parameter."""
+    where = {"max_memory": {"cpu": "1KB"}, "offload_folder": tmp_path / "o"}
+    model = ihprobe.load(checkpoint, device_map="auto", **where)
+    assert set(offload.device_map_of(model).values()) == {"disk"}
+    assert str(model.cfg.device) == "cpu"
+    found = ihprobe.scan(model, ["prefix_matching"], tokens=tokens(0)).head["prefix_matching"]
+    wanted = ihprobe.scan(in_memory, ["prefix_matching"], tokens=tokens(0))
+    assert torch.allclose(found, wanted.head["prefix_matching"], atol=1e-6)

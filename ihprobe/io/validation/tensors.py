@@ -24,6 +24,7 @@ from safetensors import safe_open
 from transformers.utils import logging as hf_logging
 
 from ihprobe.core.errors import IhprobeError
+from ihprobe.io.offload import first_device, is_dispatched
 from ihprobe.io.validation.files import safetensors_header
 from ihprobe.io.validation.numerics import all_finite
 
@@ -128,7 +129,9 @@ def check_causal(hf_model, path: Path) -> None:
     if vocab < 2:
         return
     half = CAUSAL_PROBE_LENGTH // 2
-    device = next(hf_model.parameters()).device
+    # a dispatched model's first parameter may be an offloaded stand-in on meta
+    first = next(hf_model.parameters()).device
+    device = first_device(hf_model) if is_dispatched(hf_model) else first
     tokens = torch.arange(CAUSAL_PROBE_LENGTH, device=device).remainder(vocab).unsqueeze(0)
     changed = tokens.clone()
     changed[:, half:] = (changed[:, half:] + 1).remainder(vocab)
