@@ -13,7 +13,9 @@ a timeout is one row of the results, never the end of the job):
 2. ``speed-train``: ``bench_train.py`` (ihprobe train against a bare loop and HF Trainer);
 3. ``seeds-K`` (``device_seeds.py``): the aggregate tokens/s of K runs sharing the device,
    one step per K at K = 1, 8, 16 (``--tiny``: 1, 2);
-4. ``speed-fastpath`` and ``speed-series`` (a GPU only; the CPU's are committed):
+4. ``speed-fastpath`` and ``speed-series`` (a GPU only; the CPU's are committed), and
+   ``offload`` (``device_offload.py``: scan and ablate placed by ``device_map="auto"`` over
+   the GPUs, the GPU and the CPU, or the CPU and the disk, against one device);
    ``bench_fastpath.py`` (the pair scan's memory and time against the pattern scan's, 160m and
    410m at 2,048 and 8,192 tokens) and ``bench_series.py`` (a suite with and without
    prefetching), each writing its ``cuda`` section of its own results file;
@@ -71,6 +73,7 @@ STEPS = (
     ("seeds-16", 50, None),
     ("speed-fastpath", 150, None),  # the pair scan against the pattern scan (memory, time)
     ("speed-series", 180, None),  # a 20-checkpoint suite with and without prefetching
+    ("offload", 150, 120),  # device_map="auto" against one device (device_offload.py)
     ("natural-study", 0, 0),  # from here on nothing is timed: the queue shares the device
     ("correct-natural", 120, 90),  # each check computes everything on the CPU too
     ("correct-160m", 240, 60),
@@ -119,21 +122,13 @@ def step(name: str, device: str, tiny: bool, limit: float, out: Path) -> dict:
     if name == "speed-scale":
         sizes, rows = ("tiny", "4") if tiny else ("160m,410m,1.4b", "100")
         dtype = "float32" if device == "cpu" else "bfloat16"
-        argv = [
-            "--sizes",
-            sizes,
-            "--tasks",
-            "scan_all,ablate_ranked",
-            "--rows",
-            rows,
-            "--repeats",
-            "1" if tiny else "2",
-            "--device",
-            device,
-            "--dtype",
-            dtype,
-        ]
+        argv = ["--sizes", sizes, "--tasks", "scan_all,ablate_ranked", "--rows", rows]
+        argv += ["--repeats", "1" if tiny else "2", "--device", device, "--dtype", dtype]
         return {"text": _script("bench_scale.py", argv, limit)}
+    if name == "offload":  # device_map="auto": over the GPUs, GPU and CPU, or CPU and disk
+        from device_offload import speed_offload
+
+        return {"rows": speed_offload(device, tiny)}
     if name == "speed-train":  # 200 updates take 2 s on an H200: setup would weigh
         steps, repeats = ("5", "1") if tiny else ("2000", "1")
         argv = ["--device", device, "--steps", steps, "--repeats", repeats]
