@@ -30,11 +30,13 @@ def lack_of_fit(runs: pd.DataFrame, *, draws: int = DRAWS, seed: int = 0) -> dic
     (and has little power), so p comes from a parametric bootstrap: ``draws`` grids simulated
     from the fitted plane, each run censored at its ``budget`` (a column; without it a censored
     run's own bound, a placed run never), refitted both ways; p = (1 + draws with a ratio at
-    least as large) / (draws + 1). A free mean of a cell whose runs are all censored has no
-    maximum (it grows without end); such a cell adds nothing to the free model's likelihood.
+    least as large) / (draws + 1), with its Monte Carlo standard error ``p_error`` (one refit
+    that converges differently on another CPU moves p by 1 / (draws + 1)). A free mean of a cell
+    whose runs are all censored has no maximum (it grows without end); such a cell adds nothing
+    to the free model's likelihood.
 
     ``runs``: columns cell, B, C, updates, censored (and optionally budget). Returns the
-    statistic (F, or the ratio when bootstrapped), df, p, the verdict and the method.
+    statistic (F, or the ratio when bootstrapped), df, p, p_error, the verdict and the method.
 
     >>> cells = [(B, C) for B in (1, 4, 16) for C in (64, 256)]
     >>> runs = pd.DataFrame([{"cell": f"{B}-{C}", "B": B, "C": C, "censored": False,
@@ -54,6 +56,7 @@ def lack_of_fit(runs: pd.DataFrame, *, draws: int = DRAWS, seed: int = 0) -> dic
     member = np.column_stack([(runs.cell == c).to_numpy(bool) for c in cells])
     df = (len(cells) - X_law.shape[1], n - len(cells))
     ratio, theta = _ratio(y, cens, X_law, member)
+    error = 0.0  # p's Monte Carlo standard error (none for the exact F test)
     if not cens.any():
         statistic = math.expm1(ratio / n) * df[1] / df[0]
         p = float(stats.f.sf(statistic, *df))
@@ -68,12 +71,20 @@ def lack_of_fit(runs: pd.DataFrame, *, draws: int = DRAWS, seed: int = 0) -> dic
             over = drawn >= budget
             larger += _ratio(np.where(over, budget, drawn), over, X_law, member)[0] >= ratio
         statistic, p = ratio, (1 + larger) / (draws + 1)
+        error = math.sqrt(p * (1 - p) / (draws + 1))
         how = (
             f"likelihood ratio of Tobit fits, law vs a mean per cell, {int(cens.sum())} of "
             f"{n} runs censored; p by a parametric bootstrap from the law's fit, {draws} draws"
         )
     said = "the cells' means lie off the plane" if p < ALPHA else "no lack of fit found"
-    return {"statistic": statistic, "df": df, "p": p, "verdict": said, "method": how}
+    return {
+        "statistic": statistic,
+        "df": df,
+        "p": p,
+        "p_error": error,
+        "verdict": said,
+        "method": how,
+    }
 
 
 def _ratio(y, cens, X_law, member) -> tuple[float, np.ndarray]:

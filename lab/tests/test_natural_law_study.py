@@ -183,9 +183,29 @@ def test_the_results_file_rerenders_from_its_csv(tmp_path, monkeypatch):
     frame = pd.read_csv(tmp_path / "results.csv")
     kept = (FOLDER / "RESULTS.md").read_text().splitlines()[2:5]
     made = report.report(frame, kept, figure=tmp_path / "onsets.svg")
-    assert made == (FOLDER / "RESULTS.md").read_text()
+    assert same_within_p_error(made, (FOLDER / "RESULTS.md").read_text())
     if (FOLDER / "onsets.svg").is_file():
         assert (tmp_path / "onsets.svg").read_text() == (FOLDER / "onsets.svg").read_text()
+
+
+BOOTSTRAP_P = re.compile(r"p = (\d\.\d+) \+- (\d\.\d+) \(Monte Carlo\)")
+
+
+def same_within_p_error(made: str, tracked: str) -> bool:
+    """The two texts agree byte for byte but for a bootstrapped p, which agrees within the
+    Monte Carlo error the text states (issue 58: one of 199 Tobit refits converging differently
+    on another CPU moved p from 0.470 to 0.465)."""
+    if BOOTSTRAP_P.sub("p = ?", made) != BOOTSTRAP_P.sub("p = ?", tracked):
+        return False
+    pairs = zip(BOOTSTRAP_P.findall(made), BOOTSTRAP_P.findall(tracked), strict=True)
+    return all(abs(float(a) - float(b)) <= float(err) for (a, err), (b, _) in pairs)
+
+
+def test_a_bootstrapped_p_agrees_within_its_stated_error_and_nothing_else_may_move():
+    line = "no lack of fit (p = {} +- 0.04 (Monte Carlo); 11 of 22 runs censored)"
+    assert same_within_p_error(line.format("0.47"), line.format("0.46"))
+    assert not same_within_p_error(line.format("0.47"), line.format("0.52"))
+    assert not same_within_p_error(line.format("0.47"), line.format("0.47").replace("11", "12"))
 
 
 def test_post_hoc_the_two_seeds_the_old_rule_censored_are_placed():

@@ -253,6 +253,19 @@ def _seeds(seeds) -> str:
     return ", ".join(map(str, seeds))
 
 
+def p_text(lof: dict) -> str:
+    """The lack-of-fit p to the precision its method supports: three decimals from the exact F
+    test; two from the bootstrap, with its Monte Carlo standard error, the tolerance within
+    which a re-render on another CPU agrees (a refit converging differently moves one draw).
+
+    >>> p_text({"p": 0.465, "p_error": 0.0353}), p_text({"p": 0.0123, "p_error": 0.0})
+    ('0.47 +- 0.04 (Monte Carlo)', '0.012')
+    """
+    if lof["p_error"] == 0:
+        return f"{lof['p']:.3f}"
+    return f"{lof['p']:.2f} +- {lof['p_error']:.2f} (Monte Carlo)"
+
+
 def lack_of_fit_line(runs: pd.DataFrame) -> str:
     """The lack-of-fit line: not testable without a cell with two seeds; a p below the level
     says the cells lie off the plane; a p above it says something only once
@@ -270,7 +283,7 @@ def lack_of_fit_line(runs: pd.DataFrame) -> str:
     if lof["p"] >= LOF_ALPHA and repeated < MIN_REPLICATED:
         said, note = INCONCLUSIVE, f", {lof['verdict']} by a test with next to no power"
     return (
-        f"- Lack of fit: **{said}**{note} (p = {lof['p']:.3f}; rule: p below {LOF_ALPHA} says the "
+        f"- Lack of fit: **{said}**{note} (p = {p_text(lof)}; rule: p below {LOF_ALPHA} says the "
         f"cells lie off the plane, and finding nothing needs {MIN_REPLICATED} cells with two "
         f"seeds; {lof['method']}; {repeated} of {runs.cell.nunique()} cells with more than one "
         "seed, one of them placed)."
