@@ -24,9 +24,11 @@ def register(subparsers) -> None:
         "--vocab",
         type=flags.positive_int,
         metavar="V",
-        help="compute the chance levels that depend on the vocabulary size at V",
+        help="compute the chance levels that depend on the vocabulary size at V (default: "
+        "none, their formula in V)",
     )
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    flags.add_quiet(p)  # the command's grammar; it shows no bars or stages either way
     p.set_defaults(func=run)
 
 
