@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import ihprobe
 from ihprobe.causal.fv import chance_accuracy, clean_pass
 from ihprobe.causal.tasks import make_prompts
@@ -15,6 +17,7 @@ from ihprobe.causal.word_tasks import word_tasks
 REFERENCE = Path(__file__).resolve().parents[2] / "reference" / "natural-docs"
 
 
+@pytest.mark.slow  # six tasks x 25 prompts of 10 shots: about 5 s
 def test_each_word_task_runs_on_the_reference_checkpoint():
     model = ihprobe.load(REFERENCE)
     rows = []
