@@ -69,7 +69,8 @@ def scan_job(
     placement: dict | None = None,
     **scan_kwargs,
 ) -> ScanDone:
-    """Scan ``sources`` and write ``out/scores.csv`` and ``out/heatmaps.html`` (rank 0).
+    """Scan ``sources`` and write ``out/scores.csv`` and ``out/heatmaps.html`` (rank 0; over
+    60 lines with this docstring, which names every keyword).
 
     Args:
         sources: checkpoints, run directories or hub ids, or lists of
