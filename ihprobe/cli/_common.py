@@ -28,6 +28,7 @@ from pathlib import Path
 from ihprobe.core.dtypes import DTYPE_NAMES as DTYPES
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import check_local_source, check_writable_dir, check_writable_file
+from ihprobe.core.weight_names import weight_files
 
 INT64 = (-(2**63), 2**63 - 1)  # every integer flag lies here (torch and numpy take no more)
 DEFAULT_THREADS = 1  # ihprobe.core.threads.DEFAULT_THREADS, kept light here (tests compare)
@@ -136,9 +137,15 @@ def source(text: str) -> str:
             "an empty SOURCE: pass a checkpoint, run directory or hub id"
         )
     try:
-        return check_local_source(text)
+        check_local_source(text)
+        folder = Path(text).expanduser()
+        if (folder / "config.json").is_file() and not (folder / "checkpoints").is_dir():
+            weight_files(folder)  # a checkpoint folder without weights: refused by name
+        return text
     except IhprobeError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+    except OSError:  # unreadable here: the loader says what is wrong
+        return text
 
 
 def add_sources(

@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.files import sha256_file
+from ihprobe.core.weight_names import weight_files  # by name, torch-free
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.sources import resolve
 from ihprobe.io.tensor_reads import (
@@ -37,7 +38,6 @@ from ihprobe.io.validation.files import (
     check_weight_files,
 )
 
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
 CHECKSUM_FORMAT = 2  # ihprobe.json "format": 2 hashes the config and tokenizer files too
 # Files besides the weights whose edits change what a checkpoint computes or how text is read.
 DECISIVE = (
@@ -51,20 +51,6 @@ DECISIVE = (
     "merges.txt",
     "tokenizer.model",
 )
-
-
-def weight_files(path: Path) -> list[Path]:
-    """The checkpoint's weight files: safetensors when present, else pickled state dicts."""
-    safes = sorted(path.glob("*.safetensors"))
-    if safes:
-        return safes
-    pickles = sorted(p for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
-    if not pickles:
-        raise IhprobeError(
-            f"{path} has no weights: looked for *.safetensors, *.bin, *.pt. "
-            "Save the model with save_pretrained()."
-        )
-    return pickles
 
 
 def has_safetensors(path: Path) -> bool:

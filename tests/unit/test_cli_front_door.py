@@ -51,6 +51,9 @@ def test_help_and_refusals_import_neither_torch_nor_transformer_lens(tmp_path):
     commands = sorted(build_parser().commands)
     assert {"scan", "ablate", "metrics", "demo"} <= set(commands)
     checkpoint = str(ROOT / "reference/natural-docs")
+    no_weights = tmp_path / "no-weights"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text('{"model_type": "gpt2"}')
     argvs = [["--help"], *([name, "--help"] for name in commands)]
     heavy = [argv for argv in argvs if " ".join(argv) in KNOWN_HEAVY]
     argvs = [argv for argv in argvs if argv not in heavy]
@@ -58,6 +61,7 @@ def test_help_and_refusals_import_neither_torch_nor_transformer_lens(tmp_path):
         ["scan", checkpoint, "--metrics", "no_such_metric"],  # a bad value, read by the command
         ["scan", str(tmp_path / "missing")],  # a bad path
         ["scan", checkpoint + "/README.md"],  # a file, not a checkpoint
+        ["ablate", str(no_weights)],  # a checkpoint folder without weights
         ["ablate", checkpoint, "--draws", "-1"],  # a bad flag value
         ["scan", checkpoint, "--no-such-flag"],  # an unknown flag
         ["metrics", "--vocab", "0"],
