@@ -35,11 +35,19 @@ def register(subparsers) -> None:
         type=flags.positive_float,
         help="override the law's constant (default: the law's)",
     )
-    p.add_argument(
-        "--b", type=flags.finite_float, help="override the batch-size exponent (default: the law's)"
+    p.add_argument(  # not -B's batch size: --b stays as the short spelling
+        "--b-exponent",
+        "--b",
+        dest="b",
+        type=flags.finite_float,
+        help="override the batch-size exponent b (default: the law's)",
     )
     p.add_argument(
-        "--c", type=flags.finite_float, help="override the context exponent (default: the law's)"
+        "--c-exponent",
+        "--c",
+        dest="c",
+        type=flags.finite_float,
+        help="override the context exponent c (default: the law's)",
     )
     flags.add_json(p)
     flags.add_quiet(p, "no stage lines")

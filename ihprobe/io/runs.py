@@ -138,9 +138,21 @@ def _candidate_dirs(path: Path) -> list[Path]:
     ]
 
 
+STEP_NAME = re.compile(r".*?(?:step|checkpoint|ckpt|iter)[-_]?(\d+)(?:[-_].*)?|(\d+)", re.I)
+
+
 def _digits(name: str) -> int | None:
-    found = re.findall(r"\d+", name)
-    return int(found[-1]) if found else None
+    """The step a checkpoint's or revision's name gives: its digits where the name is a
+    number or has one right after ``step``, ``checkpoint``, ``ckpt`` or ``iter``; a model's
+    name whose digits say something else (``gpt2-124m``, ``pythia-70m``) gives none.
+
+    >>> [_digits(n) for n in ("step-000500", "checkpoint-500", "step1000-tokens4B", "iter_7")]
+    [500, 500, 1000, 7]
+    >>> [_digits(n) for n in ("300", "gpt2-124m", "pythia-70m-deduped", "llama3-8b", "main")]
+    [300, None, None, None, None]
+    """
+    found = STEP_NAME.fullmatch(name)
+    return int(found.group(1) or found.group(2)) if found else None
 
 
 # ----------------------------------------------------------------------------- what a run says

@@ -36,7 +36,8 @@ def tokenizer_for(path: Path, config, trust_remote_code: bool = False):
     if not has_tokenizer(path):
         warnings.warn(  # one warning (the command line prints it as one line)
             f"{path} has no tokenizer files; the model works on token ids and a stand-in "
-            "tokenizer maps id i to '<i>'. Pass tokenizer=... to use a real one.",
+            "tokenizer maps id i to '<i>'. Load it with ihprobe.load(path, tokenizer=...) to use a "
+            "real one.",
             stacklevel=3,
         )
         return id_tokenizer(config.vocab_size)
@@ -46,5 +47,6 @@ def tokenizer_for(path: Path, config, trust_remote_code: bool = False):
         )
     except Exception as err:  # noqa: BLE001 - tokenizer formats fail in many ways
         raise IhprobeError(
-            f"could not read the tokenizer in {path} ({err}); pass tokenizer=... explicitly."
+            f"could not read the tokenizer in {path} ({err}); load it with "
+            "ihprobe.load(path, tokenizer=...) and a tokenizer of your own."
         ) from err

@@ -17,8 +17,8 @@ ZERO_ALLOWED = {
     "--d-mlp",  # 0: attention-only
     "--seed",
     "--threshold",
-    "--b",
-    "--c",
+    "--b-exponent",  # predict's law exponents (--b and --c)
+    "--c-exponent",
     "--state-every",
     "--reliability",
     "--repetition",
@@ -27,7 +27,7 @@ ZERO_ALLOWED = {
     "--grad-clip",
     "--gpus-per-run",
 }  # 0 GPUs: a CPU-only Slurm job
-NEGATIVE_ALLOWED = {"--threshold", "--b", "--c"}  # a seed is 0 to 2**63-1
+NEGATIVE_ALLOWED = {"--threshold", "--b-exponent", "--c-exponent"}  # a seed is 0 to 2**63-1
 NEVER_ALLOWED = ("nan", "inf", "-inf", "x", "", "1e999")
 
 

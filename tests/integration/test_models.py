@@ -75,7 +75,8 @@ def test_the_command_line_says_a_missing_tokenizer_in_one_line(tmp_path, capsys)
     said = [line for line in capsys.readouterr().err.splitlines() if "tokenizer" in line]
     assert said == [
         f"WARNING {directory} has no tokenizer files; the model works on token ids and a "
-        "stand-in tokenizer maps id i to '<i>'. Pass tokenizer=... to use a real one."
+        "stand-in tokenizer maps id i to '<i>'. Load it with ihprobe.load(path, tokenizer=...) "
+        "to use a real one."
     ]
 
 

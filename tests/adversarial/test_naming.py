@@ -1,0 +1,45 @@
+"""Naming (issue 59, item 19): a folder of models whose names hold digits (``gpt2-124m``) is not
+read as a run at steps 124 and 70; ``predict``'s exponent has a name of its own beside ``-B``'s
+batch size (``--b-exponent``, ``--b`` kept); the missing-tokenizer hint names the call that
+takes a tokenizer (``ihprobe.load``), not the ``scan()`` that rejects one."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import ihprobe
+from ihprobe.cli import main
+from ihprobe.io.tokenizers import tokenizer_for
+from tests.helpers import save_checkpoint, tiny_hf_model, valid_checkpoint
+
+
+def test_digits_in_model_names_are_not_steps(tmp_path):
+    for name in ("gpt2-124m", "pythia-70m-deduped"):
+        valid_checkpoint(tmp_path / "models" / name)
+    found = ihprobe.checkpoints(tmp_path / "models")
+    assert [c.step for c in found] == [None, None]
+    for name in ("checkpoint-500", "step-000020"):
+        valid_checkpoint(tmp_path / "run" / name)
+    assert [c.step for c in ihprobe.checkpoints(tmp_path / "run")] == [20, 500]
+
+
+def test_predict_names_its_exponents_apart_from_the_batch_size(capsys):
+    base = ["predict", "-B", "8", "-C", "64", "--json"]
+    said = []
+    for flags in (["--b-exponent", "0.5", "--c-exponent", "0.6"], ["--b", "0.5", "--c", "0.6"]):
+        assert main([*base, *flags]) == 0
+        said.append(json.loads(capsys.readouterr().out))
+    assert said[0] == said[1]
+    assert main([*base]) == 0
+    assert json.loads(capsys.readouterr().out) != said[0]  # the exponents were read
+
+
+def test_the_missing_tokenizer_hint_names_ihprobe_load(tmp_path):
+    model = tiny_hf_model("gpt-neox", vocab_size=97)
+    directory = save_checkpoint(model, tmp_path / "bare")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tokenizer_for(directory, model.config)
+    said = " ".join(str(w.message) for w in caught)
+    assert "ihprobe.load(path, tokenizer=...)" in said and "Pass tokenizer=" not in said
