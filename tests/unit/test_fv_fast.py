@@ -64,3 +64,14 @@ def test_fv_scores_by_either_method_agree(tokenizer, tmp_path):
         assert (a.probabilities - b.probabilities).abs().max() < TOLERANCE
         assert not torch.equal(a.clean.tokens, a.corrupted.tokens)  # labels shuffled
         assert torch.equal(a.clean.answer, a.corrupted.answer)  # same queries, same answers
+
+
+def test_a_model_the_cached_path_cannot_take_is_scored_by_the_reference_loop(tokenizer, tmp_path):
+    model = ihprobe.load(save_checkpoint(tiny_hf_model("gpt-neox"), tmp_path / "m", tokenizer))
+    tasks = builtin_tasks()[:1]
+    plain = ihprobe.fv_scores(model, tasks, shots=3, prompts=4, method="reference")
+    keep = [("blocks.0.attn.hook_pattern", lambda pattern, hook: pattern)]  # inside attention
+    with model.hooks(fwd_hooks=keep):
+        found = ihprobe.fv_scores(model, tasks, shots=3, prompts=4)
+    assert found.settings["method"] == "reference"  # said, not silently different
+    assert torch.equal(found.tasks[0].probabilities, plain.tasks[0].probabilities)
