@@ -88,7 +88,15 @@ RULE = Rule()
 @dataclass(frozen=True)
 class HeadCheck:
     """The outcome of :func:`head_check`: the head examined, the numbers behind each part of the
-    rule, which parts passed, and one sentence saying why."""
+    rule, which parts passed, and one sentence saying why.
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> check = head_check(model, batch=4)
+        >>> check.signature, sorted(check.prefix_matching)   # an untrained model: no signature
+        (False, [10, 25])
+    """
 
     head: tuple[int, int]
     prefix_matching: dict[int, float]  # the head's PS at each repeat length
@@ -147,7 +155,17 @@ def _halves(model, tokens: torch.Tensor, n: int) -> tuple[float, float]:
 
 def head_check(model, rule: Rule = RULE, *, batch: int = 50, seed: int = 0) -> HeadCheck:
     """Judge whether ``model`` (a hooked model, path or hub id) has an induction head by
-    :data:`RULE`, on ``batch`` rows of repeated random tokens per repeat length."""
+    :data:`RULE`, on ``batch`` rows of repeated random tokens per repeat length.
+
+    (Over 60 lines only by its example.)
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> check = head_check(model, batch=4)
+        >>> check.used, check.reason.startswith(f"L{check.head[0]}H{check.head[1]}")
+        (False, True)
+    """
     if not isinstance(rule, Rule):
         raise IhprobeError(
             f"rule must be an ihprobe.causal.head_check.Rule, e.g. Rule(ps=0.1) "

@@ -74,6 +74,13 @@ class AblationResult(CarriesProvenance):
 
     ``values[metric]`` is a tensor ``[2 + R]``: clean, top set, then the ``R`` random draws;
     ``random_heads[r]`` lists the heads draw ``r`` ablated.
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> result = ihprobe.ablate(model, heads=["L1H0"], batch=4, metrics=["induction_loss"])
+        >>> result.top_heads, result.by, list(result.values)
+        ([(1, 0)], 'prefix_matching', ['induction_loss'])
     """
 
     provenance: Provenance

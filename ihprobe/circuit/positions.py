@@ -74,6 +74,13 @@ def loss_by_position(
 
     Returns:
         ``model, revision, step, tokens, input, position, loss``.
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> frame = loss_by_position(model, rows=2)
+        >>> sorted(frame.input.unique()), "loss" in frame.columns  # no tokenizer: no natural text
+        (['repeated'], True)
     """
     model = as_model(model)
     calls.arguments(model=model, rows=rows, seed=seed)

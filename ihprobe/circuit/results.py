@@ -35,7 +35,15 @@ UNKNOWN = Provenance("")  # a result built by hand, not from a loaded model
 
 @dataclass
 class PatchResult(CarriesProvenance):
-    """The metric after each patch: ``values[layer, head]`` or ``values[layer, head, pos]``."""
+    """The metric after each patch: ``values[layer, head]`` or ``values[layer, head, pos]``.
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> result = ihprobe.patch(model)
+        >>> result.per, tuple(result.values.shape)      # [layer, head]
+        ('head', (2, 2))
+    """
 
     per: str
     values: Float[torch.Tensor, "layer head *pos"]
@@ -71,7 +79,15 @@ class PatchResult(CarriesProvenance):
 
 @dataclass
 class PathPatchResult(CarriesProvenance):
-    """The metric with only the sender -> receivers' ``receiver_input`` path patched."""
+    """The metric with only the sender -> receivers' ``receiver_input`` path patched.
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> result = ihprobe.path_patch(model, [(0, 0)], [(1, 1)], "k")
+        >>> result.sender, result.receivers, result.receiver_input
+        ([(0, 0)], [(1, 1)], 'k')
+    """
 
     sender: list[Head]
     receivers: list[Head]

@@ -32,7 +32,12 @@ SHARED = ("batch_size", "context", "seed", "total_steps")  # settings outside a 
 
 @dataclass
 class Batch:
-    """One training batch and what was realised in it."""
+    """One training batch and what was realised in it.
+
+    Example:
+        >>> Batch(torch.zeros(2, 8, dtype=torch.long), {"snippet_fraction": 0.0}).tokens.shape
+        torch.Size([2, 8])
+    """
 
     tokens: Int[torch.Tensor, "batch pos"]  # int64 token ids, [batch_size, context]
     info: dict[str, float] = field(default_factory=dict)  # e.g. {"snippet_fraction": 0.47}
@@ -44,6 +49,12 @@ class Producer(ABC):
     Subclasses declare their options as an ``Options`` dataclass (see
     :mod:`ihprobe.data.options`), set ``vocab_size`` and ``special`` in ``__init__`` from
     ``self.options``, and implement ``sample`` (and ``tokenizer`` when ids have a text form).
+
+    Example:
+        >>> from ihprobe.data import make_producer
+        >>> producer = make_producer("iid", batch_size=2, context=8, vocab_size=16)
+        >>> isinstance(producer, Producer), producer.sample(0).tokens.shape
+        (True, torch.Size([2, 8]))
     """
 
     name: ClassVar[str]  # registry name, e.g. "bi-induct"

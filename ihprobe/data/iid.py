@@ -18,7 +18,12 @@ from ihprobe.data.marginals import MarginalOptions
 
 class IIDProducer(Producer):
     """Tokens i.i.d. from a marginal; options: :class:`~ihprobe.data.marginals.MarginalOptions`
-    ("uniform", "gaussian", "zipf" or explicit weights; no special tokens are reserved)."""
+    ("uniform", "gaussian", "zipf" or explicit weights; no special tokens are reserved).
+
+    Example:
+        >>> IIDProducer(batch_size=2, context=8, vocab_size=16).sample(0).tokens.shape
+        torch.Size([2, 8])
+    """
 
     name = "iid"
     Options = MarginalOptions

@@ -80,7 +80,12 @@ SOURCES: dict[str, DocSource] = {
 
 
 def default_directory() -> Path:
-    """Where ``ihprobe corpus build`` puts the corpus: ``<cache root>/corpora/docs``."""
+    """Where ``ihprobe corpus build`` puts the corpus: ``<cache root>/corpora/docs``.
+
+    Example:
+        >>> default_directory().parts[-2:]
+        ('corpora', 'docs')
+    """
     return cache.root() / "corpora" / "docs"
 
 

@@ -30,7 +30,13 @@ SCALARS = (bool, int, float)  # field types numbers are converted to
 
 @dataclass(frozen=True)
 class ProducerOptions:
-    """The options of one producer (subclasses add fields; this base has none)."""
+    """The options of one producer (subclasses add fields; this base has none).
+
+    Example:
+        >>> from ihprobe.data import producer_options
+        >>> isinstance(producer_options("iid", {"vocab_size": 16}), ProducerOptions)
+        True
+    """
 
     def __post_init__(self) -> None:
         hints = _type_hints(type(self))

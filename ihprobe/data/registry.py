@@ -50,6 +50,11 @@ def make_producer(
         seed: fixes every random draw together with the step.
         total_steps: length of training, for producers that anneal (Bi-Induct).
         options: producer-specific options.
+
+    Example:
+        >>> producer = make_producer("iid", batch_size=2, context=8, seed=0, vocab_size=16)
+        >>> producer.sample(0).tokens.shape
+        torch.Size([2, 8])
     """
     options = _without_name(name, options)
     batch_size, context = (
@@ -79,6 +84,11 @@ def producer_options(name: str, options: Mapping[str, Any]) -> ProducerOptions:
 
     Keys shared by every producer (``batch_size``, ``context``, ``seed``, ``total_steps``) are
     not options and are left out, so a whole ``producer.config()`` may be passed.
+
+    Example:
+        >>> options = producer_options("iid", {"vocab_size": 16})
+        >>> options.vocab_size
+        16
     """
     options = {k: v for k, v in _without_name(name, options).items() if k not in SHARED}
     return producer_class(name).Options.from_json(options, name)

@@ -70,6 +70,10 @@ class SemiNaturalProducer(Producer):
     """Semi-natural rows over a bigram model of a natural corpus (default: the embedded one).
 
     Options: :class:`SemiNaturalOptions`.
+
+    Example:
+        >>> SemiNaturalProducer(batch_size=2, context=16).sample(0).tokens.shape
+        torch.Size([2, 16])
     """
 
     name = "semi-natural"

@@ -124,6 +124,11 @@ def corpus_stats(tokens: torch.Tensor | np.ndarray, context: int, *, start: int 
     Returns:
         keys ``repetition, reliability, bigram_entropy, unigram_entropy, zipf_exponent, tokens,
         context``.
+
+    Example:
+        >>> stats = corpus_stats(torch.arange(8).repeat(2, 2), context=16)   # two rows, each [s, s]
+        >>> stats["repetition"], stats["context"]
+        (0.5, 16)
     """
     rep, rel = repetition_reliability(tokens, context, start=start)
     h2, h1 = entropies(tokens, context)

@@ -9,6 +9,11 @@ windows of ``context`` tokens at seeded random offsets of the stream.
 >>> p = NaturalProducer(batch_size=2, context=16, vocab_size=300)   # embedded default, local BPE
 >>> p.sample(0).tokens.shape, p.special
 (torch.Size([2, 16]), {'eos': 0, 'sep': 1})
+
+A directory's files are read when their suffix is in ``TEXT_SUFFIXES``:
+
+>>> TEXT_SUFFIXES
+('.txt', '.md', '.rst', '.text')
 """
 
 from __future__ import annotations

@@ -54,6 +54,14 @@ class EmergencePoint:
     the optimiser updates there, and ``step`` the first checkpoint at or after it (one you can
     load). ``tokens_low``/``tokens_high`` (``updates_low``/``updates_high``): the checkpoints that
     bracket it. When ``transition`` is False, ``reason`` says why and the point fields are None.
+
+    Example:
+        >>> tokens = [0] + [2**k * 1000 for k in range(12)]
+        >>> t = pd.DataFrame({"step": [x // 1000 for x in tokens], "tokens": tokens,
+        ...     "metric": "prefix_matching", "value": [0.02] * 7 + [0.8] * 6})
+        >>> point = emergence(t)
+        >>> point.transition, point.tokens_low, point.tokens_high
+        (True, 32000.0, 64000.0)
     """
 
     metric: str

@@ -64,6 +64,12 @@ class Forecast:
     ``source`` is ``"law"`` (no information from the run yet), ``"posterior"`` (law and run
     combined) or ``"detected"`` (the run has emerged; the interval is the bracketing
     checkpoints).
+
+    Example:
+        >>> rows = [{"step": s, "max_prefix_matching": 0.05} for s in (0, 100, 200)]
+        >>> f = forecast_emergence(rows, law_prior(32, 64))
+        >>> f.at_step, f.updates_low <= f.updates <= f.updates_high
+        (200, True)
     """
 
     at_step: int

@@ -77,6 +77,11 @@ class LawFit:
     ``b`` and ``c`` (NaN for fixed parameters and for exact fits, which leave no residual).
     ``censored`` counts the points known only as a lower bound (``points.censored``; their
     residual is the bound's): with any, the fit is Tobit maximum likelihood.
+
+    Example:
+        >>> fit = fit_law([(4, 64, 34_000), (16, 64, 20_000), (16, 128, 13_000), (4, 32, 52_000)])
+        >>> round(fit.b, 2), round(fit.c, 2), len(fit.points)
+        (0.38, 0.62, 4)
     """
 
     T: float

@@ -57,6 +57,10 @@ class SGLDSettings:
     smaller steps or a weaker localisation leave them still climbing. The inverse temperature
     is devinterp's default ``n / ln n`` with ``n`` the tokens predicted per SGLD step (the loss
     is a per-token mean). Chains and draws are devinterp's defaults.
+
+    Example:
+        >>> SGLDSettings(draws=100).chains, SGLDSettings(draws=100).draws
+        (4, 100)
     """
 
     lr: float = 1e-3  # step size epsilon [lr]
@@ -189,7 +193,17 @@ def llc_trajectory(
 
 
 def llc_stages(traj: LLCTrajectory, segments: int = 3) -> EmergencePoint:
-    """The change point of the LLC curve, by the same piecewise fit as prefix matching."""
+    """The change point of the LLC curve, by the same piecewise fit as prefix matching.
+
+    Example:
+        >>> tokens = [0] + [2**k * 1000 for k in range(12)]
+        >>> frame = pd.DataFrame({"step": [x // 1000 for x in tokens], "tokens": tokens,
+        ...     "llc_mean": [5.0] * 7 + [20.0] * 6, "llc_std": 0.5, "init_loss": 3.0})
+        >>> traj = LLCTrajectory(frame, pd.DataFrame(), SGLDSettings(), run="r")
+        >>> stage = llc_stages(traj)
+        >>> stage.transition, stage.tokens_low, stage.tokens_high
+        (True, 32000.0, 64000.0)
+    """
     if not isinstance(traj, LLCTrajectory):
         raise IhprobeError(
             f"llc_stages takes llc_trajectory(run)'s result, not {type(traj).__name__}."

@@ -26,7 +26,13 @@ MIN_SPREAD = 0.1  # floor for a refit's residual sd (few runs understate the sca
 
 @dataclass(frozen=True)
 class Prior:
-    """The law's prediction for one run shape, with its spread in log10 updates."""
+    """The law's prediction for one run shape, with its spread in log10 updates.
+
+    Example:
+        >>> prior = law_prior(32, 64)
+        >>> prior.batch_size, prior.context, prior.updates > 0
+        (32, 64, True)
+    """
 
     updates: float
     spread: float

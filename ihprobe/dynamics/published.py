@@ -44,7 +44,14 @@ LAWS: dict[str, Law] = {
 
 @dataclass(frozen=True)
 class Prediction:
-    """When the law expects induction heads: optimiser updates and training tokens."""
+    """When the law expects induction heads: optimiser updates and training tokens.
+
+    Example:
+        >>> from ihprobe.dynamics.law import predict_emergence
+        >>> p = predict_emergence(batch_size=16, context=64)
+        >>> p.batch_size, p.context, p.tokens == p.updates * 16 * 64
+        (16, 64, True)
+    """
 
     updates: float
     tokens: float

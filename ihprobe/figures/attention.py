@@ -42,6 +42,13 @@ def attention_figure(
 
     On a repeated sequence ``[s_1..s_n, s_1..s_n]`` an induction head lights up the diagonal
     ``key = query - n + 1``: each token attends to the token after its earlier occurrence.
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> tokens = ihprobe.repeated_tokens(model, batch=1)[0]
+        >>> attention_figure(model, tokens, layer=1, head=0).layout.title.text is not None
+        True
     """
     pattern = attention_pattern(model, tokens, layer, head).numpy()
     labels = token_labels(model, tokens)

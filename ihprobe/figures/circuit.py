@@ -38,7 +38,14 @@ def symmetric_range(values, least: float) -> dict:
 
 def composition_figure(scores: Composition) -> go.Figure:
     """Senders (rows) by receivers (columns), value in baseline standard deviations, on a scale
-    that spans at least the +-4 SDs of chance."""
+    that spans at least the +-4 SDs of chance.
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> type(composition_figure(ihprobe.composition(model, "k"))).__name__
+        'Figure'
+    """
     n_layers, n_heads = scores.raw.shape[:2]
     labels = [f"L{layer}H{head}" for layer in range(n_layers) for head in range(n_heads)]
     z = (scores.values / scores.baseline_sd).reshape(n_layers * n_heads, -1)
@@ -66,7 +73,14 @@ def composition_figure(scores: Composition) -> go.Figure:
 
 def patch_figure(result: PatchResult) -> go.Figure:
     """Fraction restored by each patch: layer x head, or head x position, on a scale that spans
-    at least -1..1 (all or none of the effect restored)."""
+    at least -1..1 (all or none of the effect restored).
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> type(patch_figure(ihprobe.patch(model))).__name__
+        'Figure'
+    """
     fractions = result.fractions
     n_layers, n_heads = fractions.shape[:2]
     if result.per == "head":

@@ -43,6 +43,15 @@ def trajectory_figure(
         point: :func:`ihprobe.emergence` of it.
         prediction: :func:`ihprobe.predict_emergence` for the run's B and C.
         losses: ``tokens, loss`` rows, e.g. :func:`ihprobe.io.runs.losses`.
+
+    (Over 60 lines only by its example.)
+
+    Example:
+        >>> import pandas as pd
+        >>> t = pd.DataFrame({"step": [0, 1, 2], "tokens": [0, 64, 128],
+        ...     "metric": "prefix_matching", "value": [0.02, 0.3, 0.8]})
+        >>> type(trajectory_figure(t)).__name__
+        'Figure'
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     _score_lines(fig, table)
@@ -179,7 +188,15 @@ def labelled_vline(
 
 
 def head_strip_figure(table: pd.DataFrame, metric: str = "prefix_matching") -> go.Figure:
-    """Every head's ``metric`` over training: heads as rows, checkpoints as columns."""
+    """Every head's ``metric`` over training: heads as rows, checkpoints as columns.
+
+    Example:
+        >>> import pandas as pd
+        >>> t = pd.DataFrame({"step": [0, 1, 2], "tokens": [0, 64, 128],
+        ...     "metric": "prefix_matching", "layer": 1, "head": 0, "value": [0.02, 0.3, 0.8]})
+        >>> type(head_strip_figure(t)).__name__
+        'Figure'
+    """
     rows = table[(table["metric"] == metric) & table["layer"].notna()]
     grid = rows.pivot_table(index=["layer", "head"], columns="tokens", values="value")
     labels = [f"L{int(layer)}H{int(head)}" for layer, head in grid.index]

@@ -32,6 +32,12 @@ def forecast_figure(
 
     The y axis is log updates, clipped to the run's range (:func:`forecast_range`): an interval
     that runs past it, up to an unbounded one, fills to the edge, and its hover shows the value.
+
+    Example:
+        >>> from ihprobe import forecast_records, law_prior
+        >>> rows = [{"step": s, "max_prefix_matching": 0.05} for s in (0, 100, 200)]
+        >>> type(forecast_figure(forecast_records(rows, law_prior(32, 64)))).__name__
+        'Figure'
     """
     frame = pd.DataFrame([f.to_dict() for f in forecasts])
     low, high = forecast_range(frame, point)
@@ -110,7 +116,19 @@ def llc_figure(
     point: EmergencePoint | None = None,
 ) -> go.Figure:
     """LLC per checkpoint (mean and per-chain spread) beside max prefix matching, with the
-    LLC's change point and the PS emergence point; below, every chain's SGLD loss trace."""
+    LLC's change point and the PS emergence point; below, every chain's SGLD loss trace.
+
+    (Over 60 lines only by its example.)
+
+    Example:
+        >>> import pandas as pd
+        >>> from ihprobe.dynamics.llc import LLCTrajectory, SGLDSettings
+        >>> frame = pd.DataFrame({"step": [0, 1, 2], "tokens": [0, 64, 128],
+        ...     "llc_mean": [5.0, 6.0, 9.0], "llc_std": 0.5, "init_loss": 3.0})
+        >>> traces = pd.DataFrame(columns=["step", "chain", "draw", "loss"])
+        >>> type(llc_figure(LLCTrajectory(frame, traces, SGLDSettings(), run="r"))).__name__
+        'Figure'
+    """
     fig = make_subplots(
         rows=2,
         cols=1,

@@ -48,7 +48,11 @@ RUN_KIND = "run"  # the kind in a run folder's marker (ihprobe.core.outputs)
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One checkpoint of a training run: where it is and how far training had got."""
+    """One checkpoint of a training run: where it is and how far training had got.
+
+    >>> checkpoints("org/model", ["step20"])[0]
+    Checkpoint(source='org/model', revision='step20', step=20, tokens=None, run=None)
+    """
 
     source: str  # local directory or hub id
     revision: str | None = None  # hub revision (e.g. Pythia "step1000"); None for local dirs

@@ -65,6 +65,10 @@ class DemoConfig:
     """What the demo trains (the :data:`~ihprobe.training.presets.DEMO` preset unless a field
     says otherwise) and how it probes it. The defaults finish in about a minute and a half on
     2 cores (lab/benchmarks/bench_demo.py); heads form after a few hundred updates.
+
+    Example:
+        >>> DemoConfig().layers, DemoConfig().heads, DemoConfig(steps=100).steps
+        (2, 10, 100)
     """
 
     # the run (ihprobe.training.presets.DEMO holds the values and says why)
@@ -128,6 +132,11 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoResult:
     """Train, scan, find the emergence point, ablate, and write the report (see module doc).
 
     Every setting is checked before anything trains.
+
+    Example:
+        >>> result = run_demo(DemoConfig(out="runs/demo"))  # a minute of CPU  # doctest: +SKIP
+        >>> DemoConfig(out="runs/short", steps=100).out         # what it would train
+        'runs/short'
     """
     out = check_writable_dir(config.out)
     check_settings(top=0.02, random=config.random, mode="mean")

@@ -52,6 +52,13 @@ class Composition(CarriesProvenance):
     ``raw[l1, h1, l2, h2]`` is the score of sender ``(l1, h1)`` into receiver ``(l2, h2)``
     (NaN unless ``l1 < l2``); ``values = raw - baseline``. ``baseline_sd`` is the spread of
     the random-matrix score over the draws: the noise level.
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> k = ihprobe.composition(model, "k")
+        >>> k.kind, tuple(k.raw.shape)                 # [layer_from, head_from, layer_to, head_to]
+        ('k', (2, 2, 2, 2))
     """
 
     kind: str

@@ -45,6 +45,13 @@ class HeadScores(CarriesProvenance):
 
     ``revision``, ``step`` and ``tokens`` read through to ``provenance``; ``model_name`` is
     ``provenance.model`` (``model`` holds the model-level scores).
+
+    Example:
+        >>> import ihprobe
+        >>> model = ihprobe.load(ihprobe.build_model(ihprobe.TrainConfig(d_model=16, heads=2), 128))
+        >>> scores = ihprobe.scan(model, ["prefix_matching"], batch=4)
+        >>> tuple(scores.head["prefix_matching"].shape)   # [layer, head]
+        (2, 2)
     """
 
     head: dict[str, Float[torch.Tensor, "layer head"]]
