@@ -4,6 +4,7 @@ file, a directory's files or a glob's matches) and their contents, regular UTF-8
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import stat
 from pathlib import Path
@@ -57,12 +58,27 @@ def read_text_option(path: str | None) -> str | list[str] | None:
             raise IhprobeError(
                 f"--text {path} holds {total:,} bytes, more than {TEXT_LIMIT:,}; pass fewer files."
             )
-        return [_read_text_file(str(f)) for f in files]
+        found = {f: _read_text_file(str(f), skip_binary=True) for f in files}
+        skipped = [f for f, text in found.items() if text is None]
+        if len(skipped) == len(files):
+            raise IhprobeError(
+                f"--text {path} holds no UTF-8 text files ({len(files)} binary or non-UTF-8, "
+                f"e.g. {skipped[0]}); pass a file, directory or glob of text."
+            )
+        if skipped:  # said, once: a folder of notes with a PDF in it still reads its notes
+            logging.getLogger("ihprobe").warning(
+                "--text %s: skipped %d file(s) that are not UTF-8 text (e.g. %s)",
+                path,
+                len(skipped),
+                skipped[0],
+            )
+        return [text for text in found.values() if text is not None]
     return _read_text_file(path)
 
 
-def _read_text_file(path: str) -> str:
-    """One regular UTF-8 file's text (see :func:`read_text_option`)."""
+def _read_text_file(path: str, skip_binary: bool = False) -> str | None:
+    """One regular UTF-8 file's text (see :func:`read_text_option`); with ``skip_binary``,
+    None for a file that is not UTF-8 or holds a NUL byte, instead of refusing it."""
     try:
         found = os.stat(path)
     except (OSError, ValueError) as err:
@@ -77,8 +93,13 @@ def _read_text_file(path: str) -> str:
             "shorter excerpt (the probes read a few thousand tokens)."
         )
     try:
-        return Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
+        if skip_binary and "\x00" in text:
+            return None
+        return text
     except UnicodeDecodeError:
+        if skip_binary:
+            return None
         raise IhprobeError(f"--text {path} is not UTF-8 text; pass a plain text file.") from None
     except OSError as err:
         raise IhprobeError(f"cannot read --text {path}: {err.strerror}.") from err
