@@ -73,6 +73,7 @@ def test_help_and_refusals_import_neither_torch_nor_transformer_lens(tmp_path):
         assert found[" ".join(argv)] == [2, []], argv
 
 
+@pytest.mark.slow  # imports torch in a fresh process: about 2.5 s of CPU, 9 s under load
 def test_the_probe_sees_a_heavy_import():
     """The check can fail: a command that does its work imports torch."""
     assert _imports([["metrics"]])["metrics"] == [0, ["torch"]]  # snippet chance levels
