@@ -270,3 +270,15 @@ def test_a_model_wholly_on_disk_takes_its_inputs_on_the_cpu(checkpoint, in_memor
     found = ihprobe.scan(model, ["prefix_matching"], tokens=tokens(0)).head["prefix_matching"]
     wanted = ihprobe.scan(in_memory, ["prefix_matching"], tokens=tokens(0))
     assert torch.allclose(found, wanted.head["prefix_matching"], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_fv_scores_on_a_disk_offloaded_model_equal_the_model_in_memory(tokenizer, tmp_path):
+    hf = tiny_hf_model("gpt-neox", vocab_size=512, layers=12, d_model=32, context=128)
+    ckpt = save_checkpoint(hf, tmp_path / "fv", tokenizer)
+    placed = ihprobe.load(ckpt, device_map="auto", max_memory=CAP, offload_folder=tmp_path / "o")
+    assert "disk" in offload.device_map_of(placed).values()
+    found = numbers(ihprobe.fv_scores(placed, prompts=2))
+    wanted = numbers(ihprobe.fv_scores(ihprobe.load(ckpt), prompts=2))
+    assert found.shape == wanted.shape and found.size
+    assert np.allclose(found, wanted, rtol=1e-4, atol=1e-6, equal_nan=True)
