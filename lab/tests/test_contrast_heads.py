@@ -1,7 +1,7 @@
 """Post hoc (issue 43): the contrast's per-seed "has a head" proxy passes a seed only when all
 three recorded parts pass, claims about heads are judged over the seeds that have one, and
-[B]'s relative-drop scale is judged both ways; on the committed natural-recipe CSV the natural
-seeds without a head no longer feed a claim about heads."""
+the induction-loss rise is judged both ways, over the seeds with a head only; on the committed
+natural-recipe CSV the natural seeds without a head no longer feed a claim about heads."""
 
 from __future__ import annotations
 
@@ -75,16 +75,36 @@ def test_claims_about_heads_are_judged_only_over_seeds_with_a_head():
     assert "(Welch t, 5 and 5 seeds)" in verdict(arms(0), perplexity)[1]  # not about heads
 
 
-def rise(frame, arm="forward") -> dict[str, str]:
+def rise(frame, arm="forward") -> tuple[str, str, str]:
+    """(seeds used, verdict, why) of the induction-loss rise claim against ``arm``."""
     found = [r for r in heads.rise_verdicts(frame, contrast.ARMS) if r[0].endswith(f"{arm}'s")]
-    return {seeds.split(" ")[0]: said for _, seeds, said, _ in found}
+    assert len(found) == 1  # one verdict per arm: over the seeds with a head only
+    return found[0][1:]
 
 
-def test_the_relative_drop_claim_flips_with_the_data_and_needs_heads():
-    assert rise(arms(5, natural_rise=0.3)) == {"all": "agrees", "with": "agrees"}
-    assert rise(arms(5, natural_rise=0.06)) == {"all": "disagrees", "with": "disagrees"}
-    mixed = rise(arms(2, natural_rise=0.3))  # 3 headless seeds drag the all-seeds mean down
-    assert mixed["with"] == "inconclusive at this scale"  # 2 seeds with a head: fewer than 5
+def test_the_induction_loss_rise_claim_flips_with_the_data_and_needs_heads():
+    seeds, said, why = rise(arms(5, natural_rise=0.3))
+    assert said == "agrees" and "(Welch t, 5 and 5 seeds)" in why
+    assert seeds.endswith("; none left out")
+    assert rise(arms(5, natural_rise=0.06))[1] == "disagrees"
+    seeds, said, why = rise(arms(2, natural_rise=0.3))  # 3 headless seeds: left out, named
+    assert said == "inconclusive at this scale" and "(Welch t, 2 and 5 seeds)" in why
+    assert seeds == (
+        "natural 2 of 5 (seeds 0, 1) and forward 5 of 5 (seeds 0, 1, 2, 3, 4); "
+        "left out, no head: natural seeds 2, 3, 4"
+    )
+    seeds, said, why = rise(arms(0))
+    assert said == "inconclusive at this scale" and why == "no seed with a head in both arms"
+
+
+def test_no_line_calls_the_induction_loss_rise_b_s_scale():
+    frame = pd.read_csv(ROOT / "lab" / "studies" / "contrast" / "RESULTS_papers_contrast-docs.csv")
+    text = "\n".join(heads.section(frame, contrast.ARMS, (2, 4)))
+    assert "own scale" not in text and "It keeps its own name" in text
+    assert "1 of 4 heads in each of the 2 layers here: 2 of 8 heads, 25% of" in text
+    assert "1 of 8 heads in each of the 2 layers here: 2 of 16 heads, 12.5% of" in (
+        heads.top_share(2, 8)
+    )
 
 
 def test_the_results_file_names_an_arm_that_mixes_head_and_no_head():

@@ -2,7 +2,8 @@
 embedded corpus, vimdoc, the natural-text pilot's recipe).
 
 Modules: ``run`` (the arms, training, the report), ``claims`` (the arm table and verdicts),
-``docs`` (the natural-text recipe), ``snippets`` (the snippet scores).
+``docs`` (the natural-text recipe), ``snippets`` (the snippet scores), ``heads`` (which seeds
+have a head; the induction-loss rise), ``task_drop`` ([B]'s quantity and the tasks' floor).
 ``python -m lab.studies contrast --help`` lists its options.
 """
 
@@ -20,5 +21,6 @@ STUDY = scripted(
         "RESULTS_papers_contrast-vimdoc.csv",
         "RESULTS_papers_contrast-docs.md",
         "RESULTS_papers_contrast-docs.csv",
+        "RESULTS_task_floor.csv",
     ),
 )

@@ -181,8 +181,7 @@ def verdicts(frame: pd.DataFrame, recipe: str | None = None) -> list[tuple[str, 
                 "distinct random set), left out"
             )
         if on_index:
-            counts = ", ".join(f"{arm} {len(of(headed, arm, 'max_ps'))}" for arm in needs)
-            why += f"; over the seeds with a head ({heads.LABEL}): {counts}"
+            why += f"; over the seeds with a head ({heads.LABEL}): {heads.seeds_used(frame, needs)}"
         if final and "defined values" in why:
             why += f"; every arm ran {MIN_SEEDS} seeds"
         out.append((claim, verdict, why))

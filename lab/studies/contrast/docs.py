@@ -1,11 +1,11 @@
 """[B]'s contrast on the natural-text recipe that forms induction heads (``--recipe docs``).
 
 The recipe (regime) is the natural-text pilot ``d128-lr3e-3`` of the natural study
-(``lab/studies/natural``, issue 23): GPT-NeoX 2 layers x 4 heads, d_model 128 with MLPs (d_head 32), B
-4, C 256, AdamW lr 3e-3 constant after a 1% warm-up, grad clip 1, 30M tokens (29,297 updates, 2x the
-law's), 24 linear checkpoints with live probes, the documentation corpus's ``train/`` split under
-its 512-id BPE. Every arm gets exactly that TrainConfig (:func:`config`); the Bi-Induct arms only
-swap the producer for ``bi-induct`` over the same text (span 20, m0 0.5 linear anneal, token
+(``lab/studies/natural``, issue 23): GPT-NeoX 2 layers x 4 heads, d_model 128 with MLPs (d_head 32),
+B 4, C 256, AdamW lr 3e-3 constant after a 1% warm-up, grad clip 1, 30M tokens (29,297 updates, 2x
+the law's), 24 linear checkpoints with live probes, the documentation corpus's ``train/`` split
+under its 512-id BPE. Every arm gets exactly that TrainConfig (:func:`config`); the Bi-Induct arms
+only swap the producer for ``bi-induct`` over the same text (span 20, m0 0.5 linear anneal, token
 mixing), so every arm sees the same number of tokens and updates.
 
 The natural arm **is** the pilot's runs (``runs/validate-papers/natural/d128-lr3e-3/seedS``):
@@ -25,7 +25,8 @@ Measured per arm and seed beyond the contrast's own scores (:func:`measures`):
   joined by EOS, cut into rows of C tokens);
 * function-style ICL accuracy: HITS@1 and HITS@3 of the seven built-in few-shot tasks
   (``ihprobe.causal.tasks``, 24 prompts each, 5 shots where they fit in C), clean and under
-  [B]'s per-layer top-2% ablation;
+  [B]'s per-layer top-2% ablation; from issue 60 on, every built-in task's clean HITS@1 and
+  relative drop under it, [B]'s own quantity (``lab/studies/contrast/task_drop.py``);
 * centrality: every head ablated alone (``ihprobe.head_effects``, mean ablation); the top
   head's share of the summed positive harm to induction loss (1/8 = spread evenly, 1 = one head).
 
@@ -188,14 +189,6 @@ def centrality(model, seed: int) -> dict:
         "top_head_share": float(harm.max() / positive) if positive > 0 else float("nan"),
         "top_head": f"L{top // harm.shape[1]}H{top % harm.shape[1]}",
     }
-
-
-def task_columns(per_layer_summary: pd.DataFrame) -> dict:
-    """Clean HITS@1/3 and ICL score, and the change of HITS@1 under [B]'s per-layer ablation."""
-    rows = per_layer_summary.set_index("metric")
-    out = {m: float(rows.loc[m, "clean"]) for m in TASK_METRICS}
-    out["per-layer:hits@1_change"] = float(rows.loc["hits@1", "change"])
-    return out
 
 
 def measures(run: Path, model, seed: int, batch_size: int, context: int) -> dict:

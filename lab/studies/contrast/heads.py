@@ -1,4 +1,4 @@
-"""Post hoc (issue 43): which contrast seeds have an induction head, and [B]'s own scale.
+"""Post hoc (issue 43): which contrast seeds have an induction head, and the induction-loss rise.
 
 The contrast's runs and checkpoints are gone, so ``ihprobe.causal.head_check`` (prefix matching
 >= 0.1 at n = 10, 25 and 50; the repeated half >= 0.5 nats below the first; ablating the head
@@ -15,8 +15,10 @@ head* when all three hold, and a column the CSV lacks counts as not passed.
   checked) at least 0.05.
 
 Claims about heads are judged over the seeds that pass (:func:`with_heads`); the relative rise
-is [B]'s own scale (a relative drop in induction performance), reported beside the index by
-:func:`section`.
+of induction loss (the *induction-loss rise*) is reported beside the index by :func:`section`.
+It is not [B]'s scale: [B] reports the relative drop in ICL *task* accuracy under top-2%
+ablation (``lab/studies/contrast/task_drop.py``), and an induction-loss signature is the kind of
+evidence [B] argues is not enough.
 
 >>> rows = pd.DataFrame({"arm": ["natural"] * 2, "seed": [0, 1], "status": ["done"] * 2,
 ...     "max_ps": [0.34, 0.06], "max_forward_induction_varied": [0.42, 0.11],
@@ -27,6 +29,8 @@ is [B]'s own scale (a relative drop in induction performance), reported beside t
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -36,7 +40,7 @@ from ihprobe.jobs.grid import markdown
 
 HEAD_CHECK_PS = 0.1  # ihprobe.head_check's prefix-matching threshold (RULE.ps; a test ties them)
 VARIED_CHANCE = METRIC_TABLE["forward_induction_varied"].chance(512, 20)  # 1/30: no vocab term
-RISE = "per-layer:relative_change"  # [B]'s scale: ablating the per-layer top heads
+RISE = "per-layer:relative_change"  # the induction-loss rise, per-layer top heads ablated
 PROXY = {  # column -> (least value, what it stands for in head_check's rule)
     "max_ps": (HEAD_CHECK_PS, "max PS"),
     "max_forward_induction_varied": (2 * VARIED_CHANCE, "forward induction, varied L"),
@@ -127,28 +131,65 @@ def arm_rows(frame: pd.DataFrame, arms) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def seeds_used(frame: pd.DataFrame, arms) -> str:
+    """Which seeds a claim about heads uses in each of ``arms``, and which it leaves out.
+
+    >>> frame = pd.DataFrame({"arm": ["natural"] * 2, "seed": [0, 1], "status": ["done"] * 2,
+    ...     "max_ps": [0.34, 0.06], "max_forward_induction_varied": [0.42, 0.11],
+    ...     "per-layer:relative_change": [0.13, -0.0004]})
+    >>> seeds_used(frame, ["natural"])
+    'natural 1 of 2 (seed 0); left out, no head: natural seed 1'
+    >>> seeds_used(frame.head(1), ["natural"])
+    'natural 1 of 1 (seed 0); none left out'
+    """
+
+    def listed(seeds):
+        return f"seed{'s' * (len(seeds) != 1)} {', '.join(map(str, seeds))}" if seeds else "none"
+
+    used, out = [], []
+    for arm in arms:
+        yes, no = headed_seeds(frame, arm)
+        used.append(f"{arm} {len(yes)} of {len(yes) + len(no)} ({listed(yes)})")
+        out += [f"{arm} {listed(no)}"] if no else []
+    left = f"left out, no head: {'; '.join(out)}" if out else "none left out"
+    return f"{' and '.join(used)}; {left}"
+
+
 def rise_verdicts(frame: pd.DataFrame, arms) -> list[tuple[str, str, str, str]]:
-    """(claim, seeds, verdict, why): [B]'s "natural-only circuits are more load-bearing" on
-    [B]'s scale, natural - arm above 0 (Welch t), over all seeds and over seeds with a head; a
-    claim on heads needs every arm run and 5 seeds with a head in each arm it compares."""
+    """(claim, seeds, verdict, why): natural - arm of the induction-loss rise above 0 (Welch t),
+    judged only over the seeds with a head (a seed without one has no induction heads to
+    ablate), the seeds used and left out named; a claim on heads needs every arm run and 5
+    seeds with a head in each arm it compares."""
     headed = with_heads(frame)
     ran = {a: int(((frame.arm == a) & (frame.status == "done")).sum()) for a in arms}
     out = []
     for arm in [a for a in arms if a != "natural"]:
         final = min(ran["natural"], ran[arm]) >= MIN_SEEDS  # every seed run: missing = no head
-        claim = f"natural-only's top heads are more load-bearing than Bi-Induct {arm}'s"
-        counts = " and ".join(
-            f"{a} {len(headed_seeds(frame, a)[0])} of {ran[a]}" for a in ("natural", arm)
-        )
-        for seeds, source in ((f"all (with a head: {counts})", frame), ("with a head", headed)):
-            estimate = welch(_finite(source, "natural", RISE), _finite(source, arm, RISE))
-            if estimate.seeds == 0:
-                verdict = INCONCLUSIVE if final else Pending(0)
-                out.append((claim, seeds, verdict, f"no seed with a head in both arms ({counts})"))
-                continue
-            verdict, why = judge(estimate, above(0.0), final=final)
-            out.append((claim, seeds, verdict, f"rise, natural - {arm}: {why}"))
+        claim = f"natural-only's top heads raise induction loss more than Bi-Induct {arm}'s"
+        seeds = seeds_used(frame, ("natural", arm))
+        estimate = welch(_finite(headed, "natural", RISE), _finite(headed, arm, RISE))
+        if estimate.seeds == 0:
+            verdict = INCONCLUSIVE if final else Pending(0)
+            out.append((claim, seeds, verdict, "no seed with a head in both arms"))
+            continue
+        verdict, why = judge(estimate, above(0.0), final=final)
+        out.append((claim, seeds, verdict, f"induction-loss rise, natural - {arm}: {why}"))
     return out
+
+
+def top_share(n_layers: int, n_heads: int, top: float = 0.02) -> str:
+    """What [B]'s "top 2% of heads", taken per layer, is at this model's shape: ``ablate``'s
+    rule, ``max(1, ceil(top * heads))`` a layer (a test ties the two).
+
+    >>> top_share(2, 4).split(" here: ")[1]
+    "2 of 8 heads, 25% of the model's heads, not 2%."
+    """
+    k = max(1, math.ceil(round(top * n_heads, 9)))  # ihprobe's heads_per_layer
+    return (
+        f'[B]\'s "top {top:.0%}" taken per layer (at least one head a layer) '
+        f"is {k} of {n_heads} heads in each of the {n_layers} layers here: {k * n_layers} of "
+        f"{n_heads * n_layers} heads, {100 * k / n_heads:.3g}% of the model's heads, not {top:.0%}."
+    )
 
 
 def mixed_note(frame: pd.DataFrame, arms) -> list[str]:
@@ -165,11 +206,12 @@ def mixed_note(frame: pd.DataFrame, arms) -> list[str]:
     return out or ["- no arm mixes seeds with and without a head."]
 
 
-def section(frame: pd.DataFrame, arms) -> list[str]:
-    """The results file's post hoc section (issue 43)."""
+def section(frame: pd.DataFrame, arms, shape: tuple[int, int]) -> list[str]:
+    """The results file's post hoc section (issue 43); ``shape`` is the models' (layers, heads
+    per layer), which says what [B]'s top 2% is here (:func:`top_share`)."""
     parts = "; ".join(f"`{c}` >= {least:.3g}" for c, (least, _) in PROXY.items())
     return [
-        f"## Heads per seed and [B]'s relative-drop scale ({LABEL})",
+        f"## Heads per seed and the induction-loss rise ({LABEL})",
         "",
         "Added after the data, from the recorded columns only (the runs' checkpoints are gone, so",
         "`ihprobe.causal.head_check` cannot run on them). A seed has an induction head by a proxy",
@@ -184,22 +226,23 @@ def section(frame: pd.DataFrame, arms) -> list[str]:
         "",
         *mixed_note(frame, arms),
         "",
-        "[B]'s own scale: the relative rise of induction loss when [B]'s per-layer top heads are",
-        "mean-ablated (a relative drop in induction performance), mean [t 95%] over seeds:",
+        "The induction-loss rise: the relative rise of induction loss when [B]'s per-layer top",
+        "heads are mean-ablated, mean [t 95%] over seeds. It keeps its own name: it is not [B]'s",
+        "scale, which is the relative drop in ICL task accuracy under the same ablation (below).",
+        top_share(*shape),
         "",
         *markdown(arm_rows(frame, arms)),
         "",
-        "[B]'s direction on that scale, natural - Bi-Induct above 0 (Welch t), judged by the",
-        "shared rules; the row over seeds with a head is the one a claim about heads rests on.",
+        "Natural - Bi-Induct of that rise above 0 (Welch t), judged by the shared rules only over",
+        "the seeds with a head (a seed without one has no induction heads to ablate); each row",
+        "names the seeds it uses and those it leaves out.",
         f"The proxy itself asks for a rise of at least {PROXY[RISE][0]:g}, so over seeds with a",
         "head this rise (and the load-bearing index, read from the same ablation) is selected on",
         "its own value: seeds with a small rise are left out of every arm, which pulls each arm's",
-        "mean up; read that row as conditional on the selection.",
+        "mean up; read these verdicts as conditional on the selection.",
         "",
         *markdown(
-            pd.DataFrame(
-                rise_verdicts(frame, arms), columns=["[B]'s claim", "seeds", "here", "why"]
-            )
+            pd.DataFrame(rise_verdicts(frame, arms), columns=["claim", "seeds used", "here", "why"])
         ),
         "",
     ]

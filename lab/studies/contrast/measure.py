@@ -10,13 +10,14 @@ from pathlib import Path
 import pandas as pd
 
 import ihprobe
-from lab.studies.contrast import docs
+from lab.studies.contrast import docs, task_drop
 from lab.studies.contrast.cells import METRICS
 
 
 def ablations(model, scores, seed: int, random: int, text=None, tasks=False) -> dict[str, dict]:
     """Index and change of induction loss under the three protocols; natural loss on ``text``
-    (default the embedded corpus); with ``tasks`` the per-layer ablation's task scores too."""
+    (default the embedded corpus); with ``tasks`` the per-layer ablation's task scores too, with
+    [B]'s quantity per built-in task (``task_drop.columns``)."""
     common = {
         "metrics": METRICS,
         "random": random,
@@ -48,7 +49,7 @@ def ablations(model, scores, seed: int, random: int, text=None, tasks=False) -> 
     natural = results["per-layer"].summary().set_index("metric").loc["natural_loss"]
     out["natural_loss"] = float(natural["clean"])
     if tasks:
-        out.update(docs.task_columns(results["per-layer"].summary()))
+        out.update(task_drop.columns(results["per-layer"].summary()))
     return out
 
 

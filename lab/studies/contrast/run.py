@@ -6,34 +6,33 @@ corpus) and Bi-Induct ``forward``, ``backward`` and ``balanced`` over the same t
 span L = 20, injection rate m0 = 0.5 annealed linearly to 0, token-level mixing; snippets
 replace text, so every arm sees the same tokens and the same updates).
 
-Size and budget: 2 layers x 8 heads, d_model 64, B 8, C 128, 8,000 updates (8.2M tokens) per
-arm, about 5 minutes of one core, so that 12 arm-seeds fit a session. Natural text alone
-forms no induction head at this scale: the issue's example size, 4 layers x 8 heads at
-d_model 128, reached max PS 0.008 after 2,000 updates (4.1M tokens), and a 2 x 8 pilot reached
-0.016 after 6,000 updates at B 16 (12.3M tokens, seed 0). The embedded corpus (0.46 MB) is
-small enough to memorise (training-text perplexity 3.3), but that is not the reason: trained on
-a corpus 15 times larger and seen about once (``--text /usr/share/vim/vim90/doc --label vimdoc``:
-Vim 9.0's help files from Debian's vim-runtime, 151 files, 9.8 MB, 7.2M tokens), the natural
-arm formed none either (max PS 0.017, 3 seeds). [B]'s models have 0.13-1B parameters; ours
-about 0.1M outside the embeddings. The natural arm is therefore a no-signature control here,
-and [B]'s claims about it cannot be tested at this scale.
-``--layers/--heads/--d-model/--batch-size/--steps`` change the setting; ``--text PATH --label
-NAME`` trains every arm on another corpus, into ``contrast-NAME`` and
+Size and budget: 2 layers x 8 heads, d_model 64, B 8, C 128, 8,000 updates (8.2M tokens) per arm,
+about 5 minutes of one core, so that 12 arm-seeds fit a session. Natural text alone forms no
+induction head at this scale: the issue's example size, 4 layers x 8 heads at d_model 128, reached
+max PS 0.008 after 2,000 updates (4.1M tokens), and a 2 x 8 pilot reached 0.016 after 6,000 updates
+at B 16 (12.3M tokens, seed 0). The embedded corpus (0.46 MB) is small enough to memorise
+(training-text perplexity 3.3), but that is not the reason: trained on a corpus 15 times larger and
+seen about once (``--text /usr/share/vim/vim90/doc --label vimdoc``: Vim 9.0's help files from
+Debian's vim-runtime, 151 files, 9.8 MB, 7.2M tokens), the natural arm formed none either (max PS
+0.017, 3 seeds). [B]'s models have 0.13-1B parameters; ours about 0.1M outside the embeddings. The
+natural arm is therefore a no-signature control here, and [B]'s claims about it cannot be tested at
+this scale. ``--layers/--heads/--d-model/--batch-size/--steps`` change the setting; ``--text PATH
+--label NAME`` trains every arm on another corpus, into ``contrast-NAME`` and
 ``RESULTS_papers_contrast-NAME.md``.
 
-``--recipe docs`` (``lab/studies/contrast/docs.py``) runs the contrast in the regime where natural text
-does form heads: every arm gets exactly the TrainConfig of the natural-text pilot ``d128-lr3e-3``
-(2 layers x 4 heads, d_model 128 with MLPs, B 4, C 256, lr 3e-3 constant after a 1% warm-up,
-30M tokens, the documentation corpus's train split under a 512-id BPE, live probes at 25
-checkpoints), and the natural arm *is* that pilot's finished runs, scored without retraining.
-It adds per seed: emergence from the live probes (change point, and the first PS >= 0.3), the
+``--recipe docs`` (``lab/studies/contrast/docs.py``) runs the contrast in the regime where natural
+text does form heads: every arm gets exactly the TrainConfig of the natural-text pilot
+``d128-lr3e-3`` (2 layers x 4 heads, d_model 128 with MLPs, B 4, C 256, lr 3e-3 constant after a 1%
+warm-up, 30M tokens, the documentation corpus's train split under a 512-id BPE, live probes at 25
+checkpoints), and the natural arm *is* that pilot's finished runs, scored without retraining. It
+adds per seed: emergence from the live probes (change point, and the first PS >= 0.3), the
 function-style ICL accuracy (HITS@1/3 of the built-in tasks, clean and under [B]'s per-layer
 ablation), each head ablated alone (the top head's share of the harm: centrality), held-out
-perplexity on the whole held-out split, and the claims "natural-only circuits are more central
-and load-bearing than Bi-Induct ones" and "natural-only reaches higher function-style ICL
-accuracy". Runs go to ``runs/validate-papers/contrast-docs``, results to
-``RESULTS_papers_contrast-docs.md/.csv``. A Bi-Induct arm-seed trains about 35-60 minutes on
-one core (as the pilot); scoring any arm-seed takes a few minutes.
+perplexity on the whole held-out split, and the claims "natural-only circuits are more central and
+load-bearing than Bi-Induct ones" and "natural-only reaches higher function-style ICL accuracy".
+Runs go to ``runs/validate-papers/contrast-docs``, results to
+``RESULTS_papers_contrast-docs.md/.csv``. A Bi-Induct arm-seed trains about 35-60 minutes on one
+core (as the pilot); scoring any arm-seed takes a few minutes.
 
 Per arm and seed, on the final checkpoint:
 
@@ -52,11 +51,11 @@ Per arm and seed, on the final checkpoint:
 The arm's table gives each number's mean over seeds with a Student-t 95% interval over seeds
 (``ihprobe/dynamics/verdicts.py``, the rules every validation script shares), and [B]'s reported
 direction beside it. Each claim of [B] is judged on the interval of a difference between arms
-(Welch's t) or of one arm's mean, against a region declared in ``lab/studies/contrast/claims.py`` before
-the data; a claim resting on an arm with fewer than 5 seeds is "pending: n of 5 seeds". Post hoc
-(issue 43): a claim about heads is judged only over the seeds that have an induction head by the
-recorded-column proxy of ``heads.py``, and [B]'s own scale, the relative rise of induction loss with
-the top heads ablated, is reported beside the index (the results files' last section).
+(Welch's t) or of one arm's mean, against a region declared in ``lab/studies/contrast/claims.py``
+before the data; a claim resting on an arm with fewer than 5 seeds is "pending: n of 5 seeds". Post
+hoc (issue 43): a claim about heads is judged only over the seeds that have an induction head by the
+recorded-column proxy of ``heads.py``, and the induction-loss rise (not [B]'s scale, which is the
+relative drop in ICL task accuracy: ``task_drop.py``) is reported beside the index.
 
 Run from the repository root (a killed run resumes; finished arms are reused)::
 
@@ -93,7 +92,7 @@ from ihprobe.jobs.grid import (
     write_result,
 )
 from lab.studies.cli import OneLineParser, positive_int
-from lab.studies.contrast import docs, heads
+from lab.studies.contrast import docs, heads, task_drop
 from lab.studies.contrast.cells import ARMS, SEEDS, SHAPE
 from lab.studies.contrast.claims import FORMED, arm_table, verdicts
 from lab.studies.contrast.measure import ablations, draws
@@ -265,6 +264,7 @@ def report(args, rerender: bool | None = None) -> None:
         unit = "--recipe docs --cell ARM --seed SEED"
     frame.to_csv(out_csv, index=False)
     judged = pd.DataFrame(verdicts(frame, args.recipe), columns=["[B]'s claim", "here", "why"])
+    shape = config_of("natural", SEEDS[0], args)  # every arm's model has this shape
     lines = [
         *header(
             "contrast",
@@ -301,7 +301,8 @@ def report(args, rerender: bool | None = None) -> None:
         "",
         family_note(len(judged)),
         "",
-        *heads.section(frame, ARMS),
+        *heads.section(frame, ARMS, (shape.layers, shape.heads)),
+        *(task_drop.section(frame, ARMS) if recipe else []),
     ]
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md.name} and {out_csv.name}")
@@ -324,11 +325,13 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--from-csv", action="store_true", help="with --report: rebuild from the results CSV"
     )
+    parser.add_argument("--task-floor", action="store_true", help=task_drop.FLOOR_HELP)
     parser.add_argument(
         "--recipe",
         choices=["docs"],
         help="docs: every arm on the natural-text pilot d128-lr3e-3's config and corpus "
-        "(lab/studies/contrast/docs.py); the natural arm is the pilot's runs, scored, never retrained",
+        "(lab/studies/contrast/docs.py); the natural arm is the pilot's runs, scored, never "
+        "retrained",
     )
     for name in SHAPE:
         parser.add_argument(
@@ -356,6 +359,9 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     for name, default in SHAPE.items():
         setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
     args.out = args.out or str(default_out(args))
+    if args.task_floor and args.recipe != "docs":
+        parser.error("--task-floor scores the docs recipe's reference model: add --recipe docs")
+    args.report = args.report or args.task_floor  # the floor measured, the files rewritten
     if args.from_csv and not args.report:
         parser.error("--from-csv only rebuilds the tables: pass it with --report")
     return args
@@ -366,6 +372,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.list:
         print(collect(args)[["arm", "seed", "status"]].to_string(index=False))
         return
+    if args.task_floor:
+        task_drop.write_floor()
     if args.rescore:
         for arm in args.cell or ARMS:
             for seed in args.seed or SEEDS:
