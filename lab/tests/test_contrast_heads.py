@@ -68,7 +68,9 @@ def test_claims_about_heads_are_judged_only_over_seeds_with_a_head():
     assert verdict(arms(5))[0] == "agrees"
     said, why = verdict(arms(2))  # the three headless seeds' indices are left out
     assert said == "inconclusive at this scale"
-    assert "(t, 2 seeds)" in why and "natural 2" in why
+    assert "(t, 2 seeds)" in why and "natural 2 of 5 (seeds 0, 1)" in why
+    assert "left out, no head: natural seeds 2, 3, 4" in why
+    assert "; none left out" in verdict(arms(5))[1]
     said, why = verdict(arms(0))
     assert said == "inconclusive at this scale" and "no seed of natural has" in why
     perplexity = "natural-only reaches a lower natural-text perplexity than Bi-Induct forward"
