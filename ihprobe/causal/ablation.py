@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypedDict
 
@@ -73,6 +74,24 @@ log = logging.getLogger(__name__)
 # ----------------------------------------------------------------------------- ablate
 
 
+DRAWS = 20  # random baseline draws by default ([B]'s)
+
+
+def draw_count(draws, random) -> int:
+    """The number of random draws from ``draws`` or its old name ``random`` (deprecated; None
+    when not given).
+
+    >>> draw_count(20, None), draw_count(5, None), draw_count(20, 7)
+    (20, 5, 7)
+    """
+    if random is None:
+        return draws
+    if draws != DRAWS:
+        raise IhprobeError("pass draws=... alone: random=... is its old name.")
+    warnings.warn("random= is now draws= (as the CLI's --draws)", DeprecationWarning, 3)
+    return random
+
+
 def ablate(
     model: TransformerLensModel,
     *,
@@ -80,7 +99,7 @@ def ablate(
     top: float | int = 0.02,
     heads: Sequence[tuple[int, int] | str] | None = None,
     scope: Scope = "layer",
-    random: int = 20,
+    draws: int = 20,
     baseline: Baseline = "layer-matched",
     mode: Mode = "mean",
     metrics: Sequence[str] | None = None,
@@ -94,6 +113,7 @@ def ablate(
     text_rows: int = 32,
     tasks: Sequence | None = None,
     reference: Int[torch.Tensor, "batch pos"] | None = None,
+    random: int | None = None,
 ) -> AblationResult:
     """Ablate the top heads and compare with random baseline heads.
 
@@ -106,7 +126,7 @@ def ablate(
             head (the verdict and a score-matched baseline read it).
         scope: ``"layer"`` takes ``top`` of every layer ([B]'s protocol); ``"global"`` of the
             whole model.
-        random: number of baseline draws.
+        draws: number of random baseline draws ([B]'s 20; the CLI's ``--draws``).
         baseline: ``"layer-matched"`` (as many heads per layer as the top set), ``"global"``
             (as many in total) or ``"score-matched"`` (one head of similar score per top head);
             see :mod:`ihprobe.causal.head_sets`.
@@ -129,6 +149,7 @@ def ablate(
         reference: tokens whose per-head mean z replaces ablated heads in every probe. By
             default each probe's own evaluation rows are the reference, so a head is replaced
             by its average output on the same data the metric is measured on.
+        random: the old name of ``draws``, still taken (a DeprecationWarning).
 
     Returns:
         An :class:`AblationResult`; its ``summary()`` holds p-values and the load-bearing index.
@@ -142,12 +163,13 @@ def ablate(
     Example:
         >>> result = ablate(model, scope="global", top=1, metrics=["ar_accuracy"])
         ... # doctest: +SKIP
-        >>> mine = ablate(model, heads=["L1H3"], random=20)      # a head you picked
+        >>> mine = ablate(model, heads=["L1H3"], draws=20)       # a head you picked
         ... # doctest: +SKIP
         >>> summary = result.summary().set_index("metric")              # doctest: +SKIP
         >>> summary.loc["ar_accuracy", ["p_value", "load_bearing_index"]]  # doctest: +SKIP
     """
     model = as_model(model)
+    random = checks.count("draws", draw_count(draws, random))  # estimated below as groups
     calls.arguments(
         model=model,
         random=random,

@@ -128,7 +128,7 @@ def run(args) -> int:
         "top": args.top,
         "heads": heads,
         "scope": args.scope,
-        "random": args.draws,
+        "draws": args.draws,
         "baseline": args.baseline,
         "mode": args.mode,
         "metrics": metrics,

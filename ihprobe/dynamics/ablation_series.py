@@ -19,7 +19,13 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ihprobe.causal.ablation import ROW_DEFAULTS, ablate, check_settings, head_effects
+from ihprobe.causal.ablation import (
+    ROW_DEFAULTS,
+    ablate,
+    check_settings,
+    draw_count,
+    head_effects,
+)
 from ihprobe.core import calls
 from ihprobe.io.sources import sources_of
 from ihprobe.series.cache import ROW_COLUMNS, cached_map, settings_key
@@ -58,7 +64,7 @@ def ablation_trajectory(
         repeats`` (as :func:`ihprobe.trajectory`'s).
 
     Example:
-        >>> table = ablation_trajectory("runs/demo", metrics=["ar_accuracy"], random=20)
+        >>> table = ablation_trajectory("runs/demo", metrics=["ar_accuracy"], draws=20)
         ... # doctest: +SKIP
         >>> table.query("metric == 'ar_accuracy.load_bearing_index'")[["step", "value"]]
         ... # doctest: +SKIP
@@ -67,6 +73,8 @@ def ablation_trajectory(
     bound = ABLATE_SIGNATURE.bind(None, **ablate_kwargs)
     bound.apply_defaults()  # the same settings spelled differently share a cache entry
     settings = {k: v for k, v in bound.arguments.items() if k != "model"}
+    # one name in the cache key: draws= and its old name random= share entries
+    settings["random"] = draw_count(settings.pop("draws"), settings["random"])
     check_settings(
         **{k: settings[k] for k in ("top", "random", "mode", "metrics", "scope", "baseline")}
     )

@@ -96,7 +96,7 @@ SLOTS = [
     Slot("scan.snippet_length",
          lambda m, v: ihprobe.scan(m, "induction_attention_forward", snippet_length=v),
          BAD_OPTIONAL_COUNTS),
-    Slot("ablate.random", lambda m, v: ihprobe.ablate(m, random=v, batch=4), BAD_COUNTS),
+    Slot("ablate.draws", lambda m, v: ihprobe.ablate(m, draws=v, batch=4), BAD_COUNTS),
     Slot("ablate.batch", lambda m, v: ihprobe.ablate(m, random=2, batch=v), BAD_COUNTS),
     Slot("ablate.seed", lambda m, v: ihprobe.ablate(m, random=2, batch=4, seed=v), BAD_SEEDS),
     Slot("ablate.top", lambda m, v: ihprobe.ablate(m, top=v, random=2, batch=4),
@@ -235,7 +235,7 @@ def test_every_slot_refuses_its_first_bad_value(slot, model):
 
 COUNT_SLOTS = [
     "scan.batch",
-    "ablate.random",
+    "ablate.draws",
     "composition.draws",
     "patch.batch",
     "emergence.segments",
@@ -262,7 +262,7 @@ def test_huge_counts_are_refused_by_the_memory_estimate(model):
     """Counts that would fit the type but not the memory: the line gives both sizes."""
     huge = {
         "scan.batch": 10**6,
-        "ablate.random": 10**9,
+        "ablate.draws": 10**9,
         "composition.draws": 10**9,
         "make_producer.vocab_size": 10**6,
     }
