@@ -16,9 +16,9 @@ import inspect
 import torch
 
 from ihprobe.core import checks
-from ihprobe.core.devices import model_device
+from ihprobe.core.devices import device_map_of, model_device
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.memory import LONGEST_ROW, check_work, estimate, shape_of
+from ihprobe.core.memory import LONGEST_ROW, Estimate, check_work, estimate, shape_of
 
 RULES = {
     "batch": lambda v: checks.count("batch", v),
@@ -73,14 +73,17 @@ def arguments(**values) -> None:
         return
     passed = [values.get(name) for name in TOKEN_ARGUMENTS]
     longest = max([LONGEST_ROW, *(t.shape[-1] for t in passed if isinstance(t, torch.Tensor))])
+    shape = shape_of(hooked.cfg, longest)
     found = estimate(
-        shape_of(hooked.cfg, longest),
+        shape,
         rows=max(values.get("batch") or 0, values.get("rows") or 0),
         chunk=values.get("chunk"),
         groups=(values.get("random") or 0) + groups,
         draws=values.get("draws") or 0,
         patterns=patterns,
     )
+    if device_map_of(hooked) is not None:  # a device map's weights are not held here at once
+        found = Estimate(max(found.bytes - 4 * shape.parameters, 0.0), found.flops)
     shown = ", ".join(f"{k}={v}" for k, v in scaling.items())
     check_work(
         f"{shown} on this model",

@@ -25,6 +25,18 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return torch.device("cpu") if first is None else first.device
 
 
+def device_map_of(model) -> dict | None:
+    """The device map a HF model (or the HF model under a bridge) was dispatched with by
+    accelerate (:mod:`ihprobe.io.offload`), or None for a model in one place.
+
+    >>> device_map_of(torch.nn.Linear(2, 2)) is None
+    True
+    """
+    hf = getattr(model, "original_model", model)
+    found = getattr(hf, "hf_device_map", None)
+    return dict(found) if isinstance(found, dict) and found else None
+
+
 def stray_tensors(model: torch.nn.Module, device: str | torch.device) -> list[str]:
     """Names of the parameters and buffers of ``model`` that are not on ``device``.
 

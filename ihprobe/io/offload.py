@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from ihprobe.core.devices import device_map_of
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.memory import available_bytes, limits_on
 from ihprobe.core.outputs import check_output_folder, mark, recorded
@@ -238,18 +239,6 @@ def _torch_device(device) -> str:
 
 
 # ----------------------------------------------------------------------------- a dispatched model
-
-
-def device_map_of(model) -> dict | None:
-    """The device map a HF model (or the HF model under a bridge) was dispatched with, or None
-    for a model in one place.
-
-    >>> device_map_of(torch.nn.Linear(2, 2)) is None
-    True
-    """
-    hf = getattr(model, "original_model", model)
-    found = getattr(hf, "hf_device_map", None)
-    return dict(found) if isinstance(found, dict) and found else None
 
 
 def is_dispatched(model) -> bool:

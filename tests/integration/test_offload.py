@@ -190,6 +190,7 @@ def test_the_cli_scans_a_checkpoint_over_the_cpu_and_disk(checkpoint, tmp_path, 
     argv = ["scan", "--device-map", "auto", "--max-memory", "cpu=120KB"]
     argv += ["--offload-folder", str(folder), "--metrics", "prefix_matching", "--batch", "3"]
     assert main([*argv, "--out", str(out), "-q", str(checkpoint)]) == 0
+    gc.collect()  # the bridge and its HF model hold each other: the collector frees them
     assert (out / "scores.csv").is_file() and not folder.exists()
     capsys.readouterr()
     refused = ["scan", "--max-memory", "cpu=1MB", "--out", str(tmp_path / "o2"), str(checkpoint)]
@@ -282,3 +283,19 @@ def test_fv_scores_on_a_disk_offloaded_model_equal_the_model_in_memory(tokenizer
     wanted = numbers(ihprobe.fv_scores(ihprobe.load(ckpt), prompts=2))
     assert found.shape == wanted.shape and found.size
     assert np.allclose(found, wanted, rtol=1e-4, atol=1e-6, equal_nan=True)
+
+
+def test_the_memory_check_of_a_call_leaves_out_a_device_maps_weights(
+    placed, in_memory, monkeypatch
+):
+    """A call's estimate counts the weights of a model in one place, not those of a map, which
+    are streamed in per module: a model larger than memory is not refused for its weights."""
+    from ihprobe.core import calls
+    from ihprobe.core.memory import shape_of
+
+    seen = []
+    monkeypatch.setattr(calls, "check_work", lambda what, found, **kw: seen.append(found.bytes))
+    for model in (in_memory, placed):
+        calls.arguments(model=model, batch=3)
+    weights = 4 * shape_of(in_memory.cfg).parameters
+    assert seen[0] - seen[1] == pytest.approx(weights) and seen[1] > 0
