@@ -170,8 +170,15 @@ def test_the_llc_rerenders_from_its_csv(tmp_path, monkeypatch):
     assert_same_bytes(made, folder)
 
 
+# the change-point fit is an optimiser: under other numpy kernels (OPENBLAS_CORETYPE=Sandybridge
+# on this project's AMD EPYC) the LLC change point moves from 350 to 348 updates (issue 58), so
+# the recorded sentence agrees with the CSV within a fifth of the 25-update checkpoint spacing
+LLC_POINT_TOLERANCE = 5.0
+
+
 def test_the_llc_stage_sentence_states_the_change_point_of_its_csv():
-    """The recorded sentence's LLC change point is the one the CSV's estimates give."""
+    """The recorded sentence's LLC change point is the one the CSV's estimates give, within the
+    optimiser's spread across CPU kernels (``LLC_POINT_TOLERANCE`` updates)."""
     from ihprobe import SGLDSettings, llc_stages
     from ihprobe.dynamics.llc import LLCTrajectory
 
@@ -179,4 +186,6 @@ def test_the_llc_stage_sentence_states_the_change_point_of_its_csv():
     frame = pd.read_csv(folder / "RESULTS_llc.csv")
     stage = llc_stages(LLCTrajectory(frame, pd.DataFrame(), SGLDSettings(), "r"))
     said = llc_claims.recorded_stage((folder / "RESULTS_llc.md").read_text())
-    assert stage.transition and f"LLC change point ({stage.updates:,.0f} updates)" in said
+    quoted = re.search(r"LLC change point \(([\d,]+) updates\)", said)
+    assert stage.transition and quoted, said
+    assert abs(float(quoted.group(1).replace(",", "")) - stage.updates) <= LLC_POINT_TOLERANCE
