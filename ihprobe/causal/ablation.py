@@ -30,10 +30,12 @@ from jaxtyping import Float, Int
 
 from ihprobe.causal.choices import BASELINES, MODES, SCOPES, Baseline, Mode, Scope
 from ihprobe.causal.evaluation import METRICS, evaluate, metrics_for, probes_for
+from ihprobe.causal.fv import fv_ranking
 from ihprobe.causal.head_sets import (
     baseline_sets,
     check_choice,
     check_random,
+    excluding,
     head_sets,
     heads_per_layer,
     top_set,
@@ -105,6 +107,7 @@ def ablate(
     metrics: Sequence[str] | None = None,
     seed: int = 0,
     scores: Float[torch.Tensor, "layer head"] | None = None,
+    exclude: str | None = None,
     match: Float[torch.Tensor, "layer head"] | None = None,
     n: int | None = None,
     batch: int = 100,
@@ -119,7 +122,8 @@ def ablate(
 
     Args:
         model: a hooked model (``ihprobe.load``).
-        by: the head score that ranks heads (any per-head metric of ``ihprobe.scan``).
+        by: the head score that ranks heads (any per-head metric of ``ihprobe.scan``, or
+            ``"fv"``: :func:`ihprobe.fv_scores` on ``tasks`` with ``seed``).
         top: a fraction in (0, 1] (``max(1, ceil(top * heads))``) or a count k >= 1 of heads.
         heads: the heads to test instead of a top set (``[(1, 3)]``, ``["L1H3"]`` or
             ``["1.3"]``); ``top`` and ``scope`` are then unused, and ``by`` still scores every
@@ -139,6 +143,8 @@ def ablate(
             are ranked on the repeated tokens of ``seed`` and the metrics are measured on
             those of ``seed + 1``, so the top set is not chosen on the rows that judge it.
         scores: ``[layer, head]`` scores to rank by instead of running ``scan``.
+        exclude: another head score (e.g. ``"prefix_matching"`` when ``by="fv"``) whose top set
+            is dropped from the candidates first: Yin & Steinhardt's exclusion ablation.
         match: ``[layer, head]`` scores a score-matched baseline matches on (default: the
             ranking scores), e.g. attention entropy.
         n, batch, bos: the repeated-token probe (as in ``ihprobe.scan``).
@@ -184,7 +190,10 @@ def ablate(
         top=top, random=random, mode=mode, metrics=metrics, scope=scope, baseline=baseline
     )
     wanted = metrics_for(model, metrics)
-    scores = _scores(model, by, scores, n=n, batch=batch, seed=seed, bos=bos)
+    rank = {"n": n, "batch": batch, "seed": seed, "bos": bos, "tasks": tasks}
+    scores = _scores(model, by, scores, **rank)
+    if exclude is not None:
+        scores = excluding(scores, _scores(model, exclude, None, **rank), top=top, scope=scope)
     if match is not None:
         match = _scores(model, by, match, name="match")
     chosen = top_set(scores, top=top, scope=scope) if heads is None else chosen_heads(model, heads)
@@ -201,6 +210,7 @@ def ablate(
     values = evaluate(model, probes, keeps, wanted, mode=mode, reference=reference, seed=seed)
     settings = {
         "by": by,
+        "exclude": exclude,
         "top": top if heads is None else "given",
         "scope": scope,
         "random": random,
@@ -375,6 +385,9 @@ def _scores(model, by, scores, name: str = "scores", **scan_kwargs) -> torch.Ten
             scores.detach().cpu() if torch.is_tensor(scores) else scores,
             (cfg.n_layers, cfg.n_heads),
         )
+    if by == "fv":
+        return fv_ranking(model, scan_kwargs["tasks"], seed=scan_kwargs["seed"])
+    scan_kwargs.pop("tasks", None)
     if by not in HEAD_METRICS:
-        raise IhprobeError(f"unknown head score by={by!r}; choose one of {list(HEAD_METRICS)}.")
+        raise IhprobeError(f"unknown head score by={by!r}; choose one of {[*HEAD_METRICS, 'fv']}.")
     return scan(model, metrics=[by], **scan_kwargs).head[by].detach().float().cpu()

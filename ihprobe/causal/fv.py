@@ -175,3 +175,19 @@ def clean_pass(model, prompts: TaskPrompts) -> tuple[torch.Tensor, torch.Tensor,
     found = run_probe(model, last_token_probe(prompts, cfg.device), hooks)
     means = (sums / len(last)).to(cfg.dtype)
     return means, found["probability"].double(), found["hits"].double()
+
+
+def fv_ranking(model, tasks=None, *, seed: int = 0) -> torch.Tensor:
+    """Every head's FV score on ``tasks`` (``fv_scores``' defaults), ``[layer, head]`` on the CPU,
+    to rank heads by (``ablate(by="fv")``); raises when no task is done above chance.
+
+    >>> fv_ranking(model, seed=0).shape                                  # doctest: +SKIP
+    torch.Size([2, 4])
+    """
+    result = fv_scores(model, tasks, seed=seed)
+    if not result.used:
+        raise IhprobeError(
+            "no task is done above chance, so no head has an FV score to rank by; pass tasks= "
+            "the model does (see fv_scores(...).summary()) or scores=..."
+        )
+    return result.scores.detach().float().cpu()

@@ -110,6 +110,28 @@ def top_set(
     return [(i // n_heads, i % n_heads) for i in flat]
 
 
+def excluding(
+    scores: Float[torch.Tensor, "layer head"],
+    other: Float[torch.Tensor, "layer head"],
+    *,
+    top: float | int = 0.02,
+    scope: Scope = "layer",
+) -> Float[torch.Tensor, "layer head"]:
+    """``scores`` with the other kind's top set (by ``other``, same ``top`` and ``scope``) set
+    one below the lowest score, so it ranks last: Yin & Steinhardt's exclusion ablation (the top
+    FV heads sparing the induction heads, and the other way round).
+
+    >>> excluding(torch.tensor([[0.9, 0.5], [0.0, 0.25]]), torch.tensor([[1.0, 0.0], [0.0, 0.0]]),
+    ...           top=1, scope="global").tolist()
+    [[-1.0, 0.5], [0.0, 0.25]]
+    """
+    left = scores.detach().double().cpu().clone()
+    low = float(torch.nan_to_num(left, nan=math.inf).min()) - 1.0
+    for layer, h in top_set(other.detach().float().cpu(), top=top, scope=scope):
+        left[layer, h] = low
+    return left.float()
+
+
 def without_signature(
     scores: Float[torch.Tensor, "layer head"],
     chosen: list[Head],
