@@ -210,8 +210,11 @@ def validate_checkpoint(path: Path, trust_remote_code: bool = False) -> None:
     files inside it, the config schema, safetensors headers and finite tensors
     (:func:`ihprobe.io.validation.check_checkpoint`), and the SHA-256 ihprobe's trainer recorded in
     ``ihprobe.json``."""
-    kind = lambda raw: check_kind(raw, path, trust_remote_code=trust_remote_code)  # noqa: E731
-    check_checkpoint(path, weight_files(path), kind=kind)  # the architecture named first
+
+    def kind(raw: dict) -> None:  # an architecture the bridge lacks is named first
+        check_kind(raw, path, trust_remote_code=trust_remote_code, first=True)
+
+    check_checkpoint(path, weight_files(path), kind=kind)
     verify_checksums(path)
 
 
@@ -293,7 +296,12 @@ def bridge(hf_model, name: str, tokenizer, device, dtype):
             model(torch.zeros((1, 2), dtype=torch.long, device=device))  # fails here, not later
             return model
     except (
-        AttributeError, KeyError, NotImplementedError, RuntimeError, TypeError, ValueError
+        AttributeError,
+        KeyError,
+        NotImplementedError,
+        RuntimeError,
+        TypeError,
+        ValueError,
     ) as err:
         kind = type(hf_model).__name__
         raise IhprobeError(

@@ -97,9 +97,11 @@ def causal_lm_config(path: Path, *, trust_remote_code: bool = False):
         )
 
 
-def check_kind(raw: dict, path, *, trust_remote_code: bool = False) -> None:
+def check_kind(raw: dict, path, *, trust_remote_code: bool = False, first: bool = False) -> None:
     """Refuse a parsed ``config.json`` (of ``path``) that is not a causal LM TransformerLens
-    bridges, in one line naming its architecture.
+    bridges, in one line naming its architecture. ``first``: before the config's other checks,
+    refuse only a causal LM the bridge lacks (a config that names no model is left to the
+    schema's own message).
 
     >>> check_kind({"model_type": "gpt2"}, "ckpt")
     >>> check_kind({"model_type": "bart"}, "ckpt")                  # doctest: +ELLIPSIS
@@ -110,7 +112,7 @@ def check_kind(raw: dict, path, *, trust_remote_code: bool = False) -> None:
     model_type = raw.get("model_type")
     architectures = raw.get("architectures") or []
     supported = supported_architectures()
-    named = architectures or _causal_classes(model_type)
+    named = architectures or (_causal_classes(model_type) if model_type else [])
     causal = model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     unbridged = [a for a in named if a in _causal_classes()]  # causal LMs, none bridged
     if trust_remote_code or (causal and any(a in supported for a in named)):
@@ -122,6 +124,8 @@ def check_kind(raw: dict, path, *, trust_remote_code: bool = False) -> None:
             f"{', '.join(SUPPORTED_EXAMPLES[:3])} (all {len(supported)}: "
             "ihprobe.io.sources.supported_architectures())."
         )
+    if first:
+        return
     listed = ", ".join(architectures) or "no architectures listed"
     raise IhprobeError(
         f"{path} holds a {model_type or 'unknown'} model ({listed}), not a causal language "
