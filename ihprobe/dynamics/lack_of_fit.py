@@ -56,7 +56,6 @@ def lack_of_fit(runs: pd.DataFrame, *, draws: int = DRAWS, seed: int = 0) -> dic
     member = np.column_stack([(runs.cell == c).to_numpy(bool) for c in cells])
     df = (len(cells) - X_law.shape[1], n - len(cells))
     ratio, theta = _ratio(y, cens, X_law, member)
-    error = 0.0  # p's Monte Carlo standard error (none for the exact F test)
     if not cens.any():
         statistic = math.expm1(ratio / n) * df[1] / df[0]
         p = float(stats.f.sf(statistic, *df))
@@ -71,20 +70,18 @@ def lack_of_fit(runs: pd.DataFrame, *, draws: int = DRAWS, seed: int = 0) -> dic
             over = drawn >= budget
             larger += _ratio(np.where(over, budget, drawn), over, X_law, member)[0] >= ratio
         statistic, p = ratio, (1 + larger) / (draws + 1)
-        error = math.sqrt(p * (1 - p) / (draws + 1))
         how = (
             f"likelihood ratio of Tobit fits, law vs a mean per cell, {int(cens.sum())} of "
             f"{n} runs censored; p by a parametric bootstrap from the law's fit, {draws} draws"
         )
     said = "the cells' means lie off the plane" if p < ALPHA else "no lack of fit found"
-    return {
-        "statistic": statistic,
-        "df": df,
-        "p": p,
-        "p_error": error,
-        "verdict": said,
-        "method": how,
-    }
+    found = {"statistic": statistic, "df": df, "p": p, "verdict": said, "method": how}
+    return {**found, "p_error": _mc_error(p, draws, cens)}
+
+
+def _mc_error(p: float, draws: int, cens: np.ndarray) -> float:
+    """p's Monte Carlo standard error: none from the exact F test (no run censored)."""
+    return math.sqrt(p * (1 - p) / (draws + 1)) if cens.any() else 0.0
 
 
 def _ratio(y, cens, X_law, member) -> tuple[float, np.ndarray]:

@@ -42,11 +42,9 @@ SETTINGS = {
 CHECKPOINTS = (350, 375, 400, 425, 500)  # the steep part of the curve, and the end
 LEVEL = 0.3  # the checkpoint at which max PS first passes it is checked exactly
 FINAL = ("ps_final", "ar_final", "induction_loss_final")  # checked within the tolerance
-COLUMNS = (
-    "source", "setting", "run", "cpu", "capability", "torch", "date",
-    *(f"ps_{s}" for s in CHECKPOINTS), *FINAL,
-    "emergence_updates", "first_step_past_level", "verdict", "ar_accuracy_index",
-)  # fmt: skip
+COLUMNS = ("source", "setting", "run", "cpu", "capability", "torch", "date")
+COLUMNS += (*(f"ps_{s}" for s in CHECKPOINTS), *FINAL, "emergence_updates")
+COLUMNS += ("first_step_past_level", "verdict", "ar_accuracy_index")
 
 
 def measure(out: Path) -> dict:
