@@ -216,8 +216,19 @@ def head_check(model, rule: Rule = RULE, *, batch: int = 50, seed: int = 0) -> H
             f"{model.cfg.n_ctx}-token context"
         )
     return HeadCheck(
-        head, ps, first, second, ablated, signature, used, through, reason,
-        chance=chance, advantage={n: a.above_chance for n, a in advantages.items()},
-        copying_cost=copying.cost, copying_cost_matched=copying.matched, copies=copies,
+        head,
+        ps,
+        first,
+        second,
+        ablated,
+        signature,
+        used,
+        through,
+        reason,
+        chance=chance,
+        advantage={n: a.above_chance for n, a in advantages.items()},
+        copying_cost=copying.cost,
+        copying_cost_matched=copying.matched,
+        copies=copies,
         skipped=skipped,
-    )  # fmt: skip
+    )

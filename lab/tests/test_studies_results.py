@@ -95,7 +95,7 @@ def test_a_rerender_keeps_the_recorded_provenance_and_a_run_writes_its_own(tmp_p
     folder = ROOT / "lab" / "studies" / "toy_law"
     made = copies(tmp_path, folder, ["RESULTS_law.md", "RESULTS_law.csv"])
     monkeypatch.setattr(toy_law, "OUT_MD", made["RESULTS_law.md"])
-    assert toy_law.recorded_command() == ".venv/bin/python lab/benchmarks/validate_law.py --report"
+    assert toy_law.recorded_command() == ".venv/bin/python benchmarks/validate_law.py --report"
     made["RESULTS_law.md"].unlink()  # no record: the command that runs now
     assert toy_law.recorded_command() is None
 

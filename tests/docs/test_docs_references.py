@@ -48,16 +48,16 @@ def test_no_file_refers_to_the_planning_notes():
 
 # a repository path named in prose: a top-level folder of the project, then a path
 REPO_PATH = re.compile(
-    r"(?<![\w/.-])((?:ihprobe|studies|benchmarks|docs|notebooks|hooks|\.ci)/[\w./-]*[\w])(\*|\{)?"
+    r"(?<![\w/.-])((?:ihprobe|lab|studies|benchmarks|docs|notebooks|hooks|\.ci)/[\w./-]*[\w])(\*|\{)?"
 )
 # records of how finished runs were made, kept as they were run (lab/studies/README.md says so)
 PROVENANCE = {
-    ("lab/studies/law/other.py", "lab/benchmarks/papers_law_halves.py"),
-    ("lab/studies/law/other.py", "lab/benchmarks/RESULTS_papers_law_halves_demo.csv"),
-    ("lab/studies/law/other.py", "lab/benchmarks/RESULTS_papers_law_halves_natural.csv"),
-    ("lab/studies/law/other.py", "lab/benchmarks/validate_forecast.py"),
-    ("lab/studies/law/other.py", "lab/benchmarks/validate_papers_natural.py"),
-    ("lab/studies/README.md", "lab/benchmarks/validate_papers_law.py"),  # says they were renamed
+    ("lab/studies/law/other.py", "benchmarks/papers_law_halves.py"),
+    ("lab/studies/law/other.py", "benchmarks/RESULTS_papers_law_halves_demo.csv"),
+    ("lab/studies/law/other.py", "benchmarks/RESULTS_papers_law_halves_natural.csv"),
+    ("lab/studies/law/other.py", "benchmarks/validate_forecast.py"),
+    ("lab/studies/law/other.py", "benchmarks/validate_papers_natural.py"),
+    ("lab/README.md", "benchmarks/validate_papers_law.py"),  # says they were renamed
 }
 # a results file's recorded commands: its provenance lines and its indented command blocks
 RECORDED = re.compile(r"^(Runs|Last command|Command): `|^    ")
@@ -67,7 +67,8 @@ def named_paths(line: str) -> list[str]:
     """The repository paths a line names, leaving out globs and placeholders (a folder named
     in capitals, ``NAME``; a file in capitals, ``RESULTS.md``, is a path).
 
-    >>> named_paths("see `lab/studies/law/halves.py` and lab/benchmarks/bench_*.py or lab/studies/NAME/run.py")
+    >>> named_paths("see `lab/studies/law/halves.py` and lab/benchmarks/bench_*.py or "
+    ...             "lab/studies/NAME/run.py")
     ['lab/studies/law/halves.py']
     >>> named_paths("the grid's lab/studies/natural_law/RESULTS.md")
     ['lab/studies/natural_law/RESULTS.md']
@@ -102,7 +103,7 @@ def test_every_path_the_project_names_exists():
     missing = [
         f"{rel}:{number}: {path}"
         for file in [*documented_files(), *results]
-        if not (rel := file.relative_to(ROOT).as_posix()).startswith("tests/")
+        if not (rel := file.relative_to(ROOT).as_posix()).startswith(("tests/", "lab/tests/"))
         for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1)
         if not (file in results and RECORDED.match(line))
         for path in named_paths(line)

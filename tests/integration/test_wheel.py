@@ -68,24 +68,49 @@ def test_the_wheel_installs_offline_and_scans(dist, tmp_path):
     (site / "project.pth").write_text(sysconfig.get_path("purelib") + "\n")
     env = {**os.environ, "PIP_NO_INDEX": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(bin_ / "python"), "install", "-q",
-         "--no-deps", "--no-index", str(wheel)],
-        check=True, capture_output=True, text=True, env=env, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(bin_ / "python"),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     where = subprocess.run(
         [str(bin_ / "python"), "-c", "import ihprobe; print(ihprobe.__file__)"],
-        check=True, capture_output=True, text=True, env=env, cwd=tmp_path,
-    ).stdout.strip()  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    ).stdout.strip()
     assert where.startswith(str(venv)), f"ihprobe imported from {where}, not the installed wheel"
     version = subprocess.run(
-        [str(bin_ / "ihprobe"), "--version"], check=True, capture_output=True, text=True,
-        env=env, cwd=tmp_path,
-    ).stdout  # fmt: skip
+        [str(bin_ / "ihprobe"), "--version"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    ).stdout
     assert ihprobe.__version__ in version
     checkpoint = valid_checkpoint(tmp_path / "ckpt")
     scan = subprocess.run(
         [str(bin_ / "ihprobe"), "scan", str(checkpoint), "--out", str(tmp_path / "scan"), "-q"],
-        capture_output=True, text=True, env=env, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert scan.returncode == 0, scan.stderr
     assert [p for p in (tmp_path / "scan").rglob("*.csv") if p.read_text().count("\n") > 1]

@@ -179,8 +179,9 @@ MAX_INTERNAL_NAMES = 11
 def imported_modules(source: str) -> set[str]:
     r"""Every module a source imports by name (``from a.b import c`` -> ``a.b``), anywhere.
 
-    >>> sorted(imported_modules("import os\nfrom studies.law import run\ndef f():\n    import x.y"))
-    ['os', 'lab.studies.law', 'x.y']
+    >>> source = "import os\nfrom lab.studies.law import run\ndef f():\n    import x.y"
+    >>> sorted(imported_modules(source))
+    ['lab.studies.law', 'os', 'x.y']
     """
     found = set()
     for node in ast.walk(ast.parse(source)):

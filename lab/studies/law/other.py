@@ -22,7 +22,7 @@ import pandas as pd
 from lab.studies.law.halves import one_cell_lines
 
 MD = "RESULTS_papers_law_halves_other.md"
-HALVES = "nice -n 19 .venv/bin/python lab/benchmarks/papers_law_halves.py"  # as the sets were run
+HALVES = "nice -n 19 .venv/bin/python benchmarks/papers_law_halves.py"  # as the sets were run
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,9 @@ SETS = (
         "The forecast validation's 5 demo seeds",
         "demo-B32-C64",
         ("RESULTS_papers_law_halves_demo.csv",),
-        f"{HALVES} --cell demo-B32-C64 --long --csv lab/benchmarks/RESULTS_papers_law_halves_demo.csv "
+        f"{HALVES} --cell demo-B32-C64 --long --csv benchmarks/RESULTS_papers_law_halves_demo.csv "
         "runs/validate-forecast-demo/B32-seed{0,1,2,3,4}",
-        "(from the repository root; the folders are trained by `lab/benchmarks/validate_forecast.py`)",
+        "(from the repository root; the folders are trained by `benchmarks/validate_forecast.py`)",
         "the demo configuration (2-layer GPT-NeoX d64, 4 heads, `repeats` over 64 random tokens, "
         "B 32, C 64, AdamW 3e-3 constant, 500 updates, 20 *linear* checkpoints 25 updates "
         "apart, so each half has 10 checkpoints 50 updates apart), seeds 0-4.",
@@ -57,13 +57,13 @@ SETS = (
         "natural-recipe",
         ("RESULTS_papers_law_halves_natural.csv", "RESULTS_papers_law_halves_natural_grid.csv"),
         f"{HALVES} --cell natural-d128-lr3e-3 --long --csv "
-        "lab/benchmarks/RESULTS_papers_law_halves_natural.csv "
+        "benchmarks/RESULTS_papers_law_halves_natural.csv "
         "runs/validate-papers/natural/d128-lr3e-3/seed{0,1,2}` (2026-12-01), then "
         "`nice -n 3 .venv/bin/python -m lab.studies.law.halves --cell natural-B4-C256 --long --csv "
         "lab/studies/law/RESULTS_papers_law_halves_natural_grid.csv "
         "runs/studies/law-natural/B4-C256/seed{0,1,2,3,4}",
         "(2026-12-05; the pilot's folders were trained by "
-        "`lab/benchmarks/validate_papers_natural.py`, the grid's by `python -m lab.studies natural_law` "
+        "`benchmarks/validate_papers_natural.py`, the grid's by `python -m studies natural_law` "
         "and `natural_size`; only read here)",
         "2-layer GPT-NeoX d128, 4 heads, the documentation corpus under a 512-id BPE, B 4, "
         "C 256, lr 3e-3 constant after a 1% warm-up. The pilot (`natural-d128-lr3e-3` in the "
