@@ -136,7 +136,7 @@ def summary(frame: pd.DataFrame) -> str:
         r = runs[runs.cell == arm]
         line = f"{LABELS[arm]}: {len(r)} finished, {int((~r.censored).sum())} placed, "
         line += f"{int(r.has_head.sum())} with a head"
-        if arm != CELL and len(r) and (runs.cell == CELL).any():
+        if arm in (*sc.SIZES, *sc.OTHER) and len(r) and (runs.cell == CELL).any():
             final = sc.ended(frame, arm)
             p, said = sc.formation(runs, arm)[2], sc.formation_verdict(runs, arm, final)
             ratio = sc.onset_ratio(runs, arm)
