@@ -157,7 +157,7 @@ def clean_pass(model, prompts: TaskPrompts) -> tuple[torch.Tensor, torch.Tensor,
     """
     cfg = model.cfg
     last = prompts.last.to(cfg.device)
-    sums = torch.zeros(cfg.n_layers, cfg.n_heads, cfg.d_head, dtype=torch.float64)
+    sums = torch.zeros(cfg.n_layers, cfg.n_heads, cfg.d_head, dtype=torch.float64, device="cpu")
 
     def hooks(index, store):
         at = last[index.to(last.device) % len(last)]

@@ -66,7 +66,7 @@ def fast_probabilities(
     """
     cfg = model.cfg
     groups = 1 + cfg.n_layers * cfg.n_heads
-    found = torch.empty(groups, len(prompts.tokens), dtype=torch.float64)
+    found = torch.empty(groups, len(prompts.tokens), dtype=torch.float64, device="cpu")
     lengths = prompts.last + 1
     with pair_pass(model, {}):
         for n in sorted(set(lengths.tolist())):
@@ -132,8 +132,8 @@ def _patched(model, chunk: range, means, n_rows: int) -> Iterator[None]:
 def _pre_hook(entries, means, repeats: int, n_rows: int, n_heads: int):
     """Set head ``h``'s slice of the output projection's input to ``means[h]`` in the rows of
     each ``(local group, h)`` entry."""
-    local = torch.tensor([e[0] for e in entries])
-    heads = torch.tensor([e[1] for e in entries])
+    local = torch.tensor([e[0] for e in entries], device="cpu")
+    heads = torch.tensor([e[1] for e in entries], device="cpu")
 
     def hook(module, args):
         x = args[0]
@@ -144,7 +144,7 @@ def _pre_hook(entries, means, repeats: int, n_rows: int, n_heads: int):
             )
         x = x.clone()
         z = x.view(*x.shape[:-1], n_heads, -1)  # [batch, pos, head, d_head]
-        rows = (torch.arange(n_rows)[:, None] * repeats + local[None, :]).flatten()
+        rows = (torch.arange(n_rows, device="cpu")[:, None] * repeats + local[None, :]).flatten()
         at = heads.repeat(n_rows)
         z[rows.to(x.device), -1, at.to(x.device)] = means[at].to(x.device, x.dtype)
         return (x, *args[1:])

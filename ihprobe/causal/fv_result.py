@@ -94,7 +94,7 @@ class FVResult(CarriesProvenance):
         """The FV score: per-task scores averaged over :attr:`used` (NaN when none is)."""
         used = [self.task_scores(t) for t in self.used]
         if not used:
-            return torch.full(self.shape, math.nan, dtype=torch.float64)
+            return torch.full(self.shape, math.nan, dtype=torch.float64, device="cpu")
         return torch.stack(used).mean(0)
 
     def p_values(self) -> Float[torch.Tensor, "layer head"]:
@@ -102,10 +102,13 @@ class FVResult(CarriesProvenance):
         prompts (each task's effects centred per prompt count alike); NaN without a used task."""
         used = [t.effects(self.shape) for t in self.tasks if t.above_chance]
         if not used:
-            return torch.full(self.shape, math.nan, dtype=torch.float64)
+            return torch.full(self.shape, math.nan, dtype=torch.float64, device="cpu")
         effects = torch.cat(used, dim=-1)
         n = effects.shape[-1]
-        mean, sd = effects.mean(-1), effects.std(-1) if n > 1 else torch.zeros(self.shape)
+        mean, sd = (
+            effects.mean(-1),
+            effects.std(-1) if n > 1 else torch.zeros(self.shape, device="cpu"),
+        )
         t = mean / (sd / math.sqrt(n)).clamp_min(1e-12)
         return torch.from_numpy(_t_tail(t.numpy(), n - 1))
 

@@ -226,17 +226,20 @@ def add_placement(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--device-map",
         choices=("auto", "balanced", "sequential"),
-        help="place the model over the GPUs, the CPU and the disk (--device is then unused)",
+        help="place the model over the GPUs, the CPU and the disk (--device is then unused; "
+        "default: none, the whole model on --device)",
     )
     p.add_argument(
         "--max-memory",
         metavar="DEVICE=SIZE,...",
-        help="the most each device may hold with --device-map, e.g. cpu=200MB,0=20GB",
+        help="the most each device may hold with --device-map, e.g. cpu=200MB,0=20GB (default: "
+        "what accelerate finds free)",
     )
     p.add_argument(
         "--offload-folder",
         metavar="DIR",
-        help="a new or empty folder for weights --device-map keeps on disk (without it: none)",
+        help="a new or empty folder for weights --device-map keeps on disk (default: none, so "
+        "no weights on disk)",
     )
 
 

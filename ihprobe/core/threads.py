@@ -3,7 +3,8 @@
 The models this toolkit trains and scans on a CPU are small (``d_model`` 64 to a few hundred),
 and their matrix products are too small to split across threads: every extra intra-op thread
 mostly spin-waits, and on a shared machine it waits for a core. Measured on the 2-core machine
-this project is developed on (``lab/benchmarks/bench_threads.py``, ``lab/benchmarks/RESULTS_threads.md``):
+this project is developed on (``lab/benchmarks/bench_threads.py``,
+``lab/benchmarks/RESULTS_threads.md``):
 training the demo model gives the most tokens per CPU-second with one thread, and
 ``ihprobe scan`` of the demo's 21 checkpoints cost 110 s of CPU with torch's default of two
 threads against 11 s with one. Pass ``--threads N`` (or ``torch_threads(N)``) for a large model

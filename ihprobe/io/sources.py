@@ -109,12 +109,14 @@ def check_kind(raw: dict, path, *, trust_remote_code: bool = False, first: bool 
     ...
     ihprobe.core.errors.IhprobeError: ckpt holds a bart model (BartForCausalLM): ...
     """
-    model_type = raw.get("model_type")
-    architectures = raw.get("architectures") or []
+    # a field of the wrong type is the schema's to refuse (``check_config``), not a crash here
+    model_type = raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
+    listed = raw.get("architectures")
+    architectures = [a for a in listed if isinstance(a, str)] if isinstance(listed, list) else []
     supported = supported_architectures()
     named = architectures or (_causal_classes(model_type) if model_type else [])
     causal = model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-    unbridged = [a for a in named if a in _causal_classes()]  # causal LMs, none bridged
+    unbridged = [a for a in named if a in _causal_classes() and a not in supported]
     if trust_remote_code or (causal and any(a in supported for a in named)):
         return
     if unbridged:

@@ -209,7 +209,7 @@ def _ablations(config: DemoConfig, model, scores) -> dict:
     """
     common = {
         "metrics": ABLATION_METRICS,
-        "random": config.random,
+        "draws": config.random,
         "seed": config.seed,
         "scores": scores.head_metric("prefix_matching"),
     }

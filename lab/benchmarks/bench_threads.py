@@ -87,8 +87,8 @@ def main() -> None:
     verdict = "met" if ratio >= TARGET else "NOT met"
     lines.append(
         f"Default `--threads {DEFAULT_THREADS}`: {ratio:.2f} of the best tokens per CPU-second "
-        f"(target >= {TARGET}: {verdict}). Command: `.venv/bin/python lab/benchmarks/bench_threads.py"
-        " --write`."
+        f"(target >= {TARGET}: {verdict}). Command: "
+        "`.venv/bin/python lab/benchmarks/bench_threads.py --write`."
     )
     text = "\n".join(lines) + "\n"
     print(text)

@@ -1,7 +1,8 @@
 """The device job's correctness checks: every public function on a device against the CPU's
 numbers, and training (live probes, resume, trajectory, the demo) on the device.
 
-``lab/benchmarks/device_job.py`` runs them as its ``correct-*`` steps; the tolerances are named here:
+``lab/benchmarks/device_job.py`` runs them as its ``correct-*`` steps; the tolerances are named
+here:
 
 >>> FP32["rtol"], BF16["rtol"], LOSS
 (0.001, 0.05, 0.05)

@@ -202,6 +202,7 @@ def test_the_gpu_queue_skips_runs_recorded_done_whose_folders_stayed_behind(tmp_
     studies_ = {
         "natural_size": SimpleNamespace(grid=nowhere, csv=csv),
         "natural_law": SimpleNamespace(grid=nowhere, csv=tmp_path / "absent.csv"),
+        "natural_late": SimpleNamespace(grid=nowhere, csv=tmp_path / "absent.csv"),
     }
     monkeypatch.setattr(lab.studies.study, "load", studies_.__getitem__)
     finished = queue.finished_runs()

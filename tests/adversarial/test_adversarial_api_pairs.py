@@ -1,7 +1,8 @@
 """Hostile and careless calls of the Python API, round 3 (issue 45): every case is one line.
 
-* Every (argument slot, bad value) pair of :data:`tests.adversarial.test_adversarial_api.SLOTS` is its own
-  case (the round-2 table tried only each slot's first value fast, the rest in a slow fuzz):
+* Every (argument slot, bad value) pair of
+  :data:`tests.adversarial.test_adversarial_api.SLOTS` is its own case (the round-2 table
+  tried only each slot's first value fast, the rest in a slow fuzz):
   each must raise :class:`IhprobeError` with a one-line message, under a 64 MB memory cap so a
   huge count is refused by the estimate instead of running.
 * The round-3 calls the issue lists (``scan(metrics=3)``, ``text`` ids past the vocabulary,

@@ -24,9 +24,9 @@ import pytest
 
 from ihprobe.cli import main
 from ihprobe.core.files import atomic_write, remove_temporary, temporary_folder
-from ihprobe.core.outputs import check_output_folder, mark, marked
+from ihprobe.core.outputs import check_output_folder, marked
 from ihprobe.data import installed_docs
-from ihprobe.data.installed_docs import DocSource, build_docs_corpus
+from ihprobe.data.installed_docs import DocSource
 from ihprobe.io.runs import RunDir
 from ihprobe.training.config import TrainConfig
 from tests.helpers import TINY_TRAIN, one_line

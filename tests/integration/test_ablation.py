@@ -202,7 +202,7 @@ def test_input_errors_say_what_to_pass(random_init):
     for top in (0, -0.1, 1.5):
         with pytest.raises(IhprobeError, match=r"top=.* is not a fraction in \(0, 1\]"):
             ihprobe.ablate(model, top=top)
-    with pytest.raises(IhprobeError, match=r"random must be an integer from 1 to \d+ \(got 0\)"):
+    with pytest.raises(IhprobeError, match=r"draws must be an integer from 1 to \d+ \(got 0\)"):
         ihprobe.ablate(model, random=0)
     with pytest.raises(IhprobeError, match="unknown head score by='nonsense'.*prefix_matching"):
         ihprobe.ablate(model, by="nonsense")

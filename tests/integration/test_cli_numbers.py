@@ -17,6 +17,8 @@ ZERO_ALLOWED = {
     "--d-mlp",  # 0: attention-only
     "--seed",
     "--threshold",
+    "--b",  # fit-law's fixed law exponents
+    "--c",
     "--b-exponent",  # predict's law exponents (--b and --c)
     "--c-exponent",
     "--state-every",
@@ -27,7 +29,8 @@ ZERO_ALLOWED = {
     "--grad-clip",
     "--gpus-per-run",
 }  # 0 GPUs: a CPU-only Slurm job
-NEGATIVE_ALLOWED = {"--threshold", "--b-exponent", "--c-exponent"}  # a seed is 0 to 2**63-1
+# a seed is 0 to 2**63-1
+NEGATIVE_ALLOWED = {"--threshold", "--b", "--c", "--b-exponent", "--c-exponent"}
 NEVER_ALLOWED = ("nan", "inf", "-inf", "x", "", "1e999")
 
 

@@ -7,7 +7,8 @@ Cells (``--list``), each one ``ihprobe.train`` run per seed under ``runs/validat
 * ``fx-B8-C{C}``: a context grid where C does not change the repetition: ``repeats`` over
   natural text, period 8..16 tokens, the repeated tail starting 32..48 tokens before the row's end
   (27 copied tokens per row at every C; a longer row only adds text in front, where fixing the start
-  would add copies, the toy law's confound (``lab/studies/toy_law``)). B = 8, C in 64/128/256, so only c
+  would add copies, the toy law's confound (``lab/studies/toy_law``)). B = 8, C in 64/128/256, so
+  only c
   is fitted (b = 0); every fx cell trains ``FIXED_BUDGET`` updates (equal if C does not matter).
 * ``size-d128``, ``size-L3``: width 128 and depth 3 at (B, C) = (8, 64); with ``sn-B8-C64``
   (width 64, depth 2) they test [A]'s model-size independence.

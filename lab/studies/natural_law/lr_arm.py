@@ -68,7 +68,8 @@ def lr_verdict(runs: pd.DataFrame) -> tuple[str, str]:
         return "pending", f"{arm[1]} of {SEEDS} seeds of the lr 1e-3 arm finished"
     p_d256, p_base = _fisher(arm, d256), _fisher(arm, base)
     why = (
-        f"by the damage rule, {arm[0]} of {arm[1]} seeds with a head at lr 1e-3, against {d256[0]} of {d256[1]} "
+        f"by the damage rule, {arm[0]} of {arm[1]} seeds with a head at lr 1e-3, against "
+        f"{d256[0]} of {d256[1]} "
         f"for d_model 256 at 3e-3 (Fisher p = {p_d256:.2g}) and {base[0]} of {base[1]} for "
         f"d_model 128 at 3e-3 (p = {p_base:.2g})"
     )

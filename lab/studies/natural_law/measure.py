@@ -84,7 +84,8 @@ def training_losses(run: Path) -> dict:
 
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())
-    >>> _ = (folder / "metrics.jsonl").write_text('{"loss": 5.0}\\n{"loss": 3.0}\\n{"loss": 3.5}\\n')
+    >>> lines = ['{"loss": 5.0}', '{"loss": 3.0}', '{"loss": 3.5}']
+    >>> _ = (folder / "metrics.jsonl").write_text(chr(10).join(lines))
     >>> training_losses(folder)
     {'train_loss_final': 3.5, 'train_loss_min': 3.0}
     """

@@ -171,7 +171,8 @@ def rule_line(done: pd.DataFrame) -> list[str]:
         text += (
             f"{old} finished run(s) judged by the superseded damage rule (checkpoints gone), "
             f"{new} by the copying rule, the damage rule's verdict kept beside it "
-            f"(`has_head_by_damage`): {'they differ for ' + ', '.join(parted) if parted else 'the two agree on every one'}."
+            f"(`has_head_by_damage`): "
+            + (f"they differ for {', '.join(parted)}." if parted else "the two agree on every one.")
         )
     return [text, ""]
 
