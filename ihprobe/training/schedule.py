@@ -116,7 +116,10 @@ def _points(spec: str, *, total: int, n: int, end: int) -> set[int]:
     ratio = math.expm1(math.log(total) / (n - 1))  # each point is the last times (1 + ratio)
     dense = min(0.5 / ratio, end)  # below it consecutive points lie under half an update apart
     found = set(range(1, math.floor(dense) + 1)) if dense >= 1 else set()
-    i = max(1, math.ceil(math.log(max(dense, 1)) / math.log(total) * (n - 1)) + 1)
+    # the first point that rounds past the dense run: total ** x >= floor(dense) + 0.5 (one
+    # index earlier, against rounding); from there points lie at least half an update apart
+    past = math.log(math.floor(dense) + 0.5) / math.log(total) if dense >= 1 else 0.0
+    i = max(1, math.ceil(past * (n - 1)))
     while (step := _point(spec, i, total=total, n=n)) <= end:
         found.add(step)
         i += 1
