@@ -78,6 +78,7 @@ def test_profiles_match_wald_without_censoring_and_coverage_is_nominal():
     assert covered["sigma"] == pytest.approx(0.2, rel=0.4)
 
 
+@pytest.mark.slow
 def test_the_results_file_carries_the_checks_under_their_own_heading():
     frame = pd.read_csv(sensitivity.claims.__file__.replace("claims.py", "results.csv"))
     text = "\n".join(sensitivity.lines(frame))

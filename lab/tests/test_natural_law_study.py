@@ -129,6 +129,7 @@ def test_lack_of_fit_needs_replicates_and_finds_a_bent_surface():
     assert lack_of_fit(bent)["verdict"] == "the cells' means lie off the plane"
 
 
+@pytest.mark.slow
 def test_finding_no_lack_of_fit_needs_replicated_cells_a_finding_of_one_does_not():
     """With fewer than MIN_REPLICATED cells holding two seeds, a p above the level is
     'inconclusive at this scale'; a p below it still says the cells lie off the plane."""
@@ -176,6 +177,7 @@ def test_with_censored_runs_lack_of_fit_is_bootstrapped_and_finds_a_bent_surface
     assert found["p"] == 1 / 50 and found["verdict"] == "the cells' means lie off the plane"
 
 
+@pytest.mark.slow
 def test_the_results_file_rerenders_from_its_csv(tmp_path, monkeypatch):
     study = load("natural_law")
     for name in study.results:
@@ -208,6 +210,7 @@ def test_a_bootstrapped_p_agrees_within_its_stated_error_and_nothing_else_may_mo
     assert not same_within_p_error(line.format("0.47"), line.format("0.47").replace("11", "12"))
 
 
+@pytest.mark.slow
 def test_post_hoc_the_two_seeds_the_old_rule_censored_are_placed():
     seeds = posthoc.reread(pd.read_csv(posthoc.PILOTS_CSV)).set_index(["pilot", "seed"])
     assert not seeds.loc[("d128-lr3e-3", 1), "censored"]
@@ -242,6 +245,7 @@ def pilot_csv(path: Path, b: float, *, seeds=5, noise=0.02, seed=0) -> list[floa
     return onsets
 
 
+@pytest.mark.slow
 def test_post_hoc_b_between_the_pilots_flips_with_planted_onsets(tmp_path):
     """Onsets from b = 0.37 agree with [A]'s 0.37 +- 0.15, from b = 1.2 disagree; 3 seeds a
     cell wait. The rule re-reads each planted onset to within 1%."""
@@ -324,6 +328,7 @@ def test_the_declared_design_is_the_text_written_before_the_first_run():
     assert text.index("## Declared design") < text.index("## Amendments") < text.index("## Runs")
 
 
+@pytest.mark.slow
 def test_cells_past_four_epochs_are_named_in_the_results():
     frame = pd.read_csv(FOLDER / "results.csv")
     done = frame.index[frame.status == "done"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from scipy import stats
 
 from ihprobe.dynamics.verdicts import judge
@@ -153,6 +154,7 @@ def test_censored_runs_are_told_apart_by_whether_a_rise_had_begun():
     assert said == "2 of 3 (1 with no rise, 1 rising under 0.1)"
 
 
+@pytest.mark.slow
 def test_the_power_of_agreement_matches_a_simulation_and_the_report_says_it():
     rng, n, draws = np.random.default_rng(1), 24, 4000
     margin, hits = np.log10(1.5), 0
@@ -240,6 +242,7 @@ def test_censoring_skips_runs_without_probes_and_counts_a_rise_at_the_end():
     )
 
 
+@pytest.mark.slow
 def test_the_size_results_file_rerenders_from_its_csv():
     folder = ROOT / "lab" / "studies" / "natural_law"
     frame = pd.read_csv(folder / "results_size.csv")

@@ -98,6 +98,7 @@ def test_a_new_seed_adds_to_the_csv_rows_of_run_folders_that_are_gone(tmp_path, 
     assert (other.status == "pending").all()
 
 
+@pytest.mark.slow
 def test_finished_runs_whose_folders_are_gone_are_read_not_retrained(tmp_path, monkeypatch):
     monkeypatch.setattr(law, "OUT_CSV", tmp_path / "law.csv")
     monkeypatch.setattr(law, "RERUNS_CSV", tmp_path / "reruns.csv")

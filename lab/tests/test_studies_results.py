@@ -43,6 +43,7 @@ def assert_same_bytes(made: dict[str, Path], folder: Path) -> None:
         assert path.read_bytes() == (folder / name).read_bytes(), f"{name} re-rendered differently"
 
 
+@pytest.mark.slow
 def test_the_law_grid_rerenders_from_its_csv(tmp_path, monkeypatch):
     folder = ROOT / "lab" / "studies" / "law"
     names = ["RESULTS_papers_law.md", "RESULTS_papers_law.csv", other.MD]

@@ -21,6 +21,8 @@ from tests.helpers import hf_prefix_matching, save_checkpoint
 V, D, H = 64, 32, 4
 # (num_kv_heads, extra config): grouped keys with two norms per block (Falcon-40B), one key
 # head (multi-query in the new layout), ALiBi, and one norm with biases
+pytestmark = pytest.mark.slow  # 24 model builds against HF: about 11 s
+
 LAYOUTS = {
     "grouped": (2, {}),
     "one-kv": (1, {}),

@@ -19,6 +19,8 @@ from ihprobe.core.standin import id_tokenizer
 from ihprobe.io import offload
 from tests.helpers import SameDevice, one_line, save_checkpoint, tiny_hf_model
 
+pytestmark = pytest.mark.slow  # models on disk: about 45 s in all on 2 cores
+
 VOCAB = 128
 CAP = {"cpu": "120KB"}  # of a ~0.7 MB model: the embedding and a layer or two on the CPU
 ROWS = {"batch": 3}

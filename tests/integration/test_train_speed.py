@@ -59,6 +59,7 @@ def test_tf32_is_set_for_a_cuda_run_only_and_restored():
     assert torch.backends.cuda.matmul.allow_tf32 == before
 
 
+@pytest.mark.slow
 def test_an_unknown_precision_is_one_line(tmp_path):
     with pytest.raises(IhprobeError, match="precision='fp8' is not one of fp32, tf32, bf16"):
         train(tiny(tmp_path, precision="fp8"))

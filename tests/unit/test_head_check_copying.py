@@ -13,6 +13,8 @@ from ihprobe.io.any_model import as_model
 from ihprobe.probes.inputs import repeated_tokens
 from tests.helpers import blank_gpt2, tiny_hf_model
 
+pytestmark = pytest.mark.slow  # the head check on planted models: about 15 s
+
 V = C = D_HEAD = 32  # one-hot tokens and positions fit one head's width
 HEADS, N = 4, 16  # repeat half-length N: the planted attention looks N - 1 back
 FAKE, REAL = 0, 1
