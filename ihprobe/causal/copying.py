@@ -81,6 +81,7 @@ class CopyingCost:
     head: tuple[int, int]
     cost: float
     others: dict[int, float]
+    ablated_second: float = float("nan")  # the second-half loss with ``head`` ablated
 
     @property
     def matched(self) -> float:
@@ -98,9 +99,10 @@ def copying_costs(model, head: tuple[int, int], tokens: torch.Tensor, n: int) ->
     """
     layer = head[0]
     clean = _advantage(model, tokens, n)[2]
-    falls = {}
+    falls, seconds = {}, {}
     for h in range(model.cfg.n_heads):
         with ablate_heads(model, [(layer, h)], mode="zero"):
-            falls[h] = clean - _advantage(model, tokens, n)[2]
+            _, seconds[h], advantage = _advantage(model, tokens, n)
+        falls[h] = clean - advantage
     others = {h: v for h, v in falls.items() if h != head[1]}
-    return CopyingCost(head, falls[head[1]], others)
+    return CopyingCost(head, falls[head[1]], others, seconds[head[1]])

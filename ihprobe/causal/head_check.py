@@ -41,17 +41,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import torch
-
-from ihprobe.causal.copying import copy_advantage, copying_costs, halves
-from ihprobe.causal.masks import ablate_heads
+from ihprobe.causal.copying import copy_advantage, copying_costs
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.any_model import as_model
 from ihprobe.probes.battery import scan
 from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.probes.metrics import METRIC_TABLE
-from ihprobe.probes.recall import token_losses
 
 
 @dataclass(frozen=True)
@@ -146,13 +142,6 @@ class HeadCheck:
         return out
 
 
-def _halves(model, tokens: torch.Tensor, n: int) -> tuple[float, float]:
-    """Mean loss (nats) of the first half's tokens 1..n-1 and of the second half's n..2n-1."""
-    with torch.no_grad():
-        tokens = tokens.to(model.cfg.device)
-        return halves(token_losses(model(tokens), tokens), n)
-
-
 def head_check(model, rule: Rule = RULE, *, batch: int = 50, seed: int = 0) -> HeadCheck:
     """Judge whether ``model`` (a hooked model, path or hub id) has an induction head by
     :data:`RULE`, on ``batch`` rows of repeated random tokens per repeat length.
@@ -191,9 +180,8 @@ def head_check(model, rule: Rule = RULE, *, batch: int = 50, seed: int = 0) -> H
     rows = {n: repeated_tokens(model, n=n, batch=batch, seed=seed + 1) for n in lengths}
     advantages = {n: copy_advantage(model, rows[n], n) for n in lengths}
     first, second = advantages[middle].first, advantages[middle].second
-    with ablate_heads(model, [head], mode="zero"):
-        _, ablated = _halves(model, rows[middle], middle)
-    copying = copying_costs(model, head, rows[middle], middle)
+    copying = copying_costs(model, head, rows[middle], middle)  # ablates each head of its layer
+    ablated = copying.ablated_second
     signature = all(ps[n] >= rule.ps and ps[n] > chance[n] for n in lengths)
     used = all(a.above_chance >= rule.drop for a in advantages.values())
     copies = copying.matched >= rule.copy
