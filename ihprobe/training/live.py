@@ -17,7 +17,9 @@ from collections.abc import Callable
 
 import torch
 
+from ihprobe.core.world import World
 from ihprobe.dynamics.forecast import LiveForecast
+from ihprobe.dynamics.prior import law_prior
 from ihprobe.io.models import load, quiet_progress
 from ihprobe.io.runs import PROBES, RunDir
 from ihprobe.io.swap import swap_weights
@@ -82,3 +84,23 @@ def listener(forecast: LiveForecast | None, display, hook: ProbeHook | None) -> 
             hook(record)
 
     return heard
+
+
+def make_live_probes(config, run: RunDir, world: World, display, on_probe) -> LiveProbes | None:
+    """The live probes, on rank 0 with ``live_probes``, telling one listener of each record:
+    the forecast (with ``forecast``), the display, then ``on_probe``."""
+    if not (config.live_probes and world.main):
+        return None
+    forecast = None
+    if config.forecast:
+        prior = law_prior(config.batch_size, config.context, law_from=config.law_from)
+        forecast = LiveForecast(run.root, prior)
+    hear = listener(forecast, display, on_probe)
+    per_update = config.tokens_per_update
+    return LiveProbes(
+        run,
+        batch=config.probe_batch,
+        tokens_per_update=per_update,
+        device=world.device,
+        on_probe=hear,
+    )
