@@ -56,7 +56,8 @@ def by_positions(module: torch.nn.Module, width: int) -> Callable:
 
         def part(value, start: int):
             alike = isinstance(value, torch.Tensor) and value.shape[:2] == lead
-            return value[:, start : start + step] if alike else value
+            # contiguous: GPT-2's Conv1D views its input flat, which a slice of rows cannot be
+            return value[:, start : start + step].contiguous() if alike else value
 
         parts = []
         for start in range(0, lead[1], step):

@@ -87,3 +87,22 @@ def test_a_wide_batch_gets_larger_chunks_not_more(models, monkeypatch):
     with torch.no_grad(), pair_pass(model, {}):
         model(rows)
     assert calls == [4] * model.cfg.n_layers
+
+
+def test_gpt2s_flat_view_mlp_takes_chunks_of_a_batch(tmp_path, monkeypatch):
+    """GPT-2's Conv1D views its input flat; a slice of positions of a batch of 2+ rows is not
+    contiguous, so each chunk is made contiguous first (the FV scores' cached pass ran into it
+    on a 24-head planted model)."""
+    from tests.helpers import tiny_hf_model
+
+    model = ihprobe.load(save_checkpoint(tiny_hf_model("gpt2", vocab_size=V), tmp_path, None))
+    rows = inputs.repeated_tokens(model, n=8, batch=3, seed=0)
+    with torch.no_grad():
+        whole = model(rows)
+        monkeypatch.setattr(positionwise, "CHUNK_ELEMENTS", 1)
+        monkeypatch.setattr(positionwise, "MAX_CHUNKS", 4)  # chunks of several positions
+        calls = count_calls(model, monkeypatch)
+        with pair_pass(model, {}):
+            chunked = model(rows)
+    assert calls == [4] * model.cfg.n_layers  # 4 chunks of several positions, 3 rows each
+    torch.testing.assert_close(chunked, whole, rtol=1e-4, atol=1e-4)
