@@ -29,6 +29,13 @@ from ihprobe.core import checks
 from ihprobe.io.provenance import CarriesProvenance, Provenance
 
 SIGNIFICANCE = 0.05  # one-sided level: a task above chance, a head above zero (Bonferroni)
+# The effect floor of an FV head. Significance alone counts any head whose tiny rise is steady
+# over many prompts (a planted induction head's 0.012 beside its FV head's 0.6): a head must
+# also raise the answer's probability by MIN_EFFECT (half a percentage point, absolute: a
+# random model's heads move it by about 1e-5) and by RELATIVE_FLOOR of the top head's score
+# (the heads that carry the task, not every head that leans its way).
+MIN_EFFECT = 0.005
+RELATIVE_FLOOR = 0.1
 
 
 @dataclass
@@ -112,12 +119,31 @@ class FVResult(CarriesProvenance):
         t = mean / (sd / math.sqrt(n)).clamp_min(1e-12)
         return torch.from_numpy(_t_tail(t.numpy(), n - 1))
 
-    def fv_heads(self) -> list[tuple[int, int, float]]:
-        """Heads whose score is above zero at :data:`SIGNIFICANCE`, Bonferroni over all heads,
-        best first."""
+    def fv_heads(
+        self, *, min_effect: float = MIN_EFFECT, relative: float = RELATIVE_FLOOR
+    ) -> list[tuple[int, int, float]]:
+        """Heads whose score is above zero at :data:`SIGNIFICANCE` (Bonferroni over all heads)
+        and at least the effect floor, ``max(min_effect, relative * top score)``
+        (:data:`MIN_EFFECT`, :data:`RELATIVE_FLOOR`), best first.
+
+        >>> result.fv_heads(), result.fv_heads(min_effect=0, relative=0)  # doctest: +SKIP
+        ([(1, 1, 0.598)], [(1, 1, 0.598), (1, 0, 0.012)])
+        """
+        top = self.top_heads(None)
+        if not top:
+            return []
+        floor = self.effect_floor(min_effect=min_effect, relative=relative)
         level = SIGNIFICANCE / (self.shape[0] * self.shape[1])
         p = self.p_values()
-        return [h for h in self.top_heads(None) if float(p[h[0], h[1]]) <= level and h[2] > 0]
+        return [h for h in top if float(p[h[0], h[1]]) <= level and h[2] > 0 and h[2] >= floor]
+
+    def effect_floor(
+        self, *, min_effect: float = MIN_EFFECT, relative: float = RELATIVE_FLOOR
+    ) -> float:
+        """The least score an FV head needs: ``max(min_effect, relative * top score)`` (NaN
+        when no task is above chance)."""
+        top = self.top_heads(1)
+        return max(min_effect, relative * top[0][2]) if top else math.nan
 
     def top_heads(self, k: int | None = 10) -> list[tuple[int, int, float]]:
         """``(layer, head, score)`` of the ``k`` best heads (all with None), best first; empty
@@ -173,7 +199,7 @@ class FVResult(CarriesProvenance):
         >>> print(result.summary())                                        # doctest: +SKIP
         FV scores of run · step 500: 2 of 13 tasks above chance (antonym 0.62, ...)
         top heads: L1H2 0.412, L1H0 0.031, L0H3 0.012
-        FV heads (score above 0, p <= 0.05 / 8 heads): L1H2
+        FV heads (score >= 0.041: max(0.005, 0.1 x top); p <= 0.05 / 8 heads): L1H2
         """
         lines = []
         for t in self.tasks:
@@ -201,7 +227,8 @@ class FVResult(CarriesProvenance):
                 head + "above chance",
                 *lines,
                 f"top heads: {top}",
-                f"FV heads (score above 0, p <= {SIGNIFICANCE:g} / {n} heads): {names}",
+                f"FV heads (score >= {self.effect_floor():.2g}: max({MIN_EFFECT:g}, "
+                f"{RELATIVE_FLOOR:g} x top); p <= {SIGNIFICANCE:g} / {n} heads): {names}",
             ]
         )
 

@@ -4,11 +4,14 @@ model has no FV head. The model is written by hand in ``tests/planted_fv.py``.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 import ihprobe
 from ihprobe.causal.fv import clean_pass
+from ihprobe.causal.fv_result import MIN_EFFECT, RELATIVE_FLOOR
 from ihprobe.causal.tasks import Task, make_prompts
 from tests.helpers import save_checkpoint, tiny_hf_model
 from tests.planted_fv import (
@@ -81,6 +84,35 @@ def test_a_random_model_has_no_fv_head(tmp_path):
     assert not found.tasks[0].above_chance
     assert found.fv_heads() == [] and "no FV head" in found.summary()
     assert found.task_scores("planted").abs().max() < 0.01
+
+
+def test_the_effect_floor_keeps_the_fv_head_and_drops_the_induction_head(result):
+    fv, induction = (float(result.scores[h]) for h in (FV_HEAD, INDUCTION_HEAD))
+    significant = [h[:2] for h in result.fv_heads(min_effect=0, relative=0)]
+    # by significance alone the induction head's small steady rise qualifies ...
+    assert INDUCTION_HEAD in significant and 0 < induction < RELATIVE_FLOOR * fv
+    # ... the floor, a share of the top head's score, leaves the FV head alone
+    assert [h[:2] for h in result.fv_heads()] == [FV_HEAD]
+    assert result.effect_floor() == pytest.approx(max(MIN_EFFECT, RELATIVE_FLOOR * fv))
+    floor = result.effect_floor()
+    assert f"score >= {floor:.2g}" in result.summary().splitlines()[-1]
+
+
+def test_a_random_models_heads_stay_under_the_absolute_floor(tmp_path):
+    hf = tiny_hf_model("gpt2", vocab_size=len(VOCAB), context=32, seed=2)
+    model = ihprobe.load(save_checkpoint(hf, tmp_path / "random", word_tokenizer()))
+    found = ihprobe.fv_scores(model, [TASK], shots=5, prompts=16)
+    # count the task as done (it is not), so that every head has a score to hold to the floor
+    task = found.tasks[0]
+    found.tasks[0] = dataclasses.replace(
+        task, p_value=0.0, clean_hits=torch.ones_like(task.clean_hits)
+    )
+    assert found.used == ["planted"] and found.scores.abs().max() < MIN_EFFECT
+    assert found.fv_heads() == []
+    # the relative floor alone would pass the top head by definition; the absolute one does not
+    top = found.top_heads(1)[0][2]
+    assert found.effect_floor(min_effect=0) == pytest.approx(RELATIVE_FLOOR * top)
+    assert found.effect_floor() == MIN_EFFECT
 
 
 def test_the_frame_holds_each_task_and_the_average(result):
