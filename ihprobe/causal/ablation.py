@@ -1,17 +1,17 @@
 """Causal ablation: does the model depend on its top-scoring heads more than on random ones?
 
 [B]'s test (``docs/science.md``): score every head (prefix matching by default), switch off the
-top heads (per layer, [B]'s protocol, or over the whole model:
-:mod:`ihprobe.causal.head_sets`), and compare each ICL metric's change with the changes of
-``random`` baseline draws of other heads. A circuit that
-is merely visible (a *signature*) scores high but costs little when removed; a *load-bearing*
-one costs far more than random heads (:mod:`ihprobe.causal.results` for the statistics).
+top heads (by default the model's 3 highest, as ``ihprobe ablate`` and the demo; per layer,
+[B]'s protocol, with ``scope="layer", top=0.02``: :mod:`ihprobe.causal.head_sets`), and compare
+each ICL metric's change with the changes of ``draws`` random baseline draws of other heads.
+A circuit that is merely visible (a *signature*) scores high but costs little when removed; a
+*load-bearing* one costs far more than random heads (:mod:`ihprobe.causal.results`).
 :func:`head_effects` ablates every head alone.
 
 All groups are evaluated together, in a few stacked forward passes
 (:mod:`ihprobe.causal.evaluation`).
 
->>> result = ihprobe.ablate(model, by="prefix_matching", top=0.02, random=20)   # doctest: +SKIP
+>>> result = ihprobe.ablate(model, by="prefix_matching", draws=20)              # doctest: +SKIP
 >>> result.summary()[["metric", "change", "p_value", "load_bearing_index"]]     # doctest: +SKIP
 >>> drop_figure(result).show()          # ihprobe.figures.ablation          # doctest: +SKIP
 """
@@ -28,6 +28,7 @@ import torch
 from einops import rearrange
 from jaxtyping import Float, Int
 
+from ihprobe.causal import choices
 from ihprobe.causal.choices import BASELINES, MODES, SCOPES, Baseline, Mode, Scope
 from ihprobe.causal.evaluation import METRICS, evaluate, metrics_for, probes_for
 from ihprobe.causal.fv import fv_ranking
@@ -98,11 +99,11 @@ def ablate(
     model: TransformerLensModel,
     *,
     by: str = "prefix_matching",
-    top: float | int = 0.02,
+    top: float | int = choices.DEFAULT_TOP,
     heads: Sequence[tuple[int, int] | str] | None = None,
-    scope: Scope = "layer",
+    scope: Scope = choices.DEFAULT_SCOPE,
     draws: int = 20,
-    baseline: Baseline = "layer-matched",
+    baseline: Baseline = choices.DEFAULT_BASELINE,
     mode: Mode = "mean",
     metrics: Sequence[str] | None = None,
     seed: int = 0,
@@ -124,12 +125,13 @@ def ablate(
         model: a hooked model (``ihprobe.load``).
         by: the head score that ranks heads (any per-head metric of ``ihprobe.scan``, or
             ``"fv"``: :func:`ihprobe.fv_scores` on ``tasks`` with ``seed``).
-        top: a fraction in (0, 1] (``max(1, ceil(top * heads))``) or a count k >= 1 of heads.
+        top: a fraction in (0, 1] (``max(1, ceil(top * heads))``) or a count k >= 1 of heads;
+            the default, 3 over the whole model, is ``ihprobe ablate``'s and the demo's.
         heads: the heads to test instead of a top set (``[(1, 3)]``, ``["L1H3"]`` or
             ``["1.3"]``); ``top`` and ``scope`` are then unused, and ``by`` still scores every
             head (the verdict and a score-matched baseline read it).
-        scope: ``"layer"`` takes ``top`` of every layer ([B]'s protocol); ``"global"`` of the
-            whole model.
+        scope: ``"global"`` (the default) takes ``top`` of the whole model; ``"layer"`` of
+            every layer ([B]'s protocol: ``scope="layer", top=0.02``).
         draws: number of random baseline draws ([B]'s 20; the CLI's ``--draws``).
         baseline: ``"layer-matched"`` (as many heads per layer as the top set), ``"global"``
             (as many in total) or ``"score-matched"`` (one head of similar score per top head);
@@ -167,7 +169,9 @@ def ablate(
             unknown score or metric.
 
     Example:
-        >>> result = ablate(model, scope="global", top=1, metrics=["ar_accuracy"])
+        >>> result = ablate(model, metrics=["ar_accuracy"])    # the model's top 3 heads
+        ... # doctest: +SKIP
+        >>> per_layer = ablate(model, scope="layer", top=0.02)  # [B]'s protocol
         ... # doctest: +SKIP
         >>> mine = ablate(model, heads=["L1H3"], draws=20)       # a head you picked
         ... # doctest: +SKIP

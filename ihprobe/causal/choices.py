@@ -21,7 +21,7 @@ MODES: tuple[str, ...] = get_args(Mode)
 HOOK_MODES = ("zero", "mean")  # the modes that need no evaluation rows (ablation_hooks)
 # the default top set of `ihprobe ablate` and the demo, one rule: the model's 3 heads that score
 # highest on the ranking score, none at chance (ablation.ablate), against layer-matched draws;
-# [B]'s per-layer protocol is the named option scope="layer" (the API's own default, for now)
+# [B]'s per-layer protocol is the named option scope="layer", top=0.02
 DEFAULT_SCOPE: Scope = "global"
 DEFAULT_TOP = 3
 DEFAULT_BASELINE: Baseline = "layer-matched"

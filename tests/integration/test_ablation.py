@@ -209,7 +209,7 @@ def test_input_errors_say_what_to_pass(random_init):
     with pytest.raises(IhprobeError, match="unknown metric"):
         ihprobe.ablate(model, metrics=["bleu"])
     with pytest.raises(IhprobeError, match="leaving 3 for the random baseline"):
-        ihprobe.ablate(model, top=0.6, scores=torch.zeros(2, 8))
+        ihprobe.ablate(model, top=0.6, scope="layer", scores=torch.zeros(2, 8))
     with pytest.raises(IhprobeError, match="no text tokenizer"):
         ihprobe.ablate(model, metrics=["icl_score"], scores=torch.zeros(2, 8))
     with pytest.raises(IhprobeError, match="mode='half'"):
@@ -223,8 +223,9 @@ def test_frame_has_the_shared_columns_and_every_statistic(random_init):
     metrics = set(frame.metric)
     assert {"ar_accuracy.clean", "ar_accuracy.p_value", "ar_accuracy.load_bearing_index"} <= metrics
     assert not any(m.endswith((".ratio", "_drop")) for m in metrics)
-    assert frame.query("metric == 'top_set'").value.sum() == 2  # one head in each layer
-    assert frame.query("metric == 'random_set'").value.sum() == 3 * 2
+    # the default top set: the model's 3 highest heads (the CLI's and the demo's rule)
+    assert frame.query("metric == 'top_set'").value.sum() == len(result.top_heads) == 3
+    assert frame.query("metric == 'random_set'").value.sum() == 3 * 3  # 3 draws of as many
     assert set(METRICS) >= {m.split(".")[0] for m in metrics if "." in m}
 
 

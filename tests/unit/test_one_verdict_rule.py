@@ -4,6 +4,7 @@ the p over distinct sets when draws repeat, and the reason of every NaN."""
 
 from __future__ import annotations
 
+import inspect
 import math
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from ihprobe.causal.ablation import chance_of
 from ihprobe.causal.choices import DEFAULT_SCOPE, DEFAULT_TOP, analysis
 from ihprobe.causal.head_sets import without_signature
 from ihprobe.cli import ablate as ablate_cli
-from ihprobe.cli import main
+from ihprobe.cli import build_parser, main
 from ihprobe.core.standin import id_tokenizer
 from tests.helpers import save_checkpoint, tiny_hf_model
 
@@ -38,6 +39,15 @@ def _planted(floor: float) -> torch.Tensor:
 
 def test_the_default_rule_is_global_top_three():
     assert (DEFAULT_SCOPE, DEFAULT_TOP) == ("global", 3)
+
+
+def test_the_api_and_the_cli_share_the_default_rule():
+    """``ihprobe.ablate(model)`` runs what ``ihprobe ablate`` runs; [B]'s protocol is named."""
+    api = inspect.signature(ihprobe.ablate).parameters
+    cli = build_parser().commands["ablate"]
+    for name in ("top", "scope", "baseline", "draws", "by", "mode"):
+        assert api[name].default == cli.get_default(name), name
+    assert (api["top"].default, api["scope"].default) == (3, "global")
 
 
 def test_a_head_at_chance_never_joins_the_global_top_set(model):

@@ -32,7 +32,7 @@ def ablations(model, scores, seed: int, random: int, text=None, tasks=False) -> 
         "global-score-matched": ihprobe.ablate(
             model, scope="global", top=k, baseline="score-matched", **common
         ),
-        "per-layer": ihprobe.ablate(model, scope="layer", **per_layer),
+        "per-layer": ihprobe.ablate(model, scope="layer", top=0.02, **per_layer),
     }
     out = {}
     for name, result in results.items():
