@@ -89,6 +89,7 @@ from ihprobe.jobs.grid import (
     saved_results,
     status_row,
     train_or_reuse,
+    write_record,
     write_result,
 )
 from lab.studies.cli import OneLineParser, positive_int
@@ -262,7 +263,6 @@ def report(args, rerender: bool | None = None) -> None:
     recipe = args.recipe == "docs"
     if recipe:
         unit = "--recipe docs --cell ARM --seed SEED"
-    frame.to_csv(out_csv, index=False)
     judged = pd.DataFrame(verdicts(frame, args.recipe), columns=["[B]'s claim", "here", "why"])
     shape = config_of("natural", SEEDS[0], args)  # every arm's model has this shape
     lines = [
@@ -304,7 +304,7 @@ def report(args, rerender: bool | None = None) -> None:
         *heads.section(frame, ARMS, (shape.layers, shape.heads)),
         *(task_drop.section(frame, ARMS) if recipe else []),
     ]
-    out_md.write_text("\n".join(lines))
+    write_record(out_csv, frame, out_md, "\n".join(lines))  # each atomically
     print(f"wrote {out_md.name} and {out_csv.name}")
 
 

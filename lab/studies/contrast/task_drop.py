@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 import ihprobe
+from ihprobe.core.files import atomic_write
 from ihprobe.dynamics.verdicts import t_mean
 from ihprobe.jobs.grid import markdown
 
@@ -98,7 +99,7 @@ def measure_floor(model, seed: int = 0) -> pd.DataFrame:
 def write_floor(path: Path = FLOOR_CSV, reference: Path = REFERENCE) -> pd.DataFrame:
     """Measure :func:`measure_floor` on the reference model and write it to ``path``."""
     table = measure_floor(ihprobe.load(reference))
-    table.to_csv(path, index=False)
+    atomic_write(path, lambda tmp: table.to_csv(tmp, index=False))
     return table
 
 
