@@ -28,8 +28,8 @@ import pandas as pd
 
 import ihprobe
 from ihprobe import METRIC_TABLE, checkpoints
-from ihprobe.core.files import atomic_write
 from ihprobe.dynamics.verdicts import t_mean
+from lab.studies.atomic import write_csv
 from lab.studies.contrast.claims import scored
 
 # the snippet scores of each seed (max over heads for a head score): [B]'s fixed-length
@@ -100,7 +100,7 @@ def rescore(arm: str, seed: int, trained: tuple[Path, float, str], csv: Path) ->
             table.loc[at, column] = value
     else:  # a seed the CSV does not hold yet: its full measurement comes from run_arm
         new["reproduced"] = False
-    atomic_write(csv, lambda tmp: table.to_csv(tmp, index=False))
+    write_csv(csv, table)
     print(f"{arm} seed {seed}: rescored ({how}), {new}", flush=True)
     return new
 

@@ -35,9 +35,9 @@ import numpy as np
 import pandas as pd
 
 import ihprobe
-from ihprobe.core.files import atomic_write
 from ihprobe.dynamics.verdicts import t_mean
 from ihprobe.jobs.grid import markdown
+from lab.studies.atomic import write_csv
 
 HERE = Path(__file__).resolve().parent
 FLOOR_CSV = HERE / "RESULTS_task_floor.csv"
@@ -99,7 +99,7 @@ def measure_floor(model, seed: int = 0) -> pd.DataFrame:
 def write_floor(path: Path = FLOOR_CSV, reference: Path = REFERENCE) -> pd.DataFrame:
     """Measure :func:`measure_floor` on the reference model and write it to ``path``."""
     table = measure_floor(ihprobe.load(reference))
-    atomic_write(path, lambda tmp: table.to_csv(tmp, index=False))
+    write_csv(path, table)
     return table
 
 

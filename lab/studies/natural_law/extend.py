@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import ihprobe
-from ihprobe.core.files import atomic_write
+from lab.studies.atomic import write_csv
 from lab.studies.natural_law import RUNS
 from lab.studies.natural_law.cells import CELLS, budget
 from lab.studies.natural_law.measure import onset_row, probe_records
@@ -69,8 +69,7 @@ def record(row: dict) -> None:
     old = pd.read_csv(RECORD) if RECORD.is_file() else pd.DataFrame(columns=["cell", "seed"])
     keep = old[~((old.cell == row["cell"]) & (old.seed == row["seed"]))]
     frame = pd.concat([keep, pd.DataFrame([row])], ignore_index=True)
-    frame = frame.sort_values(["cell", "seed"])
-    atomic_write(RECORD, lambda tmp: frame.to_csv(tmp, index=False))
+    write_csv(RECORD, frame.sort_values(["cell", "seed"]))
 
 
 def continued(cell: str, seed: int = 0) -> dict | None:

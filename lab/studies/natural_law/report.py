@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ihprobe.core.files import atomic_write
+from lab.studies.atomic import write_text
 from lab.studies.natural_law import cells, claims, posthoc, sensitivity
 from lab.studies.natural_law.figure import onset_svg
 
@@ -253,7 +253,7 @@ def report(frame: pd.DataFrame, provenance: list[str], figure: Path | None = FIG
             (float(p), r.tokens, bool(r.censored))
             for p, r in zip(predicted, runs.itertuples(), strict=True)
         ]
-        atomic_write(figure, onset_svg(points, "natural-text grid: onsets"))
+        write_text(figure, onset_svg(points, "natural-text grid: onsets"))
         lines += [
             f"![observed against predicted onsets]({figure.name}) (dots: placed; arrows: "
             "censored, the onset lies above)",
