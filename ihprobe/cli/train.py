@@ -140,7 +140,7 @@ def flag(spec: dataclasses.Field) -> tuple[list[str], dict]:
     >>> flag(specs["batch_size"])[0], flag(specs["progress"])[1]["action"]
     (['-B', '--batch-size'], 'store_false')
     """
-    from ihprobe.training.config import annotation
+    from ihprobe.training.field_types import annotation
 
     meta, kind = spec.metadata, annotation(spec).removesuffix(" | None")
     text = meta.get("help") or spec.name.replace("_", " ")
@@ -204,7 +204,8 @@ def register(subparsers) -> None:
 def config_from_args(args):
     """The TrainConfig the flags ask for (on top of run.json when resuming an existing run)."""
     from ihprobe.io.runs import run_meta
-    from ihprobe.training.config import TrainConfig, annotation, load_config
+    from ihprobe.training.config import TrainConfig, load_config
+    from ihprobe.training.field_types import annotation
 
     skip = ("func", "command", "verbose", "threads")  # threads: the process's, not the run's
     options = producer_options(args)

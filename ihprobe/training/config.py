@@ -13,6 +13,7 @@ from typing import Any
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.memory import Shape, check_work, estimate
+from ihprobe.training.field_types import check_types
 from ihprobe.training.schedule import CHECKPOINT_SCHEDULES, LR_SCHEDULES
 
 # Importing this module imports no torch (``ihprobe train --help`` reads the fields below): the
@@ -339,53 +340,6 @@ def _estimated_on(device: str) -> str:
     from ihprobe.core.world import resolve_device
 
     return resolve_device(device).type if device == "auto" else device
-
-
-# A field's annotation -> the check of its type (ranges are check_config's), by checks' name.
-TYPE_CHECKS = {"int": "integer", "bool": "flag", "str": "text"}  # float: _finite
-
-
-def _finite(name: str, value) -> float:
-    from ihprobe.core import checks
-
-    if not math.isfinite(checks.number(name, value)):
-        raise IhprobeError(f"bad training config: {name}={value} must be a finite number.")
-    return float(value)
-
-
-def check_types(config: TrainConfig) -> None:
-    """Refuse a field of another type than its annotation (``layers="2"``, ``arch=None``,
-    ``seed=1.5``), so a config is never built from values that fail later, deep in training.
-
-    >>> TrainConfig(batch_size=1.5)
-    Traceback (most recent call last):
-    ...
-    ihprobe.core.errors.IhprobeError: batch_size must be an integer (got 1.5).
-    """
-    from ihprobe.core import checks  # torch: imported when a config is made, not with the module
-
-    for spec in fields(config):
-        value, kind = getattr(config, spec.name), annotation(spec)
-        base = kind.removesuffix(" | None")
-        if spec.name == "seed":
-            checks.seed(value)
-        elif value is None and base != kind:
-            continue
-        elif base == "float":
-            _finite(spec.name, value)  # weight_decay=inf: refused here, not in training
-        elif base in TYPE_CHECKS:
-            getattr(checks, TYPE_CHECKS[base])(spec.name, value)
-        elif kind == "dict" and not isinstance(value, dict):
-            raise IhprobeError(f"{spec.name} must be a dict of options (got {value!r}).")
-
-
-def annotation(spec) -> str:
-    """A field's annotation as written, also for one given as a type (``make_dataclass``).
-
-    >>> [annotation(f) for f in fields(TrainConfig)][7:9]
-    ['int', 'int | None']
-    """
-    return spec.type if isinstance(spec.type, str) else getattr(spec.type, "__name__", "")
 
 
 def _divisor_near(n: int, k: int) -> int:

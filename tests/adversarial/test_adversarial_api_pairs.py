@@ -170,6 +170,9 @@ def _bad_values(annotation: str) -> list:
         "float | None": ["0.1", math.nan, math.inf, -math.inf, True, *common],
         "bool": [1, 0, "yes", None, 1.0, *common],
         "str": [None, 3, 1.5, True, *common],
+        "dict": [[1], "a=1", 3, None],
+        "str | tuple[int, ...]": [5, None, ("a",), (1.5,), [True], {"a": 1}],
+        "tuple[str, ...]": ["runs/a", (1,), [None], 3, None],
     }
     return table.get(annotation, [])
 

@@ -36,6 +36,18 @@ def test_train_takes_a_dict_of_the_configs_fields(tmp_path):
         ({"steps": 5, 3: 1}, "TrainConfig has no field 3"),
         ("runs/x", "config must be a TrainConfig or a dict (got str)"),
         (None, "config must be a TrainConfig or a dict (got NoneType)"),
+        # wrongly typed values of known fields (before: AttributeError or TypeError in training)
+        ({"steps": "ten"}, "steps must be an integer (got 'ten')"),
+        ({"d_model": 1.5}, "d_model must be an integer (got 1.5)"),
+        ({"layers": None}, "layers must be an integer (got None)"),
+        ({"lr": "fast"}, "lr must be a number (got 'fast')"),
+        ({"warmup": float("nan")}, "warmup=nan must be a finite number"),
+        ({"live_probes": "yes"}, "live_probes must be True or False"),
+        ({"producer": 3}, "producer must be a string (got 3)"),
+        ({"producer_options": ["vocab_size=64"]}, "producer_options must be a dict of options"),
+        ({"checkpoints": ("1M", "2M")}, "checkpoints must be an integer (got '1M')"),
+        ({"checkpoints": 5}, "checkpoints must be a name or a tuple of int values"),
+        ({"law_from": "runs/a"}, "law_from must be a tuple of str values"),
     ],
 )
 def test_train_refuses_what_is_not_a_config_in_one_line(bad, match):
