@@ -86,6 +86,29 @@ def of(frame: pd.DataFrame, arm: str, column: str) -> np.ndarray:
     return frame[(frame.arm == arm) & (frame.status == "done")][column].to_numpy(float)
 
 
+def exceeds(
+    frame: pd.DataFrame, higher: str, lower: str, column: str, what: str, values=of
+) -> tuple:
+    """The claim that arm ``higher``'s mean of ``column`` exceeds arm ``lower``'s, in
+    :func:`claims_of`' form: the two arms (natural-only, the arm every such claim is against,
+    first), ``what``, Welch's t interval of ``higher`` - ``lower`` over the done seeds'
+    ``values``, and the region above 0.
+
+    >>> frame = pd.DataFrame({"arm": ["natural"] * 2 + ["forward"] * 2, "status": "done",
+    ...                       "max_ps": [0.1, 0.2, 0.5, 0.6]})
+    >>> needs, what, estimate, region = exceeds(frame, "forward", "natural", "max_ps", "PS")
+    >>> needs, round(estimate().value, 2)
+    (['natural', 'forward'], 0.4)
+    """
+    needs = [higher, lower] if higher == "natural" else [lower, higher]
+    return (
+        needs,
+        what,
+        lambda: welch(values(frame, higher, column), values(frame, lower, column)),
+        above(0.0),
+    )
+
+
 def claims_of(frame: pd.DataFrame, recipe: str | None = None) -> dict:
     """Each claim of [B] -> (arms it needs, what is estimated, its estimate, the claim's region),
     the regions declared here before the data (a difference above 0; anti-induction below a
@@ -98,14 +121,12 @@ def claims_of(frame: pd.DataFrame, recipe: str | None = None) -> dict:
             lambda: t_mean(of(frame, "natural", index)),
             above(0.0),
         ),
-        "Bi-Induct forward raises forward induction above natural-only": (
-            ["natural", "forward"],
+        "Bi-Induct forward raises forward induction above natural-only": exceeds(
+            frame,
+            "forward",
+            "natural",
+            "max_forward_induction_fixed",
             "max forward induction (fixed L = 20, [B]'s protocol), forward - natural",
-            lambda: welch(
-                of(frame, "forward", "max_forward_induction_fixed"),
-                of(frame, "natural", "max_forward_induction_fixed"),
-            ),
-            above(0.0),
         ),
         "anti-induction stays near zero when trained on backward snippets": (
             ["backward"],
@@ -120,19 +141,11 @@ def claims_of(frame: pd.DataFrame, recipe: str | None = None) -> dict:
         claims.update(docs.claims(frame))
     for arm in ("forward", "balanced"):
         claims[f"Bi-Induct {arm}: a distributed, redundant circuit (index below natural's)"] = (
-            ["natural", arm],
-            f"index, natural - {arm}",
-            lambda arm=arm: welch(of(frame, "natural", index), of(frame, arm, index)),
-            above(0.0),
+            exceeds(frame, "natural", arm, index, f"index, natural - {arm}")
         )
     for arm in ("forward", "backward", "balanced"):  # needs no heads: [B] finds it at every size
         claims[f"natural-only reaches a lower natural-text perplexity than Bi-Induct {arm}"] = (
-            ["natural", arm],
-            f"perplexity, {arm} - natural",
-            lambda arm=arm: welch(
-                of(frame, arm, "natural_perplexity"), of(frame, "natural", "natural_perplexity")
-            ),
-            above(0.0),
+            exceeds(frame, arm, "natural", "natural_perplexity", f"perplexity, {arm} - natural")
         )
     return claims
 
@@ -195,14 +208,13 @@ def snippet_claims(frame: pd.DataFrame) -> dict:
     predicted better than a shuffled copy of the same tokens)."""
     return {
         "(issue 25) Bi-Induct forward's forward induction is a content match: above "
-        "natural-only on varied snippet lengths": (
-            ["natural", "forward"],
+        "natural-only on varied snippet lengths": exceeds(
+            frame,
+            "forward",
+            "natural",
+            "max_forward_induction_varied",
             "max forward induction (varied L 10-30), forward - natural",
-            lambda: welch(
-                scored(frame, "forward", "max_forward_induction_varied"),
-                scored(frame, "natural", "max_forward_induction_varied"),
-            ),
-            above(0.0),
+            values=scored,
         ),
         "(issue 25) trained on backward snippets, the model copies backward": (
             ["backward"],

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ihprobe import TrainConfig
 from ihprobe.jobs.grid import Grid
+from lab.studies.natural_law.cells import CELLS, SEEDS
 from lab.studies.study import ROOT, STUDIES, Study
 
 
@@ -29,12 +30,6 @@ def _base() -> TrainConfig:
 RUNS = ROOT / "runs" / "studies" / "law-natural"
 
 
-def _grid() -> Grid:
-    from lab.studies.natural_law.cells import CELLS, SEEDS
-
-    return Grid(RUNS, _base(), CELLS, seeds=SEEDS)
-
-
 def _measure(folder: Path, cell: str, seed: int) -> dict:
     from lab.studies.natural_law.measure import measure
 
@@ -47,12 +42,24 @@ def _report(frame, provenance: list[str]) -> str:
     return report(frame, provenance)
 
 
-STUDY = Study(
-    name="natural_law",
-    question=STUDIES["natural_law"][1],
-    folder=Path(__file__).resolve().parent,
-    results=("RESULTS.md", "results.csv"),
-    grid=_grid(),
-    measure=_measure,
-    report=_report,
-)
+def grid_study(name: str, results, cells, seeds, report, *, runs=RUNS, measure=_measure) -> Study:
+    """A study of this folder: ``cells`` x ``seeds`` trained on the grid's recipe
+    (:func:`_base`) under ``runs`` and read by ``measure`` (the grid's by default), its question
+    from the studies' table, its results files (markdown, CSV) beside this file.
+
+    >>> study = grid_study("natural_late", ("R.md", "r.csv"), {"B1-C64": {}}, (1,), report=None)
+    >>> study.grid.pairs(), study.folder.name
+    ([('B1-C64', 1)], 'natural_law')
+    """
+    return Study(
+        name=name,
+        question=STUDIES[name][1],
+        folder=Path(__file__).resolve().parent,
+        results=results,
+        grid=Grid(runs, _base(), cells, seeds=seeds),
+        measure=measure,
+        report=report,
+    )
+
+
+STUDY = grid_study("natural_law", ("RESULTS.md", "results.csv"), CELLS, SEEDS, _report)

@@ -36,10 +36,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ihprobe.jobs.grid import Grid
-from lab.studies.natural_law import RUNS, _base, _measure
+from lab.studies.natural_law import RUNS, _measure, grid_study
 from lab.studies.natural_law.cells import CELLS, budget
-from lab.studies.study import STUDIES, Study
 
 LATE_X = 4.0
 STALL = 0.5  # nats: a loss that fell less than this from its first log has not trained
@@ -95,12 +93,12 @@ def report(frame: pd.DataFrame, provenance: list[str]) -> str:
     return "\n".join(lines)
 
 
-STUDY = Study(
-    name="natural_late",
-    question=STUDIES["natural_late"][1],
-    folder=Path(__file__).resolve().parent,
-    results=("RESULTS_late.md", "results_late.csv"),
-    grid=Grid(LATE, _base(), LATE_CELLS, seeds=SEEDS),
+STUDY = grid_study(
+    "natural_late",
+    ("RESULTS_late.md", "results_late.csv"),
+    LATE_CELLS,
+    SEEDS,
+    report,
+    runs=LATE,
     measure=measure,
-    report=report,
 )

@@ -17,11 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from ihprobe.dynamics.verdicts import holm
-from ihprobe.jobs.grid import Grid
-from lab.studies.natural_law import RUNS, _base, _measure, lr_arm, report
+from lab.studies.natural_law import grid_study, lr_arm, report
 from lab.studies.natural_law import size_claims as sc
 from lab.studies.natural_law.cells import CELLS
-from lab.studies.study import STUDIES, Study
 
 CELL = sc.BASE  # d_model 128: the grid's own cell and run
 ARMS = {
@@ -235,12 +233,4 @@ def _report(frame: pd.DataFrame, provenance: list[str]) -> str:
     return "\n".join(lines)
 
 
-STUDY = Study(
-    name="natural_size",
-    question=STUDIES["natural_size"][1],
-    folder=Path(__file__).resolve().parent,
-    results=("RESULTS_size.md", "results_size.csv"),
-    grid=Grid(RUNS, _base(), ARMS, seeds=SEEDS),
-    measure=_measure,
-    report=_report,
-)
+STUDY = grid_study("natural_size", ("RESULTS_size.md", "results_size.csv"), ARMS, SEEDS, _report)
