@@ -64,9 +64,14 @@ def _id(word: str) -> int:
     return VOCAB.index(word)
 
 
-def planted_gpt2(*, fv: bool = True, induction: bool = True):
+def planted_gpt2(
+    *, fv: bool = True, induction: bool = True, fv_scale: float = 1.0, decoy: float = 5.0
+):
     """The planted GPT-2 (HF, eval mode); ``fv=False`` or ``induction=False`` leaves that head
-    zero."""
+    zero. ``fv_scale`` scales what the FV head writes; ``decoy`` is the logit ``A:`` gives
+    ``Q:`` (below 3 the previous token alone gives the answer, so every prompt that fits the
+    context is answered with or without the FV head: a series of checkpoints whose FV head
+    grows)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     sizes = {"vocab_size": len(VOCAB), "n_embd": D, "n_layer": 2, "n_head": HEADS}
@@ -122,7 +127,7 @@ def planted_gpt2(*, fv: bool = True, induction: bool = True):
         q[PLUS, 0] = 15.0 * scale / ANCHOR  # a constant query
         k[MATCH, 0] = 1.0
         v[MATCH, 0] = 1.0
-        o[0, TASK], o[0, SINK["TASK"]] = 1.0, -1.0
+        o[0, TASK], o[0, SINK["TASK"]] = fv_scale, -fv_scale
     if induction:  # L1H0: current token against the previous token of each key; copy
         q, k, v, o = head(*INDUCTION_HEAD)
         for t in range(len(VOCAB)):
@@ -134,7 +139,7 @@ def planted_gpt2(*, fv: bool = True, induction: bool = True):
     for x, y in PAIRS:
         unembed[_id(y), PREV + _id(x)] = 3.0
         unembed[_id(y), TASK] = 6.0
-    unembed[_id("Q:"), T + _id("A:")] = 5.0
+    unembed[_id("Q:"), T + _id("A:")] = decoy
     for t in range(len(VOCAB)):
         unembed[t, COPY + t] = 1.0
     model.load_state_dict(s)

@@ -41,6 +41,7 @@ from ihprobe.core.hooks import hook_name
 from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
 from ihprobe.probes.engine import reads_text, run_probe
+from ihprobe.probes.provided import Provided, provide
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
@@ -50,6 +51,10 @@ log = logging.getLogger(__name__)
 SHOTS = 10  # Todd et al.'s examples per prompt
 PROMPTS = 25  # prompts per task
 METHODS = ("fast", "reference")
+NO_TEXT = (
+    "this model has token ids only. Load it with tokenizer=... (e.g. the checkpoint's own "
+    "tokenizer folder)"
+)
 
 
 def fv_scores(
@@ -91,10 +96,7 @@ def fv_scores(
     seed = checks.seed(seed)
     checks.choice("method", method, METHODS)
     if not reads_text(getattr(model, "tokenizer", None)):
-        raise IhprobeError(
-            "FV scores need a tokenizer that reads text; this model has token ids only. Load "
-            "it with tokenizer=... (e.g. the checkpoint's own tokenizer folder)."
-        )
+        raise IhprobeError(f"FV scores need a tokenizer that reads text; {NO_TEXT}.")
     chosen = _tasks(tasks, seed)
     used = method
     if method == "fast":
@@ -191,3 +193,27 @@ def fv_ranking(model, tasks=None, *, seed: int = 0) -> torch.Tensor:
             "the model does (see fv_scores(...).summary()) or scores=..."
         )
     return result.scores.detach().float().cpu()
+
+
+def scan_fv(model, options: dict) -> Provided:
+    """``scan``'s ``fv``: :func:`fv_scores` at its defaults with the scan's ``tasks`` and
+    ``seed`` (``options``), or why it is skipped (no text tokenizer, no task above chance).
+
+    >>> scan_fv(model, {"tasks": None, "seed": 0}).settings["fv_used"]   # doctest: +SKIP
+    ['antonym', 'country_capital']
+    """
+    if not reads_text(getattr(model, "tokenizer", None)):
+        return Provided(None, note=f"fv skipped: it needs a tokenizer that reads text; {NO_TEXT}")
+    result = fv_scores(model, options["tasks"], seed=options["seed"])
+    settings = {"fv_used": result.used, "fv_tasks": len(result.tasks)}
+    settings |= {f"fv_{k}": v for k, v in result.settings.items() if k != "seed"}
+    if not result.used:
+        note = (
+            f"fv skipped: no task is done above chance ({len(result.tasks)} tried), so no head "
+            "has a score (ihprobe.fv_scores(model).summary() lists their accuracies)"
+        )
+        return Provided(None, settings, note)
+    return Provided(result.scores.float(), settings)
+
+
+provide("fv", scan_fv)  # scan (probes/, below this layer) computes fv by this

@@ -11,6 +11,7 @@ revisions), and prints the top heads of each source's last checkpoint; the work 
     ihprobe scan runs/demo --metrics prefix_matching,ar_accuracy --out scans/demo
     ihprobe scan EleutherAI/pythia-70m --revision step1000 --revision step2000 --keep none
     ihprobe scan runs/demo --attention patterns        # whole patterns, as the viewer reads them
+    ihprobe scan runs/demo --metrics prefix_matching,fv --task antonyms.tsv  # FV heads too
     ihprobe scan --suite pythia --suite-option size=160m --every 10 --keep none
     torchrun --nproc-per-node 8 -m ihprobe scan runs/demo --device cuda
 """
@@ -56,6 +57,13 @@ def register(subparsers) -> None:
     flags.add_placement(p)
     p.add_argument(
         "--attention",
+    p.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        help="fv's task file of (x, y) pairs, repeatable (default: the built-in tasks; fv is "
+        "computed only when --metrics names it)",
+    )
         choices=("auto", "pairs", "patterns"),
         default="auto",
         help="attention scores from (query, key) pairs without whole patterns (pairs; auto: "
@@ -91,6 +99,11 @@ def run(args) -> int:
 
         placement(placed["device_map"], placed["max_memory"])
     suite = suite_of(args)
+    tasks = None
+    if args.task:  # every task file read and checked before any model loads
+        from ihprobe.causal.tasks import read_task
+
+        tasks = [read_task(t) for t in args.task]
     done = scan_job(
         [suite] if suite else args.sources,
         args.out,
@@ -119,6 +132,7 @@ def run(args) -> int:
         print(f"note: {revision}: {said} (column repeats)")
     print(f"wrote {done.files[0]} ({len(done.table)} rows) and {done.files[1]}")
     return 0
+        tasks=tasks,
 
 
 def _print_summary(scores, duplicate: str | None, top: int) -> None:

@@ -15,6 +15,8 @@ Input families and what each gives (``docs/science.md`` defines every score):
   K-composition from a previous-token head, :mod:`ihprobe.probes.composition`) from the
   weights and the repeated pass's previous-token scores.
 * natural text, when given -- one plain pass for the ICL score.
+* few-shot task prompts, only when ``fv`` is named -- the function-vector score, computed by
+  :func:`ihprobe.fv_scores` (registered in :mod:`ihprobe.probes.provided`).
 
 A family whose metrics were not asked for is not run. How prefix matching and duplicate-token
 scores relate to TransformerLens ``detect_head`` is spelled out in
@@ -63,6 +65,7 @@ from ihprobe.probes.metrics import (
     check_metrics,
 )
 from ihprobe.probes.scores import HeadScores
+from ihprobe.probes.provided import provided
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
@@ -79,7 +82,10 @@ REPEATED_PATTERNS = {
     "previous_token": "previous_token",
     "duplicate_token": "duplicate_token",
 }
-Z_METRICS = tuple(m for m in HEAD_METRICS if Z in METRIC_TABLE[m].hooks)
+Z_METRICS = tuple(
+    m for m in HEAD_METRICS if Z in METRIC_TABLE[m].hooks and METRIC_TABLE[m].family == "repeated"
+)
+TASK_METRICS = tuple(m for m in HEAD_METRICS if METRIC_TABLE[m].family == "tasks")  # fv
 LOGIT_METRICS = tuple(m for m in MODEL_METRICS if METRIC_TABLE[m].family == "repeated")
 NORM_CENTRES = {"LN": True, "LNPre": True, "RMS": False, "RMSPre": False}
 
@@ -99,13 +105,18 @@ def scan(
     chunk: int | None = DEFAULT_CHUNK,
     attention: str = "auto",
 ) -> HeadScores:
+    tasks: Sequence | None = None,
     """Score every head and the model on the probe inputs: head scores and model-level scores.
     (Over 60 lines: the docstring documents every metric family and argument.)
 
     Args:
         model: a hooked model from :func:`ihprobe.load` (any TransformerLens model with the
             standard hook names and ``W_E, W_V, W_O, W_U``).
-        metrics: names from :data:`METRICS`; None for all (``icl_score`` only with ``text``).
+        metrics: names from :data:`METRICS`; None for all but ``fv`` (``icl_score`` only with
+            ``text``). ``fv``, computed only when named, is :func:`ihprobe.fv_scores`' score
+            at its defaults (10 shots, 25 prompts per task) with ``tasks`` and ``seed``: 0 at
+            chance; skipped, with a note, for a model without a tokenizer that reads text or
+            one that does no task above chance (then no head has a score).
         n: half-length of the repeated random tokens; default ``min(50, n_ctx // 2)``.
         batch: rows of repeated tokens, and of each snippet direction.
         seed: seeds every random probe input.
@@ -130,6 +141,8 @@ def scan(
             ``"auto"`` (default) takes pairs where the architecture allows
             (:func:`ihprobe.io.attention.fast_path_reason`); the two agree within 1e-5.
 
+        tasks: ``fv``'s tasks (``Task`` objects or task files, as ``ablate --task`` reads);
+            None: the built-in and word tasks.
     Returns:
         :class:`~ihprobe.probes.scores.HeadScores` with provenance and settings.
 
@@ -215,6 +228,14 @@ def scan(
             per_row = run_probe(model, text_probe(rows, early, late), chunk=chunk, attention=mode)
             model_scores["icl_score"] = float(per_row["icl_score"].mean())
     ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head and k in wanted}
+    for metric in [m for m in wanted if m in TASK_METRICS]:  # computed by a higher layer
+        found = provided(model, metric, {"tasks": tasks, "seed": seed})
+        settings.update(found.settings)
+        if found.scores is None:
+            settings["notes"].append(found.note)
+            wanted.remove(metric)
+        else:
+            head[metric] = found.scores
     ordered_model = {k: model_scores[k] for k in METRICS if k in model_scores}
     check_scores(ordered_head, ordered_model)  # a NaN/inf score is an error naming the metric
     return HeadScores(ordered_head, ordered_model, provenance(model), settings)

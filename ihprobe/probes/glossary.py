@@ -110,6 +110,13 @@ MEANING: dict[str, Meaning] = {
         "the head's output through the final norm, on the correct token's unembedding (DLA)",
         "Elhage 2021; TransformerLens's logit_attrs",
     ),
+    "fv": Meaning(
+        "function-vector score (average indirect effect): the rise in the answer's probability "
+        "when the head's mean output over few-shot prompts is patched into label-shuffled ones, "
+        "over the tasks done above chance (scan computes it only when named; needs a text "
+        "tokenizer)",
+        "Todd 2024",
+    ),
     "ar_accuracy": Meaning(
         "share of repeated positions whose top prediction is the token that repeats "
         "(associative recall)",
@@ -220,7 +227,8 @@ def markdown(vocab: int | None = None) -> str:
         "The default probe: repeated halves of n = 50 random tokens, snippets of |S| = 20, varied "
         "snippets of |S| 10 to 30. Attention chance levels are those of " + _UNIFORM + "; V is "
         "the vocabulary size. Head metrics score each head, model metrics the whole model; "
-        "`scan` computes all but the ones marked ablate or train only.",
+        "`scan` computes all but the ones marked ablate or train only, and `fv` only when "
+        "named.",
         "",
         "| metric | level | measures | chance | better | source |",
         "|---|---|---|---|---|---|",

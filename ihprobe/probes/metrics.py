@@ -50,7 +50,9 @@ class Metric:
     value a model with no induction would get; ``threshold`` is the level that counts as formed
     (emergence), ``min_rise`` the least rise that counts as a transition. ``relative`` is False
     for a metric whose clean value can be near zero or change sign: its changes are compared
-    on the absolute scale only.
+    on the absolute scale only. ``by_default`` is False for a scan metric that ``scan``
+    computes only when it is named (``fv``, computed by a layer above this one and registered
+    in :mod:`ihprobe.probes.provided`).
     """
 
     name: str
@@ -63,6 +65,7 @@ class Metric:
     min_rise: float = 0.0
     relative: bool = True  # False: the clean value can be near 0 or flip sign; absolute only
     in_scan: bool = True
+    by_default: bool = True  # False: scan computes it only when named (it costs more passes)
     in_ablate: bool = False
 
     @property
@@ -149,6 +152,18 @@ METRIC_TABLE: dict[str, Metric] = {
         # strongest K-composition (minus its random baseline) from a previous-token head
         Metric("k_composition", "head", "repeated", (PATTERN,), "higher", lambda v, n: 0.0),
         Metric("direct_logit_attribution", "head", "repeated", (Z, SCALE), "higher"),
+        # Todd et al.'s average indirect effect: a rise in probability, 0 for a head whose
+        # last-token output carries no task (docs/methods/fv.md, "Chance level")
+        Metric(
+            "fv",
+            "head",
+            "tasks",
+            (Z,),
+            "higher",
+            lambda v, n: 0.0,
+            relative=False,
+            by_default=False,
+        ),
         Metric(
             "ar_accuracy",
             "model",
@@ -239,17 +254,22 @@ METRIC_TABLE: dict[str, Metric] = {
 
 HEAD_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan and m.level == "head")
 SCAN_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_scan)
+# what scan computes when no metric is named: every scan metric but the costly ones (fv)
+DEFAULT_METRICS = tuple(m for m in SCAN_METRICS if METRIC_TABLE[m].by_default)
 ABLATION_METRICS = tuple(m.name for m in METRIC_TABLE.values() if m.in_ablate)
 
 
 def check_metrics(metrics: Sequence[str] | str | None) -> list[str]:
-    """The requested scan metrics in canonical order; all of them for None.
+    """The requested scan metrics in canonical order; :data:`DEFAULT_METRICS` for None (every
+    scan metric but ``fv``, which is computed only when named).
 
     >>> check_metrics("induction_loss, prefix_matching")
     ['prefix_matching', 'induction_loss']
+    >>> "fv" in check_metrics(None), check_metrics(["fv"])
+    (False, ['fv'])
     """
     if metrics is None:
-        return list(SCAN_METRICS)
+        return list(DEFAULT_METRICS)
     if isinstance(metrics, str):
         metrics = [m.strip() for m in metrics.split(",") if m.strip()]
     if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):

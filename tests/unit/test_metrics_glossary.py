@@ -10,11 +10,14 @@ import pytest
 import torch
 
 import ihprobe
+from ihprobe.causal.tasks import Task
 from ihprobe.cli import main
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.probes.glossary import DEFAULT_PROBE, MEANING, chance_level, glossary_rows, markdown
 from ihprobe.probes.metrics import METRIC_TABLE, SCAN_METRICS
 from tests.helpers import save_checkpoint, tiny_hf_model
+from tests.planted_fv import PAIRS, word_tokenizer
+from tests.planted_fv import VOCAB as WORDS
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCAB = 64
@@ -107,3 +110,27 @@ def test_the_command_lists_every_metric_and_scan_help_points_to_it(capsys):
     assert capsys.readouterr().out == markdown()
     assert main(["scan", "--help"]) == 0
     assert "`ihprobe metrics`" in " ".join(capsys.readouterr().out.split())
+
+
+def test_fv_chance_is_what_heads_that_carry_no_task_score(tmp_path):
+    """fv's chance level, 0: a head whose last-token output does not depend on the prompt adds
+    nothing when its clean mean is patched in. One layer of uniform attention over a position-free
+    (rotary) residual gives each head the mean of its values over the prompt's tokens: the same
+    on every prompt of a task whose prompts all hold the same tokens (one label for every x), so
+    every effect is 0 up to rounding; on the planted task (the query's label left out) it is
+    within 1e-3 of 0 (5e-5 measured), where the answer's probability is about 1/V. No task is done
+    above chance, so scan reports no fv score at all, only the note."""
+    hf = tiny_hf_model("llama", vocab_size=len(WORDS), layers=1)
+    with torch.no_grad():
+        hf.model.layers[0].self_attn.q_proj.weight.zero_()
+    model = ihprobe.load(save_checkpoint(hf, tmp_path / "uniform-words", word_tokenizer()))
+    same = Task("one_label", tuple((x, "y0") for x, _ in PAIRS))
+    tasks = [same, Task("planted", PAIRS)]
+    found = ihprobe.fv_scores(model, tasks, shots=7, prompts=8)
+    chance = METRIC_TABLE["fv"].chance(len(WORDS), DEFAULT_PROBE["repeated"])
+    assert chance == chance_level("fv") == 0.0
+    assert torch.allclose(found.task_scores("one_label"), torch.tensor(chance).double(), atol=1e-7)
+    assert found.task_scores("planted").abs().max() < 1e-3
+    assert found.used == []
+    scores = ihprobe.scan(model, ["fv"], tasks=tasks)
+    assert "fv" not in scores.head and scores.settings["notes"][0].startswith("fv skipped: no task")
