@@ -114,19 +114,19 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
 # Modules imported with a public name's module: they fill in a table of a lower layer. scan
 # (probes/) computes fv by a function that ihprobe.causal.fv, a layer up, registers
 # (ihprobe/probes/provided.py).
 _FILLS: dict[str, tuple[str, ...]] = {"ihprobe.probes.battery": ("ihprobe.causal.fv",)}
 
+
+def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'ihprobe' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
-
     for module in _FILLS.get(_EXPORTS[name], ()):
         importlib.import_module(module)
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))

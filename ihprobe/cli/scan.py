@@ -53,10 +53,6 @@ def register(subparsers) -> None:
         help="rows per forward pass, bounds memory (default: 25)",
     )
     text_flag.add_text(p)
-    flags.add_model_flags(p)
-    flags.add_placement(p)
-    p.add_argument(
-        "--attention",
     p.add_argument(
         "--task",
         action="append",
@@ -64,6 +60,10 @@ def register(subparsers) -> None:
         help="fv's task file of (x, y) pairs, repeatable (default: the built-in tasks; fv is "
         "computed only when --metrics names it)",
     )
+    flags.add_model_flags(p)
+    flags.add_placement(p)
+    p.add_argument(
+        "--attention",
         choices=("auto", "pairs", "patterns"),
         default="auto",
         help="attention scores from (query, key) pairs without whole patterns (pairs; auto: "
@@ -87,6 +87,11 @@ def run(args) -> int:
 
     text = text_flag.read_text_option(args.text)  # before heavy imports: a FIFO is refused at once
     check_metrics(args.metrics)  # before heavy imports and any model
+    tasks = None
+    if args.task:  # every task file read and checked before any model loads
+        from ihprobe.causal.tasks import read_task
+
+        tasks = [read_task(t) for t in args.task]
 
     from ihprobe.cli._suite import suite_of
     from ihprobe.jobs.scan import FILES, repeat_notes, scan_job
@@ -99,11 +104,6 @@ def run(args) -> int:
 
         placement(placed["device_map"], placed["max_memory"])
     suite = suite_of(args)
-    tasks = None
-    if args.task:  # every task file read and checked before any model loads
-        from ihprobe.causal.tasks import read_task
-
-        tasks = [read_task(t) for t in args.task]
     done = scan_job(
         [suite] if suite else args.sources,
         args.out,
@@ -120,6 +120,7 @@ def run(args) -> int:
         text=text,
         chunk=args.chunk or DEFAULT_CHUNK,
         attention=args.attention,
+        tasks=tasks,
         placement=placed or None,
     )
     if not done.files:
@@ -132,7 +133,6 @@ def run(args) -> int:
         print(f"note: {revision}: {said} (column repeats)")
     print(f"wrote {done.files[0]} ({len(done.table)} rows) and {done.files[1]}")
     return 0
-        tasks=tasks,
 
 
 def _print_summary(scores, duplicate: str | None, top: int) -> None:

@@ -64,8 +64,8 @@ from ihprobe.probes.metrics import (
     Z,
     check_metrics,
 )
-from ihprobe.probes.scores import HeadScores
 from ihprobe.probes.provided import provided
+from ihprobe.probes.scores import HeadScores
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
@@ -104,8 +104,8 @@ def scan(
     snippet_lengths: tuple[int, int] | None = None,
     chunk: int | None = DEFAULT_CHUNK,
     attention: str = "auto",
-) -> HeadScores:
     tasks: Sequence | None = None,
+) -> HeadScores:
     """Score every head and the model on the probe inputs: head scores and model-level scores.
     (Over 60 lines: the docstring documents every metric family and argument.)
 
@@ -140,9 +140,9 @@ def scan(
             (``docs/fast-scores.md``); ``"patterns"`` reads them from the full patterns;
             ``"auto"`` (default) takes pairs where the architecture allows
             (:func:`ihprobe.io.attention.fast_path_reason`); the two agree within 1e-5.
-
         tasks: ``fv``'s tasks (``Task`` objects or task files, as ``ablate --task`` reads);
             None: the built-in and word tasks.
+
     Returns:
         :class:`~ihprobe.probes.scores.HeadScores` with provenance and settings.
 
@@ -227,7 +227,6 @@ def scan(
             settings.update(icl_positions=[early, late], icl_rows=len(rows))
             per_row = run_probe(model, text_probe(rows, early, late), chunk=chunk, attention=mode)
             model_scores["icl_score"] = float(per_row["icl_score"].mean())
-    ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head and k in wanted}
     for metric in [m for m in wanted if m in TASK_METRICS]:  # computed by a higher layer
         found = provided(model, metric, {"tasks": tasks, "seed": seed})
         settings.update(found.settings)
@@ -236,6 +235,7 @@ def scan(
             wanted.remove(metric)
         else:
             head[metric] = found.scores
+    ordered_head = {k: head[k].float().cpu() for k in METRICS if k in head and k in wanted}
     ordered_model = {k: model_scores[k] for k in METRICS if k in model_scores}
     check_scores(ordered_head, ordered_model)  # a NaN/inf score is an error naming the metric
     return HeadScores(ordered_head, ordered_model, provenance(model), settings)
