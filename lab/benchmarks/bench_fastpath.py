@@ -79,7 +79,7 @@ def model_of(size: str, context: int, layers: int, device: str):
     """The bridge around a random ``size`` model with ``context`` positions and ``layers``."""
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    from ihprobe.io.any_model import as_model
+    import ihprobe
 
     shape = {**PYTHIA[size]}
     shape["num_hidden_layers"] = layers or shape["num_hidden_layers"]
@@ -90,7 +90,7 @@ def model_of(size: str, context: int, layers: int, device: str):
     torch.manual_seed(0)
     with warnings.catch_warnings(), torch.device(device):
         warnings.simplefilter("ignore")
-        return as_model(GPTNeoXForCausalLM(cfg).eval())
+        return ihprobe.load(GPTNeoXForCausalLM(cfg).eval())
 
 
 def worker(size: str, context: int, layers: int, rows: int, path: str, device: str) -> dict:

@@ -3,7 +3,7 @@
 Randomly initialised GPT-NeoX models with the configurations of Pythia-70m, 160m, 410m and 1.4b
 (and a ``tiny`` one for the CPU mode of the device job). The steps that time ihprobe against a
 bare forward (scan, ablate, head effects, memory) build their model directly on the device, in
-its dtype, and bridge it (``ihprobe.io.any_model.as_model``): nothing is written or read. Only
+its dtype, and bridge it (``ihprobe.load``): nothing is written or read. Only
 load and swap, which time reading checkpoints, write theirs once with ``save_pretrained``
 (built on the GPU when there is one) under ``$IHPROBE_CACHE/bench`` or ``/tmp/ihprobe-bench``;
 nothing is downloaded. Every measurement runs in its own subprocess, so that its peak memory
@@ -136,11 +136,11 @@ def load_model(size: str, device: str, dtype: str):
 
 def built_model(size: str, device: str, dtype: str):
     """The bridge around a random ``size`` model built on ``device`` (no file written)."""
-    from ihprobe.io.any_model import as_model
+    import ihprobe
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return as_model(random_model(size, 0, device, dtype))
+        return ihprobe.load(random_model(size, 0, device, dtype))
 
 
 def read_safetensors(path: Path) -> None:

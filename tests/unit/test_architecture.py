@@ -164,7 +164,6 @@ INTERNAL_NAMES = {
     "ihprobe.causal.evaluation.repeated_probe": "bench_ablation: the probe those groups run",
     "ihprobe.causal.masks.mean_z": "bench_ablation: the mean-ablation values those groups take",
     "ihprobe.io.attention.pair_pass": "bench_fastpath: the SDPA pass the floor is timed in",
-    "ihprobe.io.any_model.as_model": "bench_fastpath, bench_scale: bridge a model built in memory",
     "ihprobe.io.swap.load_weights": "bench_scale: the weight swap, timed",
     "ihprobe.probes.engine.MAX_LOGITS": "bench_scale: ablate at the budget it had before",
     "ihprobe.probes.inputs.snippets": "bench_scale: the snippet rows scan runs, forwarded bare",
@@ -173,7 +172,7 @@ INTERNAL_NAMES = {
     "ihprobe.jobs.sweep": "device_seeds: K runs per device, launched as ihprobe sweep does",
 }
 # a ratchet on how many there are: lower it as names go; never raise it
-MAX_INTERNAL_NAMES = 11
+MAX_INTERNAL_NAMES = 10
 
 
 def imported_modules(source: str) -> set[str]:
