@@ -393,5 +393,5 @@ def _scores(model, by, scores, name: str = "scores", **scan_kwargs) -> torch.Ten
         return fv_ranking(model, scan_kwargs["tasks"], seed=scan_kwargs["seed"])
     scan_kwargs.pop("tasks", None)
     if by not in HEAD_METRICS:
-        raise IhprobeError(f"unknown head score by={by!r}; choose one of {[*HEAD_METRICS, 'fv']}.")
+        raise IhprobeError(f"unknown head score by={by!r}; choose one of {list(HEAD_METRICS)}.")
     return scan(model, metrics=[by], **scan_kwargs).head[by].detach().float().cpu()
