@@ -34,6 +34,7 @@ from ihprobe.figures.demo_text import (
     top_head_text,
 )
 from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
+from ihprobe.figures.fv import fv_note
 from ihprobe.figures.heads import head_heatmap
 from ihprobe.figures.report import Markup, Section, how_to_read, write_report
 from ihprobe.figures.viewer import attention_viewer
@@ -203,7 +204,8 @@ def _attention_section(prefix: str, study: dict) -> Section:
     text = top_head_text(layer, head, value, s["prefix_matching_chance"], n)
     viewer = attention_viewer(model, tokens, start=(layer, head))
     figure = attention_figure(model, tokens, layer, head)
-    return Section(f"{prefix}Attention of the top head", [text, figure, VIEWER_NOTE, viewer])
+    blocks = [text, figure, VIEWER_NOTE, viewer, fv_note(model)]  # why no FV score beside PS
+    return Section(f"{prefix}Attention of the top head", blocks)
 
 
 def _positions_section(prefix: str, study) -> Section:

@@ -13,7 +13,9 @@ and loads its JavaScript from unpkg, and its bundled script is 1.3 MB.
 the viewer (``_repr_html_``); ``str()`` is the fragment a report embeds, and ``.html`` is a whole
 page (``Path("v.html").write_text(viewer.html)``, or ``viewer.save("v.html")``). It opens on the
 model's top head by prefix matching unless ``start`` names another, and the pattern's axes are
-labelled (rows: query positions, columns: key positions).
+labelled (rows: query positions, columns: key positions). Given ``fv`` (an ``FVResult`` or its
+frame, computed by the caller), the head picker shows each head's FV score beside its
+prefix-matching score (``head 1 · PS 0.97 · FV +0.598``).
 
 >>> viewer = attention_viewer(model, tokens[0])                             # doctest: +SKIP
 >>> viewer       # as a cell's last line, the notebook shows the viewer      # doctest: +SKIP
@@ -27,13 +29,16 @@ import hashlib
 import html
 import itertools
 import json
+import math
 from collections.abc import Sequence
 
 import torch
 from jaxtyping import Int
 
 from ihprobe.core import checks
+from ihprobe.core.errors import IhprobeError
 from ihprobe.figures.attention import attention_patterns, token_labels
+from ihprobe.figures.fv import fv_grid
 from ihprobe.figures.report import Markup
 from ihprobe.io.any_model import as_model
 from ihprobe.probes.battery import scan
@@ -63,6 +68,10 @@ _SCRIPT = """
   canvas.width = canvas.height = cell * n;
   data.layers.forEach((l, i) => layerSel.add(new Option('layer ' + l, i)));
   data.heads.forEach((h, i) => headSel.add(new Option('head ' + h, i)));
+  function label() {  // each head's scores in this layer beside its number, as plain text
+    if (!data.labels) return;
+    data.labels[layerSel.value].forEach((t, i) => { headSel.options[i].text = t; });
+  }
   const spans = data.tokens.map((t, i) => {
     const s = document.createElement('span');
     s.className = 'ihp-tok'; s.textContent = t; s.title = 'position ' + i;
@@ -97,10 +106,10 @@ _SCRIPT = """
   canvas.addEventListener('mousemove', e => {
     const q = Math.floor(e.offsetY / cell); if (q >= 0 && q < n) show(q);
   });
-  layerSel.addEventListener('change', () => show(query));
+  layerSel.addEventListener('change', () => { label(); show(query); });
   headSel.addEventListener('change', () => show(query));
   layerSel.value = data.start[0]; headSel.value = data.start[1];
-  show(query);
+  label(); show(query);
 })();
 """
 
@@ -145,6 +154,8 @@ def attention_viewer(
     layers: Sequence[int] | None = None,
     start: tuple[int, int] | None = None,
     title: str = "",
+    fv=None,
+    prefix: torch.Tensor | None = None,
 ) -> AttentionViewer:
     """A self-contained HTML fragment: choose layer and head, hover a token to see its attention.
 
@@ -153,15 +164,19 @@ def attention_viewer(
         layers: layers to include (all by default; every head of each).
         start: ``(layer, head)`` shown first; default the head with the highest prefix-matching
             score (``ihprobe.scan`` on 20 rows of repeated random tokens).
+        fv: an :class:`~ihprobe.causal.fv_result.FVResult` or its ``to_frame()``: each head's
+            FV score is shown in the head picker beside its prefix matching.
+        prefix: ``[layer, head]`` prefix-matching scores for the picker; computed as for
+            ``start`` when ``fv`` is given without them.
 
     Example:
         >>> page = attention_viewer(model, repeated[0], start=(1, 2))      # doctest: +SKIP
+        >>> page = attention_viewer(model, prompt, fv=ihprobe.fv_scores(model))  # doctest: +SKIP
     """
     model = as_model(model)
     cfg = checks.model(model).cfg
     checks.tokens("tokens", tokens, model, dims=(1,))
-    start = top_head(model) if start is None else start
-    start = checks.heads("start", [start], cfg.n_layers, cfg.n_heads)[0]
+    grid, prefix, start = _picker_scores(model, fv, prefix, start)
     pick = range(cfg.n_layers) if layers is None else checks.sequence("layers", layers)
     layers = [checks.count("layers", i, low=0, high=cfg.n_layers - 1) for i in pick]
     patterns = attention_patterns(model, tokens, layers)
@@ -172,6 +187,7 @@ def attention_viewer(
         "heads": list(range(patterns.shape[1])),
         "start": start_index,
         "patterns": patterns.double().round(decimals=3).tolist(),  # 0.039, not 0.0390000008
+        "labels": head_labels(layers, cfg.n_heads, prefix, grid) if grid is not None else None,
     }
     payload = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")  # no </script>, <!--
     element = _element_id(payload + title)
@@ -190,10 +206,48 @@ def attention_viewer(
     )
 
 
-def top_head(model) -> tuple[int, int]:
-    """The head with the highest prefix-matching score (20 rows of repeated random tokens)."""
-    layer, head, _ = scan(model, ["prefix_matching"], batch=20).top_heads("prefix_matching", 1)[0]
-    return layer, head
+def _picker_scores(model, fv, prefix, start):
+    """``(fv grid or None, prefix scores or None, start head)``, checked against the model."""
+    cfg = model.cfg
+    grid = None if fv is None else fv_grid(fv)
+    if grid is not None and tuple(grid.shape) != (cfg.n_layers, cfg.n_heads):
+        raise IhprobeError(
+            f"fv scores {tuple(grid.shape)} heads, the model has {(cfg.n_layers, cfg.n_heads)}; "
+            "pass the FV scores of this model."
+        )
+    if prefix is None and (grid is not None or start is None):
+        prefix = prefix_scores(model)
+    if start is None:
+        start = divmod(int(torch.argmax(prefix)), cfg.n_heads)
+    return grid, prefix, checks.heads("start", [start], cfg.n_layers, cfg.n_heads)[0]
+
+
+def head_labels(layers: list[int], n_heads: int, prefix, fv) -> list[list[str]]:
+    """The head picker's text for each head of each shown layer: its prefix matching (PS) and
+    its FV score beside its number (``n/a`` where no task is above chance).
+
+    >>> head_labels([0], 2, torch.tensor([[0.91, 0.1]]), torch.tensor([[0.4, float("nan")]]))
+    [['head 0 · PS 0.91 · FV +0.400', 'head 1 · PS 0.10 · FV n/a']]
+    """
+    labels = []
+    for layer in layers:
+        row = []
+        for head in range(n_heads):
+            score = float(fv[layer, head])
+            shown = "n/a" if math.isnan(score) else f"{score:+.3f}"
+            row.append(f"head {head} · PS {float(prefix[layer, head]):.2f} · FV {shown}")
+        labels.append(row)
+    return labels
+
+
+def prefix_scores(model) -> torch.Tensor:
+    """Every head's prefix-matching score ``[layer, head]`` (20 rows of repeated random tokens).
+
+    Example:
+        >>> prefix_scores(model).shape                                   # doctest: +SKIP
+        torch.Size([2, 4])
+    """
+    return scan(model, ["prefix_matching"], batch=20).head["prefix_matching"].detach().cpu()
 
 
 _RENDERED = itertools.count()  # viewers made in this process, so equal data get distinct ids

@@ -87,6 +87,8 @@ def test_demo_report_renders_fits_the_page_and_labels_its_lines(demo):
     assert "law (fitted)" not in labels
     assert rendered.dom.count("How to read this") >= 2 and "Verdict." in rendered.dom
     assert "uniform-guess loss" in rendered.dom
+    # the demo's model reads token ids only: no FV scores, and the page says why in one line
+    assert rendered.count(r"<p>FV scores: skipped: this model reads token ids only") == 1
     verdict = demo.summary.set_index("run").loc["main", "verdict"]
     assert verdict in ANSWERS  # the library's one verdict, in the summary and on the page
     assert re.search(r"<b>Verdict\.</b> Ablating L\dH\d[^<]*: " + verdict + ":", rendered.dom)

@@ -3,6 +3,8 @@ summary; bad flags and task files get one line and exit status 2."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 
@@ -57,7 +59,23 @@ def test_fv_runs_as_a_command(checkpoint, task_file):
         (["--prompts", "1"], "at least 2 prompts"),
         (["--shots", "0"], "positive integer"),
         (["--task", "missing.tsv"], "does not exist"),
+        (["--html", "."], "is a directory"),
     ],
 )
 def test_fv_refuses_bad_flags_in_one_line(checkpoint, extra, match, tmp_path, capsys, monkeypatch):
     cli_refused(["fv", str(checkpoint), *extra], tmp_path, capsys, monkeypatch, match)
+
+
+def test_fv_html_writes_the_scores_beside_prefix_matching(checkpoint, task_file, tmp_path, capsys):
+    page = tmp_path / "fv.html"
+    argv = ["fv", str(checkpoint), "--task", str(task_file), "--shots", "5", "--prompts", "8"]
+    assert main([*argv, "--show", "1", "--html", str(page), "-q"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"page: {page}"
+    text = page.read_text(encoding="utf-8")
+    layer, head = FV_HEAD
+    row = re.search(r"<td>L(\d)H(\d)</td>\s*<td>[^<]+</td>\s*<td>yes</td>", text)
+    assert row and (int(row.group(1)), int(row.group(2))) == FV_HEAD  # first row, an FV head
+    assert "prefix matching" in text and "Attention on a task prompt" in text
+    data = json.loads(re.search(r'<script type="application/json">(.*?)</script>', text).group(1))
+    assert data["start"] == [layer, head]  # the viewer opens on the top FV head
+    assert re.fullmatch(rf"head {head} · PS 0\.\d\d · FV \+0\.\d+", data["labels"][layer][head])

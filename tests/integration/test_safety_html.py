@@ -1,12 +1,14 @@
 """Every HTML page ihprobe writes escapes every string the user controls (issue 59, item 7 and
 "What to build" 5). A run folder, a checkpoint path and every name a page shows carry markup that
 would run script; each page (emergence, the ablation report, the scan's heatmaps, patching and
-composition, the viewer, the ablation trajectory, the sweep) holds it only as text, and in
+composition, the viewer, the ablation trajectory, the sweep, ``ihprobe fv --html`` with a task
+named in markup) holds it only as text, and in
 headless Chromium (where installed) no script of it runs.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +23,7 @@ from ihprobe.probes.inputs import repeated_tokens
 from ihprobe.training.config import TrainConfig
 from tests.browser import chromium, render
 from tests.helpers import TINY_TRAIN
+from tests.planted_fv import PAIRS, save_planted
 
 # A tag that reports itself when it runs (render() collects window.__errors), and one that
 # closes an attribute first; both are valid folder names.
@@ -74,6 +77,13 @@ def pages(run: Path, out: Path) -> dict[str, Path]:
         ]
     )
     found["ablation trajectory"] = write_trajectory_report(out / "trajectory.html", table)
+    # FV scores: a checkpoint in the hostile folder, a task whose name is markup
+    planted = save_planted(run.parent / "fv-planted")
+    task = out / "task.json"
+    task.write_text(json.dumps({"name": QUOTED + HOSTILE, "pairs": PAIRS}), encoding="utf-8")
+    found["fv"] = out / "fv.html"
+    fv = ["fv", str(planted), "--task", str(task), "--shots", "3", "--prompts", "4"]
+    assert main([*fv, "--html", str(found["fv"]), "-q"]) == 0
     sections = [Section(HOSTILE, [HOSTILE, QUOTED, pd.DataFrame({HOSTILE: [QUOTED]})])]
     found["any report"] = write_report(out / "any.html", HOSTILE, sections, subtitle=QUOTED)
     return found
@@ -88,6 +98,8 @@ def test_every_page_shows_the_users_markup_as_text(run, tmp_path):
         assert not raw, f"{name}: {raw} written as markup"
     shown = written["emergence"].read_text(encoding="utf-8")
     assert "&lt;img src=x onerror=" in shown  # the run's name is on the page, as text
+    fv = written["fv"].read_text(encoding="utf-8")
+    assert fv.count("&lt;img src=x onerror=") >= 3  # title, summary, task table: as text
     try:
         chromium()
     except pytest.skip.Exception:

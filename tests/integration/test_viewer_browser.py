@@ -140,3 +140,52 @@ def test_the_viewer_opens_on_the_top_head_and_saves_a_page(model, tmp_path):
     viewer = attention_viewer(model, tokens)
     viewer.save(tmp_path / "v.html")
     assert (tmp_path / "v.html").read_text(encoding="utf-8") == viewer.html
+
+
+# Records the head picker's option texts on load, then on layer 0 and back on the first layer.
+_PICKER = """<script>
+window.addEventListener('load', () => {
+  const v = document.querySelector('.ihp-viewer'), layer = v.querySelector('.ihp-layer');
+  const texts = () => [...v.querySelector('.ihp-head').options].map(o => o.text);
+  const seen = [texts()];
+  const pick = value => { layer.value = value; layer.dispatchEvent(new Event('change')); };
+  pick(0); seen.push(texts()); pick(1); seen.push(texts());
+  document.documentElement.setAttribute('data-picker', JSON.stringify(seen));
+});
+</script>"""
+
+
+@pytest.mark.slow
+def test_the_head_picker_shows_each_layers_fv_beside_prefix_matching(tmp_path):
+    """In Chromium, as a user sees it: the picker lists every head of the shown layer with its
+    prefix matching and FV score, and switching layers relabels it with that layer's scores."""
+    import json
+
+    from ihprobe.causal.tasks import Task
+    from ihprobe.figures.viewer import prefix_scores
+    from tests.planted_fv import FV_HEAD, PAIRS, save_planted
+
+    planted = ihprobe.load(save_planted(tmp_path / "planted"))
+    result = ihprobe.fv_scores(planted, [Task("planted", PAIRS)], shots=5, prompts=8)
+    prompt = result.tasks[0].clean
+    tokens = prompt.tokens[0, : int(prompt.last[0]) + 1]
+    viewer = attention_viewer(planted, tokens, start=FV_HEAD, fv=result)
+    page = tmp_path / "picker.html"
+    page.write_text(viewer.html.replace("</body>", _PICKER + "</body>"), encoding="utf-8")
+    rendered = render(page)
+    assert rendered.errors == []
+    found = re.search(r"data-picker=\"([^\"]*)\"", rendered.dom).group(1)
+    on_load, layer0, layer1 = json.loads(found.replace("&quot;", '"'))
+    prefix, fv = prefix_scores(planted), result.scores
+
+    def expected(layer):
+        return [
+            f"head {h} · PS {float(prefix[layer, h]):.2f} · FV {float(fv[layer, h]):+.3f}"
+            for h in range(planted.cfg.n_heads)
+        ]
+
+    assert on_load == layer1 == expected(FV_HEAD[0]) and layer0 == expected(0)
+    assert layer0 != layer1  # the labels follow the layer
+    # the selected option shows in the closed picker: the top FV head's scores
+    assert f"FV {float(fv[FV_HEAD]):+.3f}" in on_load[FV_HEAD[1]]
+    screenshot(page, "viewer-fv-picker.png", height=700)
