@@ -88,6 +88,8 @@ _EXPORTS: dict[str, str] = {
     # function-vector heads (Todd et al.): every head's average indirect effect
     "fv_scores": "ihprobe.causal.fv",
     "FVResult": "ihprobe.causal.fv_result",
+    "builtin_tasks": "ihprobe.causal.tasks",  # the tasks' pairs, e.g. for the few-shot producer
+    "word_tasks": "ihprobe.causal.word_tasks",
     "kind_table": "ihprobe.causal.kinds",  # [B]'s question asked of FV and induction heads
     "KindTable": "ihprobe.causal.kinds",
     "ablation_trajectory": "ihprobe.dynamics.ablation_series",

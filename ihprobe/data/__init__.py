@@ -3,7 +3,8 @@
 Names: "natural" (text files or the embedded default corpus), "bi-induct" (natural text with
 forward/backward copy snippets), "semi-natural" (a bigram model of real text with repetition
 and reliability knobs), "markov" (optimised synthetic transition matrices), "iid" (control),
-"repeats" (background text that turns periodic at a random point with a random period).
+"repeats" (background text that turns periodic at a random point with a random period),
+"few-shot" (natural text with a share of rows of few-shot function prompts).
 
 >>> from ihprobe.data import make_producer
 >>> p = make_producer("iid", batch_size=4, context=16, seed=0, vocab_size=64)
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from ihprobe.data.base import Batch, Producer
 from ihprobe.data.bi_induct import BiInductProducer
+from ihprobe.data.few_shot import FewShotProducer
 from ihprobe.data.iid import IIDProducer
 from ihprobe.data.installed_docs import default_directory
 from ihprobe.data.markov import MarkovProducer
@@ -50,6 +52,7 @@ PRODUCERS.update(
         "markov": MarkovProducer,
         "iid": IIDProducer,
         "repeats": RepeatsProducer,
+        "few-shot": FewShotProducer,
     }
 )
 
@@ -57,6 +60,7 @@ __all__ = [
     "PRODUCERS",
     "TEXT_SUFFIXES",
     "Batch",
+    "FewShotProducer",
     "IIDProducer",
     "Producer",
     "ProducerOptions",

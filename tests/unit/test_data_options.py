@@ -23,6 +23,7 @@ SMALL = {  # options that make each producer quick to build
     "markov": {"vocab_size": 24, "fit_steps": 20, "marginal": [1, 2] * 12},
     "iid": {"vocab_size": 30, "marginal": "gaussian"},
     "repeats": {"vocab_size": 300, "period": (3, 6), "start": (0, 4)},
+    "few-shot": {"vocab_size": 300, "pairs": [("copy", "cat", "cat"), ("copy", "dog", "dog")]},
 }
 DATA_MODULES = ["ihprobe.data"] + [
     f"ihprobe.data.{m.name}" for m in pkgutil.iter_modules(ihprobe.data.__path__)
