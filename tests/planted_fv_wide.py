@@ -32,6 +32,7 @@ def wide_planted_gpt2(heads: int = WIDE_HEADS, **kwargs):
         n_embd=d,
         n_layer=2,
         n_head=heads,
+        n_inner=small["transformer.h.0.mlp.c_fc.weight"].shape[1],  # the small MLP: all it uses
         n_positions=small["transformer.wpe.weight"].shape[0],
         tie_word_embeddings=False,
         bos_token_id=0,
