@@ -37,6 +37,7 @@ STUDIES: dict[str, tuple[str, str]] = {
     "forecast": ("lab.studies.forecast", "the live emergence forecast against its prior"),
     "toy_law": ("lab.studies.toy_law", "the emergence law at toy scale on CPU"),
     "llc": ("lab.studies.llc", "the LLC over the demo run's checkpoints"),
+    "fv_training": ("lab.studies.fv_training", "FV heads beside induction heads over training"),
 }
 
 
