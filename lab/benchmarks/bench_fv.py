@@ -47,16 +47,17 @@ WORDS = (
 GOALS = {"compute": 10.0, "wall": 5.0}
 
 
-def build(directory: Path) -> Path:
-    """The random Pythia-160m-shaped checkpoint with a byte-level BPE of the task's words, and
-    the task file: a list of 3-5 words -> its first word (prompts of several lengths)."""
+def build(directory: Path, config: dict = PYTHIA_160M) -> Path:
+    """The random Pythia-160m-shaped checkpoint (``config``: another GPT-NeoX shape) with a
+    byte-level BPE of the task's words, and the task file: a list of 3-5 words -> its first
+    word (prompts of several lengths)."""
     import random
 
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedTokenizerFast
 
     torch.manual_seed(0)
-    model = GPTNeoXForCausalLM(GPTNeoXConfig(**PYTHIA_160M, bos_token_id=0, eos_token_id=0))
+    model = GPTNeoXForCausalLM(GPTNeoXConfig(**config, bos_token_id=0, eos_token_id=0))
     model.save_pretrained(directory)
     rng = random.Random(0)
     lists = [rng.sample(WORDS, rng.choice((3, 4, 5))) for _ in range(60)]

@@ -6,7 +6,8 @@ its own time limit.
     python lab/benchmarks/device_job.py --device cpu --tiny  # the CPU mode the test suite runs
 
 Steps, in order (``STEPS``; each runs in its own process with its own limit, so a failure or
-a timeout is one row of the results, never the end of the job):
+a timeout is one row of the results, never the end of the job; what each runs:
+``device_steps.py``):
 
 1. ``speed-scale``: ``bench_scale.py`` (scan and ablate against the bare forward, bfloat16,
    at 160m, 410m and 1.4b);
@@ -18,7 +19,8 @@ a timeout is one row of the results, never the end of the job):
    the GPUs, the GPU and the CPU, or the CPU and the disk, against one device);
    ``bench_fastpath.py`` (the pair scan's memory and time against the pattern scan's, 160m and
    410m at 2,048 and 8,192 tokens) and ``bench_series.py`` (a suite with and without
-   prefetching), each writing its ``cuda`` section of its own results file;
+   prefetching), each writing its ``cuda`` section of its own results file; ``fv``
+   (``device_fv.py``: ``bench_fv.py``'s comparison of ``fv_scores`` with the per-head loop);
 5. ``natural-study``: the command in ``$IHPROBE_NATURAL_GPU`` (the natural-text study's GPU
    queue, resumable: it skips what it finished; unset here, a no-op row, while
    ``gpu_check.sh`` sets the queue by default). It starts once every timed step is done and
@@ -46,7 +48,6 @@ import sys
 import tempfile
 import time
 import traceback
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -74,6 +75,7 @@ STEPS = (
     ("speed-fastpath", 150, None),  # the pair scan against the pattern scan (memory, time)
     ("speed-series", 180, None),  # a 20-checkpoint suite with and without prefetching
     ("offload", 150, 120),  # device_map="auto" against one device (device_offload.py)
+    ("fv", 120, 90),  # fv_scores' fast path against the per-head loop (device_fv.py)
     ("natural-study", 0, 0),  # from here on nothing is timed: the queue shares the device
     ("correct-natural", 120, 90),  # each check computes everything on the CPU too
     ("correct-160m", 240, 60),
@@ -97,71 +99,6 @@ def seeds_table(results: dict[str, dict]) -> str:
     ]
     text = markdown("speed-seeds", {"rows": rows, "seconds": "-"}) if rows else ""
     return text + "".join(f"\nfailed: {f}\n" for f in failed)
-
-
-def step(name: str, device: str, tiny: bool, limit: float, out: Path) -> dict:
-    """Run one step in this process; {"rows": [...]} or {"text": ...} (``out``: where its
-    result goes, and its rows so far while it runs)."""
-    warnings.simplefilter("ignore")
-    if name.startswith("correct-"):
-        import device_checks as checks
-
-        rows = SavedRows(out)  # a step stopped at its limit keeps the rows it measured
-        if name == "correct-natural":
-            checks.correct_model(checks.NATURAL, "natural-docs", device, tiny, rows)
-        elif name == "correct-160m":
-            label = "tiny random" if tiny else "pythia-160m config, random"
-            checks.correct_model(checks.random_160m(tiny), label, device, tiny, rows)
-        else:
-            checks.correct_train(device, tiny, rows)
-        return {"rows": list(rows)}
-    if name.startswith("seeds-"):
-        from device_seeds import speed_seeds
-
-        return {"rows": speed_seeds(int(name.split("-")[1]), device, tiny)}
-    if name == "speed-scale":
-        sizes, rows = ("tiny", "4") if tiny else ("160m,410m,1.4b", "100")
-        dtype = "float32" if device == "cpu" else "bfloat16"
-        argv = ["--sizes", sizes, "--tasks", "scan_all,ablate_ranked", "--rows", rows]
-        argv += ["--repeats", "1" if tiny else "2", "--device", device, "--dtype", dtype]
-        return {"text": _script("bench_scale.py", argv, limit)}
-    if name == "offload":  # device_map="auto": over the GPUs, GPU and CPU, or CPU and disk
-        from device_offload import speed_offload
-
-        return {"rows": speed_offload(device, tiny)}
-    if name == "speed-train":  # 200 updates take 2 s on an H200: setup would weigh
-        steps, repeats = ("5", "1") if tiny else ("2000", "1")
-        argv = ["--device", device, "--steps", steps, "--repeats", repeats]
-        return {"text": _script("bench_train.py", argv, limit)}
-    if name == "speed-fastpath":  # its own sections of RESULTS_fastpath.md, named cuda
-        argv = ["--device", device, "--repeats", "1", "--long-layers", "2"]
-        return {"text": _script("bench_fastpath.py", argv, limit)}
-    if name == "speed-series":  # its own section of RESULTS_series.md, named by the device
-        return {"text": _script("bench_series.py", ["--device", device], limit)}
-    if name == "natural-study":
-        command = os.environ.get(NATURAL_GPU)
-        if not command:
-            return {"text": f"not run: ${NATURAL_GPU} names no command (no-op)."}
-        shell = f"cd {ROOT} && ({command}) > {NATURAL_LOG} 2>&1"
-        code, _, _ = run_group(["bash", "-c", shell], max(1, limit))
-        said = "stopped at the time limit (resumable)" if code is None else f"exit {code}"
-        tail = NATURAL_LOG.read_text(errors="replace").splitlines()[-3:]
-        lines = "".join(f"\n    {line}" for line in tail)
-        return {"text": f"`{command}`: {said} within {limit:.0f} s; its log ends:\n{lines}"}
-    raise ValueError(name)
-
-
-def _script(name: str, argv: list[str], limit: float) -> str:
-    """The table another benchmark prints (the lines from its first ``|`` row on); what it
-    printed so far when it runs out of time."""
-    code, out, err = run_group([sys.executable, str(HERE / name), *argv], max(1, limit - 5))
-    if code is None:
-        return f"timed out after {limit - 5:.0f} s; measured so far:\n\n```\n{out}```"
-    if code:
-        raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else "failed")
-    lines = out.strip().splitlines()
-    first = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
-    return "\n".join(lines[max(0, first - 2) :])
 
 
 def run_group(argv: list[str], limit: float) -> tuple[int | None, str, str]:
@@ -350,6 +287,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if opts.step:  # the child: one step, its JSON to --step-out
         try:
+            from device_steps import step  # lab/benchmarks/: the script's folder
+
             result = step(opts.step, opts.device, opts.tiny, opts.limit, opts.step_out)
         except Exception as err:  # noqa: BLE001 - the parent records it as the step's row
             traceback.print_exc()
