@@ -37,6 +37,32 @@ def device_map_of(model) -> dict | None:
     return dict(found) if isinstance(found, dict) and found else None
 
 
+def gathered(tensors, device: str | torch.device | None = None) -> list[torch.Tensor]:
+    """``tensors`` on one device: ``device``, or else the first tensor's. A model placed by a
+    device map hands back each layer's activations where that layer runs, and ops across
+    layers (a stack, a product with a weight of the unembedding's GPU) need one device; a
+    tensor already there is returned as it is (no copy).
+
+    >>> [t.device.type for t in gathered([torch.ones(1), torch.ones(1)], "meta")]
+    ['meta', 'meta']
+    """
+    tensors = list(tensors)
+    if not tensors:
+        return tensors
+    home = tensors[0].device if device is None else torch.device(device)
+    return [t.to(home) for t in tensors]
+
+
+def stack_layers(tensors, dim: int = 0, device: str | torch.device | None = None) -> torch.Tensor:
+    """``torch.stack`` of per-layer tensors, gathered first onto one device (:func:`gathered`):
+    ``device``, or the first layer's.
+
+    >>> stack_layers([torch.zeros(2), torch.ones(2)]).tolist()
+    [[0.0, 0.0], [1.0, 1.0]]
+    """
+    return torch.stack(gathered(tensors, device), dim=dim)
+
+
 def stray_tensors(model: torch.nn.Module, device: str | torch.device) -> list[str]:
     """Names of the parameters and buffers of ``model`` that are not on ``device``.
 

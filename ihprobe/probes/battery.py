@@ -38,6 +38,7 @@ import torch
 from jaxtyping import Int
 
 from ihprobe.core import calls, checks, hooks
+from ihprobe.core.devices import gathered, stack_layers
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io.any_model import as_model
 from ihprobe.io.attention import choose_attention
@@ -348,7 +349,7 @@ def _pattern_scores(kept, patterns, where, wanted, n_layers) -> tuple[dict, dict
     """Head scores from the kept attention pairs, and the pairs per score ``[l, b, h, pair]``."""
     if not patterns:
         return {}, {}
-    stacked = torch.stack([kept[("pattern", layer)] for layer in range(n_layers)])
+    stacked = stack_layers([kept[("pattern", layer)] for layer in range(n_layers)])
     per_pair = {name: stacked[..., where[name]] for name in patterns}
     head = {m: attention.pair_mean(per_pair[m]) for m in attention.REPEATED_SCORES if m in wanted}
     if "prefix_matching_sd" in wanted:
@@ -358,23 +359,26 @@ def _pattern_scores(kept, patterns, where, wanted, n_layers) -> tuple[dict, dict
 
 def _z_scores(model, kept, rows, n, bos, wanted, per_pair) -> dict[str, torch.Tensor]:
     """LA, its correlation with prefix matching, and DLA from the kept ``hook_z`` slices."""
-    z = torch.stack([kept[("z", layer)] for layer in range(model.cfg.n_layers)])  # [l,b,q,h,e]
+    z = stack_layers([kept[("z", layer)] for layer in range(model.cfg.n_layers)])  # [l,b,q,h,e]
+    # a device map may place layers, unembedding, final norm apart: gathered where z[0] is
+    W_O, W_U, rows = gathered([model.W_O, model.W_U, rows], z.device)
     head = {}
     if "logit_attribution" in wanted or "ps_la_correlation" in wanted:
         row_tokens = rows[:, int(bos) : int(bos) + n]
         target_index = (
             torch.arange(n, device=z.device) + 1
         ) % n  # y_q = x[q - n + 1] = s_{(i + 1) mod n}
-        la = attribution.logit_attribution(z, model.W_O, model.W_U, row_tokens, target_index)
+        la = attribution.logit_attribution(z, W_O, W_U, row_tokens, target_index)
         if "logit_attribution" in wanted:
             head["logit_attribution"] = la.mean(dim=(1, 3))
         if "ps_la_correlation" in wanted:
             head["ps_la_correlation"] = attribution.pearson(per_pair["prefix_matching"], la)
     if "direct_logit_attribution" in wanted:
         centre, weight = _final_norm(model)
+        weight = weight.to(z.device) if weight is not None else None
         targets = recall.induction_targets(rows, n, bos)
         dla = attribution.direct_logit_attribution(
-            z, model.W_O, model.W_U, targets, kept["scale"], weight, centre
+            z, W_O, W_U, targets, kept["scale"].to(z.device), weight, centre
         )
         head["direct_logit_attribution"] = dla.mean(dim=(1, 3))
     return head

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float
 
+from ihprobe.core.devices import gathered
 from ihprobe.io.offload import readable
 from ihprobe.io.validation import require_finite
 
@@ -63,8 +64,7 @@ def copying_scores(model) -> Float[torch.Tensor, "layer head"]:
         True
     """
     with torch.no_grad(), readable(model):  # a dispatched model's offloaded weights loaded
-        W_V = model.W_V
+        # a device map may keep the embedding and the unembedding on two GPUs: one device
+        W_E, W_V, W_O, W_U = gathered([model.W_E, model.W_V, model.W_O, model.W_U])
         group = model.cfg.n_heads // W_V.shape[1]  # query heads per KV head (1 without GQA)
-        return ov_eigen_score(
-            model.W_E, W_V.repeat_interleave(group, dim=1), model.W_O, model.W_U
-        ).cpu()
+        return ov_eigen_score(W_E, W_V.repeat_interleave(group, dim=1), W_O, W_U).cpu()

@@ -137,6 +137,7 @@ def run_probe(
                 probe.tokens[rows], fwd_hooks=plain, **forward_options(model)
             )
         _check_fired(found, fired)
+        logits = logits.to(probe.tokens.device)  # a device map may end on another device
         if at is not None and logits.shape[1] != at.shape[-1]:
             logits = _select(logits, at)  # a model whose unembedding ignored the slice
         if probe.score is not None:

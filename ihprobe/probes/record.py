@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ihprobe.core.devices import stack_layers
 from ihprobe.core.hooks import hook_name, keep
 from ihprobe.probes.engine import NOTHING, Probe, run_probe
 
@@ -53,4 +54,4 @@ def activations(
 
     silent = Probe(probe.name, probe.tokens, positions=NOTHING)
     kept = run_probe(model, silent, make_hooks, chunk=chunk)
-    return {s: torch.stack([kept[(s, layer)] for layer in layers], dim=1) for s in sites}
+    return {s: stack_layers([kept[(s, layer)] for layer in layers], dim=1) for s in sites}

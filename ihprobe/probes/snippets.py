@@ -35,6 +35,7 @@ import torch
 from jaxtyping import Float
 
 from ihprobe.core import hooks
+from ihprobe.core.devices import stack_layers
 from ihprobe.core.pairs import gather_pairs
 from ihprobe.probes import attention, inputs
 from ihprobe.probes.engine import NOTHING, Probe, run_probe
@@ -123,7 +124,7 @@ def _fixed_pass(model, wanted, length: int, batch: int, seed: int, bos: bool, ch
     make_hooks = _pattern_hooks(model.cfg.n_layers, lambda pattern, index: gather(pattern))
     probe = Probe("snippets", rows, positions=NOTHING)
     kept = run_probe(model, probe, make_hooks, chunk=chunk, attention=mode)
-    stacked = torch.stack([kept[layer] for layer in range(model.cfg.n_layers)])
+    stacked = stack_layers([kept[layer] for layer in range(model.cfg.n_layers)])
     return {
         m: attention.pair_mean(stacked[:, i * batch : (i + 1) * batch, :, where[m]])
         for i, m in enumerate(wanted)
@@ -159,7 +160,7 @@ def _varied_pass(model, wanted, lengths, batch: int, seed: int, bos: bool, chunk
     kept = run_probe(model, probe, make_hooks, chunk=chunk, attention=mode)
     head = {}
     if heads:
-        stacked = torch.stack([kept[layer] for layer in range(model.cfg.n_layers)])
+        stacked = stack_layers([kept[layer] for layer in range(model.cfg.n_layers)])
         start = 0
         for m, (q, _, valid) in zip(heads, laid, strict=True):
             part = stacked[..., start : start + q.shape[1]]
