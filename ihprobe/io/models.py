@@ -152,8 +152,14 @@ def load(
         hf_model = _dispatched(path, config, dtype, trust_remote_code, placed)
         device = offload.first_device(hf_model)
     hf_tensors = dict(hf_model.state_dict(keep_vars=True))  # HF names, before the bridge rewires
-    with tempfile.TemporaryDirectory() as tmp:  # TransformerLens re-opens tokenizers by path
-        model = bridge(hf_model, str(source), on_disk(tokenizer, tmp), device, dtype)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:  # TransformerLens re-opens tokenizers by path
+            model = bridge(hf_model, str(source), on_disk(tokenizer, tmp), device, dtype)
+    except BaseException:  # a model that cannot be bridged leaves no offload files behind
+        if placed is not None and placed.folder is not None:
+            del hf_model
+            placed.folder.release()
+        raise
     if processing == "tl":
         model.enable_compatibility_mode(disable_warnings=True)
     model.eval()
@@ -282,6 +288,7 @@ def quiet_progress():
 def bridge(hf_model, name: str, tokenizer, device, dtype):
     """The TransformerLens bridge around ``hf_model``; an architecture the bridge cannot wrap
     is one :class:`IhprobeError` line, not the bridge's own ``AttributeError``."""
+    offload.check_bridgeable(hf_model)  # a map TransformerLens refuses, said as ihprobe's line
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")

@@ -247,17 +247,32 @@ def is_dispatched(model) -> bool:
 
 
 def first_device(model) -> torch.device:
-    """Where a dispatched model takes its inputs: the first module's execution device (a
-    module kept on the CPU or the disk runs on the map's first GPU, or on the CPU without one).
+    """Where a dispatched model takes its inputs: the execution device accelerate gave its
+    input embedding, else the first module's by the map (a module kept on the CPU or the disk
+    runs on the map's first GPU, or on the CPU without one).
 
     >>> first_device(type("M", (), {"hf_device_map": {"embed": "disk", "h.0": 0}})())
     device(type='cuda', index=0)
     """
+    hook = getattr(_input_embedding(model), "_hf_hook", None)
+    hooks = [hook, *getattr(hook, "hooks", ())]  # accelerate's SequentialHook holds several
+    ran = next((h.execution_device for h in hooks if getattr(h, "execution_device", None)), None)
+    if ran is not None:  # where accelerate runs the embedding (a map's own main_device too)
+        return torch.device(_torch_device(ran))
     found = device_map_of(model) or {"": "cpu"}
     places = list(found.values())
     main = next((d for d in places if d not in HOSTS), "cpu")
     first = places[0] if places[0] not in HOSTS else main
     return torch.device(_torch_device(first))
+
+
+def _input_embedding(model):
+    """The HF model's input embedding module, or None."""
+    hf = getattr(model, "original_model", model)
+    try:
+        return hf.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
 
 
 @contextlib.contextmanager
@@ -302,6 +317,31 @@ def refusals():
         raise
     finally:
         hf_logging.set_verbosity(level)
+
+
+def check_bridgeable(model) -> None:
+    """One line for a placement TransformerLens's bridge refuses: a map that mixes GPUs with the
+    CPU or the disk (its own test, ``is_mixed_offload_gpu``, so a release that lifts the rule
+    lifts this line too). All GPUs, or the CPU and the disk alone, are bridged.
+
+    >>> check_bridgeable(type("M", (), {"hf_device_map": {"embed": 0, "h.0": "cpu"}})())
+    Traceback (most recent call last):
+    ...
+    ihprobe.core.errors.IhprobeError: this device map puts 1 module on a GPU and 1 on the CPU or disk, which TransformerLens's bridge does not take; raise the GPUs' max_memory so the model fits on them (several GPUs add up), or place it over the CPU and the disk alone (a dict device_map, or CUDA_VISIBLE_DEVICES='').
+    """  # noqa: E501
+    from transformer_lens.utilities import multi_gpu
+
+    found = device_map_of(model)
+    if not found or not multi_gpu.is_mixed_offload_gpu(found.values()):
+        return
+    hosts = sum(str(d) in HOSTS for d in found.values())
+    gpus = len(found) - hosts
+    raise IhprobeError(
+        f"this device map puts {gpus} module{'s' * (gpus != 1)} on a GPU and {hosts} on the CPU "
+        "or disk, which TransformerLens's bridge does not take; raise the GPUs' max_memory so "
+        "the model fits on them (several GPUs add up), or place it over the CPU and the disk "
+        "alone (a dict device_map, or CUDA_VISIBLE_DEVICES='')."
+    )
 
 
 def refuse_dispatched(model, what: str) -> None:
