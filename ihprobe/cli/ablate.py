@@ -74,6 +74,7 @@ def register(subparsers) -> None:
         help="task file of (x, y) pairs, repeatable (default: none)",
     )
     flags.add_model_flags(p)
+    flags.add_placement(p)
     flags.add_quiet(p)
     p.set_defaults(func=run)
 
@@ -120,6 +121,11 @@ def run(args) -> int:
 
     for task in args.task or ():  # every task file read and checked before any model loads
         read_task(task)
+    placed = flags.placement(args)
+    if placed:  # refused in one line before any checkpoint is read
+        from ihprobe.io.offload import placement
+
+        placement(placed["device_map"], placed["max_memory"])
     out = Path(args.out)
     targets = [out / "ablation.csv", out / "report.html"]
     flags.refuse_overwrite(targets, args.force)
@@ -142,6 +148,7 @@ def run(args) -> int:
     if args.over_training:
         return _over_training(args, kwargs, targets)
     where = {"progress": flags.progress(args), "device": args.device, "dtype": args.dtype}
+    where["placement"] = placed or None
     results = [
         result
         for source in args.sources  # one skeleton per source
@@ -175,6 +182,7 @@ def _over_training(args, kwargs: dict, targets) -> int:
         found,  # the revisions are in them
         progress=flags.progress(args),
         device=args.device,
+        **flags.placement(args),
         **kwargs,
     )
     atomic_write(targets[0], lambda tmp: csv_table(table).to_csv(tmp, index=False))

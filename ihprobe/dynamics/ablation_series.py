@@ -27,6 +27,7 @@ from ihprobe.causal.ablation import (
     head_effects,
 )
 from ihprobe.core import calls
+from ihprobe.io import offload
 from ihprobe.io.sources import sources_of
 from ihprobe.series.cache import ROW_COLUMNS, cached_map, settings_key
 
@@ -44,10 +45,14 @@ def ablation_trajectory(
     progress: bool | None = None,
     device: str = "cpu",
     prefetch: int = 1,
+    device_map: str | dict | None = None,
+    max_memory: dict | str | None = None,
+    offload_folder: str | os.PathLike | None = None,
     **ablate_kwargs,
 ) -> pd.DataFrame:
     """:func:`ihprobe.ablate` (and :func:`ihprobe.head_effects`) at every checkpoint, as one
-    long table ordered by training tokens.
+    long table ordered by training tokens (over 60 lines with this docstring, which names every
+    keyword).
 
     Args:
         source_or_sources: a run directory, checkpoint, hub id (with ``revisions``) or a list.
@@ -56,6 +61,8 @@ def ablation_trajectory(
             warning with the time left comes once the first checkpoint is done when minutes
             remain.
         effects: also ablate every head alone (``{metric}.head_change`` rows).
+        device_map, max_memory, offload_folder: load each checkpoint placed by a device map
+            (:func:`ihprobe.load`); each is loaded afresh, none read ahead.
         **ablate_kwargs: passed to :func:`ihprobe.ablate` (``scope``, ``top``, ``baseline``,
             ``mode``, ``metrics``, ...); the per-head effects use the same metrics and rows.
 
@@ -78,17 +85,21 @@ def ablation_trajectory(
     check_settings(
         **{k: settings[k] for k in ("top", "random", "mode", "metrics", "scope", "baseline")}
     )
+    placed = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder}
+    placed = placed if device_map is not None else None
+    offload.placement(device_map, max_memory, None)  # refused before any checkpoint is read
     return cached_map(
         sources_of(source_or_sources, revisions),
         lambda model: _rows(model, ablate_kwargs, effects),
         "ablations",
         # "global top set without chance heads": entries from before that rule are not reused
         settings_key(["ablation", f"effects={effects}", "top-set=above-chance"], settings),
+        placement=placed,
         cache=cache,
         tokens_per_step=tokens_per_step,
         progress=progress,
         device=device,
-        prefetch=prefetch,
+        prefetch=0 if placed else prefetch,  # a read-ahead would hold a whole checkpoint
         finite=False,  # relative changes and z-scores are NaN or inf by design in places
     )
 

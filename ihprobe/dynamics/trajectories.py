@@ -90,10 +90,18 @@ def ablate_checkpoints(
     progress: bool | None = False,
     device: str = "cpu",
     dtype: str | torch.dtype = "float32",
+    placement: dict | None = None,
     **ablate_kwargs,
 ) -> list[AblationResult]:
-    """:func:`ihprobe.ablate` of every checkpoint, in order, on ``device`` in ``dtype``."""
+    """:func:`ihprobe.ablate` of every checkpoint, in order, on ``device`` in ``dtype``, or
+    each loaded afresh under a device map, ``placement`` (``device_map``, ``max_memory``,
+    ``offload_folder`` of :func:`ihprobe.load`), as in :func:`scan_checkpoints`.
+
+    Example:
+        >>> [r.step for r in ablate_checkpoints(checkpoints("runs/demo"), top=1)]  # doctest: +SKIP
+    """
     where = {"progress": progress, "desc": "ablate", "device": device, "dtype": dtype}
+    where["placement"] = placement
     swept = map_checkpoints(ckpts, lambda _, model: ablate(model, **ablate_kwargs), **where)
     return [result for _, result in swept]
 
