@@ -13,6 +13,10 @@ revisions), and prints the top heads of each source's last checkpoint; the work 
     ihprobe scan runs/demo --attention patterns        # whole patterns, as the viewer reads them
     ihprobe scan runs/demo --metrics prefix_matching,fv --task antonyms.tsv  # FV heads too
     ihprobe scan --suite pythia --suite-option size=160m --every 10 --keep none
+
+Each checkpoint's scores are recorded in the results cache (``$IHPROBE_CACHE``) once scanned,
+under its weights hash and every setting, so a rerun or an interrupted series reads them there
+instead of fetching again (offline too); ``--no-cache`` scans everything again.
     torchrun --nproc-per-node 8 -m ihprobe scan runs/demo --device cuda
 """
 
@@ -73,7 +77,15 @@ def register(subparsers) -> None:
         "--keep",
         choices=("all", "none"),
         default="all",
-        help="none: remove each hub revision from the HF cache once it is scanned",
+        help="none: remove each hub revision this series downloaded from the HF cache once it "
+        "is scanned (its scores stay in the results cache: a rerun, or an interrupted series, "
+        "fetches only the revisions not yet scanned)",
+    )
+    p.add_argument(
+        "--no-cache",
+        dest="cache",
+        action="store_false",
+        help="scan every checkpoint again and record nothing in the results cache",
     )
     flags.add_show(p, "heads listed per source")
     flags.add_quiet(p)
@@ -122,6 +134,7 @@ def run(args) -> int:
         attention=args.attention,
         tasks=tasks,
         placement=placed or None,
+        cache=args.cache,
     )
     if not done.files:
         return 0  # a torchrun rank other than 0: rank 0 writes and prints

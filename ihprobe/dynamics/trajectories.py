@@ -15,6 +15,7 @@ process would.
 from __future__ import annotations
 
 import inspect
+import json
 import os
 from collections.abc import Sequence
 
@@ -24,15 +25,15 @@ import torch
 from ihprobe.causal.ablation import AblationResult, ablate
 from ihprobe.core import calls
 from ihprobe.core.threads import DEFAULT_THREADS
+from ihprobe.core.world import resolve_device
 from ihprobe.io import offload
-from ihprobe.io.hub_cache import cached_before, check_keep, drop_revision
+from ihprobe.io import provenance as io_provenance
 from ihprobe.io.runs import Checkpoint
-from ihprobe.io.sources import resolve, sources_of
+from ihprobe.io.sources import sources_of
 from ihprobe.probes.battery import check_metrics, scan
 from ihprobe.probes.scores import HeadScores
-from ihprobe.series.cache import cached_map, settings_key
-from ihprobe.series.repeats import Duplicates, Repeats, checkpoint_digests, series_label
-from ihprobe.series.sweep import checkpoint_hash, map_checkpoints
+from ihprobe.series.cache import Loaded, Swept, cached_checkpoints, cached_map, settings_key
+from ihprobe.series.sweep import map_checkpoints
 
 SCAN_DEFAULTS = {
     name: p.default
@@ -50,38 +51,63 @@ def scan_checkpoints(
     dtype: str | torch.dtype = "float32",
     keep: str = "all",
     placement: dict | None = None,
+    cache: bool | str | os.PathLike | None = True,
     **scan_kwargs,
 ) -> list[tuple[HeadScores, str | None, str | None]]:
     """:func:`ihprobe.scan` of every checkpoint, each with the earlier checkpoint of identical
     weights (or None) and, when only some of its tensors or shards repeat earlier checkpoints',
-    which (:meth:`~ihprobe.series.repeats.Repeat.describe`, or None); both when there is more
-    than one checkpoint. Sharded under torchrun. With ``keep="none"`` each hub revision leaves
-    the HF cache once it is scanned (as in :func:`trajectory`). ``placement``: the device map
-    each checkpoint is loaded under (:func:`ihprobe.series.sweep.each_model`).
+    which (:meth:`~ihprobe.series.repeats.Repeat.describe`, or None). Sharded under torchrun.
+
+    Each checkpoint's scores are recorded in the results cache (``cache``: True for the
+    default one, a path, or False; :mod:`ihprobe.series.cache`) as soon as it is scanned,
+    under its weights hash and everything else that changes them (the metrics, the probe
+    settings, ``dtype``, the device type and ``placement``): a rerun, or a series that was
+    interrupted, takes them from there without loading or fetching the checkpoint (offline
+    too), and a changed setting scans again. With ``keep="none"`` each hub revision this
+    series downloads leaves the HF cache once it is scanned (as in :func:`trajectory`).
+    ``placement``: the device map each checkpoint is loaded under
+    (:func:`ihprobe.series.sweep.each_model`).
 
     Example:
         >>> [s.step for s, *_ in scan_checkpoints(checkpoints("runs/demo"))]  # doctest: +SKIP
     """
-    keep = check_keep(keep)
-    several = len(ckpts) > 1
-    present = cached_before(ckpts) if keep == "none" else set()  # never this series' downloads
+    wanted = check_metrics(metrics)
+    kind = resolve_device(device).type  # auto: cuda when available
+    settings = {**SCAN_DEFAULTS, **scan_kwargs, "metrics": wanted, "device": kind}
+    settings.update(dtype=str(dtype).removeprefix("torch."), placement=placement)
 
-    def scan_one(ckpt: Checkpoint, model) -> tuple:
-        scores = scan(model, metrics, **scan_kwargs)
-        tensors = checkpoint_digests(ckpt) if several else None  # remembered when it was read
-        found = (scores, checkpoint_hash(ckpt) if several else None, tensors)
-        if keep == "none" and (ckpt.source, ckpt.revision) not in present:
-            drop_revision(resolve(ckpt.source, revision=ckpt.revision))
-        return found
+    def scan_rows(model) -> tuple[pd.DataFrame, dict]:
+        scores = scan(model, wanted, **scan_kwargs)
+        kept = json.loads(json.dumps(scores.settings, default=str))  # as the cache keeps it
+        return scores.to_frame(), kept
 
-    where = {"device": device, "dtype": dtype, "placement": placement}
-    swept = map_checkpoints(ckpts, scan_one, progress=progress, desc="scan", **where)
-    duplicates, repeats, found = Duplicates(), Repeats(), []
-    for ckpt, (scores, digest, tensors) in swept:
-        repeat = repeats.check(series_label(ckpt), tensors)
-        duplicate = duplicates.check(ckpt, digest) if digest else None
-        found.append((scores, duplicate, repeat.describe() if repeat is not None else None))
-    return found
+    swept = cached_checkpoints(
+        ckpts,
+        lambda on: Loaded(scan_rows, on, placement, dtype),
+        "scans",
+        settings_key(["scan-series"], settings),  # never the entries of another setting
+        records=True,
+        cache=cache,
+        progress=progress,
+        desc="scan",
+        device=device,
+        keep=keep,
+        threads=None,  # torch's own setting, as a scan of one model
+        prefetch=0 if placement else 1,  # a read-ahead would hold a whole checkpoint
+    )
+    return [(_scores(done), done.duplicate_of, done.repeats) for done in swept]
+
+
+def _scores(done: Swept) -> HeadScores:
+    """The scores of one checkpoint from its rows and the settings recorded with them: the same
+    whether just computed or read from the cache."""
+    settings = dict(done.settings or {})
+    if done.rows.empty:
+        return HeadScores({}, {}, done.provenance, settings)
+    scores = HeadScores.from_frame(io_provenance.with_provenance(done.rows, done.provenance))
+    scores.model = {name: float(value) for name, value in scores.model.items()}
+    scores.settings = settings
+    return scores
 
 
 def ablate_checkpoints(

@@ -7,9 +7,9 @@ snapshot, the blobs no other revision uses, the refs that point to it) through
 Only a download :func:`fetched` made and recorded (``<IHPROBE_CACHE>/hub/downloads.json``), of a
 revision the HF cache did not hold when the series started (:func:`cached_before`), is ever
 removed: a revision that was in the cache before, or a local path that happens to lie in an HF
-cache, stays. :class:`RevisionIndex` remembers, per hub
-revision, the weights hash its scan was cached under, so that an interrupted series resumes
-without fetching the revisions it has already scanned.
+cache, stays. :class:`RevisionIndex` remembers, per hub revision, the weights hash its scan was
+cached under and the step its ``ihprobe.json`` gave, so that an interrupted series resumes, and a
+finished one runs again offline, without fetching the revisions it has already scanned.
 
 >>> path = resolve("EleutherAI/pythia-70m", revision="step1000")   # doctest: +SKIP
 >>> drop_revision(path)                                               # doctest: +SKIP
@@ -39,6 +39,7 @@ KEEP = ("all", "none")
 # takes the cache for corrupt, so a prefetching thread's fetch and the loop's removal take turns
 CACHE_LOCK = threading.RLock()
 HEX64 = re.compile("[0-9a-f]{64}")  # a weights hash (sha256 hex digest)
+PROVENANCE = ("run", "step", "tokens")  # what a revision's ihprobe.json gives its scan rows
 
 
 def check_keep(keep: str) -> str:
@@ -154,26 +155,42 @@ class Downloads:
 
 
 class RevisionIndex:
-    """Per hub revision, the weights hash its scan is cached under (a small JSON file).
+    """Per hub revision, the weights hash its scan is cached under and what its
+    ``ihprobe.json`` said of it (run, step, tokens), in a small JSON file.
 
     A revision scanned before is not fetched again: its scan rows come from the results cache
-    under the recorded hash, which also finds duplicates without the weights on disk.
+    under the recorded hash, with the provenance the revision gave them, which also finds
+    duplicates without the weights on disk.
+
+    >>> import tempfile
+    >>> where = Path(tempfile.mkdtemp())
+    >>> RevisionIndex(where, "org/m").record("step2", "a" * 64, {"step": 2, "sha256": {}})
+    >>> RevisionIndex(where, "org/m").meta("step2")
+    {'step': 2}
     """
 
     def __init__(self, directory: Path | None, repo_id: str):
         name = repo_id.replace("/", "--")
-        # "-2": weights hashes over per-tensor digests (ihprobe.io.tensor_reads)
-        self.file = directory / "hub" / f"{name}-2.json" if directory is not None else None
-        self.hashes: dict[str, str] = cache.read(self.file, _checked_hashes) or {}
+        # "-3": {revision: {"sha256": weights hash over per-tensor digests, "meta": {...}}}
+        self.file = directory / "hub" / f"{name}-3.json" if directory is not None else None
+        self.entries: dict[str, dict] = cache.read(self.file, _checked_index) or {}
 
     def get(self, revision: str | None) -> str | None:
-        return self.hashes.get(revision) if revision is not None else None
+        entry = self.entries.get(revision) if revision is not None else None
+        return entry["sha256"] if entry is not None else None
 
-    def record(self, revision: str | None, digest: str) -> None:
-        if revision is None or self.file is None or self.hashes.get(revision) == digest:
+    def meta(self, revision: str | None) -> dict:
+        """The run, step and tokens the revision's ``ihprobe.json`` gave ({} when none)."""
+        entry = self.entries.get(revision) if revision is not None else None
+        return dict(entry["meta"]) if entry is not None else {}
+
+    def record(self, revision: str | None, digest: str, meta: dict | None = None) -> None:
+        said = {k: (meta or {})[k] for k in PROVENANCE if (meta or {}).get(k) is not None}
+        entry = {"sha256": digest, "meta": said}
+        if revision is None or self.file is None or self.entries.get(revision) == entry:
             return
-        self.hashes[revision] = digest
-        cache.write(self.file, self.hashes)
+        self.entries[revision] = entry
+        cache.write(self.file, self.entries)
 
 
 def _checked_paths(value) -> list[str]:
@@ -185,11 +202,23 @@ def _checked_paths(value) -> list[str]:
     return list(value)
 
 
-def _checked_hashes(value) -> dict[str, str]:
-    """A revision index ``{revision: sha256}``, or ValueError when any entry is not one."""
+def _checked_index(value) -> dict[str, dict]:
+    """A revision index ``{revision: {"sha256", "meta"}}``, or ValueError when any entry is not
+    one (a hash that is not a SHA-256, a step or token count that is not a count)."""
     if not isinstance(value, dict):
-        raise ValueError("not a {revision: weights hash} mapping")
-    for revision, digest in value.items():
+        raise ValueError("not a {revision: {sha256, meta}} mapping")
+    for revision, entry in value.items():
+        if not isinstance(entry, dict) or set(entry) != {"sha256", "meta"}:
+            raise ValueError(f"{revision!r} maps to {entry!r}, not {{sha256, meta}}")
+        digest, meta = entry["sha256"], entry["meta"]
         if not isinstance(digest, str) or not HEX64.fullmatch(digest):
             raise ValueError(f"{revision!r} maps to {digest!r}, not a SHA-256")
+        if not isinstance(meta, dict) or not set(meta) <= set(PROVENANCE):
+            raise ValueError(f"{revision!r} records {meta!r}, not its run, step and tokens")
+        if not isinstance(meta.get("run", ""), str) or any(
+            not isinstance(meta.get(k, 0), int) or isinstance(meta.get(k), bool) or meta[k] < 0
+            for k in ("step", "tokens")
+            if k in meta
+        ):
+            raise ValueError(f"{revision!r} records {meta!r}: a run name and counts expected")
     return dict(value)

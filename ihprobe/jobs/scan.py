@@ -67,6 +67,7 @@ def scan_job(
     keep: str = "all",
     progress: bool | None = None,
     placement: dict | None = None,
+    cache: bool | str | os.PathLike | None = True,
     **scan_kwargs,
 ) -> ScanDone:
     """Scan ``sources`` and write ``out/scores.csv`` and ``out/heatmaps.html`` (rank 0; over
@@ -84,6 +85,10 @@ def scan_job(
         progress: a bar per source (None: only on a terminal).
         placement: a device map each checkpoint is loaded under (``device_map``,
             ``max_memory``, ``offload_folder`` of :func:`ihprobe.load`).
+        cache: the results cache each checkpoint's scores are recorded in once it is scanned
+            (True: ``$IHPROBE_CACHE`` or ``~/.cache/ihprobe``; a path; False: none), under
+            its weights hash and every setting: a rerun or an interrupted series reads them
+            there without fetching (offline too); a changed setting scans again.
         **scan_kwargs: :func:`ihprobe.scan` settings (``n``, ``batch``, ``seed``, ``text``...).
     """
     wanted = check_metrics(metrics)
@@ -101,6 +106,7 @@ def scan_job(
                 dtype=dtype,
                 keep=keep,
                 placement=placement,
+                cache=cache,
                 **scan_kwargs,
             )
             source = pd.concat(

@@ -4,6 +4,8 @@ cached under its weights hash and the settings that change them, in ``$IHPROBE_C
 checkpoint whose weights equal an earlier one's is flagged in ``duplicate_of`` (published
 series sometimes save one state under two steps). Hub revisions whose rows are cached are not
 fetched again; with ``keep="none"`` each fetched revision leaves the HF cache once computed.
+Each checkpoint's entry is written (atomically) as soon as it is computed, so a series that is
+interrupted resumes from the next checkpoint, and a finished one runs again offline.
 
 >>> checked_rows([[0, 0, "m", 0.5], [0, 1, "m", 0.25]]).shape
 (2, 4)
@@ -32,6 +34,7 @@ from ihprobe.io.hub_cache import (
     drop_revision,
     fetched,
 )
+from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
 from ihprobe.io.swap import load_or_swap
 from ihprobe.io.tensor_reads import (
@@ -41,6 +44,7 @@ from ihprobe.io.tensor_reads import (
     digests_of,
 )
 from ihprobe.io.weights import check_files, has_safetensors, read_checked, weights_hash
+from ihprobe.series.entries import ROW_COLUMNS, as_records, checked_entry, checked_rows
 from ihprobe.series.prefetch import prefetched
 from ihprobe.series.repeats import Duplicates, Repeats, series_label
 from ihprobe.series.shard import each_share
@@ -48,7 +52,6 @@ from ihprobe.series.sweep import checkpoint_bytes, walk
 
 log = logging.getLogger(__name__)
 
-ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached row
 CACHE_VERSION = 3  # bump when the cached rows change meaning (2: checked; 3: one per metric)
 
 
@@ -70,16 +73,41 @@ def cached_map(
 
 
 class Loaded:
-    """``fn`` of each checkpoint's model: the first loaded, later weights swapped in."""
+    """``fn`` of each checkpoint's model (rows, or ``(rows, settings)`` for a series kept with
+    ``records``): the first loaded in ``dtype``, later weights swapped in."""
 
-    def __init__(self, fn: Callable[[object], pd.DataFrame], device: torch.device, placement=None):
+    def __init__(self, fn: Callable, device: torch.device, placement=None, dtype="float32"):
         self.model, self.fn, self.device, self.placement = None, fn, device, placement
+        self.dtype = dtype
 
     def __call__(self, ckpt: Checkpoint, *missing, read: ReadCheckpoint | None = None):
         where = {"revision": ckpt.revision, "device": self.device, "read": read}
-        where["placement"] = self.placement
+        where.update(placement=self.placement, dtype=self.dtype)
         self.model = load_or_swap(self.model, ckpt.source, **where)
-        return self.fn(self.model, *missing)[ROW_COLUMNS].reset_index(drop=True)
+        found = self.fn(self.model, *missing)
+        if isinstance(found, tuple):  # (rows, settings): the settings recorded beside the rows
+            return found[0][ROW_COLUMNS].reset_index(drop=True), found[1]
+        return found[ROW_COLUMNS].reset_index(drop=True)
+
+
+@dataclass
+class Swept:
+    """One checkpoint as :func:`cached_checkpoints` returns it: its rows, its checkpoint
+    metadata (``ihprobe.json``, recorded for hub revisions), the settings recorded with the
+    rows (``records``; else None), and the earlier checkpoint of identical weights and the
+    shards or tensors it repeats (or None)."""
+
+    ckpt: Checkpoint
+    rows: pd.DataFrame
+    meta: dict
+    settings: dict | None
+    duplicate_of: str | None
+    repeats: str | None
+
+    @property
+    def provenance(self) -> Provenance:
+        """Model (the run's name, else the source), revision, step and tokens of the rows."""
+        return provenance_of(self.ckpt, self.meta)
 
 
 def cached_sweep(
@@ -88,8 +116,31 @@ def cached_sweep(
     folder: str,
     settings: str,
     *,
-    cache: bool | str | os.PathLike | None = True,
     tokens_per_step: int | None = None,
+    **options,
+) -> pd.DataFrame:
+    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached
+    (:func:`cached_checkpoints`, which takes ``options``), as one long table ordered by tokens,
+    with provenance (``tokens = step * tokens_per_step`` where a checkpoint does not say),
+    ``duplicate_of`` and ``repeats`` (used by :func:`ihprobe.trajectory` and
+    :func:`ihprobe.ablation_trajectory`)."""
+    frames = []
+    for done in cached_checkpoints(ckpts, make_compute, folder, settings, **options):
+        frames.append(with_provenance(done.rows, done.ckpt, done.meta, tokens_per_step))
+        frames[-1]["duplicate_of"] = done.duplicate_of
+        frames[-1]["repeats"] = done.repeats
+    table = pd.concat(frames, ignore_index=True)
+    order = "tokens" if table["tokens"].notna().all() else "step"
+    return table.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def cached_checkpoints(
+    ckpts: Sequence[Checkpoint],
+    make_compute: Callable[[torch.device], Callable],
+    folder: str,
+    settings: str,
+    *,
+    cache: bool | str | os.PathLike | None = True,
     progress: bool | None = False,
     device: str = "cpu",
     keep: str = "all",
@@ -97,63 +148,82 @@ def cached_sweep(
     parts: Sequence[str] | None = None,
     threads: int | None = DEFAULT_THREADS,
     prefetch: int = 1,
-) -> pd.DataFrame:
-    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, cached in
-    ``cache/folder`` under the weights hash and ``settings``, as one long table ordered by
-    tokens, with provenance and ``duplicate_of`` (used by :func:`ihprobe.trajectory` and
-    :func:`ihprobe.ablation_trajectory`). A cached entry is used only when it passes
+    records: bool = False,
+    desc: str | None = None,
+) -> list[Swept]:
+    """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, in order,
+    cached in ``cache/folder`` under the weights hash and ``settings``, each entry written as
+    soon as its checkpoint is done. A cached entry is used only when it passes
     :func:`checked_rows` (``finite``: every value finite); otherwise it is computed again.
     ``make_compute(device)`` builds the function once per process; under torchrun each rank
-    computes every N-th checkpoint (:mod:`ihprobe.series.shard`) and every rank gets the whole
-    table. ``keep="none"`` streams hub revisions (see :func:`ihprobe.trajectory`). With ``parts``
+    computes every N-th checkpoint (:mod:`ihprobe.series.shard`) and every rank gets them all.
+    ``keep="none"`` streams hub revisions (see :func:`ihprobe.trajectory`). With ``parts``
     (metric names) each metric is cached on its own and ``compute(ckpt, missing)`` computes the
-    missing ones, so a later call asking for any subset reuses them. The sweep runs with
-    ``threads`` torch threads (``ihprobe.core.threads``; None: torch's setting). ``prefetch``:
-    how many checkpoints are read (and fetched from the hub) ahead of the one computed on, in
-    a background thread (:mod:`ihprobe.series.prefetch`; 0: none); the table is the same.
-    A checkpoint some of whose tensors or shards repeat an earlier one's is logged and named in
-    the ``repeats`` column (:mod:`ihprobe.series.repeats`)."""
+    missing ones, so a later call asking for any subset reuses them. With ``records``
+    ``compute`` returns ``(rows, settings)`` (plain JSON) and the settings are kept in the same
+    entry (:attr:`Swept.settings`). The sweep runs with ``threads`` torch threads
+    (``ihprobe.core.threads``; None: torch's setting). ``prefetch``: how many checkpoints are
+    read (and fetched from the hub) ahead of the one computed on, in a background thread
+    (:mod:`ihprobe.series.prefetch`; 0: none); the results are the same. ``desc``: the bar's
+    and stage lines' name (default ``folder``). A checkpoint some of whose tensors or shards
+    repeat an earlier one's is logged and named in ``repeats`` (:mod:`ihprobe.series.repeats`).
+
+    Example:
+        >>> make = lambda device: Loaded(lambda model: scan(model).to_frame(), device)
+        >>> done = cached_checkpoints(checkpoints("runs/demo"), make, "scans", "k")
+        ... # doctest: +SKIP
+        >>> done[-1].provenance.step, done[-1].rows.shape  # doctest: +SKIP
+    """
     keep = check_keep(keep)
 
     def share_rows(share: list[Checkpoint], world) -> list[tuple]:
-        """(weights hash, rows, checkpoint meta, tensor digests) of each checkpoint of this
-        rank's share."""
+        """(weights hash, rows, checkpoint meta, tensor digests, settings) of each checkpoint
+        of this rank's share."""
         where = cache_root(cache)
-        series = _Series(where, make_compute(world.device), folder, settings, keep, finite, parts)
+        compute = make_compute(world.device)
+        options = {"finite": finite, "parts": parts, "records": records}
+        series = _Series(where, compute, folder, settings, keep, **options)
         series.present = cached_before(share) if keep == "none" else set()
         bars = progress if world.main else False
         for ckpt in share:
             series.index(ckpt)  # made here, read by the prefetching thread
         reading = prefetched(share, series.fetch, ahead=prefetch, size=checkpoint_bytes)
         with closing(reading) as reads:
-            walked = zip(walk(share, progress=bars, desc=folder), reads, strict=True)
+            walked = zip(walk(share, progress=bars, desc=desc or folder), reads, strict=True)
             return [series.rows(ckpt, fetched) for ckpt, (_, fetched) in walked]
 
-    duplicates, repeats = Duplicates(), Repeats()
-    frames = []
+    duplicates, repeats, swept = Duplicates(), Repeats(), []
     with torch_threads(threads):
         found = each_share(share_rows, ckpts, device)
-    for ckpt, (digest, rows, meta, tensors) in zip(ckpts, found, strict=True):
-        frames.append(with_provenance(rows, ckpt, meta, tokens_per_step))
-        frames[-1]["duplicate_of"] = duplicates.check(ckpt, digest)
+    for ckpt, (digest, rows, meta, tensors, kept) in zip(ckpts, found, strict=True):
         repeat = repeats.check(series_label(ckpt), tensors)
-        frames[-1]["repeats"] = repeat.describe() if repeat is not None else None
-    table = pd.concat(frames, ignore_index=True)
-    order = "tokens" if table["tokens"].notna().all() else "step"
-    return table.sort_values(order, kind="stable").reset_index(drop=True)
+        said = repeat.describe() if repeat is not None else None
+        swept.append(Swept(ckpt, rows, meta, kept, duplicates.check(ckpt, digest), said))
+    return swept
 
 
-def with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
-    """The scan rows of one checkpoint with its model, revision, step and tokens in front."""
+def provenance_of(ckpt: Checkpoint, meta: dict, tokens_per_step=None) -> Provenance:
+    """A checkpoint's model (its run's name, else its source), revision, step and tokens, from
+    the checkpoint and its ``ihprobe.json`` (``meta``).
+
+    >>> provenance_of(Checkpoint("org/m", "step2", 2), {}, tokens_per_step=10).label
+    'org/m · step2 · step 2 · 20 tokens'
+    """
     step = ckpt.step if ckpt.step is not None else meta.get("step")
     tokens = ckpt.tokens if ckpt.tokens is not None else meta.get("tokens")
     if tokens is None and tokens_per_step and step is not None:
         tokens = step * tokens_per_step
+    return Provenance(str(meta.get("run") or ckpt.run or ckpt.source), ckpt.revision, step, tokens)
+
+
+def with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per_step):
+    """The scan rows of one checkpoint with its model, revision, step and tokens in front."""
+    found = provenance_of(ckpt, meta, tokens_per_step)
     frame = rows.copy()
-    frame.insert(0, "model", str(meta.get("run") or ckpt.run or ckpt.source))
-    frame.insert(1, "revision", ckpt.revision)
-    frame.insert(2, "step", pd.array([step] * len(frame), dtype="Int64"))
-    frame.insert(3, "tokens", pd.array([tokens] * len(frame), dtype="Int64"))
+    frame.insert(0, "model", found.model)
+    frame.insert(1, "revision", found.revision)
+    frame.insert(2, "step", pd.array([found.step] * len(frame), dtype="Int64"))
+    frame.insert(3, "tokens", pd.array([found.tokens] * len(frame), dtype="Int64"))
     return frame
 
 
@@ -174,15 +244,26 @@ class _Series:
 
     Hub revisions go through a :class:`~ihprobe.io.hub_cache.RevisionIndex`, so a revision whose
     scan is cached is not fetched; with ``keep="none"`` a fetched revision leaves the HF cache
-    once it is scanned. With ``parts`` (metric names) each metric has its own entry.
+    once it is scanned. With ``parts`` (metric names) each metric has its own entry; with
+    ``records`` an entry holds the rows and the settings ``compute`` returned with them.
     """
 
     def __init__(
-        self, directory, compute, folder: str, settings: str, keep: str, finite: bool, parts=None
+        self,
+        directory,
+        compute,
+        folder: str,
+        settings: str,
+        keep: str,
+        *,
+        finite=True,
+        parts=None,
+        records=False,
     ):
         self.directory, self.compute, self.keep, self.finite = directory, compute, keep, finite
-        self.folder, self.settings, self.parts = folder, settings, parts
+        self.folder, self.settings, self.parts, self.records = folder, settings, parts, records
         self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
+        self.kept: dict[str, dict] = {}  # weights hash -> settings recorded with its rows
         self.indexes: dict[str, RevisionIndex] = {}
         self.present: set = set()  # (source, revision) in the HF cache before the series
 
@@ -204,25 +285,29 @@ class _Series:
         return Fetched(read.weights_hash, path, read, read.digests)
 
     def rows(self, ckpt: Checkpoint, fetched: Fetched) -> tuple:
-        """``(weights hash, scan rows, checkpoint metadata, tensor digests)`` of ``ckpt``."""
+        """``(weights hash, rows, checkpoint metadata, tensor digests, settings)`` of ``ckpt``;
+        its entry and its revision's index are written before the next checkpoint starts."""
         digest, path, read = fetched.digest, fetched.path, fetched.read
+        index = self.indexes.get(ckpt.source) if ckpt.revision is not None else None
         rows = self._known(digest)
         if rows is not None and path is None:  # cached under the revision's recorded hash
-            return digest, rows, {}, fetched.tensors
+            meta = index.meta(ckpt.revision) if index is not None else {}
+            return digest, rows, meta, fetched.tensors, self.kept.get(digest)
         if rows is None and self.parts is None:
             rows = self.compute(ckpt, read=read)
-            if self.directory is not None:
-                cache.write(self._file(digest), _records(rows))
+            if self.records:
+                rows, self.kept[digest] = rows
+            if self.directory is not None and len(rows):
+                cache.write(self._file(digest), self._entry(digest, rows))
         elif rows is None:
             rows = self._by_part(ckpt, digest, read)
         self.done[digest] = rows
-        index = self.indexes.get(ckpt.source) if ckpt.revision is not None else None
-        if index is not None:
-            index.record(ckpt.revision, digest)
         meta = checkpoint_meta(path)
+        if index is not None:
+            index.record(ckpt.revision, digest, meta)
         if self.keep == "none" and (ckpt.source, ckpt.revision) not in self.present:
             drop_revision(path)  # this series' download (recorded), nothing else
-        return digest, rows, meta, fetched.tensors
+        return digest, rows, meta, fetched.tensors, self.kept.get(digest)
 
     def index(self, ckpt: Checkpoint) -> RevisionIndex | None:
         if ckpt.revision is None:
@@ -235,6 +320,12 @@ class _Series:
         name = f"{digest[:32]}-{self.settings}" + (f"-{part}" if part else "")
         return self.directory / self.folder / f"{name}.json"
 
+    def _entry(self, digest: str, rows: pd.DataFrame):
+        """The cache entry of ``rows``: the rows, with their settings under ``records``."""
+        if self.records:
+            return {"rows": as_records(rows), "settings": self.kept[digest]}
+        return as_records(rows)
+
     def _known(self, digest: str, part: str | None = None) -> pd.DataFrame | None:
         """The rows of ``digest`` (of one ``part``) from this call or the cache, else None."""
         if digest in self.done and part is None:
@@ -244,6 +335,12 @@ class _Series:
         if self.parts is not None and part is None:  # every part cached, or None
             found = [self._known(digest, name) for name in self.parts]
             return None if any(f is None for f in found) else pd.concat(found, ignore_index=True)
+        if self.records:
+            entry = cache.read(self._file(digest), lambda v: checked_entry(v, self.finite))
+            if entry is None:
+                return None
+            rows, self.kept[digest] = entry
+            return rows
         check = lambda value: checked_rows(value, self.finite)  # noqa: E731
         return cache.read(self._file(digest, part), check)
 
@@ -257,7 +354,7 @@ class _Series:
             for part in missing:
                 found[part] = computed[computed["metric"] == part].reset_index(drop=True)
                 if self.directory is not None and len(found[part]):
-                    cache.write(self._file(digest, part), _records(found[part]))
+                    cache.write(self._file(digest, part), as_records(found[part]))
         return pd.concat([found[part] for part in self.parts], ignore_index=True)
 
 
@@ -275,53 +372,3 @@ def settings_key(metrics, scan_kwargs: dict) -> str:
         "scan": {k: plain(v) for k, v in sorted(scan_kwargs.items())},
     }
     return cache.key(key)
-
-
-def checked_rows(value, finite: bool = True) -> pd.DataFrame:
-    """Cached rows ``[[layer, head, metric, value], ...]`` as a table, or ValueError when they
-    are not rows of that schema, repeat a ``(layer, head, metric)``, cover a different grid of
-    heads for different metrics, or hold a non-finite value (with ``finite``).
-
-    Example:
-        >>> checked_rows([[0, 0, "m", 0.5], [0, 1, "m", 0.25], [None, None, "loss", 2.0]]).shape
-        (3, 4)
-        >>> checked_rows([[0, 0, "m", float("nan")]])
-        Traceback (most recent call last):
-        ValueError: nan is not finite
-    """
-    if not isinstance(value, list) or not value:
-        raise ValueError("no rows")
-    rows = []
-    for row in value:
-        if not isinstance(row, list) or len(row) != 4 or not isinstance(row[2], str):
-            raise ValueError(f"{row!r} is not a [layer, head, metric, value] row")
-        layer, head = cache.index(row[0]), cache.index(row[1])
-        if (layer is None) != (head is None):
-            raise ValueError(f"{row!r} names a layer without a head or a head without a layer")
-        rows.append((layer, head, row[2], cache.number(row[3], finite=finite)))
-    if len({row[:3] for row in rows}) != len(rows):
-        raise ValueError("a (layer, head, metric) appears twice")
-    grids = {}
-    for layer, head, metric, _ in rows:
-        if layer is not None:
-            grids.setdefault(metric, set()).add((layer, head))
-    shapes = {frozenset(grid) for grid in grids.values()}
-    if len(shapes) > 1 or any(_holes(grid) for grid in shapes):
-        raise ValueError("the head rows do not cover one full grid of layers and heads")
-    frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
-    frame[["layer", "head"]] = frame[["layer", "head"]].astype("Int64")
-    return frame
-
-
-def _holes(grid: frozenset) -> bool:
-    """Whether ``grid`` misses some (layer, head) of ``range(layers) x range(heads)``."""
-    layers, heads = max(layer for layer, _ in grid) + 1, max(head for _, head in grid) + 1
-    return len(grid) != layers * heads
-
-
-def _records(rows: pd.DataFrame) -> list[list]:
-    """The rows as JSON lists ``[layer or None, head or None, metric, value]``."""
-    return [
-        [None if pd.isna(layer) else int(layer), None if pd.isna(head) else int(head), m, float(v)]
-        for layer, head, m, v in rows.itertuples(index=False)
-    ]

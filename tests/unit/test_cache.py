@@ -200,3 +200,14 @@ def test_a_revision_index_with_a_bad_hash_is_dropped(tmp_path):
     assert RevisionIndex(tmp_path, "org/model").get("step1") == "a" * 64
     cache.write(index.file, {"step1": "../../elsewhere"})
     assert RevisionIndex(tmp_path, "org/model").get("step1") is None
+
+
+def test_a_revision_index_keeps_what_the_checkpoint_said_and_drops_a_bad_entry(tmp_path):
+    said = {"step": 1, "tokens": 64, "run": "r", "sha256": {"config.json": "b" * 64}}
+    RevisionIndex(tmp_path, "org/model").record("step1", "a" * 64, said)
+    index = RevisionIndex(tmp_path, "org/model")
+    assert index.meta("step1") == {"step": 1, "tokens": 64, "run": "r"}  # provenance only
+    assert index.meta("step2") == {}
+    for meta in ({"step": -1}, {"tokens": "64"}, {"run": 3}, {"step": True}, {"other": 1}):
+        cache.write(index.file, {"step1": {"sha256": "a" * 64, "meta": meta}})
+        assert RevisionIndex(tmp_path, "org/model").get("step1") is None, meta
