@@ -35,6 +35,7 @@ from ihprobe.causal.masks import keep_mask
 from ihprobe.circuit.pairs import LogitMetric, PatchPair, induction_pair, logit_diff, token_pair
 from ihprobe.circuit.results import PatchResult, PathPatchResult
 from ihprobe.core import calls, checks
+from ihprobe.core.devices import stack_layers
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import hook_name
 from ihprobe.io.any_model import as_model
@@ -209,7 +210,7 @@ def attribution_patch(
         z = torch.cat([leaf.detach() for leaf in leaves[layer]])
         grad = torch.cat([leaf.grad for leaf in leaves[layer]])
         estimate.append(((clean_run[("z", layer)] - z) * grad).sum(sums))
-    estimate = torch.stack(estimate)
+    estimate = stack_layers(estimate)  # each layer's on its own device under a device map
     if per == "head_position":
         estimate = estimate.transpose(1, 2)  # [layer, head, pos]
     corrupted_value = float(value.detach())
