@@ -33,7 +33,7 @@ import torch
 from ihprobe.causal.fv_fast import fast_probabilities, fast_reason
 from ihprobe.causal.fv_reference import last_token_probe, patched_probabilities
 from ihprobe.causal.fv_result import FVResult, FVTask, binomial_tail
-from ihprobe.causal.tasks import Task, TaskPrompts, builtin_tasks, make_prompts, read_task
+from ihprobe.causal.tasks import Task, TaskPrompts, builtin_tasks, make_prompts, read_tasks
 from ihprobe.causal.word_tasks import word_tasks
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
@@ -113,9 +113,7 @@ def fv_scores(
 def _tasks(tasks, seed: int) -> list[Task]:
     if tasks is None:
         return builtin_tasks(seed=seed) + word_tasks(seed=seed)
-    if isinstance(tasks, (str, Path, Task)):
-        tasks = [tasks]
-    chosen = [t if isinstance(t, Task) else read_task(t) for t in tasks]
+    chosen = read_tasks(tasks)
     if not chosen:
         raise IhprobeError("tasks is empty; pass task files or leave tasks=None for the built-ins.")
     names = [t.name for t in chosen]
@@ -197,7 +195,8 @@ def fv_ranking(model, tasks=None, *, seed: int = 0) -> torch.Tensor:
 
 def scan_fv(model, options: dict) -> Provided:
     """``scan``'s ``fv``: :func:`fv_scores` at its defaults with the scan's ``tasks`` and
-    ``seed`` (``options``), or why it is skipped (no text tokenizer, no task above chance).
+    ``seed`` (``options``), or why it is skipped (no text tokenizer, no task above chance);
+    its settings name the tasks used and every task's clean accuracy (``fv_accuracy``).
 
     >>> scan_fv(model, {"tasks": None, "seed": 0}).settings["fv_used"]   # doctest: +SKIP
     ['antonym', 'country_capital']
@@ -206,6 +205,7 @@ def scan_fv(model, options: dict) -> Provided:
         return Provided(None, note=f"fv skipped: it needs a tokenizer that reads text; {NO_TEXT}")
     result = fv_scores(model, options["tasks"], seed=options["seed"])
     settings = {"fv_used": result.used, "fv_tasks": len(result.tasks)}
+    settings["fv_accuracy"] = {t.name: t.accuracy for t in result.tasks}  # clean HITS@1
     settings |= {f"fv_{k}": v for k, v in result.settings.items() if k != "seed"}
     if not result.used:
         note = (

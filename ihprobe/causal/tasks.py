@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import hashlib
 import json
 import random
 import re
@@ -148,6 +149,31 @@ def read_task(path: str | Path, name: str | None = None) -> Task:
     if len(pairs) < 2:
         raise IhprobeError(f"{path} holds {len(pairs)} pair(s); a few-shot task needs at least 2.")
     return Task(name or path.stem, pairs)
+
+
+def read_tasks(tasks: Sequence[Task | str | Path] | Task | str | Path) -> list[Task]:
+    """``tasks`` as :class:`Task` objects: each file read once (:func:`read_task`), each
+    ``Task`` kept; one task or file alone is a list of one.
+
+    Example:
+        >>> [t.name for t in read_tasks(Task("copy", (("a", "a"), ("b", "b"))))]
+        ['copy']
+    """
+    if isinstance(tasks, (str, Path, Task)):
+        tasks = [tasks]
+    return [t if isinstance(t, Task) else read_task(t) for t in tasks]
+
+
+def task_digest(task: Task) -> str:
+    """The sha256 of a task's name and pairs: what a cache keys a task by, so that an edited
+    task file is a new task and a renamed path to the same pairs is not.
+
+    Example:
+        >>> task_digest(Task("t", (("a", "b"),))) == task_digest(Task("t", (("a", "c"),)))
+        False
+    """
+    text = json.dumps([task.name, [list(pair) for pair in task.pairs]], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass

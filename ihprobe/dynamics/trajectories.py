@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from ihprobe.causal.ablation import AblationResult, ablate
+from ihprobe.causal.tasks import read_tasks, task_digest
 from ihprobe.core import calls
 from ihprobe.core.threads import DEFAULT_THREADS
 from ihprobe.core.world import resolve_device
@@ -33,8 +34,10 @@ from ihprobe.io.sources import sources_of
 from ihprobe.probes.battery import check_metrics, scan
 from ihprobe.probes.scores import HeadScores
 from ihprobe.series.cache import Loaded, Swept, cached_checkpoints, cached_map, settings_key
+from ihprobe.series.entries import ROW_COLUMNS
 from ihprobe.series.sweep import map_checkpoints
 
+FV_ACCURACY = "fv.clean_accuracy."  # + a task's name: its clean accuracy, beside fv's rows
 SCAN_DEFAULTS = {
     name: p.default
     for name, p in inspect.signature(scan).parameters.items()
@@ -73,7 +76,8 @@ def scan_checkpoints(
     """
     wanted = check_metrics(metrics)
     kind = resolve_device(device).type  # auto: cuda when available
-    settings = {**SCAN_DEFAULTS, **scan_kwargs, "metrics": wanted, "device": kind}
+    scan_kwargs, keyed = read_tasks_once(scan_kwargs)
+    settings = {**SCAN_DEFAULTS, **keyed, "metrics": wanted, "device": kind}
     settings.update(dtype=str(dtype).removeprefix("torch."), placement=placement)
 
     def scan_rows(model) -> tuple[pd.DataFrame, dict]:
@@ -96,6 +100,47 @@ def scan_checkpoints(
         prefetch=0 if placement else 1,  # a read-ahead would hold a whole checkpoint
     )
     return [(_scores(done), done.duplicate_of, done.repeats) for done in swept]
+
+
+def read_tasks_once(scan_kwargs: dict) -> tuple[dict, dict]:
+    """``scan_kwargs`` with ``fv``'s task files read once, and what the cache keys them by: each
+    task's name and pairs (:func:`~ihprobe.causal.tasks.task_digest`), never a file's path, so
+    an edited task file is scanned again and the tasks scanned are the ones keyed.
+
+    >>> read_tasks_once({"seed": 1})
+    ({'seed': 1}, {'seed': 1})
+    """
+    if scan_kwargs.get("tasks") is None:
+        return scan_kwargs, scan_kwargs
+    tasks = read_tasks(scan_kwargs["tasks"])
+    keyed = [task_digest(task) for task in tasks]
+    return {**scan_kwargs, "tasks": tasks}, {**scan_kwargs, "tasks": keyed}
+
+
+def scan_rows(model, metrics: list[str], scan_kwargs: dict) -> pd.DataFrame:
+    """The scan's rows of ``metrics``; where ``fv`` was asked for and its tasks ran, each
+    task's clean accuracy as a model row ``fv.clean_accuracy.TASK``, part of ``fv``'s cache
+    entry: a checkpoint that does no task above chance (no ``fv`` rows) is then cached too,
+    with the accuracies that say so, and a rerun reads it.
+
+    Example:
+        >>> scan_rows(model, ["fv"], {"tasks": [task]}).metric.tolist()[-1]  # doctest: +SKIP
+        'fv.clean_accuracy.antonym'
+    """
+    scores = scan(model, metrics, **scan_kwargs)
+    frame = scores.to_frame()
+    accuracy = scores.settings.get("fv_accuracy") if "fv" in metrics else None
+    if not accuracy:
+        return frame
+    rows = pd.DataFrame(
+        {
+            "layer": pd.array([None] * len(accuracy), dtype="Int64"),
+            "head": pd.array([None] * len(accuracy), dtype="Int64"),
+            "metric": [f"{FV_ACCURACY}{name}" for name in accuracy],
+            "value": [float(v) for v in accuracy.values()],
+        }
+    )
+    return pd.concat([frame[ROW_COLUMNS], rows], ignore_index=True)
 
 
 def _scores(done: Swept) -> HeadScores:
@@ -182,14 +227,15 @@ def trajectory(
         ...     revisions=["step0", "step1000", "step2000"], tokens_per_step=2_097_152)
     """
     calls.keywords("trajectory", scan_kwargs, scan, tokens_per_step=tokens_per_step)
-    settings = {**SCAN_DEFAULTS, **scan_kwargs}  # spelled out or left default: one entry
+    scan_kwargs, keyed = read_tasks_once(scan_kwargs)
+    settings = {**SCAN_DEFAULTS, **keyed}  # spelled out or left default: one entry
     wanted = [m for m in check_metrics(metrics) if m != "icl_score" or settings["text"] is not None]
     placed = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder}
     placed = placed if device_map is not None else None
     offload.placement(device_map, max_memory, None)  # refused before any checkpoint is read
     return cached_map(
         sources_of(source_or_sources, revisions),
-        lambda model, missing: scan(model, missing, **scan_kwargs).to_frame(),
+        lambda model, missing: scan_rows(model, missing, scan_kwargs),
         "scans",
         settings_key(None, settings),  # each metric is its own entry (parts)
         parts=wanted,

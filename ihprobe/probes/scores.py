@@ -185,13 +185,16 @@ class HeadScores(CarriesProvenance):
         """What a model without induction scores on ``metric`` in this scan: the metric table's
         chance level at the model's vocabulary and the probe's length (the snippet length for
         snippet scores, the scan's own range of lengths for varied-length ones); None where the
-        metric has none or the scan did not record them.
+        metric has none or the scan did not record them. A task score's (``fv``) chance needs
+        neither, so it is there in any scan.
 
         Example:
             >>> plain = HeadScores(head={}, model={}, provenance=Provenance("m"),
             ...                    settings={"d_vocab": 64, "n": 32})
             >>> round(plain.chance("ar_accuracy"), 4), plain.chance("prefix_matching_sd")
             (0.0156, None)
+            >>> HeadScores(head={}, model={}, provenance=Provenance("m")).chance("fv")
+            0.0
             >>> short = HeadScores(head={}, model={}, provenance=Provenance("m"),
             ...                    settings={"snippet_lengths": [4, 6]})
             >>> round(short.chance("forward_induction_varied"), 4)  # 0.033 at the default 10-30
@@ -200,6 +203,10 @@ class HeadScores(CarriesProvenance):
         spec, found = METRIC_TABLE.get(metric), self.settings
         if metric in VARIED_PAIRS and found.get("snippet_lengths"):
             return varied_chance(metric, tuple(found["snippet_lengths"]))
+        if spec is not None and spec.family == "tasks" and spec.level == "head" and spec.chance:
+            # a head's task score (fv) is a change in probability: its chance is a constant of
+            # the table, needing neither the vocabulary nor a probe length
+            return spec.chance(found.get("d_vocab", 0), 0)
         length = found.get("snippet_length" if spec and spec.family == "snippets" else "n")
         if spec is None or spec.chance is None or "d_vocab" not in found or length is None:
             return None

@@ -297,7 +297,7 @@ class _Series:
             rows = self.compute(ckpt, read=read)
             if self.records:
                 rows, self.kept[digest] = rows
-            if self.directory is not None and len(rows):
+            if self.directory is not None and (len(rows) or self.records):  # records: notes
                 cache.write(self._file(digest), self._entry(digest, rows))
         elif rows is None:
             rows = self._by_part(ckpt, digest, read)
@@ -346,13 +346,17 @@ class _Series:
 
     def _by_part(self, ckpt: Checkpoint, digest: str, read=None) -> pd.DataFrame:
         """Each part (a metric) from its own cache entry; the missing ones computed together
-        (``compute(ckpt, missing)``), so any later call that asks for a subset reuses them."""
+        (``compute(ckpt, missing)``), so any later call that asks for a subset reuses them. A
+        part's entry holds its metric's rows and rows named ``PART.something`` (what computing
+        it found besides, e.g. ``fv.clean_accuracy.TASK``)."""
         found = {part: self._known(digest, part) for part in self.parts}
         missing = [part for part, rows in found.items() if rows is None]
         if missing:
             computed = self.compute(ckpt, missing, read=read)
+            names = computed["metric"].astype(str)
             for part in missing:
-                found[part] = computed[computed["metric"] == part].reset_index(drop=True)
+                mine = (names == part) | names.str.startswith(f"{part}.")
+                found[part] = computed[mine].reset_index(drop=True)
                 if self.directory is not None and len(found[part]):
                     cache.write(self._file(digest, part), as_records(found[part]))
         return pd.concat([found[part] for part in self.parts], ignore_index=True)

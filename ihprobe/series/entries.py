@@ -18,7 +18,8 @@ ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached row
 
 def checked_entry(value, finite: bool = True) -> tuple[pd.DataFrame, dict]:
     """A cached ``{"rows", "settings"}`` entry as ``(rows table, settings)``, or ValueError
-    when it is not one (the rows as :func:`checked_rows` checks them; settings a mapping).
+    when it is not one (the rows as :func:`checked_rows` checks them, or none: every metric
+    was skipped, and the settings' notes say why; settings a mapping).
 
     Example:
         >>> checked_entry({"rows": [[0, 0, "m", 0.5]]})
@@ -29,7 +30,21 @@ def checked_entry(value, finite: bool = True) -> tuple[pd.DataFrame, dict]:
         raise ValueError("not a {rows, settings} entry")
     if not isinstance(value["settings"], dict):
         raise ValueError("its settings are not a mapping")
+    if value["rows"] == []:  # every metric skipped; the settings' notes say why
+        return no_rows(), dict(value["settings"])
     return checked_rows(value["rows"], finite), dict(value["settings"])
+
+
+def no_rows() -> pd.DataFrame:
+    """An empty table of cached rows, typed as :func:`checked_rows` types them.
+
+    >>> no_rows().dtypes["layer"], list(no_rows())
+    (Int64Dtype(), ['layer', 'head', 'metric', 'value'])
+    """
+    empty = {"layer": pd.array([], dtype="Int64"), "head": pd.array([], dtype="Int64")}
+    return pd.DataFrame(
+        {**empty, "metric": pd.Series(dtype=object), "value": pd.Series(dtype=float)}
+    )
 
 
 def checked_rows(value, finite: bool = True) -> pd.DataFrame:
