@@ -12,12 +12,16 @@ records: ``logging.basicConfig(level=logging.INFO)`` shows them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 
-from ihprobe.core.memory import ANNOUNCE_SECONDS
+from ihprobe.core.memory import ANNOUNCE_SECONDS, FLOPS_PER_SECOND
 
 STAGE = {"stage": True}  # ``log.info(..., extra=STAGE)`` marks a record as a stage
+_ANNOUNCED: ContextVar[bool] = ContextVar("announced", default=False)  # see announced_work
 
 
 def is_stage(record: logging.LogRecord) -> bool:
@@ -31,9 +35,11 @@ class Counter:
     the first item is done, a loop that will take minutes more says so in a warning (shown
     without any logging set up, in the API as on the command line) with that estimate."""
 
-    def __init__(self, log: logging.Logger, what: str, total: int):
+    def __init__(self, log: logging.Logger, what: str, total: int, announced: bool = False):
         self.log, self.what, self.total = log, what, total
         self.started = time.monotonic()
+        # warned before the loop (:func:`announce`): not again after its first item
+        self.announced = announced or _ANNOUNCED.get()
 
     def message(self, index: int, label: str) -> str:
         """The record for starting item ``index`` (1-based)."""
@@ -47,7 +53,7 @@ class Counter:
         """Log the record for starting item ``index``, and the warning of a long loop when the
         first item is done (:meth:`warning`)."""
         self.log.info(self.message(index, label), extra=STAGE)
-        if index == 2:
+        if index == 2 and not self.announced:
             found = self.warning(time.monotonic() - self.started)
             if found:
                 self.log.warning(found)
@@ -68,3 +74,57 @@ class Counter:
             f"{self.what}: about {left / 60:.0f} min more ({first:.0f} s for the first of "
             f"{self.total}; progress=True shows a bar)"
         )
+
+
+def rough_seconds(flops: float, device: str = "cpu") -> float:
+    """Seconds of ``flops`` floating-point operations at the cautious speed of
+    :data:`~ihprobe.core.memory.FLOPS_PER_SECOND` (a small model's overheads make it slower).
+
+    >>> rough_seconds(4e10)
+    2.0
+    """
+    kind = str(device).split(":")[0]
+    return flops / FLOPS_PER_SECOND.get(kind, FLOPS_PER_SECOND["cpu"])
+
+
+def announce(log: logging.Logger, what: str, total: int, seconds_each: float | None) -> bool:
+    """Warn before a loop of ``total`` checkpoints estimated at ``seconds_each`` seconds each
+    when the whole will take more than :data:`ANNOUNCE_SECONDS` (shown without any logging set
+    up, in the API as on the command line); whether it warned. ``None``: no estimate (a hub
+    revision not yet fetched), and the loop warns from its first checkpoint's time instead.
+
+    >>> announce(logging.getLogger("ihprobe.x"), "LLC", 21, 80.0)
+    True
+    >>> announce(logging.getLogger("ihprobe.x"), "scan", 21, 0.5), announce(None, "x", 2, None)
+    (False, False)
+    """
+    if seconds_each is None or total * seconds_each <= ANNOUNCE_SECONDS:
+        return False
+    minutes = total * seconds_each / 60
+    length = f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+    log.warning(
+        f"{what}: about {length} of work for {total} checkpoint{'s' * (total != 1)} by a rough "
+        f"estimate ({seconds_each:.0f} s each, less for any already cached; progress=True "
+        "shows a bar)"
+    )
+    return True
+
+
+@contextlib.contextmanager
+def announced_work(
+    log: logging.Logger, what: str, total: int, seconds_each: float | None
+) -> Iterator[bool]:
+    """:func:`announce` the work before the block; a loop over checkpoints inside it that was
+    announced does not warn again once its first checkpoint is done.
+
+    Example:
+        >>> with announced_work(logging.getLogger("ihprobe.x"), "LLC", 2, 1.0) as warned:
+        ...     warned
+        False
+    """
+    warned = announce(log, what, total, seconds_each)
+    token = _ANNOUNCED.set(warned or _ANNOUNCED.get())
+    try:
+        yield warned
+    finally:
+        _ANNOUNCED.reset(token)

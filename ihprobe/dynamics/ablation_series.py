@@ -14,6 +14,7 @@ the signature -- and every statistic of every metric) and, with ``effects``, tho
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 from collections.abc import Sequence
 
@@ -27,9 +28,13 @@ from ihprobe.causal.ablation import (
     head_effects,
 )
 from ihprobe.core import calls
+from ihprobe.core.stages import announced_work
 from ihprobe.io import offload
 from ihprobe.io.sources import sources_of
 from ihprobe.series.cache import ROW_COLUMNS, cached_map, settings_key
+from ihprobe.series.estimates import forward_flops, seconds_each
+
+log = logging.getLogger(__name__)
 
 ABLATE_SIGNATURE = inspect.signature(ablate)
 EFFECT_SETTINGS = ("metrics", "mode", *ROW_DEFAULTS)  # what head_effects takes beside the model
@@ -57,9 +62,10 @@ def ablation_trajectory(
     Args:
         source_or_sources: a run directory, checkpoint, hub id (with ``revisions``) or a list.
         revisions, tokens_per_step, cache, device, prefetch: as in :func:`ihprobe.trajectory`.
-        progress: a tqdm bar over checkpoints (None, the default: on a terminal only); a
-            warning with the time left comes once the first checkpoint is done when minutes
-            remain.
+        progress: a tqdm bar over checkpoints (None, the default: on a terminal only). A
+            warning comes before the first checkpoint when a rough estimate (the first
+            checkpoint's size times the draws, heads and rows) is minutes, else once the first
+            is done when minutes remain.
         effects: also ablate every head alone (``{metric}.head_change`` rows).
         device_map, max_memory, offload_folder: load each checkpoint placed by a device map
             (:func:`ihprobe.load`); each is loaded afresh, none read ahead.
@@ -88,20 +94,30 @@ def ablation_trajectory(
     placed = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder}
     placed = placed if device_map is not None else None
     offload.placement(device_map, max_memory, None)  # refused before any checkpoint is read
-    return cached_map(
-        sources_of(source_or_sources, revisions),
-        lambda model: _rows(model, ablate_kwargs, effects),
-        "ablations",
-        # "global top set without chance heads": entries from before that rule are not reused
-        settings_key(["ablation", f"effects={effects}", "top-set=above-chance"], settings),
-        placement=placed,
-        cache=cache,
-        tokens_per_step=tokens_per_step,
-        progress=progress,
-        device=device,
-        prefetch=0 if placed else prefetch,  # a read-ahead would hold a whole checkpoint
-        finite=False,  # relative changes and z-scores are NaN or inf by design in places
-    )
+    found = sources_of(source_or_sources, revisions)
+    each = seconds_each(found, lambda shape: _flops(shape, settings, effects), device)
+    with announced_work(log, "ablation_trajectory", len(found), each):
+        return cached_map(
+            found,
+            lambda model: _rows(model, ablate_kwargs, effects),
+            "ablations",
+            # "global top set without chance heads": entries from before that rule are not reused
+            settings_key(["ablation", f"effects={effects}", "top-set=above-chance"], settings),
+            placement=placed,
+            cache=cache,
+            tokens_per_step=tokens_per_step,
+            progress=progress,
+            device=device,
+            prefetch=0 if placed else prefetch,  # a read-ahead would hold a whole checkpoint
+            finite=False,  # relative changes and z-scores are NaN or inf by design in places
+        )
+
+
+def _flops(shape: dict, settings: dict, effects: bool) -> float:
+    """Rough operations of one checkpoint: the top set, the random draws and (``effects``)
+    every head alone, each over the probe rows and the natural-text rows."""
+    groups = 1 + settings["random"] + (shape["layers"] * shape["heads"] if effects else 0)
+    return forward_flops(shape, settings["batch"] + settings["text_rows"], groups)
 
 
 def _rows(model, ablate_kwargs: dict, effects: bool) -> pd.DataFrame:

@@ -34,11 +34,13 @@ from tqdm.auto import trange
 from ihprobe.core import cache as results_cache  # `cache` is an argument here
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.core.stages import announced_work
 from ihprobe.data import make_producer
 from ihprobe.dynamics.changepoint import EmergencePoint, emergence
 from ihprobe.io.models import load_hf
 from ihprobe.io.runs import RUN_META, checkpoints, run_meta
 from ihprobe.io.weights import weights_hash
+from ihprobe.series.estimates import forward_flops, seconds_each
 from ihprobe.series.sweep import walk
 
 log = logging.getLogger(__name__)
@@ -145,8 +147,10 @@ def llc_trajectory(
 ) -> LLCTrajectory:
     """devinterp's SGLD estimate of the LLC at every checkpoint of an ihprobe run.
 
-    Minutes a checkpoint on a CPU: a tqdm bar over the checkpoints (``progress``; None, the
-    default: on a terminal only), and a warning with the time left once the first is done.
+    Minutes a checkpoint on a CPU: a warning before the first when a rough estimate of the
+    whole (the model's size times the SGLD work) is minutes, a tqdm bar over the checkpoints
+    (``progress``; None, the default: on a terminal only), and a warning with the time left
+    once the first is done where there was no estimate.
 
     The SGLD minibatches are rows of the run's own training distribution (its producer, at
     steps past the end of training). Each checkpoint's estimate is cached under its weights
@@ -164,8 +168,24 @@ def llc_trajectory(
         {**asdict(settings), "data": data_key, "version": CACHE_VERSION}
     )
     directory = results_cache.root(cache)
+    ckpts = checkpoints(run)
+    steps = settings.chains * (settings.draws + settings.init_batches)
+
+    def work(shape: dict) -> float:  # each SGLD step a forward and a backward pass (3x)
+        at_context = {**shape, "context": config["context"]}
+        return 3 * forward_flops(at_context, settings.batch_size, steps)
+
+    with announced_work(log, "LLC", len(ckpts), seconds_each(ckpts, work)):
+        frames, traces = _sweep(ckpts, directory, sampler, rows, settings, settings_key, progress)
+    return LLCTrajectory(
+        pd.DataFrame(frames), pd.concat(traces, ignore_index=True), settings, str(run)
+    )
+
+
+def _sweep(ckpts, directory, sampler, rows, settings, settings_key: str, progress) -> tuple:
+    """Each checkpoint's LLC (from the results cache where it is there): summaries, traces."""
     frames, traces = [], []
-    for ckpt in walk(checkpoints(run), progress=progress, desc="LLC"):
+    for ckpt in walk(ckpts, progress=progress, desc="LLC"):
         file = None
         if directory is not None:
             file = directory / "llc" / f"{weights_hash(ckpt.source)[:32]}-{settings_key}.json"
@@ -187,9 +207,7 @@ def llc_trajectory(
                 }
             )
         )
-    return LLCTrajectory(
-        pd.DataFrame(frames), pd.concat(traces, ignore_index=True), settings, str(run)
-    )
+    return frames, traces
 
 
 def llc_stages(traj: LLCTrajectory, segments: int = 3) -> EmergencePoint:

@@ -1,0 +1,88 @@
+"""Long work warns before it starts (issue 59, item 10): ``llc_trajectory`` and
+``ablation_trajectory`` estimate the whole from the first checkpoint's size and their settings
+and warn before the first checkpoint's work when it is minutes (the estimate is patched here: no
+timing is asserted); a quick estimate stays quiet, and an announced loop does not warn again."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+import ihprobe
+from ihprobe.core import stages
+from ihprobe.dynamics import ablation_series, llc
+from ihprobe.series import estimates
+from tests.helpers import fake_run, tiny_hf_model
+
+
+class Started(Exception):
+    """Raised by the first checkpoint's work: the test stops there."""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = fake_run(tmp_path_factory.mktemp("warn") / "run", steps=[0, 10, 20])
+    config = {"producer": "iid", "batch_size": 2, "context": 64, "seed": 0, "steps": 20}
+    (root / "run.json").write_text(json.dumps({"config": config}))
+    return root
+
+
+def _said_before_work(monkeypatch, caplog, seconds: float, call, stop) -> list[str]:
+    """The warnings logged before the first checkpoint's work, with each estimate ``seconds``."""
+    monkeypatch.setattr(estimates, "rough_seconds", lambda flops, device="cpu": seconds)
+    seen = []
+
+    def first_work(*args, **kwargs):
+        seen.extend(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+        raise Started
+
+    stop(first_work)
+    with caplog.at_level(logging.WARNING, logger="ihprobe"), pytest.raises(Started):
+        call()
+    return seen
+
+
+def test_llc_trajectory_warns_before_its_first_checkpoint(run, monkeypatch, caplog):
+    def stop(work):
+        monkeypatch.setattr(llc, "_sampler", lambda: work)
+
+    call = lambda: ihprobe.llc_trajectory(run, cache=False)  # noqa: E731
+    (said,) = _said_before_work(monkeypatch, caplog, 100.0, call, stop)
+    assert said.startswith("LLC: about 5 min of work for 3 checkpoints by a rough estimate")
+    caplog.clear()
+    assert _said_before_work(monkeypatch, caplog, 1.0, call, stop) == []  # 3 s: quiet
+
+
+def test_ablation_trajectory_warns_before_its_first_checkpoint(run, monkeypatch, caplog):
+    def stop(work):
+        monkeypatch.setattr(ablation_series, "_rows", work)
+
+    call = lambda: ihprobe.ablation_trajectory(run, cache=False, progress=False)  # noqa: E731
+    (said,) = _said_before_work(monkeypatch, caplog, 40.0, call, stop)
+    assert said.startswith("ablation_trajectory: about 2 min of work for 3 checkpoints")
+
+
+def test_the_estimate_reads_the_first_checkpoints_files(run):
+    (first, *_) = ihprobe.checkpoints(run)
+    shape = estimates.shape_of_checkpoint(first)
+    assert (shape["layers"], shape["heads"], shape["context"]) == (2, 4, 64)  # fake_run's model
+    hf = tiny_hf_model("gpt-neox", vocab_size=64, context=64, seed=0)  # what fake_run saved
+    assert shape["parameters"] == sum(p.numel() for p in hf.parameters())
+    # more work, more time: the draws and the heads alone are counted
+    few = {"random": 2, "batch": 10, "text_rows": 0}
+    many = {**few, "random": 20}
+    assert ablation_series._flops(shape, many, True) > ablation_series._flops(shape, few, True)
+    assert ablation_series._flops(shape, few, True) > ablation_series._flops(shape, few, False)
+
+
+def test_an_announced_loop_does_not_warn_again(caplog):
+    log = logging.getLogger("ihprobe.test")
+    with caplog.at_level(logging.WARNING, logger="ihprobe"):
+        with stages.announced_work(log, "LLC", 5, 300.0) as warned:
+            assert warned and stages.Counter(log, "LLC", 5).announced
+        assert not stages.Counter(log, "LLC", 5).announced  # outside the block: it warns
+        with stages.announced_work(log, "scan", 5, 1.0) as warned:
+            assert not warned and not stages.Counter(log, "scan", 5).announced
+    assert [r.getMessage()[:28] for r in caplog.records] == ["LLC: about 25 min of work fo"]
