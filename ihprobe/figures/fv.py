@@ -58,7 +58,10 @@ def fv_grid(fv: FVResult | pd.DataFrame) -> torch.Tensor:
     if rows.empty:
         raise IhprobeError("fv's frame has no rows of task 'all' (the FV score); pass to_frame().")
     grid = torch.full(
-        (int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1), math.nan, dtype=torch.float64
+        (int(rows["layer"].max()) + 1, int(rows["head"].max()) + 1),
+        math.nan,
+        dtype=torch.float64,
+        device="cpu",  # a host table for the figure
     )
     for layer, head, score in zip(rows["layer"], rows["head"], rows["score"], strict=True):
         grid[int(layer), int(head)] = float(score)
