@@ -85,3 +85,17 @@ def test_the_known_heavy_help_pages_are_still_heavy():
     for line in KNOWN_HEAVY:
         code, heavy = _imports([line.split()])[line]
         assert code == 0 and "torch" in heavy, f"{line} is light now: remove it from KNOWN_HEAVY"
+
+
+@pytest.mark.slow  # imports TransformerLens in a fresh process: about 7 s of CPU
+def test_the_scan_leaves_out_imports_it_does_not_use():
+    """``scipy.stats`` (about 0.5 s of CPU to import) serves FV tests and the dynamics'
+    statistics, not a scan: the scan job's modules import it only where it is used."""
+    probe = "import json, sys, ihprobe.jobs.scan; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = set(json.loads(done.stdout.splitlines()[-1]))
+    assert "transformer_lens.model_bridge" in loaded  # the check sees what the scan imports
+    assert "scipy.stats" not in loaded
