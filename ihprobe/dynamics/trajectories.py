@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 from collections.abc import Sequence
 
@@ -25,6 +26,7 @@ import torch
 from ihprobe.causal.ablation import AblationResult, ablate
 from ihprobe.causal.tasks import read_tasks, task_digest
 from ihprobe.core import calls
+from ihprobe.core.stages import announced_work
 from ihprobe.core.threads import DEFAULT_THREADS
 from ihprobe.core.world import resolve_device
 from ihprobe.io import offload
@@ -35,8 +37,10 @@ from ihprobe.probes.battery import check_metrics, scan
 from ihprobe.probes.scores import HeadScores
 from ihprobe.series.cache import Loaded, Swept, cached_checkpoints, cached_map, settings_key
 from ihprobe.series.entries import ROW_COLUMNS
+from ihprobe.series.estimates import forward_flops, seconds_each
 from ihprobe.series.sweep import map_checkpoints
 
+log = logging.getLogger(__name__)
 FV_ACCURACY = "fv.clean_accuracy."  # + a task's name: its clean accuracy, beside fv's rows
 SCAN_DEFAULTS = {
     name: p.default
@@ -204,7 +208,8 @@ def trajectory(
         revisions: hub revisions to sweep, e.g. ``[f"step{s}" for s in (0, 512, 1000)]``.
         tokens_per_step: B*C: tokens = step * tokens_per_step where checkpoints do not say.
         cache: True for the default cache directory, a path, or False for none.
-        progress: a tqdm bar over checkpoints (on by default; None: only on a terminal).
+        progress: a tqdm bar over checkpoints (on by default; None: only on a terminal); a
+            warning before the first when a rough estimate of the whole is minutes.
         device: where models are loaded; under torchrun ``cuda`` means each rank's own GPU.
         keep: ``"all"`` leaves fetched hub revisions in the HF cache; ``"none"`` removes each
             one from the HF cache once it is scanned, before the next is fetched (hundreds of
@@ -233,18 +238,21 @@ def trajectory(
     placed = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder}
     placed = placed if device_map is not None else None
     offload.placement(device_map, max_memory, None)  # refused before any checkpoint is read
-    return cached_map(
-        sources_of(source_or_sources, revisions),
-        lambda model, missing: scan_rows(model, missing, scan_kwargs),
-        "scans",
-        settings_key(None, settings),  # each metric is its own entry (parts)
-        parts=wanted,
-        placement=placed,
-        threads=threads,
-        prefetch=0 if placed else prefetch,  # a read-ahead would hold a whole checkpoint
-        cache=cache,
-        tokens_per_step=tokens_per_step,
-        progress=progress,
-        device=device,
-        keep=keep,
-    )
+    found = sources_of(source_or_sources, revisions)
+    each = seconds_each(found, lambda shape: forward_flops(shape, settings["batch"], 3), device)
+    with announced_work(log, "trajectory", len(found), each):  # 3 passes: scan_rows's probes
+        return cached_map(
+            found,
+            lambda model, missing: scan_rows(model, missing, scan_kwargs),
+            "scans",
+            settings_key(None, settings),  # each metric is its own entry (parts)
+            parts=wanted,
+            placement=placed,
+            threads=threads,
+            prefetch=0 if placed else prefetch,  # a read-ahead would hold a whole checkpoint
+            cache=cache,
+            tokens_per_step=tokens_per_step,
+            progress=progress,
+            device=device,
+            keep=keep,
+        )

@@ -1,7 +1,8 @@
-"""Long work warns before it starts (issue 59, item 10): ``llc_trajectory`` and
-``ablation_trajectory`` estimate the whole from the first checkpoint's size and their settings
-and warn before the first checkpoint's work when it is minutes (the estimate is patched here: no
-timing is asserted); a quick estimate stays quiet, and an announced loop does not warn again."""
+"""Long work warns before it starts (issue 59, item 10): ``llc_trajectory``,
+``ablation_trajectory`` and ``trajectory`` estimate the whole from the first checkpoint's size
+and their settings and warn before the first checkpoint's work when it is minutes (the estimate
+is patched here: no timing is asserted); a quick estimate stays quiet, and an announced loop
+does not warn again."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 import ihprobe
 from ihprobe.core import stages
-from ihprobe.dynamics import ablation_series, llc
+from ihprobe.dynamics import ablation_series, llc, trajectories
 from ihprobe.series import estimates
 from tests.helpers import fake_run, tiny_hf_model
 
@@ -62,6 +63,15 @@ def test_ablation_trajectory_warns_before_its_first_checkpoint(run, monkeypatch,
     call = lambda: ihprobe.ablation_trajectory(run, cache=False, progress=False)  # noqa: E731
     (said,) = _said_before_work(monkeypatch, caplog, 40.0, call, stop)
     assert said.startswith("ablation_trajectory: about 2 min of work for 3 checkpoints")
+
+
+def test_trajectory_warns_before_its_first_checkpoint(run, monkeypatch, caplog):
+    def stop(work):
+        monkeypatch.setattr(trajectories, "scan_rows", work)
+
+    call = lambda: ihprobe.trajectory(run, ["prefix_matching"], cache=False)  # noqa: E731
+    (said,) = _said_before_work(monkeypatch, caplog, 30.0, call, stop)
+    assert said.startswith("trajectory: about 2 min of work for 3 checkpoints")
 
 
 def test_the_estimate_reads_the_first_checkpoints_files(run):
