@@ -151,6 +151,14 @@ def report(frame: pd.DataFrame, provenance: list[str]) -> str:
     for r in finished:
         lines += series_table(r)
     lines += ["## [B]'s question asked of both kinds: the 2 x 2 table at the last checkpoint", ""]
+    lines += [
+        "`ihprobe.kind_table` mean-ablates the top head by FV score (ranked on the built-in tasks) "
+        "and the top head by prefix matching, against 20 random draws each, judged by few-shot "
+        "accuracy on the 4 word tasks (hits@1) and by the ICL score; the index's interval is "
+        "`kind_table`'s 95% interval. The fv rows ablate the top head by FV score whether or not "
+        "it is an FV head by the rule above; a seed with no task above chance has no table.",
+        "",
+    ]
     lines += [*kind_tables(finished), ""]
     lines += [
         "Runs: `OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python -m lab.studies fv_training --cell "
