@@ -84,6 +84,13 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("emergence", help="find the emergence point of training runs")
     p.add_argument("runs", nargs="+", type=flags.source, metavar="RUN_DIR", help="run directories")
     add_point_options(p)
+    p.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        help="with --metric fv: a task file of (x, y) pairs, repeatable (default: the built-in "
+        "tasks)",
+    )
     flags.add_json(p)
     p.add_argument(
         "--html", metavar="FILE", help="write trajectory figures to an HTML page (default: none)"
@@ -121,6 +128,13 @@ def run(args) -> int:
     if args.html:
         check_writable_file(args.html, "--html")
     kwargs = point_kwargs(args)
+    if args.task:  # every task file read and checked before any checkpoint is scanned
+        from ihprobe.causal.tasks import read_task
+        from ihprobe.core.errors import IhprobeError
+
+        if args.metric != "fv":
+            raise IhprobeError(f"--task is fv's task file; pass --metric fv (not {args.metric}).")
+        kwargs["tasks"] = [read_task(t) for t in args.task]
     results, sections = [], []
     for run_dir in args.runs:
         stage(
@@ -173,20 +187,25 @@ def _mechanism_notes(run_dir, point, kwargs: dict) -> list[str]:
 
 
 def _section(run_dir, point, law, notes: list[str], kwargs: dict, bars: bool | None):
-    """The run's trajectory figure (the point's metric, and AR accuracy beside it)."""
+    """The run's trajectory figure (the point's metric, and AR accuracy beside it; ``fv``
+    beside prefix matching, with a line on the checkpoints where it was skipped)."""
 
     from ihprobe.dynamics.forecast import read_forecasts
     from ihprobe.dynamics.trajectories import trajectory
     from ihprobe.figures.emergence import head_strip_figure, trajectory_figure
     from ihprobe.figures.forecast import forecast_figure
+    from ihprobe.figures.fv_series import fv_trajectory_note
     from ihprobe.figures.report import Section
     from ihprobe.io.runs import losses
 
     scan = {k: v for k, v in kwargs.items() if k not in ("metric", "reduce", "threshold")}
-    metrics = list(dict.fromkeys([point.metric, "ar_accuracy"]))  # each cached on its own
+    beside = ["prefix_matching"] if point.metric == "fv" else []
+    metrics = list(dict.fromkeys([point.metric, *beside, "ar_accuracy"]))  # each cached alone
     stage(f"{run_dir}: {' and '.join(metrics)} at every checkpoint, for the --html figure")
     table = trajectory(run_dir, metrics, progress=bars, **scan)
+    skipped = fv_trajectory_note(table)
     said = [describe(point, kwargs), *(f"note: {note}" for note in notes)]
+    said += [skipped] if skipped else []
     blocks = [*said, trajectory_figure(table, point, law, losses(run_dir))]
     if table.loc[table["metric"] == point.metric, "layer"].notna().any():
         blocks.append(head_strip_figure(table, point.metric))

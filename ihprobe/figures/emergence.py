@@ -21,6 +21,7 @@ from ihprobe.figures.heads import OWN_TICKS, color_range, colorbar_of
 # (metric, reduce, label) drawn by trajectory_figure when the table holds them
 TRAJECTORY_LINES = (
     ("prefix_matching", "max", "max prefix matching"),
+    ("fv", "max", "max FV score"),  # when asked for (ihprobe emergence --metric fv)
     ("ar_accuracy", "max", "AR accuracy"),
 )
 

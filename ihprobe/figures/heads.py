@@ -45,6 +45,7 @@ SIGNED = frozenset(
         "direct_logit_attribution",
         "change",
         "relative_change",
+        "fv",  # a rise in the answer's probability; a head can lower it
     }
 )
 # plotly syncs an overlaying (right-hand) axis's ticks to the left axis's grid, so they read

@@ -27,6 +27,7 @@ from ihprobe.core.files import atomic_write
 from ihprobe.core.stages import STAGE
 from ihprobe.core.world import is_main_process, join_world
 from ihprobe.dynamics.trajectories import scan_checkpoints
+from ihprobe.figures.fv_series import scan_fv_blocks
 from ihprobe.figures.heads import checkpoint_slider, head_heatmap
 from ihprobe.figures.report import Markup, Section, write_report
 from ihprobe.io.provenance import csv_table
@@ -130,13 +131,17 @@ def scan_job(
 
 def _heatmaps(series: list[HeadScores], notes: Sequence[str] = ()) -> list[Section]:
     """One heatmap per head metric of a source; a slider over its checkpoints when several;
-    ``notes`` (paragraphs) first."""
-    if not series[-1].head:
-        return []
+    ``notes`` (paragraphs) first. ``fv`` (computed only when asked for, and skipped with a note
+    where no task is done above chance) beside prefix matching, its skip notes as text
+    (:func:`~ihprobe.figures.fv_series.scan_fv_blocks`)."""
+    metrics = [metric for metric in series[-1].head if metric != "fv"]
     if len(series) > 1:
-        blocks = [checkpoint_slider(series, metric) for metric in series[-1].head]
+        blocks = [checkpoint_slider(series, metric) for metric in metrics]
     else:
-        blocks = [head_heatmap(series[-1], metric) for metric in series[-1].head]
+        blocks = [head_heatmap(series[-1], metric) for metric in metrics]
+    blocks += scan_fv_blocks(series)
+    if not blocks:
+        return []
     return [Section(series[-1].provenance.label, [*notes, *blocks])]
 
 
