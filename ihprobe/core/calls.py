@@ -73,6 +73,9 @@ def arguments(**values) -> None:
         return
     passed = [values.get(name) for name in TOKEN_ARGUMENTS]
     longest = max([LONGEST_ROW, *(t.shape[-1] for t in passed if isinstance(t, torch.Tensor))])
+    others = ("text_rows", *TOKEN_ARGUMENTS)  # rows of their own length
+    if values.get("n") and all(values.get(k) is None for k in others):
+        longest = 2 * values["n"] + 2  # rows of n repeated tokens, a separator and a BOS only
     shape = shape_of(hooked.cfg, longest)
     found = estimate(
         shape,

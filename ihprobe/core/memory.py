@@ -22,10 +22,13 @@ ihprobe.core.errors.IhprobeError: a probe batch needs about 1e+21 GB but ... GB 
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
 import math
 import os
 import resource
+import shutil
 from dataclasses import dataclass
 
 from ihprobe.core.errors import IhprobeError
@@ -173,14 +176,26 @@ class Estimate:
         return self.flops / FLOPS_PER_SECOND["cuda" if device.startswith("cuda") else "cpu"]
 
 
+# Measured terms (tests/adversarial/test_estimates.py checks each against the peak RSS of a
+# run, within 2x, on a grid of shapes): what a layer costs in training beyond its weights (its
+# modules, its parameters' four tensors, the autograd graph of its ops), the copies of the
+# logits a training step holds (logits, log-softmax, and their gradients at the backward's
+# peak), and what a probe row and an ablated group hold on the host.
+LAYER_BYTES = 150_000
+TRAIN_LOGIT_COPIES = 3
+ROW_BYTES = (4, 16)  # a probe row: a float key per vocabulary id (distinct ids), 16 per position
+GROUP_BYTES = 2_048  # an ablated group: its draw, keep-mask and per-row values, beyond L x H
+PASS_TOKENS = 2**13  # most tokens one ablation pass stacks on the CPU (probes.engine MAX_TOKENS)
+
+
 def _activations(shape: Shape, rows: float, *, training: bool, patterns: bool = True) -> float:
     """Bytes of the activations of ``rows`` sequences in one pass (kept for backward when
-    ``training``): residual stream, MLP, attention scores (none held whole in a pair pass,
-    ``patterns=False``), logits."""
-    per_token = shape.layers * (8 * shape.d_model + 2 * shape.d_mlp) + 2 * shape.vocab
+    ``training``, with the logits' copies of the loss): residual stream, MLP, attention scores
+    (none held whole in a pair pass, ``patterns=False``, nor by SDPA in training), logits."""
+    per_token = shape.layers * (8 * shape.d_model + 2 * shape.d_mlp)
+    per_token += (TRAIN_LOGIT_COPIES if training else 1) * shape.vocab
     attention = shape.layers * shape.heads * shape.context * 2 if patterns else 0
-    kept = 3 if training else 1
-    return 4 * kept * rows * shape.context * (per_token + attention)
+    return 4 * rows * shape.context * (per_token + attention)
 
 
 def estimate(
@@ -199,9 +214,11 @@ def estimate(
 
     Args:
         train_batch: sequences per update when training (weights, gradients and AdamW's two
-            moments, activations kept for backward); ``steps`` updates of it.
+            moments, :data:`LAYER_BYTES` a layer, activations kept for backward and
+            :data:`TRAIN_LOGIT_COPIES` of the ``B x C x vocab`` logits); ``steps`` updates.
         rows: probe rows evaluated (each held as token ids and a key per vocabulary id), in
-            chunks of ``chunk`` rows per pass; ``groups`` ablated head groups each re-run them.
+            passes of ``chunk`` rows (at most :data:`PASS_TOKENS` tokens); ``groups`` ablated
+            head groups each re-run them, stacked into the same passes.
         draws: random weight draws (composition baselines), each a few ``d_model x d_head``
             matrices.
         patterns: whether the probe passes hold attention patterns (False: pair passes,
@@ -217,16 +234,52 @@ def estimate(
     per_row_flops = 2 * params * shape.context + 4 * shape.layers * shape.context**2 * shape.d_model
     flops = 0.0
     if train_batch:
-        held += 3 * params * 4 + _activations(shape, train_batch, training=True)
+        held += 3 * params * 4 + shape.layers * LAYER_BYTES  # gradients, AdamW's two moments
+        held += _activations(shape, train_batch, training=True, patterns=False)
         flops += 3 * per_row_flops * train_batch * max(steps, 1)
     if rows:
-        held += rows * (4 * shape.vocab + 64 * shape.context)
-        held += _activations(shape, min(rows, chunk or rows), training=False, patterns=patterns)
+        held += rows * (ROW_BYTES[0] * shape.vocab + ROW_BYTES[1] * shape.context)
+        stacked = rows * (1 + groups)  # an ablation stacks its groups' rows in a pass
+        per_pass = min(stacked, chunk or stacked, max(PASS_TOKENS // shape.context, 1))
+        held += _activations(shape, per_pass, training=False, patterns=patterns)
         flops += per_row_flops * rows * (1 + groups)
-    held += groups * (4 * shape.layers * shape.heads + 256)
+    held += groups * (GROUP_BYTES + 8 * shape.layers * shape.heads + 16 * rows)
     held += draws * 8 * (4 * shape.d_model * d_head + 8 * d_head**2)
     flops += draws * 8 * shape.d_model * d_head**2
     return Estimate(float(held), float(flops))
+
+
+CHECKPOINT_EXTRA_BYTES = 1_000_000  # a checkpoint's config, tokenizer and metadata, at most
+
+
+def checkpoint_disk(parameters: int, checkpoints: int) -> float:
+    """Bytes a training run writes: ``checkpoints`` float32 checkpoints (weights and
+    :data:`CHECKPOINT_EXTRA_BYTES` of config and tokenizer each), and its resume state
+    (weights and AdamW's two moments) twice, while a new one replaces the old.
+
+    >>> checkpoint_disk(1_000_000, 21) / 1e6
+    129.0
+    """
+    return float(checkpoints * (4 * parameters + CHECKPOINT_EXTRA_BYTES) + 2 * 12 * parameters)
+
+
+def check_disk(what: str, estimate: float, folder: str | os.PathLike, *, shrink: str) -> None:
+    """Refuse ``what`` when its ``estimate`` in bytes exceeds the free space of the disk that
+    holds ``folder`` (or its nearest existing parent), unless ``IHPROBE_NO_SIZE_LIMITS=1``.
+
+    >>> check_disk("a run", 1_000, ".", shrink="pass a smaller --n-checkpoints")
+    """
+    if not limits_on():
+        return
+    where = os.path.abspath(folder)
+    while not os.path.isdir(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    free = shutil.disk_usage(where).free
+    if estimate > free:
+        raise IhprobeError(
+            f"{what} needs about {estimate / 1e9:.3g} GB of disk but {free / 1e9:.3g} GB is free "
+            f"under {where}; {shrink}, or set {SIZE_LIMIT_ENV}=1 if you know it fits."
+        )
 
 
 BPE_BUCKET_BYTES = 33  # one (token, id) entry of the BPE trainer's hash table and its control byte
@@ -243,6 +296,26 @@ def bpe_bytes(vocab_size: int) -> float:
     """
     buckets = 1 << max(3, math.ceil(math.log2(max(vocab_size, 1) * 8 / 7)))
     return float(BPE_BUCKET_BYTES * buckets)
+
+
+def release_freed() -> None:
+    """Hand memory freed on the host back to the system (glibc's ``malloc_trim``; nothing
+    elsewhere). Between the passes of a long call, freed activations otherwise stay in the
+    allocator's heap in pieces, and the process grows with the passes, not with one pass.
+
+    >>> release_freed()
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
 
 
 def check_work(what: str, found: Estimate, *, shrink: str, device: str = "cpu") -> None:

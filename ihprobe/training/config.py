@@ -12,7 +12,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from ihprobe.core.errors import IhprobeError
-from ihprobe.core.memory import Shape, check_work, estimate
+from ihprobe.core.memory import Shape, check_disk, check_work, checkpoint_disk, estimate
 from ihprobe.training.field_types import check_types
 from ihprobe.training.schedule import CHECKPOINT_SCHEDULES, LR_SCHEDULES
 
@@ -317,8 +317,9 @@ def check_config(config: TrainConfig, world_size: int = 1) -> None:
 
 def check_training_size(config: TrainConfig) -> None:
     """Refuse a model and batch that cannot fit in memory before any tensor is made (the
-    estimate of :mod:`ihprobe.core.memory`, with the producer's vocabulary or 512), and say so
-    before more than a minute of estimated training."""
+    estimate of :mod:`ihprobe.core.memory`, with the producer's vocabulary or 512), or whose
+    checkpoints cannot fit on the disk of ``out``, and say so before more than a minute of
+    estimated training."""
     vocab = config.producer_options.get("vocab_size")
     vocab = vocab if isinstance(vocab, int) and vocab > 0 else 512
     shape = Shape(
@@ -333,6 +334,28 @@ def check_training_size(config: TrainConfig) -> None:
         shrink="pass a smaller --d-model, --d-mlp, --layers, -C or -B (or --grad-accum)",
         device=_estimated_on(config.device),
     )
+    count = len(_new_checkpoints(config))
+    check_disk(
+        f"{count} checkpoints of {shape.parameters:.3g} parameters",
+        checkpoint_disk(shape.parameters, count),
+        config.out,
+        shrink="pass a smaller --n-checkpoints or model, or free disk space",
+    )
+
+
+def _new_checkpoints(config: TrainConfig) -> list[int]:
+    """The steps of the checkpoints this run will write that ``out`` does not hold yet."""
+    from ihprobe.io.run_dir import RunDir
+    from ihprobe.training.schedule import checkpoint_steps
+
+    steps = checkpoint_steps(
+        config.checkpoints,
+        total=config.total_steps,
+        tokens_per_update=config.tokens_per_update,
+        n=config.n_checkpoints,
+    )
+    run = RunDir(config.out)
+    return [s for s in steps if not run.checkpoint(s).is_dir()]
 
 
 def _estimated_on(device: str) -> str:

@@ -76,8 +76,8 @@ def train(config: TrainConfig, *, on_probe: ProbeHook | None = None) -> Path:
     config = as_config(config)
     check_config(config, world_size())
     check_run_folder(config)  # a new folder or a run, never a user's folder
+    check_training_size(config)  # before any tensor: refused past memory or disk, announced
     producer = make_run_producer(config)  # its options checked, its tables estimated
-    check_training_size(config)  # before any model tensor: refused past memory, announced
     run = RunDir(config.out)
     check_writable_dir(config.out, "out")
     with run.lock() if is_main_process() else contextlib.nullcontext():

@@ -252,7 +252,7 @@ def test_the_memory_estimate_of_a_pair_scan_leaves_out_the_patterns(matrix, monk
     from ihprobe.core import memory
 
     model, batch = matrix("llama"), 64
-    shape = memory.shape_of(model.cfg)
+    shape = memory.shape_of(model.cfg, 2 * 8 + 2)  # the rows of n=8: 8 tokens twice, BOS, SEP
     full, pairs = (
         memory.estimate(shape, rows=batch, chunk=25, patterns=p).bytes for p in (True, False)
     )
