@@ -38,6 +38,7 @@ from ihprobe.causal.word_tasks import word_tasks
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import hook_name
+from ihprobe.core.stages import announce_call, rough_seconds
 from ihprobe.io.any_model import as_model
 from ihprobe.io.models import provenance
 from ihprobe.probes.engine import reads_text, run_probe
@@ -66,7 +67,9 @@ def fv_scores(
     seed: int = 0,
     method: str = "fast",
 ) -> FVResult:
-    """Every head's function-vector score (average indirect effect) over ``tasks``.
+    """Every head's function-vector score (average indirect effect) over ``tasks``; a call
+    that a rough estimate (the model's size, the tasks, prompts and heads) puts at minutes
+    warns before it starts.
 
     Args:
         model: a model ``ihprobe.load`` takes (a bridge, a HF model, a path) with a tokenizer
@@ -104,10 +107,23 @@ def fv_scores(
         if reason is not None:
             log.info("FV scores by the reference loop: %s", reason)
             used = "reference"
+    announce_call(log, "fv_scores", _rough_seconds(model, len(chosen), shots, prompts, used))
     found = [_task(model, t, shots, prompts, seed, used) for t in chosen]
     cfg = model.cfg
     settings = {"shots": shots, "prompts": prompts, "seed": seed, "method": used}
     return FVResult(provenance(model), (cfg.n_layers, cfg.n_heads), found, settings)
+
+
+def _rough_seconds(model, tasks: int, shots: int, prompts: int, method: str) -> float:
+    """Rough seconds of the scores: per task, a clean and a corrupted pass over prompts of
+    ``shots + 1`` pairs (a few tokens each, at most the context) and, per head, a last-token
+    row of each prompt (``fast``) or a whole patched pass (``reference``)."""
+    cfg = model.cfg
+    length = min(cfg.n_ctx, 4 * (shots + 1))
+    heads = cfg.n_layers * cfg.n_heads
+    rows = prompts * (2 * length + heads * (1 if method == "fast" else length))
+    parameters = sum(p.numel() for p in model.parameters())
+    return rough_seconds(2.0 * parameters * rows * tasks, str(cfg.device))
 
 
 def _tasks(tasks, seed: int) -> list[Task]:

@@ -110,6 +110,21 @@ def announce(log: logging.Logger, what: str, total: int, seconds_each: float | N
     return True
 
 
+def announce_call(log: logging.Logger, what: str, seconds: float) -> bool:
+    """Warn before one call estimated at ``seconds`` when that is more than
+    :data:`ANNOUNCE_SECONDS`; whether it warned.
+
+    >>> announce_call(logging.getLogger("ihprobe.x"), "fv_scores", 5.0)
+    False
+    """
+    if seconds <= ANNOUNCE_SECONDS:
+        return False
+    minutes = seconds / 60
+    length = f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+    log.warning(f"{what}: about {length} of work by a rough estimate")
+    return True
+
+
 @contextlib.contextmanager
 def announced_work(
     log: logging.Logger, what: str, total: int, seconds_each: float | None

@@ -12,10 +12,11 @@ import logging
 import pytest
 
 import ihprobe
+from ihprobe.causal import fv
 from ihprobe.core import stages
 from ihprobe.dynamics import ablation_series, llc, trajectories
 from ihprobe.series import estimates
-from tests.helpers import fake_run, tiny_hf_model
+from tests.helpers import fake_run, save_checkpoint, tiny_hf_model
 
 
 class Started(Exception):
@@ -72,6 +73,26 @@ def test_trajectory_warns_before_its_first_checkpoint(run, monkeypatch, caplog):
     call = lambda: ihprobe.trajectory(run, ["prefix_matching"], cache=False)  # noqa: E731
     (said,) = _said_before_work(monkeypatch, caplog, 30.0, call, stop)
     assert said.startswith("trajectory: about 2 min of work for 3 checkpoints")
+
+
+def test_fv_scores_warns_before_its_first_task(run, monkeypatch, caplog, tokenizer, tmp_path):
+    model = ihprobe.load(save_checkpoint(tiny_hf_model("gpt-neox"), tmp_path / "m", tokenizer))
+
+    def stop(work):
+        monkeypatch.setattr(fv, "_task", work)
+
+    monkeypatch.setattr(fv, "rough_seconds", lambda flops, device="cpu": 600.0)
+    call = lambda: ihprobe.fv_scores(model)  # noqa: E731
+    (said,) = _said_before_work(monkeypatch, caplog, 0.0, call, stop)
+    assert said == "fv_scores: about 10 min of work by a rough estimate"
+    caplog.clear()
+    monkeypatch.setattr(fv, "rough_seconds", lambda flops, device="cpu": 5.0)
+    assert _said_before_work(monkeypatch, caplog, 0.0, call, stop) == []
+    monkeypatch.undo()  # the unpatched estimate grows with the work: a pass per head in
+    # the reference loop, a last-token row per head in the fast one
+    fast = fv._rough_seconds(model, 1, 4, 10, "fast")
+    assert 0 < fast < fv._rough_seconds(model, 1, 4, 10, "reference")
+    assert fv._rough_seconds(model, 2, 4, 10, "fast") == pytest.approx(2 * fast)
 
 
 def test_the_estimate_reads_the_first_checkpoints_files(run):
