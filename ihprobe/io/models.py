@@ -164,7 +164,7 @@ def load(
         model.enable_compatibility_mode(disable_warnings=True)
     model.eval()
     meta = checkpoint_meta(path)
-    prov = Provenance(_model_name(source, path), revision, meta.get("step"), meta.get("tokens"))
+    prov = Provenance(model_name(source, path), revision, meta.get("step"), meta.get("tokens"))
     remember(model, prov, hf_tensors)
     if placed is not None and placed.folder is not None:
         OFFLOADS[model] = weakref.finalize(model, placed.folder.release)
@@ -345,7 +345,13 @@ def fill_provenance(
         )
 
 
-def _model_name(source, path: Path) -> str:
+def model_name(source, path: Path) -> str:
+    """The name a model loaded from ``source`` (read at ``path``) goes by: its run's name from
+    ``ihprobe.json``, else ``source`` as given.
+
+    >>> model_name("org/m", Path("no/such/checkpoint"))
+    'org/m'
+    """
     meta = checkpoint_meta(path)
     if meta.get("run"):
         return str(meta["run"])

@@ -7,6 +7,7 @@ of building a new one (a sweep over a run's checkpoints builds its model once).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -19,7 +20,13 @@ from transformers.initialization import no_init_weights
 
 from ihprobe.core.errors import IhprobeError
 from ihprobe.io import models  # models.load: one name to load by (and to patch in tests)
-from ihprobe.io.models import LOADED, build_hf_model, release_offload, validate_checkpoint
+from ihprobe.io.models import (
+    LOADED,
+    build_hf_model,
+    model_name,
+    release_offload,
+    validate_checkpoint,
+)
 from ihprobe.io.offload import is_dispatched, refuse_dispatched
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import checkpoint_meta
@@ -48,9 +55,10 @@ def load_weights(
 
     Sweeping the checkpoints of one run this way reuses one skeleton instead of rebuilding the
     model per checkpoint. The checkpoint must have the same architecture and shapes, and
-    ``model`` must come from :func:`load` with ``processing="none"``. ``read``: the
-    checkpoint's tensors already read and checked (:func:`ihprobe.io.weights.read_checked`, e.g.
-    by a prefetching sweep), so no tensor is read again.
+    ``model`` must come from :func:`load` with ``processing="none"``; it then goes by the new
+    checkpoint's name, as :func:`load` would name it. ``read``: the checkpoint's tensors
+    already read and checked (:func:`ihprobe.io.weights.read_checked`, e.g. by a prefetching
+    sweep), so no tensor is read again.
     """
     refuse_dispatched(model, "load_weights (one skeleton re-filled with each checkpoint)")
     loaded = LOADED.get(model)
@@ -76,6 +84,8 @@ def load_weights(
         )
     meta = checkpoint_meta(path)
     swap_weights(model, state, revision=revision, step=meta.get("step"), tokens=meta.get("tokens"))
+    # named as ihprobe.load names it: results of the swapped-in model name their own checkpoint
+    loaded.provenance = dataclasses.replace(loaded.provenance, model=model_name(source, path))
 
 
 def swap_weights(

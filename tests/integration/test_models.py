@@ -272,3 +272,30 @@ def test_load_weights_refuses_another_architecture(tmp_path):
     other = save_checkpoint(tiny_hf_model("llama"), tmp_path / "llama")
     with pytest.raises(IhprobeError, match="another architecture"):
         swap.load_weights(model, other)
+
+
+def test_a_swapped_in_checkpoint_names_itself(tmp_path):
+    sources = [
+        save_checkpoint(tiny_hf_model("gpt-neox", seed=seed), tmp_path / f"seed{seed}")
+        for seed in (0, 1)
+    ]
+    (sources[1] / "ihprobe.json").write_text(json.dumps({"run": "second-run", "step": 3}))
+    model = ihprobe.load(sources[0])
+    swap.load_weights(model, sources[1])
+    assert models.provenance(model).model == "second-run"  # its own ihprobe.json names it
+    swap.load_weights(model, str(sources[0]))
+    assert models.provenance(model).model == str(sources[0])  # the source, as load names it
+
+
+def test_ablate_checkpoints_names_each_result_by_its_checkpoint(tmp_path):
+    from ihprobe.dynamics.trajectories import ablate_checkpoints
+    from ihprobe.io.runs import Checkpoint
+
+    sources = [
+        str(save_checkpoint(tiny_hf_model("gpt-neox", seed=seed), tmp_path / f"seed{seed}"))
+        for seed in (0, 1)
+    ]
+    asked = {"top": 1, "draws": 1, "batch": 2, "metrics": ["induction_loss"]}
+    results = ablate_checkpoints([Checkpoint(s) for s in sources], **asked)
+    assert [r.provenance.model for r in results] == sources  # one model, swapped in
+    assert [set(r.to_frame()["model"]) for r in results] == [{s} for s in sources]

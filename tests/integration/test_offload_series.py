@@ -86,9 +86,9 @@ def test_ablate_checkpoints_loads_each_under_the_map(series, tmp_path):
     )
     wanted = ablate_checkpoints(ckpts, **ASKED)
     assert len(placed) == len(wanted) == 2
-    for found, ref in zip(placed, wanted, strict=True):  # a swapped-in model keeps its name
-        tables = [r.to_frame().drop(columns="model") for r in (found, ref)]
-        assert found.top_heads == ref.top_heads and same(*tables)
+    for found, ref, source in zip(placed, wanted, series, strict=True):
+        assert found.provenance.model == ref.provenance.model == source  # each its own name
+        assert found.top_heads == ref.top_heads and same(found.to_frame(), ref.to_frame())
     assert placed[0].to_frame()["value"].ne(placed[1].to_frame()["value"]).any()  # two models
 
 
