@@ -64,8 +64,9 @@ def timed(model, task: Path, method: str, prompts: int, device: str) -> tuple[di
     return row, result.tasks[0].probabilities.double().cpu()
 
 
-def speed_fv(device: str, tiny: bool) -> list[dict]:
-    """The fast path and the reference loop on ``device``: two rows, the second with the ratios."""
+def speed_fv(device: str, tiny: bool, rows: list | None = None) -> list[dict]:
+    """The fast path and the reference loop on ``device``: two rows, the second with the ratios
+    (appended to ``rows``, the job's ``SavedRows``, together: the second compares them)."""
     import bench_fv  # lab/benchmarks/: the script's folder
 
     import ihprobe
@@ -86,4 +87,7 @@ def speed_fv(device: str, tiny: bool) -> list[dict]:
     fast["max abs difference"] = gap
     fast["largest effect"] = effect
     fast["result"] = "pass" if gap <= TOLERANCE * max(effect, 1e-12) else "FAIL"
-    return [{"model": label, "device": device, **r} for r in (reference, fast)]
+    found = [] if rows is None else rows
+    for measured in (reference, fast):
+        found.append({"model": label, "device": device, **measured})  # SavedRows writes each
+    return found

@@ -150,18 +150,19 @@ def row(**cells) -> dict:
     return {name: cells.get(name) for name in COLUMNS} | {"max difference": cells.get("differ")}
 
 
-def speed_offload(device: str, tiny: bool) -> list[dict]:
+def speed_offload(device: str, tiny: bool, rows: list | None = None) -> list[dict]:
     """Rows per placement and call (scan, ablate): seconds placed and on one device, and the
-    largest difference between their numbers; a placement that fails is one row saying why."""
+    largest difference between their numbers; a placement that fails is one row saying why.
+    Each row is appended to ``rows`` (the job's ``SavedRows``) as soon as it is measured."""
+    found = [] if rows is None else rows
     shape = shape_of(device, tiny)
-    rows = ROWS[shape]
+    batch = ROWS[shape]
     calls = {
-        "scan": lambda m: ihprobe.scan(m, ["prefix_matching", "copying"], batch=rows).to_frame(),
+        "scan": lambda m: ihprobe.scan(m, ["prefix_matching", "copying"], batch=batch).to_frame(),
         "ablate": lambda m: ihprobe.ablate(
-            m, top=1, draws=2, batch=rows, metrics=["induction_loss", "ar_accuracy"]
+            m, top=1, draws=2, batch=batch, metrics=["induction_loss", "ar_accuracy"]
         ).to_frame(),
     }
-    found = []
     with tempfile.TemporaryDirectory() as tmp:
         size = build(Path(tmp) / "model", device, shape)
         megabytes = round(size / 1e6, 1)
@@ -172,16 +173,17 @@ def speed_offload(device: str, tiny: bool) -> list[dict]:
                 call(whole)
             reference[name] = timed(call, whole)
         for spans, load in placements(device, size, Path(tmp)):
-            found += measured(spans, load, calls, reference, megabytes, tiny)
+            measured(spans, load, calls, reference, megabytes, tiny, found)
     return found
 
 
-def measured(spans, load, calls, reference, megabytes, tiny) -> list[dict]:
-    """The rows of one placement: each call timed and compared, or one row of what failed."""
+def measured(spans, load, calls, reference, megabytes, tiny, done=None) -> list[dict]:
+    """The rows of one placement: each call timed and compared, or one row of what failed;
+    each appended to ``done`` (a new list by default) once measured, and the list returned."""
     model, where = None, {"model MB": megabytes, "placed over": spans}
+    done = [] if done is None else done
     try:
         model = load()
-        done = []
         for name, call in calls.items():
             if not tiny:
                 call(model)
@@ -194,7 +196,8 @@ def measured(spans, load, calls, reference, megabytes, tiny) -> list[dict]:
         return done
     except Exception as err:  # noqa: BLE001 - the row says what failed; the next placement runs
         said = " ".join(f"{type(err).__name__}: {err}".split())[:200]
-        return [row(call="load, scan, ablate", **where, note=said)]
+        done.append(row(call="load, scan, ablate", **where, note=said))
+        return done
     finally:
         del model
         gc.collect()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from device_job import HERE, NATURAL_GPU, NATURAL_LOG, ROOT, SavedRows, run_group
 
-# step -> (module, function(device, tiny) -> rows)
+# step -> (module, function(device, tiny, rows)): it appends each row to ``rows`` (a SavedRows,
+# written as each is appended) as soon as it is measured, so a step stopped at its limit keeps them
 ROW_STEPS = {
     "offload": ("device_offload", "speed_offload"),  # device_map="auto" against one device
     "fv": ("device_fv", "speed_fv"),  # fv_scores' fast path against the per-head loop
@@ -49,7 +50,9 @@ def step(name: str, device: str, tiny: bool, limit: float, out: Path) -> dict:
         return {"text": _script("bench_scale.py", argv, limit)}
     if name in ROW_STEPS:  # a module of this folder whose function returns the step's rows
         module, function = ROW_STEPS[name]
-        return {"rows": getattr(importlib.import_module(module), function)(device, tiny)}
+        rows = SavedRows(out)
+        getattr(importlib.import_module(module), function)(device, tiny, rows)
+        return {"rows": list(rows)}
     if name == "speed-train":  # 200 updates take 2 s on an H200: setup would weigh
         steps, repeats = ("5", "1") if tiny else ("2000", "1")
         argv = ["--device", device, "--steps", steps, "--repeats", repeats]
