@@ -20,6 +20,8 @@ one token after a space.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import os
 import random
@@ -27,7 +29,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from ihprobe.causal.tasks import SIZE, Task
+from ihprobe.causal.tasks import SIZE, Task, builtin_tasks, task_digest
 
 log = logging.getLogger(__name__)
 
@@ -183,3 +185,32 @@ def word_tasks(*, seed: int = 0, size: int = SIZE, wordnet: Path = WORDNET) -> l
     return [
         Task(name, tuple(rng.sample(pairs, min(size, len(pairs))))) for name, pairs in every.items()
     ]
+
+
+def default_tasks(*, seed: int = 0, wordnet: Path | None = None) -> list[Task]:
+    """The tasks ``fv_scores`` runs when given none: the built-in tasks and the word tasks
+    (``wordnet``: where WordNet is read, default :data:`WORDNET`).
+
+    >>> len(default_tasks(wordnet=Path("/nonexistent")))
+    11
+    """
+    return builtin_tasks(seed=seed) + word_tasks(seed=seed, wordnet=wordnet or WORDNET)
+
+
+def default_tasks_digest(*, seed: int = 0, wordnet: Path | None = None) -> str:
+    """The sha256 of :func:`default_tasks` (each task's :func:`task_digest`): what a results
+    cache keys ``tasks=None`` by, so the set that installing WordNet changes is a new key.
+    Computed once per process for each seed and WordNet folder (reading WordNet takes about
+    0.75 s).
+
+    >>> default_tasks_digest(wordnet=Path("/nonexistent")) == default_tasks_digest()
+    ... # doctest: +SKIP
+    False
+    """
+    return _digest(seed, Path(wordnet or WORDNET))
+
+
+@functools.cache
+def _digest(seed: int, wordnet: Path) -> str:
+    digests = [task_digest(task) for task in default_tasks(seed=seed, wordnet=wordnet)]
+    return hashlib.sha256("\n".join(digests).encode()).hexdigest()

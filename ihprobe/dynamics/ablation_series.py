@@ -29,6 +29,7 @@ from ihprobe.causal.ablation import (
 )
 from ihprobe.core import calls
 from ihprobe.core.stages import announced_work
+from ihprobe.dynamics.trajectories import read_tasks_once
 from ihprobe.io import offload
 from ihprobe.io.sources import sources_of
 from ihprobe.series.cache import ROW_COLUMNS, cached_map, settings_key
@@ -91,6 +92,11 @@ def ablation_trajectory(
     check_settings(
         **{k: settings[k] for k in ("top", "random", "mode", "metrics", "scope", "baseline")}
     )
+    if settings["tasks"] is not None or settings["by"] == "fv":  # files read once, keyed by
+        asked = {"tasks": settings["tasks"], "seed": settings["seed"]}  # content, as trajectory
+        read, keyed = read_tasks_once(asked)
+        settings["tasks"] = keyed["tasks"]
+        ablate_kwargs = {**ablate_kwargs, "tasks": read["tasks"]}
     placed = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder}
     placed = placed if device_map is not None else None
     offload.placement(device_map, max_memory, None)  # refused before any checkpoint is read

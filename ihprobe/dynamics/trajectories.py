@@ -25,6 +25,7 @@ import torch
 
 from ihprobe.causal.ablation import AblationResult, ablate
 from ihprobe.causal.tasks import read_tasks, task_digest
+from ihprobe.causal.word_tasks import default_tasks_digest
 from ihprobe.core import calls
 from ihprobe.core.stages import announced_work
 from ihprobe.core.threads import DEFAULT_THREADS
@@ -80,7 +81,7 @@ def scan_checkpoints(
     """
     wanted = check_metrics(metrics)
     kind = resolve_device(device).type  # auto: cuda when available
-    scan_kwargs, keyed = read_tasks_once(scan_kwargs)
+    scan_kwargs, keyed = read_tasks_once(scan_kwargs, builtin="fv" in wanted)
     settings = {**SCAN_DEFAULTS, **keyed, "metrics": wanted, "device": kind}
     settings.update(dtype=str(dtype).removeprefix("torch."), placement=placement)
 
@@ -106,16 +107,21 @@ def scan_checkpoints(
     return [(_scores(done), done.duplicate_of, done.repeats) for done in swept]
 
 
-def read_tasks_once(scan_kwargs: dict) -> tuple[dict, dict]:
+def read_tasks_once(scan_kwargs: dict, builtin: bool = True) -> tuple[dict, dict]:
     """``scan_kwargs`` with ``fv``'s task files read once, and what the cache keys them by: each
     task's name and pairs (:func:`~ihprobe.causal.tasks.task_digest`), never a file's path, so
-    an edited task file is scanned again and the tasks scanned are the ones keyed.
+    an edited task file is scanned again and the tasks scanned are the ones keyed. No tasks
+    (``builtin``: where the built-in set is used) are keyed by the built-in set's digest
+    (:func:`~ihprobe.causal.word_tasks.default_tasks_digest`: WordNet's two tasks or not).
 
-    >>> read_tasks_once({"seed": 1})
+    >>> read_tasks_once({"seed": 1}, builtin=False)
     ({'seed': 1}, {'seed': 1})
     """
     if scan_kwargs.get("tasks") is None:
-        return scan_kwargs, scan_kwargs
+        if not builtin:
+            return scan_kwargs, scan_kwargs
+        seed = scan_kwargs.get("seed", SCAN_DEFAULTS["seed"])
+        return scan_kwargs, {**scan_kwargs, "tasks": default_tasks_digest(seed=seed)}
     tasks = read_tasks(scan_kwargs["tasks"])
     keyed = [task_digest(task) for task in tasks]
     return {**scan_kwargs, "tasks": tasks}, {**scan_kwargs, "tasks": keyed}

@@ -171,7 +171,8 @@ class RevisionIndex:
 
     def __init__(self, directory: Path | None, repo_id: str):
         name = repo_id.replace("/", "--")
-        # "-3": {revision: {"sha256": weights hash over per-tensor digests, "meta": {...}}}
+        # "-3": {revision: {"sha256": weights hash over per-tensor digests, "meta": {...}}},
+        # and "config": the digest of its config (sources.config_digest) where recorded
         self.file = directory / "hub" / f"{name}-3.json" if directory is not None else None
         self.entries: dict[str, dict] = cache.read(self.file, _checked_index) or {}
 
@@ -179,14 +180,21 @@ class RevisionIndex:
         entry = self.entries.get(revision) if revision is not None else None
         return entry["sha256"] if entry is not None else None
 
+    def config(self, revision: str | None) -> str | None:
+        """The digest of the revision's config, where recorded (older entries: None)."""
+        entry = self.entries.get(revision) if revision is not None else None
+        return entry.get("config") if entry is not None else None
+
     def meta(self, revision: str | None) -> dict:
         """The run, step and tokens the revision's ``ihprobe.json`` gave ({} when none)."""
         entry = self.entries.get(revision) if revision is not None else None
         return dict(entry["meta"]) if entry is not None else {}
 
-    def record(self, revision: str | None, digest: str, meta: dict | None = None) -> None:
+    def record(
+        self, revision: str | None, digest: str, meta: dict | None = None, config=None
+    ) -> None:
         said = {k: (meta or {})[k] for k in PROVENANCE if (meta or {}).get(k) is not None}
-        entry = {"sha256": digest, "meta": said}
+        entry = {"sha256": digest, "meta": said, **({"config": config} if config else {})}
         if revision is None or self.file is None or self.entries.get(revision) == entry:
             return
         self.entries[revision] = entry
@@ -208,11 +216,14 @@ def _checked_index(value) -> dict[str, dict]:
     if not isinstance(value, dict):
         raise ValueError("not a {revision: {sha256, meta}} mapping")
     for revision, entry in value.items():
-        if not isinstance(entry, dict) or set(entry) != {"sha256", "meta"}:
+        if not isinstance(entry, dict) or set(entry) - {"config"} != {"sha256", "meta"}:
             raise ValueError(f"{revision!r} maps to {entry!r}, not {{sha256, meta}}")
         digest, meta = entry["sha256"], entry["meta"]
-        if not isinstance(digest, str) or not HEX64.fullmatch(digest):
-            raise ValueError(f"{revision!r} maps to {digest!r}, not a SHA-256")
+        if any(
+            not isinstance(d, str) or not HEX64.fullmatch(d)
+            for d in (digest, entry.get("config", digest))
+        ):
+            raise ValueError(f"{revision!r} maps to {entry!r}: not a SHA-256")
         if not isinstance(meta, dict) or not set(meta) <= set(PROVENANCE):
             raise ValueError(f"{revision!r} records {meta!r}, not its run, step and tokens")
         if not isinstance(meta.get("run", ""), str) or any(

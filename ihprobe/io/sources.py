@@ -7,6 +7,7 @@ PosixPath('runs/demo/checkpoints/step-002000')
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import warnings
@@ -95,6 +96,21 @@ def causal_lm_config(path: Path, *, trust_remote_code: bool = False):
         return AutoConfig.from_pretrained(
             str(path), trust_remote_code=trust_remote_code, local_files_only=True
         )
+
+
+def config_digest(path: Path) -> str:
+    """The sha256 of the config the bridge reads from ``path`` (:func:`causal_lm_config`'s HF
+    dict as canonical JSON, without the keys that name rather than shape the model): what a
+    results cache keys a checkpoint by beside its weights, so the same tensors under another
+    ``n_ctx``, rotary base or norm eps are another entry.
+
+    >>> config_digest(checkpoint) == config_digest(same_config_elsewhere)  # doctest: +SKIP
+    True
+    """
+    found = causal_lm_config(Path(path)).to_dict()
+    plain = {k: v for k, v in found.items() if k not in ("_name_or_path", "transformers_version")}
+    text = json.dumps(plain, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def check_kind(raw: dict, path, *, trust_remote_code: bool = False, first: bool = False) -> None:

@@ -1,9 +1,10 @@
 """The results cache over training: each checkpoint's rows (``layer, head, metric, value``)
-cached under its weights hash and the settings that change them, in ``$IHPROBE_CACHE`` or
-``~/.cache/ihprobe``. Re-running after new checkpoints appear computes only the new ones, and a
-checkpoint whose weights equal an earlier one's is flagged in ``duplicate_of`` (published
-series sometimes save one state under two steps). Hub revisions whose rows are cached are not
-fetched again; with ``keep="none"`` each fetched revision leaves the HF cache once computed.
+cached under its weights hash, its config and the settings that change them, in
+``$IHPROBE_CACHE`` or ``~/.cache/ihprobe``. Re-running after new checkpoints appear computes only
+the new ones, and a checkpoint whose weights equal an earlier one's is flagged in
+``duplicate_of`` (published series sometimes save one state under two steps). Hub revisions
+whose rows are cached are not fetched again; with ``keep="none"`` each fetched revision leaves
+the HF cache once computed.
 Each checkpoint's entry is written (atomically) as soon as it is computed, so a series that is
 interrupted resumes from the next checkpoint, and a finished one runs again offline.
 
@@ -13,6 +14,7 @@ interrupted resumes from the next checkpoint, and a finished one runs again offl
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -23,7 +25,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ihprobe import __version__
 from ihprobe.core import cache
 from ihprobe.core.cache import root as cache_root
 from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
@@ -36,6 +37,7 @@ from ihprobe.io.hub_cache import (
 )
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
+from ihprobe.io.sources import config_digest
 from ihprobe.io.swap import load_or_swap
 from ihprobe.io.tensor_reads import (
     Digests,
@@ -44,15 +46,19 @@ from ihprobe.io.tensor_reads import (
     digests_of,
 )
 from ihprobe.io.weights import check_files, has_safetensors, read_checked, weights_hash
-from ihprobe.series.entries import ROW_COLUMNS, as_records, checked_entry, checked_rows
+from ihprobe.series.entries import (
+    ROW_COLUMNS,
+    as_records,
+    checked_entry,
+    checked_rows,
+    settings_key,  # noqa: F401 - imported from here by the series
+)
 from ihprobe.series.prefetch import prefetched
 from ihprobe.series.repeats import Duplicates, Repeats, series_label
 from ihprobe.series.shard import each_share
 from ihprobe.series.sweep import checkpoint_bytes, walk
 
 log = logging.getLogger(__name__)
-
-CACHE_VERSION = 3  # bump when the cached rows change meaning (2: checked; 3: one per metric)
 
 
 def cached_map(
@@ -229,14 +235,21 @@ def with_provenance(rows: pd.DataFrame, ckpt: Checkpoint, meta: dict, tokens_per
 
 @dataclass
 class Fetched:
-    """One checkpoint as read ahead: its weights hash, its directory (None when its rows are
-    cached under its hub revision), its tensors (None when its rows are cached) and its
-    per-tensor digests (when known)."""
+    """One checkpoint as read ahead: its weights hash, the digest of its config
+    (:func:`~ihprobe.io.sources.config_digest`), its directory (None when its rows are cached
+    under its hub revision), its tensors (None when its rows are cached) and its per-tensor
+    digests (when known). Its rows are cached under both digests (:attr:`key`)."""
 
     digest: str
+    config: str
     path: Path | None = None
     read: ReadCheckpoint | None = None
     tensors: Digests | None = None
+
+    @property
+    def key(self) -> str:
+        """What its cache entries are named by: the weights hash and the config's digest."""
+        return hashlib.sha256(f"{self.digest}:{self.config}".encode()).hexdigest()
 
 
 class _Series:
@@ -262,8 +275,8 @@ class _Series:
     ):
         self.directory, self.compute, self.keep, self.finite = directory, compute, keep, finite
         self.folder, self.settings, self.parts, self.records = folder, settings, parts, records
-        self.done: dict[str, pd.DataFrame] = {}  # weights hash -> rows, within this call
-        self.kept: dict[str, dict] = {}  # weights hash -> settings recorded with its rows
+        self.done: dict[str, pd.DataFrame] = {}  # entry key -> rows, within this call
+        self.kept: dict[str, dict] = {}  # entry key -> settings recorded with its rows
         self.indexes: dict[str, RevisionIndex] = {}
         self.present: set = set()  # (source, revision) in the HF cache before the series
 
@@ -272,42 +285,48 @@ class _Series:
         the weights hash, and the tensors when the rows are not cached."""
         index = self.indexes.get(ckpt.source) if ckpt.revision is not None else None
         digest = index.get(ckpt.revision) if index is not None else None
-        if digest is not None and self._known(digest) is not None:
-            return Fetched(digest, None, None, digests_of(digest, self.directory))
+        config = index.config(ckpt.revision) if index is not None else None
+        if digest is not None and config is not None:  # an older entry (no config): fetched
+            found = Fetched(digest, config, None, None, digests_of(digest, self.directory))
+            if self._known(found.key) is not None:
+                return found
         path = fetched(ckpt.source, ckpt.revision)
+        config = config_digest(path)
         if not has_safetensors(path):
-            return Fetched(weights_hash(path), path)
+            return Fetched(weights_hash(path), config, path)
         known = cached_digests(path, self.directory)
-        if known is not None and known.whole is not None and self._known(known.whole) is not None:
-            check_files(path)  # its rows are cached: checked, not read
-            return Fetched(known.whole, path, None, known)
+        if known is not None and known.whole is not None:
+            found = Fetched(known.whole, config, path, None, known)
+            if self._known(found.key) is not None:
+                check_files(path)  # its rows are cached: checked, not read
+                return found
         read = read_checked(path, self.directory)  # files checked, then every tensor read once
-        return Fetched(read.weights_hash, path, read, read.digests)
+        return Fetched(read.weights_hash, config, path, read, read.digests)
 
     def rows(self, ckpt: Checkpoint, fetched: Fetched) -> tuple:
         """``(weights hash, rows, checkpoint metadata, tensor digests, settings)`` of ``ckpt``;
         its entry and its revision's index are written before the next checkpoint starts."""
-        digest, path, read = fetched.digest, fetched.path, fetched.read
+        digest, path, read, key = fetched.digest, fetched.path, fetched.read, fetched.key
         index = self.indexes.get(ckpt.source) if ckpt.revision is not None else None
-        rows = self._known(digest)
-        if rows is not None and path is None:  # cached under the revision's recorded hash
+        rows = self._known(key)
+        if rows is not None and path is None:  # cached under the revision's recorded hashes
             meta = index.meta(ckpt.revision) if index is not None else {}
-            return digest, rows, meta, fetched.tensors, self.kept.get(digest)
+            return digest, rows, meta, fetched.tensors, self.kept.get(key)
         if rows is None and self.parts is None:
             rows = self.compute(ckpt, read=read)
             if self.records:
-                rows, self.kept[digest] = rows
+                rows, self.kept[key] = rows
             if self.directory is not None and (len(rows) or self.records):  # records: notes
-                cache.write(self._file(digest), self._entry(digest, rows))
+                cache.write(self._file(key), self._entry(key, rows))
         elif rows is None:
-            rows = self._by_part(ckpt, digest, read)
-        self.done[digest] = rows
+            rows = self._by_part(ckpt, key, read)
+        self.done[key] = rows
         meta = checkpoint_meta(path)
         if index is not None:
-            index.record(ckpt.revision, digest, meta)
+            index.record(ckpt.revision, digest, meta, fetched.config)
         if self.keep == "none" and (ckpt.source, ckpt.revision) not in self.present:
             drop_revision(path)  # this series' download (recorded), nothing else
-        return digest, rows, meta, fetched.tensors, self.kept.get(digest)
+        return digest, rows, meta, fetched.tensors, self.kept.get(key)
 
     def index(self, ckpt: Checkpoint) -> RevisionIndex | None:
         if ckpt.revision is None:
@@ -360,19 +379,3 @@ class _Series:
                 if self.directory is not None and len(found[part]):
                     cache.write(self._file(digest, part), as_records(found[part]))
         return pd.concat([found[part] for part in self.parts], ignore_index=True)
-
-
-def settings_key(metrics, scan_kwargs: dict) -> str:
-    """A short hash of everything besides the weights that changes a scan's numbers."""
-
-    def plain(value):
-        if hasattr(value, "tolist"):  # tensors of user tokens
-            return value.tolist()
-        return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
-
-    key = {
-        "version": [__version__, CACHE_VERSION],
-        "metrics": sorted(metrics) if metrics is not None else None,
-        "scan": {k: plain(v) for k, v in sorted(scan_kwargs.items())},
-    }
-    return cache.key(key)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ihprobe import __version__
 from ihprobe.core import cache
 
 ROW_COLUMNS = ["layer", "head", "metric", "value"]  # one cached row
+CACHE_VERSION = 3  # bump when the cached rows change meaning (2: checked; 3: one per metric)
 
 
 def checked_entry(value, finite: bool = True) -> tuple[pd.DataFrame, dict]:
@@ -95,3 +97,19 @@ def as_records(rows: pd.DataFrame) -> list[list]:
         [None if pd.isna(layer) else int(layer), None if pd.isna(head) else int(head), m, float(v)]
         for layer, head, m, v in rows.itertuples(index=False)
     ]
+
+
+def settings_key(metrics, scan_kwargs: dict) -> str:
+    """A short hash of everything besides the weights that changes a scan's numbers."""
+
+    def plain(value):
+        if hasattr(value, "tolist"):  # tensors of user tokens
+            return value.tolist()
+        return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+
+    key = {
+        "version": [__version__, CACHE_VERSION],
+        "metrics": sorted(metrics) if metrics is not None else None,
+        "scan": {k: plain(v) for k, v in sorted(scan_kwargs.items())},
+    }
+    return cache.key(key)
