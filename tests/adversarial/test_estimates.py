@@ -148,8 +148,11 @@ GRIDS = {
 }
 
 
-@pytest.fixture(scope="module")
-def peaks():
+@pytest.mark.slow
+def test_each_estimate_is_within_2x_of_the_measured_peak():
+    """Each term's estimate (memory, and disk for a training run) lies within 2x of what the
+    run took, on every shape of :data:`GRIDS`: a constant of ``core.memory`` that drifts from
+    the libraries' appetite fails here. One test (one worker) for the whole grid."""
     if not os.access("/proc/self/clear_refs", os.W_OK):
         pytest.skip("no /proc/self/clear_refs here: the peak of one call cannot be isolated")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "IHPROBE_NO_SIZE_LIMITS": "0"}
@@ -164,26 +167,20 @@ def peaks():
         )
         for kind, grid in GRIDS.items()
     }  # both at once: one core each
-    found = {}
+    wrong = []
     for kind, process in running.items():
         out, err = process.communicate(timeout=600)
         assert process.returncode == 0, err[-2000:]
         lines = [json.loads(line) for line in out.splitlines()]
-        found.update({(kind, name): line for name, line in zip(GRIDS[kind], lines, strict=True)})
-    return found
-
-
-CASES = [(kind, name) for kind, grid in GRIDS.items() for name in grid if name != "warm-up"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", CASES, ids=[name for _, name in CASES])
-def test_each_estimate_is_within_2x_of_the_measured_peak(peaks, case):
-    found = peaks[case]
-    assert found["peak"] > 20e6, found  # the shape's own memory, above the process's noise
-    assert 0.5 <= found["estimate"] / found["peak"] <= 2, found
-    if "written" in found:  # a training run: what it wrote on disk, against check_disk's
-        assert 0.5 <= found["disk"] / found["written"] <= 2, found
+        for name, found in zip(GRIDS[kind], lines, strict=True):
+            if name == "warm-up":
+                continue
+            ratios = [found["estimate"] / found["peak"]]
+            if "written" in found:  # a training run: what it wrote, against check_disk's
+                ratios.append(found["disk"] / found["written"])
+            if found["peak"] < 20e6 or not all(0.5 <= r <= 2 for r in ratios):
+                wrong.append(f"{name}: {found}")  # 20 MB: the shape's own, above the noise
+    assert not wrong, wrong
 
 
 # ---------------------------------------------------------------- refused in one line, early
