@@ -7,9 +7,11 @@ snapshot, the blobs no other revision uses, the refs that point to it) through
 Only a download :func:`fetched` made and recorded (``<IHPROBE_CACHE>/hub/downloads.json``), of a
 revision the HF cache did not hold when the series started (:func:`cached_before`), is ever
 removed: a revision that was in the cache before, or a local path that happens to lie in an HF
-cache, stays. :class:`RevisionIndex` remembers, per hub revision, the weights hash its scan was
-cached under and the step its ``ihprobe.json`` gave, so that an interrupted series resumes, and a
-finished one runs again offline, without fetching the revisions it has already scanned.
+cache, stays. A fetch is recorded as pending before it starts (:class:`Fetching`), so the
+revision a killed series was fetching stays its download when the series resumes.
+:class:`RevisionIndex` remembers, per hub revision, the weights hash its scan was cached under
+and the step its ``ihprobe.json`` gave, so that an interrupted series resumes, and a finished
+one runs again offline, without fetching the revisions it has already scanned.
 
 >>> path = resolve("EleutherAI/pythia-70m", revision="step1000")   # doctest: +SKIP
 >>> drop_revision(path)                                               # doctest: +SKIP
@@ -99,21 +101,41 @@ def fetched(source, revision: str | None = None) -> Path:
     with CACHE_LOCK:
         local = Path(str(source)).expanduser().exists()
         before = None if local else cached_snapshot(str(source), revision)
+        pending = Fetching()
+        if not local and before is None:  # recorded before fetching: a kill leaves it ours
+            pending.add(source, revision)
         path = resolve(source, revision=revision)
-        if not local and before is None and hub_snapshot(path) is not None:
+        ours = before is None or pending.has(source, revision)  # or a killed fetch of ours
+        if not local and ours and hub_snapshot(path) is not None:
             Downloads().add(path)
         return path
+
+
+def settled(source, revision: str | None) -> None:
+    """A series is done with ``source`` at ``revision`` (computed, and removed under
+    ``keep="none"``): its fetch is no longer pending (:class:`Fetching`)."""
+    with CACHE_LOCK:
+        Fetching().forget(source, revision)
+
+
+def leftover(source, revision: str | None) -> Path | None:
+    """The snapshot of a revision whose fetch was left pending (the series was killed after
+    fetching it; :class:`Fetching`), when the HF cache holds it; else None (never fetches)."""
+    found = cached_snapshot(str(source), revision) if Fetching().has(source, revision) else None
+    return Path(found).parent if found is not None else None
 
 
 def cached_before(ckpts) -> set[tuple[str, str | None]]:
     """``(source, revision)`` of the hub checkpoints among ``ckpts`` that the HF cache holds
     now, before a series fetches anything: never this series' downloads, so never removed by it.
     """
+    pending = Fetching()  # fetched by a series that was killed: its download, not the user's
     return {
         (c.source, c.revision)
         for c in ckpts
         if not Path(str(c.source)).expanduser().exists()
         and cached_snapshot(str(c.source), c.revision) is not None
+        and not pending.has(c.source, c.revision)
     }
 
 
@@ -152,6 +174,41 @@ class Downloads:
     def forget(self, path) -> None:
         if self.has(path) and self.file is not None:
             cache.write(self.file, [p for p in self.paths if p != os.path.realpath(path)])
+
+
+class Fetching:
+    """The hub revisions a series started to fetch while the HF cache lacked them, recorded
+    before the fetch and forgotten once the series is done with them (:func:`settled`): a
+    revision still listed was fetched by a series that was killed, so it is ihprobe's download
+    (:class:`Downloads`) and a resumed ``keep="none"`` series removes it. Kept beside
+    :class:`Downloads`.
+
+    >>> import tempfile
+    >>> where = tempfile.mkdtemp()
+    >>> Fetching(where).add("org/m", "step1"); Fetching(where).has("org/m", "step1")
+    True
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        root = cache.root() if root is None else Path(root)
+        self.file = root / "hub" / "fetching.json" if root is not None else None
+        self.entries: list[str] = cache.read(self.file, _checked_names) or []
+
+    @staticmethod
+    def _name(source, revision) -> str:
+        return f"{source}@{revision}"
+
+    def has(self, source, revision) -> bool:
+        return self._name(source, revision) in self.entries
+
+    def add(self, source, revision) -> None:
+        if not self.has(source, revision) and self.file is not None:
+            cache.write(self.file, [*self.entries, self._name(source, revision)])
+
+    def forget(self, source, revision) -> None:
+        if self.has(source, revision) and self.file is not None:
+            name = self._name(source, revision)
+            cache.write(self.file, [e for e in self.entries if e != name])
 
 
 class RevisionIndex:
@@ -207,6 +264,13 @@ def _checked_paths(value) -> list[str]:
         isinstance(p, str) and p.startswith("/") for p in value
     ):
         raise ValueError("not a list of absolute paths")
+    return list(value)
+
+
+def _checked_names(value) -> list[str]:
+    """A list of ``source@revision`` names, or ValueError."""
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise ValueError("not a list of source@revision names")
     return list(value)
 
 

@@ -34,6 +34,8 @@ from ihprobe.io.hub_cache import (
     check_keep,
     drop_revision,
     fetched,
+    leftover,
+    settled,
 )
 from ihprobe.io.provenance import Provenance
 from ihprobe.io.runs import Checkpoint, checkpoint_meta
@@ -158,8 +160,9 @@ def cached_checkpoints(
     desc: str | None = None,
 ) -> list[Swept]:
     """``compute(ckpt)`` (rows ``layer, head, metric, value``) of every checkpoint, in order,
-    cached in ``cache/folder`` under the weights hash and ``settings``, each entry written as
-    soon as its checkpoint is done. A cached entry is used only when it passes
+    cached in ``cache/folder`` under the weights hash, the config and ``settings``, each entry
+    written as soon as its checkpoint is done (over 60 lines with this docstring, which names
+    every keyword). A cached entry is used only when it passes
     :func:`checked_rows` (``finite``: every value finite); otherwise it is computed again.
     ``make_compute(device)`` builds the function once per process; under torchrun each rank
     computes every N-th checkpoint (:mod:`ihprobe.series.shard`) and every rank gets them all.
@@ -311,6 +314,7 @@ class _Series:
         rows = self._known(key)
         if rows is not None and path is None:  # cached under the revision's recorded hashes
             meta = index.meta(ckpt.revision) if index is not None else {}
+            self._settle(ckpt, leftover(ckpt.source, ckpt.revision))  # a killed series' fetch
             return digest, rows, meta, fetched.tensors, self.kept.get(key)
         if rows is None and self.parts is None:
             rows = self.compute(ckpt, read=read)
@@ -324,9 +328,20 @@ class _Series:
         meta = checkpoint_meta(path)
         if index is not None:
             index.record(ckpt.revision, digest, meta, fetched.config)
-        if self.keep == "none" and (ckpt.source, ckpt.revision) not in self.present:
-            drop_revision(path)  # this series' download (recorded), nothing else
+        self._settle(ckpt, path)
         return digest, rows, meta, fetched.tensors, self.kept.get(key)
+
+    def _settle(self, ckpt: Checkpoint, path: Path | None) -> None:
+        """Done with ``ckpt``: under ``keep="none"`` its revision at ``path`` leaves the HF
+        cache when this series downloaded it (recorded), and its fetch is no longer pending."""
+        if (
+            path is not None
+            and self.keep == "none"
+            and (ckpt.source, ckpt.revision) not in self.present
+        ):
+            drop_revision(path)  # this series' download (recorded), nothing else
+        if ckpt.revision is not None:
+            settled(ckpt.source, ckpt.revision)
 
     def index(self, ckpt: Checkpoint) -> RevisionIndex | None:
         if ckpt.revision is None:
