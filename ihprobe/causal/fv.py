@@ -33,8 +33,8 @@ import torch
 from ihprobe.causal.fv_fast import fast_probabilities, fast_reason
 from ihprobe.causal.fv_reference import last_token_probe, patched_probabilities
 from ihprobe.causal.fv_result import FVResult, FVTask, binomial_tail
-from ihprobe.causal.tasks import Task, TaskPrompts, builtin_tasks, make_prompts, read_tasks
-from ihprobe.causal.word_tasks import word_tasks
+from ihprobe.causal.tasks import Task, TaskPrompts, make_prompts, read_tasks
+from ihprobe.causal.word_tasks import default_tasks
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import hook_name
@@ -128,7 +128,7 @@ def _rough_seconds(model, tasks: int, shots: int, prompts: int, method: str) -> 
 
 def _tasks(tasks, seed: int) -> list[Task]:
     if tasks is None:
-        return builtin_tasks(seed=seed) + word_tasks(seed=seed)
+        return default_tasks(seed=seed)  # the set a results cache keys by its digest
     chosen = read_tasks(tasks)
     if not chosen:
         raise IhprobeError("tasks is empty; pass task files or leave tasks=None for the built-ins.")

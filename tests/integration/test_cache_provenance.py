@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ihprobe.causal import word_tasks
+from ihprobe.causal import fv, word_tasks
 from ihprobe.causal.tasks import builtin_tasks, task_digest
 from ihprobe.dynamics import ablation_series, trajectories
 from ihprobe.io.hub_cache import RevisionIndex
@@ -44,6 +44,8 @@ def test_no_tasks_are_keyed_by_the_built_in_set_installing_wordnet_changes(tmp_p
     _, now = trajectories.read_tasks_once({"tasks": None, "seed": 3})
     names = [t.name for t in word_tasks.default_tasks(seed=3, wordnet=installed)]
     assert "antonym" in names and now["tasks"] != absent["tasks"]  # a new entry, not stale rows
+    ran = "\n".join(task_digest(t) for t in fv._tasks(None, 3))  # what fv runs is what is keyed
+    assert now["tasks"] == series_cache.hashlib.sha256(ran.encode()).hexdigest()
     assert trajectories.read_tasks_once({"seed": 3}, builtin=False)[1] == {"seed": 3}
 
 
