@@ -148,7 +148,10 @@ BF16 = {"rtol": 0.05, "atol": 0.02}  # bfloat16 keeps 8 bits of mantissa; scores
 # losses and attention: an accuracy or rank of a random model flips on near-tied logits
 SMOOTH = {
     "scan": lambda m: ihprobe.scan(m, ["prefix_matching", "induction_loss"], **ROWS),
-    "ablate": lambda m: ihprobe.ablate(m, top=2, random=2, metrics=["induction_loss"], **ROWS),
+    # per layer, top 2 of 2 heads: every head, so no near-tied ranking picks another set
+    "ablate": lambda m: ihprobe.ablate(
+        m, top=2, scope="layer", draws=2, metrics=["induction_loss"], **ROWS
+    ),
     "head_effects": lambda m: ihprobe.head_effects(m, ["induction_loss"], **ROWS),
 }
 MEASURED = ["value", "clean", "ablated", "change"]  # not ratios of near-zero changes
