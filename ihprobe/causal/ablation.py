@@ -183,6 +183,7 @@ def ablate(
     calls.arguments(
         model=model,
         random=random,
+        patterns=False,  # its passes keep no layer's pattern past that layer
         seed=seed,
         n=n,
         batch=batch,
