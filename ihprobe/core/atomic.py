@@ -57,12 +57,7 @@ def atomic_write(path: str | os.PathLike, content: str | bytes | Callable[[Path]
         'a,b\\n'
     """
     path = Path(path)
-    _make_parent(path)
-    try:
-        folder = temporary_folder(path)
-    except OSError as err:
-        _raise_write_error(path, err)
-        raise
+    folder = _temporary_beside(path)
     tmp = folder / path.name
     try:
         with open(tmp, "wb") as fh:
@@ -151,12 +146,7 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         ['config.json']
     """
     path = Path(path)
-    _make_parent(path)
-    try:
-        tmp = temporary_folder(path)
-    except OSError as err:
-        _raise_write_error(path, err)
-        raise
+    tmp = _temporary_beside(path)
     try:
         os.chmod(tmp, shared_mode(directory=True))
         yield tmp
@@ -203,6 +193,16 @@ def remove_temporary(directory: str | os.PathLike) -> list[Path]:
     for tmp in found:
         shutil.rmtree(tmp)
     return found
+
+
+def _temporary_beside(path: Path) -> Path:
+    """A new temporary folder beside ``path`` (its parent made first); a failure is one line."""
+    _make_parent(path)
+    try:
+        return temporary_folder(path)
+    except OSError as err:
+        _raise_write_error(path, err)
+        raise
 
 
 def _make_parent(path: Path) -> None:

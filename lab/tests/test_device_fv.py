@@ -4,26 +4,15 @@ the per-head reference loop on a tiny random model, timed, and equal within the 
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "lab" / "benchmarks"
+from lab.tests.device_steps import BENCHMARKS, run_step
 
 
 @pytest.mark.slow
 def test_the_fv_step_times_both_methods_and_they_agree(tmp_path):
-    results = tmp_path / "RESULTS_device.md"
-    argv = [sys.executable, str(BENCHMARKS / "device_job.py"), "--device", "cpu", "--tiny"]
-    argv += ["--results", str(results), "--steps", "fv"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    text = results.read_text()
-    assert "### fv (" in text and "failed:" not in text, text
+    text = run_step("fv", tmp_path)
     rows = [line for line in text.splitlines() if line.startswith("| tiny random | cpu |")]
     assert [row.split("|")[3].strip() for row in rows] == ["reference", "fast"], text
     header = next(line for line in text.splitlines() if line.startswith("| model |"))

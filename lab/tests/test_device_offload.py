@@ -4,26 +4,14 @@ place, and the job's results table records both timings."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "lab" / "benchmarks"
+from lab.tests.device_steps import run_step
 
 
 @pytest.mark.slow
 def test_the_offload_step_splits_a_model_over_the_cpu_and_disk_and_agrees(tmp_path):
-    results = tmp_path / "RESULTS_device.md"
-    argv = [sys.executable, str(BENCHMARKS / "device_job.py"), "--device", "cpu", "--tiny"]
-    argv += ["--results", str(results), "--steps", "offload"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    text = results.read_text()
-    assert "### offload (" in text and "failed:" not in text, text
+    text = run_step("offload", tmp_path)
     rows = [line for line in text.splitlines() if "the CPU and the disk" in line]
     assert len(rows) == 2, text  # scan and ablate
     for row in rows:
