@@ -16,7 +16,6 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
 
 from ihprobe.causal.fv_result import MIN_EFFECT, RELATIVE_FLOOR, SIGNIFICANCE, FVResult
 from ihprobe.core.errors import IhprobeError
@@ -115,6 +114,8 @@ def fv_figure(fv: FVResult | pd.DataFrame, prefix: torch.Tensor | None = None) -
     """
     grid = fv_grid(fv)
     panels = [("FV score", grid)] + ([("prefix matching", prefix)] if prefix is not None else [])
+    from plotly.subplots import make_subplots  # here: a scan without fv never pays its import
+
     fig = make_subplots(
         rows=1, cols=len(panels), subplot_titles=[t for t, _ in panels], horizontal_spacing=0.2
     )
