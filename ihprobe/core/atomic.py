@@ -57,9 +57,8 @@ def atomic_write(path: str | os.PathLike, content: str | bytes | Callable[[Path]
         'a,b\\n'
     """
     path = Path(path)
-    folder = _temporary_beside(path)
-    tmp = folder / path.name
-    try:
+    with _in_temporary(path) as folder:
+        tmp = folder / path.name
         with open(tmp, "wb") as fh:
             if isinstance(content, str):
                 fh.write(content.encode())
@@ -69,11 +68,6 @@ def atomic_write(path: str | os.PathLike, content: str | bytes | Callable[[Path]
             content(tmp)
         os.chmod(tmp, shared_mode())
         os.replace(tmp, path)
-    except Exception as err:
-        _raise_write_error(path, err)
-        raise
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     return path
 
 
@@ -146,19 +140,13 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         ['config.json']
     """
     path = Path(path)
-    tmp = _temporary_beside(path)
-    try:
+    with _in_temporary(path) as tmp:
         os.chmod(tmp, shared_mode(directory=True))
         yield tmp
         if marker_kind(tmp) == PARTIAL:  # the block may have marked it as what it built
             (tmp / MARKER).unlink()
         share(tmp)
         os.rename(tmp, path)
-    except Exception as err:
-        _raise_write_error(path, err)
-        raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def share(folder: Path) -> None:
@@ -195,14 +183,23 @@ def remove_temporary(directory: str | os.PathLike) -> list[Path]:
     return found
 
 
-def _temporary_beside(path: Path) -> Path:
-    """A new temporary folder beside ``path`` (its parent made first); a failure is one line."""
+@contextlib.contextmanager
+def _in_temporary(path: Path) -> Iterator[Path]:
+    """A new temporary folder beside ``path`` (its parent made first) for the block, removed
+    after it whatever happens; a failure, there or in the block, is one line."""
     _make_parent(path)
     try:
-        return temporary_folder(path)
+        folder = temporary_folder(path)
     except OSError as err:
         _raise_write_error(path, err)
         raise
+    try:
+        yield folder
+    except Exception as err:
+        _raise_write_error(path, err)
+        raise
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _make_parent(path: Path) -> None:
