@@ -94,3 +94,20 @@ def test_the_shared_command_line_records_measures_and_keeps_gone_rows(tmp_path, 
     assert (tmp_path / "R.md").read_text().startswith("Runs: `then`\nLast command: `then`\n")
     shared.main(study, ["--list"])
     assert capsys.readouterr().out.splitlines() == ["B4 batch_size=4", "B8 batch_size=8"]
+
+
+def test_a_cell_trains_at_one_torch_thread_and_restores_the_callers(tmp_path, monkeypatch):
+    import torch
+
+    from ihprobe.jobs import grid as grid_module
+
+    seen = []
+    monkeypatch.setattr(grid_module, "train", lambda config: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        train_or_reuse(replace(BASE, out=str(tmp_path / "one")))
+        train_or_reuse(replace(BASE, out=str(tmp_path / "two")), threads=2)
+        assert seen == [1, 2] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
