@@ -68,8 +68,8 @@ _EXPORTS: dict[str, str] = {
     "SGLDSettings": "ihprobe.dynamics.llc",
     # causal ablation
     "ablate": "ihprobe.causal.ablation",
-    "ablate_heads": "ihprobe.causal.ablation",
-    "AblationResult": "ihprobe.causal.ablation",
+    "ablate_heads": "ihprobe.causal.masks",
+    "AblationResult": "ihprobe.causal.results",
     # the induction circuit
     "composition": "ihprobe.probes.composition",
     "Composition": "ihprobe.probes.composition",
@@ -81,8 +81,8 @@ _EXPORTS: dict[str, str] = {
     "loss_by_position": "ihprobe.circuit.positions",
     "loss_by_position_trajectory": "ihprobe.circuit.positions",
     "attention_viewer": "ihprobe.figures.viewer",
-    "head_effects": "ihprobe.causal.ablation",
-    "HeadEffects": "ihprobe.causal.ablation",
+    "head_effects": "ihprobe.causal.per_head",
+    "HeadEffects": "ihprobe.causal.results",
     "head_check": "ihprobe.causal.head_check",
     "HeadCheck": "ihprobe.causal.head_check",
     # function-vector heads (Todd et al.): every head's average indirect effect

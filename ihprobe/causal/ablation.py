@@ -6,7 +6,7 @@ top heads (by default the model's 3 highest, as ``ihprobe ablate`` and the demo;
 each ICL metric's change with the changes of ``draws`` random baseline draws of other heads.
 A circuit that is merely visible (a *signature*) scores high but costs little when removed; a
 *load-bearing* one costs far more than random heads (:mod:`ihprobe.causal.results`).
-:func:`head_effects` ablates every head alone.
+:func:`~ihprobe.causal.per_head.head_effects` ablates every head alone.
 
 All groups are evaluated together, in a few stacked forward passes
 (:mod:`ihprobe.causal.evaluation`).
@@ -18,14 +18,12 @@ All groups are evaluated together, in a few stacked forward passes
 
 from __future__ import annotations
 
-import inspect
 import logging
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 import torch
-from einops import rearrange
 from jaxtyping import Float, Int
 
 from ihprobe.causal import choices
@@ -37,17 +35,12 @@ from ihprobe.causal.head_sets import (
     check_choice,
     check_random,
     excluding,
-    head_sets,
     heads_per_layer,
     top_set,
     without_signature,
 )
-from ihprobe.causal.masks import (
-    ablate_heads,
-    ablation_hooks,
-    keep_mask,
-)
-from ihprobe.causal.results import AblationResult, HeadEffects
+from ihprobe.causal.masks import keep_mask
+from ihprobe.causal.results import AblationResult
 from ihprobe.core import calls, checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.heads import heads_of
@@ -59,18 +52,8 @@ from ihprobe.probes.metrics import HEAD_METRICS, METRIC_TABLE
 
 if TYPE_CHECKING:
     from transformer_lens.model_protocol import TransformerLensModel
-    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
 
-__all__ = [
-    "AblationResult",
-    "HeadEffects",
-    "METRICS",
-    "ablate",
-    "ablate_heads",
-    "ablation_hooks",
-    "head_effects",
-    "head_sets",
-]
+__all__ = ["METRICS", "ablate", "check_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -256,85 +239,6 @@ def chance_of(model, by: str, *, n: int | None, bos: bool) -> float:
     else:
         length = n if n is not None else default_n(model.cfg.n_ctx - int(bos))
     return float(metric.chance(model.cfg.d_vocab, length))
-
-
-class EvaluationRows(TypedDict, total=False):
-    """Keyword arguments of :func:`head_effects`: the evaluation rows, as in :func:`ablate`."""
-
-    seed: int
-    n: int | None
-    batch: int
-    bos: bool
-    text: str | Sequence[str] | None
-    text_rows: int
-    tasks: Sequence | None
-    reference: Int[torch.Tensor, "batch pos"] | None
-
-
-# the evaluation rows' defaults are ablate's own (one place)
-ROW_DEFAULTS = {
-    name: inspect.signature(ablate).parameters[name].default
-    for name in EvaluationRows.__annotations__
-}
-
-
-@torch.inference_mode()
-def head_effects(
-    model: TransformerLensModel,
-    metrics: Sequence[str] | None = None,
-    mode: Mode = "mean",
-    **rows: Unpack[EvaluationRows],
-) -> HeadEffects:
-    """Ablate every head alone: all ``layers x heads`` groups and the clean one stacked
-    through the same batched evaluation as :func:`ablate`, on the same rows (``seed + 1``).
-
-    Keyword arguments (``seed, n, batch, bos, text, text_rows, tasks, reference``) are those of
-    :func:`ablate`. The cost is about ``layers x heads + 1`` forward passes of the probe rows
-    (``lab/benchmarks/RESULTS_ablation.md``).
-
-    Example:
-        >>> effects = head_effects(model, ["ar_accuracy", "induction_loss"])   # doctest: +SKIP
-        >>> effects.ranking("ar_accuracy")[0]                                 # doctest: +SKIP
-        (1, 2, 0.93)
-        >>> effects.to_frame()          # layer, head, metric, clean, ablated, change, ...
-        ... # doctest: +SKIP
-    """
-    model = as_model(model)
-    unknown = set(rows) - set(ROW_DEFAULTS)
-    if unknown:
-        raise TypeError(f"head_effects() got unexpected keyword arguments {sorted(unknown)}")
-    s = {**ROW_DEFAULTS, **rows}
-    calls.arguments(
-        model=model,
-        groups=model.cfg.n_layers * model.cfg.n_heads,
-        **{k: v for k, v in s.items() if k not in ("text", "tasks")},
-    )
-    check_settings(top=1, random=1, mode=mode, metrics=metrics)
-    wanted = metrics_for(model, metrics)
-    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    keeps = torch.ones(1 + n_layers * n_heads, n_layers * n_heads, device=model.cfg.device)
-    keeps[1:].fill_diagonal_(0.0)  # group 1 + i ablates head i (layer-major)
-    keeps = rearrange(keeps, "group (layer head) -> group layer head", layer=n_layers)
-    probes = probes_for(
-        model,
-        wanted,
-        n=s["n"],
-        batch=s["batch"],
-        seed=s["seed"],
-        bos=s["bos"],
-        text=s["text"],
-        rows=s["text_rows"],
-        tasks=s["tasks"],
-    )
-    values = evaluate(
-        model, probes, keeps, wanted, mode=mode, reference=s["reference"], seed=s["seed"]
-    )
-    settings = {
-        "mode": mode,
-        **{k: s[k] for k in ("seed", "n", "batch", "bos")},
-        "probes": {p.name: list(p.tokens.shape) for p in probes},
-    }
-    return HeadEffects(provenance(model), (n_layers, n_heads), values, settings)
 
 
 def chosen_heads(model, heads) -> list[tuple[int, int]]:

@@ -20,13 +20,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ihprobe.causal.ablation import (
-    ROW_DEFAULTS,
-    ablate,
-    check_settings,
-    draw_count,
-    head_effects,
-)
+from ihprobe.causal.ablation import ablate, check_settings, draw_count
+from ihprobe.causal.per_head import ROW_DEFAULTS, head_effects
 from ihprobe.core import calls
 from ihprobe.core.stages import announced_work
 from ihprobe.dynamics.trajectories import read_tasks_once

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from ihprobe.causal.ablation import AblationResult, ablate
+from ihprobe.causal.ablation import ablate
+from ihprobe.causal.results import AblationResult
 from ihprobe.causal.tasks import read_tasks, task_digest
 from ihprobe.causal.word_tasks import default_tasks_digest
 from ihprobe.core import calls

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import ihprobe
-from ihprobe.causal.ablation import head_effects
 from ihprobe.causal.head_sets import baseline_sets, head_sets, top_set
 from ihprobe.causal.masks import derangement, keep_mask, mask_hooks
+from ihprobe.causal.per_head import head_effects
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.figures.ablation import head_effects_figure
