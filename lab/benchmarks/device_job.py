@@ -260,6 +260,19 @@ def chosen_steps(text: str | None, tiny: bool, parser: argparse.ArgumentParser) 
     return names
 
 
+def device_problem(device: str) -> str | None:
+    """Why ``--device`` names no device here, else None (every step would fail on it)."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        return f"--device {device!r} is not a device; use cpu, cuda or cuda:N"
+    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
+        return f"--device {device!r}: this machine has {torch.cuda.device_count()} CUDA devices"
+    if dev.type not in ("cpu", "cuda"):
+        return f"--device {device!r}: the job runs on cpu or cuda"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = OneLineParser(prog="device_job.py", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
@@ -284,6 +297,13 @@ def main(argv: list[str] | None = None) -> None:
     opts = parser.parse_args(argv)
     chosen = chosen_steps(opts.steps, opts.tiny, parser) if not opts.step else []
     overrides = limits(opts.limits, parser)
+    section = opts.section or f"device-{'tiny-' if opts.tiny else ''}{opts.device}"
+    if not opts.step:  # every check of what it writes where, before the first step runs
+        from bench_scale import section_problem
+
+        problem = device_problem(opts.device) or section_problem(opts.results, section)
+        if problem:
+            parser.error(problem)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if opts.step:  # the child: one step, its JSON to --step-out
         try:
@@ -325,7 +345,6 @@ def main(argv: list[str] | None = None) -> None:
         f"{'tiny models' if opts.tiny else 'full job'}; "
         f"{time.perf_counter() - begin:.0f} s in all.\n\n"
     )
-    section = opts.section or f"device-{'tiny-' if opts.tiny else ''}{opts.device}"
     write_section(opts.results, section, header + "\n".join(parts))
     print(f"recorded in {opts.results} (section {section})")
 
