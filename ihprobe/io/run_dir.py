@@ -22,7 +22,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +57,29 @@ def run_meta(run_dir: str | os.PathLike) -> dict | None:
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise IhprobeError(f"{file} has no 'config' object; it was not written by ihprobe train.")
     return check_run_meta(file, meta)  # steps, checkpoint steps and extensions well formed
+
+
+def checkpoint_files(ckpt: Path) -> list[str]:
+    """The files the trainer wrote in checkpoint folder ``ckpt``, as its ``ihprobe.json``
+    records them (``files``; an older one: the files it checksums, the generation config and
+    itself); [] where it has none, so nothing there is the trainer's to remove.
+
+    >>> checkpoint_files(Path("no/such/step-000001"))
+    []
+    """
+    try:
+        meta = json.loads((ckpt / CHECKPOINT_META).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return []
+    if not isinstance(meta, dict):
+        return []
+    files = meta.get("files")
+    if files is None:  # written before checkpoints listed their files
+        files = [*(meta.get("sha256") or {}), "generation_config.json"]
+    if not isinstance(files, (list, dict)) or not all(isinstance(f, str) for f in files):
+        return []
+    inside = [f for f in files if f and "/" not in f and f not in (".", "..", CHECKPOINT_META)]
+    return [*inside, CHECKPOINT_META]
 
 
 class RunDir:
@@ -113,8 +135,12 @@ class RunDir:
             if not (self.root / name).is_dir():
                 (self.root / name).unlink(missing_ok=True)
         for ckpt in sorted(self.checkpoints.glob("step-*")) if self.checkpoints.is_dir() else []:
-            if ckpt.is_dir() and not ckpt.is_symlink() and (ckpt / CHECKPOINT_META).is_file():
-                shutil.rmtree(ckpt)
+            if ckpt.is_dir() and not ckpt.is_symlink():
+                for name in checkpoint_files(ckpt):  # a user's file beside them stays
+                    if (ckpt / name).is_file() and not (ckpt / name).is_symlink():
+                        (ckpt / name).unlink()
+                with contextlib.suppress(OSError):
+                    ckpt.rmdir()
         for state in sorted(self.state.glob("step-*.pt")) if self.state.is_dir() else []:
             if state.is_file() and not state.is_symlink():
                 state.unlink()

@@ -16,7 +16,7 @@ import torch
 import transformers
 
 from ihprobe import __version__
-from ihprobe.core.files import atomic_directory, atomic_write
+from ihprobe.core.files import MARKER, atomic_directory, atomic_write
 from ihprobe.core.standin import id_tokenizer
 from ihprobe.io.models import quiet_progress
 from ihprobe.io.runs import CHECKPOINT_META, RUN_META, RunDir, run_meta
@@ -67,6 +67,8 @@ def write_checkpoint(run: RunDir, step: int, model, producer, meta: dict) -> Non
         else:
             id_tokenizer(producer.vocab_size).save_pretrained(str(tmp))
         meta = {**meta, "format": CHECKSUM_FORMAT, "sha256": checkpoint_checksums(tmp)}
+        written = [p.name for p in tmp.iterdir() if p.is_file() and p.name != MARKER]
+        meta["files"] = sorted([*written, CHECKPOINT_META])  # all RunDir.clear may remove
         atomic_write(tmp / CHECKPOINT_META, json.dumps(meta, indent=2) + "\n")
 
 

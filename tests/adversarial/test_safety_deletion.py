@@ -132,6 +132,27 @@ def test_a_run_removes_only_its_own_interrupted_writes(tmp_path):
     assert left == [".tmp-draft.txt", "checkpoints", partial, f"{partial}/model.safetensors"]
 
 
+@pytest.mark.parametrize("listed", [True, False], ids=["files listed", "older checkpoint"])
+def test_a_users_file_inside_a_checkpoint_stays_when_the_run_is_cleared(tmp_path, listed):
+    """``demo --out`` on a run of another config (and the grid on a run killed before its first
+    state) clears it: a checkpoint's folder went whole, with the user's notes inside."""
+    from ihprobe import train
+
+    run = RunDir(tmp_path / "run")
+    train(TrainConfig(**{**TINY_TRAIN, "steps": 2, "n_checkpoints": 1}, out=str(run.root)))
+    ckpt = run.latest_checkpoint()
+    if not listed:  # an ihprobe.json written before checkpoints listed their files
+        meta = json.loads((ckpt / "ihprobe.json").read_text())
+        assert sorted(meta.pop("files")) == sorted(p.name for p in ckpt.iterdir() if p.is_file())
+        (ckpt / "ihprobe.json").write_text(json.dumps(meta))
+    (ckpt / "notes.txt").write_text("the user's")
+    run.clear()
+    left = sorted(p.relative_to(run.root).as_posix() for p in run.root.rglob("*"))
+    notes = f"checkpoints/{ckpt.name}/notes.txt"
+    assert left == ["checkpoints", f"checkpoints/{ckpt.name}", notes]
+    assert (run.root / notes).read_text() == "the user's"
+
+
 def test_a_run_folder_ihprobe_made_is_its_own_before_run_json(tmp_path):
     folder = tmp_path / "run"
     with RunDir(folder).lock():
