@@ -38,9 +38,19 @@ from ihprobe.core.files import atomic_write
 from ihprobe.core.threads import DEFAULT_THREADS, torch_threads
 from ihprobe.io.runs import RunDir, config_changes, is_finished, run_meta
 from ihprobe.training.config import RESUMABLE_CHANGES, TrainConfig
-from ihprobe.training.trainer import train
 
 RESULT = "result.json"  # a run's analysis, beside its checkpoints
+
+
+def train(config: TrainConfig) -> Path:
+    """``ihprobe.training.trainer.train``, imported on the first run: the rest of this module
+    (``markdown``, the device job's tables) loads without the model libraries.
+
+    Example: ``train(TrainConfig(steps=10, out="runs/x"))`` returns the run folder.
+    """
+    from ihprobe.training.trainer import train as run
+
+    return run(config)
 
 
 @dataclass(frozen=True)
