@@ -111,18 +111,21 @@ for spec in specs:
 """
 NARROW = {"d_model": 8, "heads": 1, "steps": 2, "n_checkpoints": 1}
 SMALL = {"layers": 2, "heads": 4, "d_model": 64, "context": 64}
+# One shape per term of ``core.memory.estimate`` and ``checkpoint_disk``, each sized so that its
+# term dominates the peak (a second size of the same term measured nothing new).
 GRIDS = {
     "train": {
         "warm-up": {"layers": 1, "d_model": 16, "heads": 1, "steps": 1, "batch_size": 2},
+        # LAYER_BYTES: 150 layers, next to no activations
         "deep narrow, B1 C4": {"layers": 150, **NARROW, "batch_size": 1, "context": 4},
+        # the activations kept for backward, over those layers
         "deep narrow, B8 C64": {"layers": 150, **NARROW, "batch_size": 8, "context": 64},
-        **{
-            f"vocab {vocab // 1000}k": {
-                **{"producer_options": {"vocab_size": vocab}, "batch_size": 4, "context": 32},
-                **{"steps": 2, "n_checkpoints": 1},
-            }
-            for vocab in (50_000, 100_000)
+        # weights, gradients, AdamW's moments and TRAIN_LOGIT_COPIES of the B x C x vocab logits
+        "vocab 50k": {
+            **{"producer_options": {"vocab_size": 50_000}, "batch_size": 4, "context": 32},
+            **{"steps": 2, "n_checkpoints": 1},
         },
+        # checkpoint_disk's checkpoints beside the resume state
         "7 checkpoints": {
             **{"producer_options": {"vocab_size": 20_000}, "batch_size": 2, "context": 16},
             **{"steps": 6, "checkpoints": "linear", "n_checkpoints": 6},
@@ -130,19 +133,15 @@ GRIDS = {
     },
     "probe": {
         "warm-up": {"call": "scan", "shape": SMALL, "vocab": 512, "batch": 4, "n": 10},
-        **{
-            f"scan batch {batch}, chunk 25": {
-                **{"call": "scan", "shape": SMALL, "vocab": 8192, "batch": batch, "n": 10},
-                **{"chunk": 25, "metrics": ["prefix_matching"]},
-            }
-            for batch in (1000, 4000)
+        # ROW_BYTES of 4000 rows, in passes of 25 (PASS_TOKENS' activations)
+        "scan batch 4000, chunk 25": {
+            **{"call": "scan", "shape": SMALL, "vocab": 8192, "batch": 4000, "n": 10},
+            **{"chunk": 25, "metrics": ["prefix_matching"]},
         },
-        **{
-            f"ablate {draws} draws": {
-                **{"call": "ablate", "shape": SMALL, "vocab": 512, "draws": draws},
-                **{"batch": 10, "n": 10, "metrics": ["ar_accuracy"]},
-            }
-            for draws in (200, 1000)
+        # GROUP_BYTES of 1000 ablated groups: a heap that grew with the draws fails here
+        "ablate 1000 draws": {
+            **{"call": "ablate", "shape": SMALL, "vocab": 512, "draws": 1000},
+            **{"batch": 10, "n": 10, "metrics": ["ar_accuracy"]},
         },
     },
 }
