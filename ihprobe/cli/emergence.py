@@ -126,7 +126,7 @@ def run(args) -> int:
     from ihprobe.dynamics.law import predict_emergence
 
     if args.html:
-        check_writable_file(args.html, "--html")
+        check_writable_file(args.html, "--html", page=True)
     kwargs = point_kwargs(args)
     if args.task:  # every task file read and checked before any checkpoint is scanned
         from ihprobe.causal.tasks import read_task

@@ -62,7 +62,7 @@ def run(args) -> int:
         raise IhprobeError(f"--prompts {args.prompts}: pass at least 2 prompts per task.")
     tasks = [read_task(t) for t in args.task] if args.task else None  # checked before loading
     if args.html:
-        check_writable_file(args.html, "--html")
+        check_writable_file(args.html, "--html", page=True)
     ckpt = flags.one_checkpoint(args)
     stage(f"loading {ckpt.label}")
     where = {"device": args.device, "dtype": args.dtype, **flags.placement(args)}

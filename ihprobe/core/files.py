@@ -178,8 +178,28 @@ def check_local_source(text: str) -> str:
     return text
 
 
-def check_writable_file(path: str | os.PathLike, what: str = "--out") -> Path:
-    """Raise unless a file can be written at ``path`` (its directory writable, not a directory).
+PAGE_MARK = '<meta name="generator" content="ihprobe">'  # in the head of every page it writes
+
+
+def ihprobe_page(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an HTML page ihprobe wrote (its head carries :data:`PAGE_MARK`).
+
+    >>> ihprobe_page("no/such/page.html")
+    False
+    """
+    try:
+        with open(path, "rb") as handle:
+            return PAGE_MARK.encode() in handle.read(4096)
+    except OSError:
+        return False
+
+
+def check_writable_file(
+    path: str | os.PathLike, what: str = "--out", *, page: bool = False
+) -> Path:
+    """Raise unless a file can be written at ``path`` (its directory writable, not a directory);
+    with ``page``, an existing file there must be a page ihprobe wrote (:func:`ihprobe_page`),
+    never an input or a user's file.
 
     Example:
         >>> import tempfile, pathlib
@@ -189,6 +209,10 @@ def check_writable_file(path: str | os.PathLike, what: str = "--out") -> Path:
     path = Path(path)
     if path.is_dir():
         raise IhprobeError(f"{what} {path} is a directory; pass a file name.")
+    if page and (path.exists() or path.is_symlink()) and not ihprobe_page(path):
+        raise IhprobeError(
+            f"{what} {path} already exists and is not a page ihprobe wrote; pass a new file name."
+        )
     if path.exists() and not os.access(path, os.W_OK):
         raise IhprobeError(f"{what} {path} is read-only; choose another {what}.")
     check_writable_dir(path.parent, what)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from ihprobe.core.files import atomic_write
+from ihprobe.core.files import PAGE_MARK, atomic_write
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto;
@@ -76,7 +76,7 @@ def html_page(title: str, sections: list[Section], subtitle: str = "") -> str:
     :class:`Markup` is not)."""
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
+        f'<html lang="en"><head><meta charset="utf-8">{PAGE_MARK}',
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
     ]

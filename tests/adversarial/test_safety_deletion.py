@@ -153,6 +153,29 @@ def test_a_users_file_inside_a_checkpoint_stays_when_the_run_is_cleared(tmp_path
     assert (run.root / notes).read_text() == "the user's"
 
 
+@pytest.mark.parametrize("command", ["fv", "emergence"])
+@pytest.mark.parametrize("target", ["config.json", "notes.html"])
+def test_html_never_overwrites_a_file_ihprobe_did_not_write(tmp_path, capsys, command, target):
+    """``fv CKPT --html CKPT/config.json`` replaced the checkpoint's config with a page."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "model.safetensors").write_bytes(b"")  # the SOURCE check looks for weights only
+    (ckpt / target).write_text("the user's")
+    assert main([command, str(ckpt), "--html", str(ckpt / target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a page ihprobe wrote" in err, err
+    assert (ckpt / target).read_text() == "the user's"
+
+
+def test_a_page_ihprobe_wrote_may_be_written_again(tmp_path):
+    from ihprobe.core.files import check_writable_file, ihprobe_page
+    from ihprobe.figures.report import Section, write_report
+
+    page = write_report(tmp_path / "p.html", "<b>t</b>", [Section("s", ["x"])])
+    assert ihprobe_page(page)
+    assert check_writable_file(page, "--html", page=True) == page
+
+
 def test_a_run_folder_ihprobe_made_is_its_own_before_run_json(tmp_path):
     folder = tmp_path / "run"
     with RunDir(folder).lock():
