@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ihprobe.core.devices import gathered, stack_layers
-from ihprobe.probes.battery import _pattern_scores
+from ihprobe.probes.repeated import _pattern_scores
 from tests.helpers import SameDevice
 
 
