@@ -18,7 +18,10 @@ from ihprobe.jobs.demo import DemoConfig, run_demo
 from ihprobe.jobs.demo_summary import summary_text
 from tests.browser import network_requests, render, screenshot
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo-run")]  # `demo` runs once
+pytestmark = pytest.mark.slow
+# The tests of the `demo` fixture share one worker, which runs the demo once; those that run a
+# demo of their own stay out of the group, so that the other worker can take them.
+DEMO_RUN = pytest.mark.xdist_group("demo-run")
 
 
 @pytest.fixture(scope="session")  # xdist may interleave other modules: built once per worker
@@ -28,6 +31,7 @@ def demo(tmp_path_factory):
     return run_demo(DemoConfig(out=str(out), progress=False))
 
 
+@DEMO_RUN
 def test_default_demo_shows_the_phase_transition(demo):
     s = demo.summary.set_index("run").loc["main"]
     assert s.ps_start < 0.05  # chance is about ln2/32 = 0.022
@@ -40,6 +44,7 @@ def test_default_demo_shows_the_phase_transition(demo):
     assert table.step.nunique() == 21  # step 0 and 20 linear checkpoints, all scanned
 
 
+@DEMO_RUN
 def test_the_demo_csvs_have_the_documented_shapes(demo):
     """Every table but summary.csv has the one long shape, the statistic in its own column;
     summary.csv is one wide row per run (README)."""
@@ -53,6 +58,7 @@ def test_the_demo_csvs_have_the_documented_shapes(demo):
     assert list(summary["run"]) == ["main"] and "verdict" in summary.columns
 
 
+@DEMO_RUN
 def test_the_demo_ablation_can_reach_a_verdict(demo):
     """The top set is tested against enough distinct random sets that p can reach 0.05 (with
     2 x 4 heads only 3 sets existed and the verdict could only be inconclusive), and the
@@ -71,6 +77,7 @@ def test_the_demo_ablation_can_reach_a_verdict(demo):
     assert f"over {s.ar_accuracy_distinct_sets} distinct sets" in text
 
 
+@DEMO_RUN
 def test_demo_report_renders_fits_the_page_and_labels_its_lines(demo):
     rendered = render(demo.report, width=1024)
     assert rendered.errors == []
@@ -98,10 +105,14 @@ def test_demo_report_renders_fits_the_page_and_labels_its_lines(demo):
 
 
 def test_compare_adds_natural_and_bi_induct_runs(tmp_path):
+    # what compare adds does not depend on the model's size: the fewest updates and checkpoints
+    # that emergence's 3-segment fit takes, and 4 heads a layer (head_effects and the ablation
+    # baselines go head by head)
     config = replace(
         DemoConfig(out=str(tmp_path), progress=False, compare=True),
-        steps=30,
-        n_checkpoints=7,
+        steps=12,
+        n_checkpoints=6,
+        heads=4,
         random=2,
     )
     result = run_demo(config)
@@ -109,7 +120,7 @@ def test_compare_adds_natural_and_bi_induct_runs(tmp_path):
     assert all(path.is_file() for path in result.tables.values())
     rendered = render(result.report)
     assert rendered.errors == [] and "Natural vs Bi-Induct" in rendered.dom
-    # 30 updates form no head in the natural arms: the report and the summary say so
+    # 12 updates form no head in the natural arms: the report and the summary say so
     assert "natural and bi-induct formed no induction head at this budget" in rendered.dom
     assert "nothing to compare" in summary_text(result)
 
@@ -146,6 +157,7 @@ def test_cli_demo_prints_where_files_are(tmp_path):
     assert (out / "report.html").is_file() and (out / "main-trajectory.csv").is_file()
 
 
+@DEMO_RUN
 def test_the_demo_ablate_and_the_report_give_one_verdict(demo, tmp_path, capsys):
     """`ihprobe ablate RUN` with its defaults follows the demo's rule (issue 59, item 13): the
     same top set, verdict and analysis as the demo's summary, and the report says the same."""
