@@ -13,7 +13,8 @@ not rise clearly above its noise gives an explicit no-transition result.
 (True, 912.4, (51200, 65536))
 
 The law that predicts the point from batch size and context is in :mod:`ihprobe.dynamics.law`; the
-trajectories come from :mod:`ihprobe.dynamics.trajectories`.
+trajectories come from :mod:`ihprobe.dynamics.trajectories`, and one value per checkpoint from
+:mod:`ihprobe.dynamics.curves`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pandas as pd
 
 from ihprobe.core import calls, checks
 from ihprobe.core.errors import IhprobeError
+from ihprobe.dynamics.curves import curve
 from ihprobe.dynamics.piecewise import SteepFit, steepest, sustained
 from ihprobe.dynamics.trajectories import trajectory
 from ihprobe.io.provenance import Provenance
@@ -43,7 +45,6 @@ THRESHOLDS = {m.name: m.threshold for m in METRIC_TABLE.values() if m.threshold 
 # The least rise of the steep segment that counts as a transition, in the metric's own units.
 MIN_RISE = {m.name: m.min_rise for m in METRIC_TABLE.values() if m.min_rise}
 NOISE_FACTOR = 4.0  # the steep segment must also rise this many noise sds
-REDUCERS = ("max", "mean", "min")
 
 
 @dataclass(frozen=True)
@@ -126,67 +127,6 @@ def _plain(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-# ----------------------------------------------------------------------------- the curve
-
-
-def curve(
-    table: pd.DataFrame, metric: str = "prefix_matching", reduce: str | tuple[int, int] = "max"
-) -> pd.DataFrame:
-    """One value per checkpoint: ``step, tokens, value, duplicate`` ordered by training
-    progress (``duplicate``: the table's ``duplicate_of`` names an earlier checkpoint).
-
-    Per-head metrics are reduced over heads (``"max"``, ``"mean"``, ``"min"``) or picked for
-    one ``(layer, head)``; model-level metrics are taken as they are.
-
-    Example:
-        >>> t = pd.DataFrame({"model": "m", "revision": None, "step": [0, 0, 10, 10],
-        ...     "tokens": [0, 0, 640, 640], "layer": 0, "head": [0, 1, 0, 1],
-        ...     "metric": "prefix_matching", "value": [0.01, 0.02, 0.5, 0.1]})
-        >>> curve(t).value.tolist()
-        [0.02, 0.5]
-    """
-    missing = {"step", "tokens", "metric", "value"} - set(table.columns)
-    if missing:
-        raise IhprobeError(
-            f"the table lacks columns {sorted(missing)}; pass a table from ihprobe.trajectory()."
-        )
-    rows = table[table["metric"] == metric]
-    if rows.empty:
-        found = sorted(table["metric"].unique())
-        raise IhprobeError(f"the table has no {metric!r} rows; it holds {found}.")
-    per_head = "layer" in rows and rows["layer"].notna().any()
-    if isinstance(reduce, tuple):
-        if not per_head:
-            raise IhprobeError(f"{metric} is a model-level metric; a (layer, head) makes no sense.")
-        layer, head = reduce
-        rows = rows[(rows["layer"] == layer) & (rows["head"] == head)]
-        if rows.empty:
-            raise IhprobeError(f"the table has no {metric} rows for head ({layer}, {head}).")
-        how = "max"  # one row per checkpoint already
-    elif reduce in REDUCERS:
-        how = reduce
-    else:
-        raise IhprobeError(f"reduce={reduce!r}: use one of {REDUCERS} or a (layer, head) tuple.")
-    keys = ["step", "tokens"]
-    grouped = rows.groupby(keys, dropna=False, sort=False)
-    out = grouped["value"].agg(how).reset_index()
-    # a checkpoint whose weights repeat an earlier one's (trajectory's duplicate_of column)
-    out["duplicate"] = (
-        grouped["duplicate_of"].agg(lambda d: d.notna().any()).to_numpy(bool)
-        if "duplicate_of" in rows
-        else False
-    )
-    if "model" in rows and rows["model"].nunique() > 1 and out["tokens"].duplicated().any():
-        raise IhprobeError(
-            f"the table mixes runs {sorted(rows['model'].unique())[:4]} with overlapping "
-            "checkpoints; pass one run at a time, e.g. table[table.model == name]."
-        )
-    order = "tokens" if out["tokens"].notna().all() else "step"
-    if out[order].isna().any():
-        raise IhprobeError("every checkpoint needs its step or its token count to be ordered.")
-    return out.sort_values(order, kind="stable").reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------- runs

@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 
 from ihprobe.causal.choices import analysis
 from ihprobe.causal.results import VERDICT_RULE
-from ihprobe.dynamics.changepoint import curve
+from ihprobe.dynamics.curves import curve
 from ihprobe.figures.ablation import drop_figure, head_effects_figure, head_sets_figure
 from ihprobe.figures.attention import attention_figure
 from ihprobe.figures.circuit import loss_by_position_figure, positions_text

@@ -14,7 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ihprobe.dynamics.changepoint import EmergencePoint, curve
+from ihprobe.dynamics.changepoint import EmergencePoint
+from ihprobe.dynamics.curves import curve
 from ihprobe.dynamics.law import get_law
 from ihprobe.figures.heads import OWN_TICKS, color_range, colorbar_of
 

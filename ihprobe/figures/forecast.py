@@ -15,7 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ihprobe.dynamics.changepoint import EmergencePoint, curve
+from ihprobe.dynamics.changepoint import EmergencePoint
+from ihprobe.dynamics.curves import curve
 from ihprobe.dynamics.forecast import Forecast
 from ihprobe.figures.emergence import emergence_band
 from ihprobe.figures.heads import OWN_TICKS

@@ -10,7 +10,8 @@ import pytest
 
 import ihprobe
 from ihprobe.core.errors import IhprobeError
-from ihprobe.dynamics.changepoint import curve, emergence
+from ihprobe.dynamics.changepoint import emergence
+from ihprobe.dynamics.curves import curve
 
 # log-spaced checkpoints, two per doubling of tokens, after a step-0 checkpoint; B*C = 100
 TOKENS = np.array([0] + [100 * round(100 * 2 ** (k / 2)) for k in range(24)])
