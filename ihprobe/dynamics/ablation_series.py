@@ -27,7 +27,8 @@ from ihprobe.core.stages import announced_work
 from ihprobe.dynamics.trajectories import read_tasks_once
 from ihprobe.io import offload
 from ihprobe.io.sources import sources_of
-from ihprobe.series.cache import ROW_COLUMNS, cached_map, settings_key
+from ihprobe.series.cache import cached_map
+from ihprobe.series.entries import ROW_COLUMNS, settings_key
 from ihprobe.series.estimates import forward_flops, seconds_each
 
 log = logging.getLogger(__name__)

@@ -37,8 +37,9 @@ from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import sources_of
 from ihprobe.probes.battery import check_metrics, scan
 from ihprobe.probes.scores import HeadScores
-from ihprobe.series.cache import Loaded, Swept, cached_checkpoints, cached_map, settings_key
-from ihprobe.series.entries import ROW_COLUMNS
+from ihprobe.series.cache import Swept, cached_checkpoints, cached_map
+from ihprobe.series.checkpoint_rows import Loaded
+from ihprobe.series.entries import ROW_COLUMNS, settings_key
 from ihprobe.series.estimates import forward_flops, seconds_each
 from ihprobe.series.sweep import map_checkpoints
 

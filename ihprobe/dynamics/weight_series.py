@@ -37,7 +37,8 @@ from ihprobe.io.validation import check_checkpoint
 from ihprobe.io.weights import weight_files
 from ihprobe.probes.composition import BASELINE_DRAWS, composition
 from ihprobe.probes.copying import copying_scores
-from ihprobe.series.cache import ROW_COLUMNS, checked_rows, with_provenance
+from ihprobe.series.cache import with_provenance
+from ihprobe.series.entries import ROW_COLUMNS, checked_rows
 from ihprobe.series.prefetch import prefetched
 from ihprobe.series.repeats import Duplicates, Repeats, series_label
 from ihprobe.series.sweep import checkpoint_bytes, walk

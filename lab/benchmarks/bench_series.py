@@ -84,7 +84,7 @@ class Timings:
     """The engine's read and compute steps, wrapped to time each call where it runs."""
 
     def __init__(self):
-        import ihprobe.series.cache as engine
+        import ihprobe.series.checkpoint_rows as engine
 
         self.engine, self.reads, self.computes = engine, [], []
         self.read, self.call = engine.read_checked, engine.Loaded.__call__

@@ -4,6 +4,7 @@ their pairs (not their paths), and each checkpoint by its config beside its weig
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import time
@@ -17,7 +18,7 @@ from ihprobe.causal.tasks import builtin_tasks, task_digest
 from ihprobe.dynamics import ablation_series, trajectories
 from ihprobe.io.hub_cache import RevisionIndex
 from ihprobe.io.runs import Checkpoint
-from ihprobe.series import cache as series_cache
+from ihprobe.series import checkpoint_rows
 from tests.helpers import save_checkpoint, tiny_hf_model
 
 WORDNET_PAIRS = {"antonym": [("hot", "cold"), ("big", "small")], "synonym": [("big", "large")]}
@@ -34,7 +35,7 @@ def test_no_tasks_are_keyed_by_the_built_in_set_installing_wordnet_changes(tmp_p
     first = time.perf_counter() - begin
     tasks = builtin_tasks(seed=3) + real(seed=3, wordnet=tmp_path / "absent")
     digests = "\n".join(task_digest(t) for t in tasks)
-    assert absent["tasks"] == series_cache.hashlib.sha256(digests.encode()).hexdigest()
+    assert absent["tasks"] == hashlib.sha256(digests.encode()).hexdigest()
     trajectories.read_tasks_once({"tasks": None, "seed": 3})  # once per process
     assert len(made) == 1 and first < 30
 
@@ -45,7 +46,7 @@ def test_no_tasks_are_keyed_by_the_built_in_set_installing_wordnet_changes(tmp_p
     names = [t.name for t in word_tasks.default_tasks(seed=3, wordnet=installed)]
     assert "antonym" in names and now["tasks"] != absent["tasks"]  # a new entry, not stale rows
     ran = "\n".join(task_digest(t) for t in fv._tasks(None, 3))  # what fv runs is what is keyed
-    assert now["tasks"] == series_cache.hashlib.sha256(ran.encode()).hexdigest()
+    assert now["tasks"] == hashlib.sha256(ran.encode()).hexdigest()
     assert trajectories.read_tasks_once({"seed": 3}, builtin=False)[1] == {"seed": 3}
 
 
@@ -105,7 +106,7 @@ def test_entries_cached_before_the_config_was_keyed_are_not_found(
     ckpts = [Checkpoint(str(same_weights[0]))]
     where = {"cache": tmp_path / "results", "progress": False, **PROBE}
     with monkeypatch.context() as old:  # entries named by the weights hash alone, as before
-        old.setattr(series_cache.Fetched, "key", property(lambda self: self.digest))
+        old.setattr(checkpoint_rows.Fetched, "key", property(lambda self: self.digest))
         before = trajectories.trajectory(ckpts, ["prefix_matching"], **where)
     again = trajectories.trajectory(ckpts, ["prefix_matching"], **where)
     assert len(counted) == 2  # scanned again, no crash

@@ -77,19 +77,19 @@ def test_a_finished_earlier_download_stays_under_keep_none(hub, tmp_path, cache_
 def test_a_revision_scanned_but_not_yet_removed_when_killed_is_removed_on_resume(
     hub, tmp_path, monkeypatch, cache_dir
 ):
-    from ihprobe.series import cache as series_cache
+    from ihprobe.series import checkpoint_rows
 
-    real, drops = series_cache.drop_revision, []
+    real, drops = checkpoint_rows.drop_revision, []
 
     def killed(path):  # the scan's entry is written; the kill comes before the removal
         drops.append(path)
         raise Killed
 
-    monkeypatch.setattr(series_cache, "drop_revision", killed)
+    monkeypatch.setattr(checkpoint_rows, "drop_revision", killed)
     where = {"revisions": REVISIONS, "keep": "none", "cache": tmp_path / "results", **PROBE}
     with pytest.raises(Killed):
         trajectories.trajectory(REPO, ["prefix_matching"], **where)
     assert len(drops) == 1 and "step100" in revisions_left(hub)
-    monkeypatch.setattr(series_cache, "drop_revision", real)
+    monkeypatch.setattr(checkpoint_rows, "drop_revision", real)
     trajectories.trajectory(REPO, ["prefix_matching"], **where)
     assert revisions_left(hub) == set()

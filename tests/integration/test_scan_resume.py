@@ -19,7 +19,7 @@ from ihprobe.cli import main
 from ihprobe.dynamics import trajectories
 from ihprobe.io import hub_cache
 from ihprobe.jobs.scan import scan_job
-from ihprobe.series import cache as series_cache
+from ihprobe.series import checkpoint_rows
 from tests.helpers import run_checkpoint
 from tests.hub_layout import lay_out, use_offline
 
@@ -84,9 +84,9 @@ def test_an_interrupted_series_resumes_offline_from_the_next_checkpoint(
     assert not (tmp_path / "first" / "scores.csv").exists()
 
     monkeypatch.setattr(trajectories, "scan", real)
-    seen, fetch = [], series_cache.fetched
+    seen, fetch = [], checkpoint_rows.fetched
     monkeypatch.setattr(
-        series_cache,
+        checkpoint_rows,
         "fetched",
         lambda source, revision=None: seen.append(revision) or fetch(source, revision),
     )

@@ -167,7 +167,7 @@ INTERNAL_NAMES = {
     "ihprobe.io.swap.load_weights": "bench_scale: the weight swap, timed",
     "ihprobe.probes.engine.MAX_LOGITS": "bench_scale: ablate at the budget it had before",
     "ihprobe.probes.inputs.snippets": "bench_scale: the snippet rows scan runs, forwarded bare",
-    "ihprobe.series.cache": "bench_series: the engine's read and compute steps, each timed",
+    "ihprobe.series.checkpoint_rows": "bench_series: the read and compute steps, each timed",
     "ihprobe.core.devices.stray_tensors": "device_checks: tensors left off the device",
     "ihprobe.jobs.sweep": "device_seeds: K runs per device, launched as ihprobe sweep does",
 }

@@ -15,7 +15,7 @@ from ihprobe.data import make_producer
 from ihprobe.data import markov as markov_module
 from ihprobe.dynamics.llc import _checked_result
 from ihprobe.io.hub_cache import RevisionIndex
-from ihprobe.series.cache import checked_rows
+from ihprobe.series.entries import checked_rows
 from tests.helpers import run_checkpoint
 
 GOOD = [[0, 0, "m", 0.5], [0, 1, "m", 0.25], [1, 0, "m", 0.0], [1, 1, "m", 1.0]]

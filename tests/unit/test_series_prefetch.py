@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import ihprobe.io.swap
-import ihprobe.series.cache
+import ihprobe.series.checkpoint_rows
 import ihprobe.series.sweep
 from ihprobe.core.errors import IhprobeError
 from ihprobe.dynamics.trajectories import trajectory
@@ -149,14 +149,14 @@ def test_map_checkpoints_is_the_same_with_and_without_prefetching(run):
 
 
 def test_a_failing_read_in_the_sweep_is_one_error_not_a_hang(run, monkeypatch):
-    real = ihprobe.series.cache.read_checked
+    real = ihprobe.series.checkpoint_rows.read_checked
 
     def broken(path, *args):
         if path.name.endswith("20"):
             raise IhprobeError(f"{path} is unreadable")
         return real(path, *args)
 
-    monkeypatch.setattr(ihprobe.series.cache, "read_checked", broken)
+    monkeypatch.setattr(ihprobe.series.checkpoint_rows, "read_checked", broken)
 
     def sweep():
         with pytest.raises(IhprobeError, match="unreadable"):
