@@ -310,6 +310,31 @@ def release_freed() -> None:
         trim(0)
 
 
+TRIM_GROWTH = 2**25  # 32 MB: resident growth past the first pass that a long call hands back
+
+
+def release_grown(mark: int | None, growth: int = TRIM_GROWTH) -> int | None:
+    """After a pass of a long call: :func:`release_freed` once the process's resident memory
+    has grown ``growth`` past ``mark`` (what this returned after the previous pass; None after
+    the first, which sets it). Returns the new mark. Freed memory that the next pass reuses
+    stays mapped, so a call of small passes does not hand back and fault in the same pages
+    each pass (0.2 s of a 1.9 s scan of the 2-layer reference checkpoint); where the
+    resident size cannot be read (not Linux), every pass releases.
+
+    >>> mark = release_grown(None)
+    >>> release_grown(mark) == mark
+    True
+    """
+    found = _status_bytes("VmRSS:")  # 0: not readable here
+    if not found:
+        release_freed()
+        return None
+    if mark is None or found <= mark + growth:
+        return found if mark is None else mark
+    release_freed()
+    return _status_bytes("VmRSS:")
+
+
 @functools.cache
 def _malloc_trim():
     try:

@@ -18,7 +18,9 @@ and the queries or the output) where a whole-row call holds about nine, for a se
 the projections. The numbers are a whole-row call's (within float rounding of shorter products).
 
 Modules that take no cache (:data:`CACHE_ARGUMENTS` names what each spelling is), that have a
-user's hook inside, or whose output is not ``(output, None)`` run whole rows, as before.
+user's hook inside, or whose output is not ``(output, None)`` run whole rows, as before; so
+does a call small enough that it holds no more whole than an MLP's chunk does
+(:data:`WHOLE_CHUNKS`, :func:`runs_whole`).
 
 >>> CACHE_ARGUMENTS
 ('cache', 'layer_past', 'past_key_values')
@@ -46,6 +48,12 @@ CACHE_ARGUMENTS = ("cache", "layer_past", "past_key_values")
 # that fits beside them are seldom its memory limit (Pythia-160m at 2,048 tokens runs in 2
 # chunks there, a 4,096-wide model at 8,192 tokens in 25); not yet measured on one
 CHUNK_ELEMENTS = {"cpu": 2**18, "accelerator": 2**22}
+# a call whose projections are at most this many chunks' worth runs whole. On a CPU 4 (4 MB
+# float32): the whole call then holds about three times its projections (12 MB), what an MLP
+# chunk holds anyway (positionwise.CHUNK_ELEMENTS, 4 MB of hidden activations, a few alive),
+# while its chunks would add calls and, in a layer with pattern hooks, a second pass over the
+# projections (a scan of the 2-layer reference checkpoint: about 0.2 s of its 1.9 s of CPU)
+WHOLE_CHUNKS = {"cpu": 4, "accelerator": 1}
 MAX_CHUNKS = 64  # per layer: a wide batch gets larger chunks, not hundreds of tiny calls
 PROJECTIONS = 3
 
@@ -130,9 +138,24 @@ def rows_per_chunk(batch: int, n: int, width: int, device: str | torch.device = 
     >>> rows_per_chunk(1, 2048, 768), rows_per_chunk(1, 2048, 768, "cuda")
     (113, 1820)
     """
-    kind = "cpu" if torch.device(device).type == "cpu" else "accelerator"
-    most = CHUNK_ELEMENTS[kind] // (batch * PROJECTIONS * width)
+    most = CHUNK_ELEMENTS[_kind(device)] // (batch * PROJECTIONS * width)
     return max(-(-n // MAX_CHUNKS), most, 1)
+
+
+def _kind(device: str | torch.device) -> str:
+    return "cpu" if torch.device(device).type == "cpu" else "accelerator"
+
+
+def runs_whole(batch: int, n: int, width: int, device: str | torch.device = "cpu") -> bool:
+    """Whether a call of ``batch`` rows of ``n`` positions runs whole on ``device``: its
+    projections within :data:`WHOLE_CHUNKS` of its kind's chunks, or a single chunk.
+
+    >>> runs_whole(25, 100, 128), runs_whole(1, 2048, 768)
+    (True, False)
+    """
+    kind = _kind(device)
+    small = batch * n * PROJECTIONS * width <= WHOLE_CHUNKS[kind] * CHUNK_ELEMENTS[kind]
+    return small or n <= rows_per_chunk(batch, n, width, device)
 
 
 def _causal(rows: range, end: int, device) -> torch.Tensor:
@@ -171,17 +194,19 @@ def by_query_rows(
 
 def _chunks(module, name: str | None, hidden, bound: dict) -> list[range] | None:
     """The chunks of query rows a call runs in, or None where it runs whole: no cache argument,
-    a cache given (generation), no ``[batch, pos, d]`` input, a hook inside, a short row, or a
-    mask that is not ``[.., query, key]`` over the whole row."""
+    a cache given (generation), no ``[batch, pos, d]`` input, a hook inside, a small call
+    (:func:`runs_whole`), or a mask that is not ``[.., query, key]`` over the whole row."""
     if name is None or bound.get(name) is not None or hooked(module):
         return None
     if not isinstance(hidden, torch.Tensor) or hidden.dim() != 3:
         return None
     b, n, width = hidden.shape
-    step = rows_per_chunk(b, n, width, hidden.device)
     mask = bound.get("attention_mask")
-    if n <= step or (mask is not None and (mask.dim() != 4 or mask.shape[-1] != n)):
+    if runs_whole(b, n, width, hidden.device):
         return None
+    if mask is not None and (mask.dim() != 4 or mask.shape[-1] != n):
+        return None
+    step = rows_per_chunk(b, n, width, hidden.device)
     return [range(start, min(start + step, n)) for start in range(0, n, step)]
 
 

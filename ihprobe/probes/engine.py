@@ -26,7 +26,7 @@ from jaxtyping import Bool, Float, Int
 from ihprobe.core import checks
 from ihprobe.core.errors import IhprobeError
 from ihprobe.core.hooks import accumulating, hook_name, replace_with
-from ihprobe.core.memory import available_bytes, release_freed
+from ihprobe.core.memory import available_bytes, release_grown
 from ihprobe.data.corpus import default_documents
 from ihprobe.io.attention import forward_options, pair_pass
 from ihprobe.io.validation import require_finite
@@ -126,6 +126,7 @@ def run_probe(
     make = hooks if callable(hooks) else (lambda index, store: list(hooks))
     kept: dict[str, list[torch.Tensor]] = {}
     rows_per_pass = min(chunk or total, budget_rows(model, probe))
+    mark = None  # resident memory after the first pass
     for index in torch.arange(total, device="cpu").split(rows_per_pass):  # host bookkeeping
         rows = index % n_rows
         store: dict = {}
@@ -144,7 +145,7 @@ def run_probe(
             require_finite(f"the {probe.name} probe", logits=logits)  # argmax(NaN) looks fine
             store.update(probe.score(accumulating(logits), rows))
         del logits
-        release_freed()  # else the heap grows with the passes (draws x rows)
+        mark = release_grown(mark)  # else the heap grows with the passes (draws x rows)
         for key, value in store.items():
             kept.setdefault(key, []).append(value)
     return {key: torch.cat(values) for key, values in kept.items()}
