@@ -40,7 +40,8 @@ from pathlib import Path
 
 import psutil
 import torch
-from bench_scale import PYTHIA, SHARED, where, write_section  # lab/benchmarks/: the script's folder
+from bench_scale import PYTHIA, SHARED  # lab/benchmarks/: the script's folder
+from sections import where, write_section
 
 RESULTS = Path(__file__).with_name("RESULTS_fastpath.md")
 PATHS = ("patterns", "pairs", "floor")  # floor: a bare SDPA forward, unembedding nothing

@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 
 import torch
-from bench_scale import write_section  # lab/benchmarks/ is the script's folder
+from sections import write_section  # lab/benchmarks/ is the script's folder
 
 METRICS = ["prefix_matching", "previous_token"]
 TARGET = 1.1  # prefetching's wall time over the larger of the reads' and computes' sums

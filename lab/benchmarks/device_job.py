@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> None:
     overrides = limits(opts.limits, parser)
     section = opts.section or f"device-{'tiny-' if opts.tiny else ''}{opts.device}"
     if not opts.step:  # every check of what it writes where, before the first step runs
-        from bench_scale import section_problem
+        from sections import section_problem
 
         problem = device_problem(opts.device) or section_problem(opts.results, section)
         if problem:
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
             result = {"error": f"{type(err).__name__}: {err}"[:300]}
         opts.step_out.write_text(json.dumps(result, default=float))
         return
-    from bench_scale import where, write_section
+    from sections import where, write_section
 
     budget = opts.budget or BUDGET["tiny" if opts.tiny else "gpu"]
     begin, results, background = time.perf_counter(), {}, None

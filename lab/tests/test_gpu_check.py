@@ -19,6 +19,9 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "lab" / "benchmarks"
 
 
 def module(name: str):
+    """A benchmark script loaded as its own run loads it, its folder's modules importable."""
+    if name != "sections" and "sections" not in sys.modules:
+        module("sections")  # what the scripts import from beside them
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[name] = loaded
@@ -45,7 +48,7 @@ def test_benchmarks_the_job_runs_import():
 
 
 def test_write_section_replaces_only_its_own_section(tmp_path):
-    write_section = module("bench_scale").write_section
+    write_section = module("sections").write_section
     results = tmp_path / "RESULTS.md"
     results.write_text("# title\n\n<!-- begin gpu -->\nnot yet measured\n<!-- end gpu -->\ntail\n")
     write_section(results, "gpu", "H200: 1.1x")

@@ -68,7 +68,7 @@ def test_a_bad_results_target_is_one_line_before_any_step(job, tmp_path, capsys,
 
 
 def test_a_section_is_written_whole_and_beside_the_others(job, tmp_path):
-    scale = __import__("bench_scale")
+    scale = __import__("sections")
     results = tmp_path / "R.md"
     results.write_text("# title\n<!-- begin cpu -->\nold\n<!-- end cpu -->\ntail\n")
     scale.write_section(results, "cuda", "new")
