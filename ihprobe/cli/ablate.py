@@ -95,7 +95,7 @@ def run(args) -> int:
     from ihprobe.dynamics.trajectories import ablate_checkpoints
     from ihprobe.figures.ablation import write_ablation_report
     from ihprobe.io.provenance import csv_table
-    from ihprobe.probes.battery import HEAD_METRICS
+    from ihprobe.probes.metrics import HEAD_METRICS
 
     metrics = args.metrics.split(",") if args.metrics else None
     heads = heads_of(args.heads, "--heads") if args.heads is not None else None

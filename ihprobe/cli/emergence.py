@@ -64,7 +64,7 @@ def check_threshold(metric: str, threshold: float | None) -> None:
 
 def point_kwargs(args) -> dict:
     """The keyword arguments of ``run_emergence`` the flags ask for, checked."""
-    from ihprobe.probes.battery import check_metrics
+    from ihprobe.probes.metrics import check_metrics
 
     check_metrics([args.metric])
     check_threshold(args.metric, args.threshold)

@@ -107,7 +107,7 @@ def run(args) -> int:
 
     from ihprobe.cli._suite import suite_of
     from ihprobe.jobs.scan import FILES, repeat_notes, scan_job
-    from ihprobe.probes.battery import DEFAULT_CHUNK
+    from ihprobe.probes.engine import DEFAULT_CHUNK
 
     flags.refuse_overwrite([Path(args.out) / name for name in FILES], args.force)
     placed = flags.placement(args)

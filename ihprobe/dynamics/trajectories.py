@@ -35,7 +35,8 @@ from ihprobe.io import offload
 from ihprobe.io import provenance as io_provenance
 from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import sources_of
-from ihprobe.probes.battery import check_metrics, scan
+from ihprobe.probes.battery import scan
+from ihprobe.probes.metrics import check_metrics
 from ihprobe.probes.scores import HeadScores
 from ihprobe.series.cache import Swept, cached_checkpoints, cached_map
 from ihprobe.series.checkpoint_rows import Loaded

@@ -33,7 +33,7 @@ from ihprobe.figures.report import Markup, Section, write_report
 from ihprobe.io.provenance import csv_table
 from ihprobe.io.runs import Checkpoint
 from ihprobe.io.sources import sources_of
-from ihprobe.probes.battery import check_metrics
+from ihprobe.probes.metrics import check_metrics
 from ihprobe.probes.scores import HeadScores
 
 log = logging.getLogger(__name__)
