@@ -83,13 +83,19 @@ def report(frame: pd.DataFrame, provenance: list[str]) -> str:
         steps = LATE_CELLS[row["cell"]]["steps"]
         lines.append(f"| {row['cell']} | {row['seed']} | {steps} | {reading(row)} |")
     done = frame[frame.status == "done"] if "status" in frame else frame.iloc[:0]
-    lines += [
-        "",
-        f"{len(done)} of {len(frame)} runs finished. They run in the device job's GPU queue "
-        "(`lab/studies/natural_law/queue.py`) or one at a time on a CPU: `python -m lab.studies "
-        "natural_late --cell B1-C64 --seed 1` (hours of a core each).",
-        "",
-    ]
+    finished = {(r["cell"], int(r["seed"])) for r in done.to_dict("records")}
+    order = [(c, s) for s in SEEDS for c in LATE_CELLS]  # seed 1 of every cell first
+    waiting = [run for run in order if run not in finished]
+    if waiting:
+        cell, seed = waiting[0]
+        where = (
+            " They run in the device job's GPU queue (`lab/studies/natural_law/queue.py`) or one "
+            f"at a time on a CPU, the next: `python -m lab.studies natural_late --cell {cell} "
+            f"--seed {seed}` (hours of a core each)."
+        )
+    else:
+        where = ""
+    lines += ["", f"{len(done)} of {len(frame)} runs finished.{where}", ""]
     return "\n".join(lines)
 
 
