@@ -76,7 +76,7 @@ def checkpoint_files(ckpt: Path) -> list[str]:
     files = meta.get("files")
     if files is None:  # written before checkpoints listed their files
         files = [*(meta.get("sha256") or {}), "generation_config.json"]
-    if not isinstance(files, (list, dict)) or not all(isinstance(f, str) for f in files):
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         return []
     inside = [f for f in files if f and "/" not in f and f not in (".", "..", CHECKPOINT_META)]
     return [*inside, CHECKPOINT_META]
