@@ -10,13 +10,15 @@
 #             files' paths and modification times kept: the tokenized stream is keyed on them)
 #   IHPROBE_NATURAL_GPU   the study's GPU step (default below; empty: skip it)
 #   IHPROBE_DEVICE_OUT    a folder to gather what the job wrote into, for a machine that is
-#             given back afterwards: the results files, the study's log, and its finished runs
-#             (records and final checkpoint, without training state) as natural-runs.tar.xz
-#             in parts of at most 15 MiB
+#             given back afterwards: the results files (the natural-text studies' in
+#             natural_law/), the study's log, and its finished runs, the grid's, size arm's and
+#             late study's (records and final checkpoint, without training state) as
+#             natural-runs.tar.xz in parts of at most 15 MiB: unpack them at the repository root
+#             and run each study's command for that cell and seed to record it
 # Writes lab/benchmarks/RESULTS_device.md (section device-cuda) within the job's budget, and the
 # cuda sections of RESULTS_fastpath.md and RESULTS_series.md where those steps run.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repository root
 PYTHON=${PYTHON:-python}
 WHEELS=${WHEELS:-wheels}
 SITE=${SITE:-/tmp/ihprobe-site}
@@ -50,8 +52,11 @@ if [ -n "${IHPROBE_DEVICE_OUT:-}" ]; then
     cp lab/benchmarks/RESULTS_device.md lab/benchmarks/RESULTS_fastpath.md lab/benchmarks/RESULTS_series.md \
         "$IHPROBE_DEVICE_OUT"/ 2>/dev/null
     cp "${TMPDIR:-/tmp}"/ihprobe-natural-study.log "$IHPROBE_DEVICE_OUT"/natural-study.log 2>/dev/null
+    mkdir -p "$IHPROBE_DEVICE_OUT"/natural_law
+    cp lab/studies/natural_law/results*.csv lab/studies/natural_law/RESULTS*.md \
+        "$IHPROBE_DEVICE_OUT"/natural_law/ 2>/dev/null
     finished=()
-    for result in runs/studies/law-natural/*/seed*/result.json; do
+    for result in runs/studies/law-natural*/*/seed*/result.json; do
         [ -f "$result" ] || continue
         run=$(dirname "$result")
         last=$(ls -d "$run"/checkpoints/step-* 2>/dev/null | tail -1)

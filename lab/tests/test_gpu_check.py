@@ -183,3 +183,79 @@ def test_limits_replace_the_steps_seconds_and_refuse_what_is_not_a_step():
         with pytest.raises(SystemExit) as exit_:
             job.limits(bad, parser)
         assert exit_.value.code == 2, bad
+
+
+@pytest.mark.slow  # the script's import checks: about 20 s
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_check_runs_the_job_from_the_repository_root():
+    """Run from anywhere, the script finds the repository root (it moved under lab/ once and
+    looked for the job one folder too deep)."""
+    done = subprocess.run(
+        ["bash", str(BENCHMARKS / "gpu_check.sh"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("usage: device_job.py"), done.stdout[:500]
+
+
+@pytest.mark.slow  # the script's import checks: about 20 s
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("xz") is None, reason="bash, xz")
+def test_gpu_check_gathers_every_natural_studys_finished_runs_and_results(tmp_path):
+    """With IHPROBE_DEVICE_OUT, what a machine given back must keep comes back: the finished runs
+    of the grid, the size arm and the late study (records and last checkpoint, no training
+    state), and the studies' results files; an unfinished run stays behind."""
+    root = tmp_path / "repo"
+    (root / "lab" / "benchmarks").mkdir(parents=True)
+    shutil.copy(BENCHMARKS / "gpu_check.sh", root / "lab" / "benchmarks")
+    (root / "lab" / "benchmarks" / "device_job.py").write_text("print('the job ran')\n")
+    results = root / "lab" / "studies" / "natural_law"
+    results.mkdir(parents=True)
+    (results / "results_late.csv").write_text("cell,seed,status\nB4-C64,1,done\n")
+    (results / "RESULTS_late.md").write_text("# Late\n")
+    studies = root / "runs" / "studies"
+    runs = {
+        "law-natural/B4-C256-d256-lr1e-3/seed1": True,
+        "law-natural-late/B4-C64/seed1": True,
+        "law-natural-late/B4-C512/seed1": False,  # still training: no result.json
+    }
+    for name, finished in runs.items():
+        run = studies / name
+        for step in ("step-000000", "step-000100"):
+            (run / "checkpoints" / step).mkdir(parents=True)
+            (run / "checkpoints" / step / "model.safetensors").write_bytes(b"w")
+        (run / "state").mkdir()
+        (run / "state" / "optimizer.pt").write_bytes(b"s")
+        (run / "metrics.jsonl").write_text("{}\n")
+        if finished:
+            (run / "result.json").write_text("{}\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHON": sys.executable, "IHPROBE_DEVICE_OUT": str(out)}
+    env["IHPROBE_NATURAL_GPU"] = ""
+    done = subprocess.run(
+        ["bash", str(root / "lab" / "benchmarks" / "gpu_check.sh")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the job ran" in done.stdout
+    assert sorted(p.name for p in (out / "natural_law").iterdir()) == [
+        "RESULTS_late.md",
+        "results_late.csv",
+    ]
+    parts = sorted(out.glob("natural-runs.tar.xz.part-*"))
+    archive = b"".join(p.read_bytes() for p in parts)
+    listing = subprocess.run(
+        ["tar", "-tJf", "-"], input=archive, capture_output=True, check=True
+    ).stdout.decode()
+    kept = set(listing.split())
+    for name, finished in runs.items():
+        run = f"runs/studies/{name}"
+        expected = {f"{run}/result.json", f"{run}/metrics.jsonl", f"{run}/checkpoints/step-000100/"}
+        assert expected <= kept if finished else not any(k.startswith(run) for k in kept), name
+    assert not any("state" in k or "step-000000" in k for k in kept)

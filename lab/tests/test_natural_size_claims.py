@@ -295,3 +295,23 @@ def test_the_results_file_gives_the_size_arms_verdicts_the_code_gives():
         p = size.p_text(sc.formation(runs, arm)[2])
         assert f"Fisher's exact p = {p}: **{share}**" in text, arm
         assert f"{size.LABELS[arm]} {size.p_text(holm[arm])}" in text, arm
+
+
+@pytest.mark.slow  # three processes that import the lab (about 20 s)
+def test_the_gpu_queue_starts_processes_that_exist_and_know_their_cells():
+    """The queue's own command, as it would start each study's first queued run, lists that
+    study's cells (a renamed module or study would fail here, not on a lent GPU)."""
+    import subprocess
+
+    from lab.studies.natural_law import queue
+
+    firsts = {}
+    for study, cell, seed in queue.SIZE + queue.LATE + queue.GRID:
+        firsts.setdefault(study, (cell, seed))
+    assert set(firsts) == {"natural_size", "natural_late", "natural_law"}
+    for study, (cell, seed) in firsts.items():
+        command = queue.run_command(study, cell, seed)
+        listed = subprocess.run(
+            [*command[:4], "--list"], capture_output=True, text=True, timeout=120, check=True
+        )
+        assert f"{cell} " in listed.stdout, (command, listed.stdout[-300:])

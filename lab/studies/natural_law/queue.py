@@ -6,7 +6,7 @@ size arm's runs (seed by seed; its d_model 256 arm costs a CPU core two hours a 
 cells' first seeds (the wide corners, cheapest first), then a second seed of every cell (CPU
 cells first), skipping finished ones (here, or done in the CSVs of record: runs trained on
 a CPU elsewhere, whose folders do not travel to the device); each run is one ``python -m
-studies STUDY --cell C --seed S`` process, so its result is measured and recorded like any
+lab.studies STUDY --cell C --seed S`` process, so its result is measured and recorded like any
 other.
 
 >>> todo = pending(finished=set())
@@ -34,6 +34,15 @@ GRID = [("natural_law", cell, 0) for cell in GPU_CELLS] + [("natural_law", c, 1)
 def pending(finished: set[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
     """(study, cell, seed) runs still to run on a GPU, in the order above."""
     return [run for run in SIZE + LATE + GRID if run not in finished]
+
+
+def run_command(study: str, cell: str, seed: int) -> list[str]:
+    """The process that trains and records one run (the CLI of ``lab/studies``).
+
+    >>> run_command("natural_late", "B4-C64", 1)[1:]
+    ['-m', 'lab.studies', 'natural_late', '--cell', 'B4-C64', '--seed', '1']
+    """
+    return [sys.executable, "-m", "lab.studies", study, "--cell", cell, "--seed", str(seed)]
 
 
 def finished_runs() -> set[tuple[str, str, int]]:
@@ -69,10 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = p.parse_args(argv)
     todo = pending(finished_runs())
-    command = [sys.executable, "-m", "studies"]
     if args.dry_run:
         for study, cell, seed in todo:
-            print(" ".join(["python", *command[1:], study, "--cell", cell, "--seed", str(seed)]))
+            print(" ".join(["python", *run_command(study, cell, seed)[1:]]))
         return 0
     warm_corpus()
     deadline = time.monotonic() + args.seconds
@@ -82,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         running = [r for r in running if r.poll() is None]
         while todo and len(running) < args.per_device:
             study, cell, seed = todo.pop(0)
-            running.append(
-                subprocess.Popen([*command, study, "--cell", cell, "--seed", str(seed)], env=env)
-            )
+            running.append(subprocess.Popen(run_command(study, cell, seed), env=env))
         time.sleep(1)
     for r in running:  # the budget is spent: each resumes from its last state next time
         r.terminate()
