@@ -6,7 +6,9 @@ head, and the between-seed spread is about 0.3 decades. So, declared before any 
 a second seed (seed 1) and seed 0 again, each trained to ``LATE_X`` times the law's updates (the
 grid's recipe otherwise), in the cheapest cells of the C = 64 row and in B4-C512, all flat at
 their 2x budget. Seed 0's declared folders are gone here, so it is trained again from the start
-(the same seed and recipe) rather than continued. Each run is read by the grid's onset rule:
+(the same seed and recipe) rather than continued. B8-C64, the C = 64 row's next cell (flat at
+2x too), was added on 2026-12-07, before any of its runs: B4-C512 at 4x (77M tokens) needs more
+than a CPU session and waits for a GPU. Each run is read by the grid's onset rule:
 
 - a run that places an onset before ``LATE_X`` x the law is **late** (with its onset over the
   law's prediction);
@@ -17,7 +19,7 @@ their 2x budget. Seed 0's declared folders are gone here, so it is trained again
 No run here enters the law fit: the section reports them beside it, post hoc.
 
 >>> [c for c in LATE_CELLS], LATE_X
-(['B1-C64', 'B2-C64', 'B4-C64', 'B4-C512'], 4.0)
+(['B1-C64', 'B2-C64', 'B4-C64', 'B8-C64', 'B4-C512'], 4.0)
 >>> reading({"status": "done", "transition": True, "censored": False, "updates": 3e4,
 ...          "law_updates": 1e4, "train_loss_first": 6.0, "train_loss_final": 3.0})
 'late: onset at 3.0x the law'
@@ -46,7 +48,7 @@ LATE_CELLS = {
         **CELLS[cell],
         "steps": budget(CELLS[cell]["batch_size"], CELLS[cell]["context"], LATE_X),
     }
-    for cell in ("B1-C64", "B2-C64", "B4-C64", "B4-C512")
+    for cell in ("B1-C64", "B2-C64", "B4-C64", "B8-C64", "B4-C512")  # cheapest first
 }
 SEEDS = (1, 0)  # seed 1 first: the second seed is the question
 LATE = RUNS.parent / "law-natural-late"
