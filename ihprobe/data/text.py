@@ -234,8 +234,13 @@ def _documents(source: dict) -> list[str]:
 def _decoded(path: Path) -> str:
     """A text file as UTF-8; bytes that are not UTF-8 are replaced (U+FFFD) with a warning
     naming the file, so one stray Latin-1 byte in a corpus neither stops nor silently changes it.
+    A file with a NUL byte is not text (an image, an archive): it is refused, naming the file.
     """
     data = path.read_bytes()
+    if b"\x00" in data:
+        raise IhprobeError(
+            f"{path} is a binary file (it holds NUL bytes), not text: pass text files only."
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

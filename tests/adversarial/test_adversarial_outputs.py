@@ -309,6 +309,22 @@ def test_a_latin1_byte_in_a_corpus_file_is_a_documented_warning(tmp_path, caplog
     assert "is not UTF-8" in caplog.text and str(path) in caplog.text
 
 
+@pytest.mark.parametrize("command", ["data-stats", "train"])
+def test_a_binary_text_file_is_refused_by_the_text_producer_in_one_line(tmp_path, capsys, command):
+    """A named file with NUL bytes (an image passed by mistake) gives no statistics and trains
+    nothing, where a stray Latin-1 byte is read with a warning."""
+    image = tmp_path / "photo.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 40)
+    args = ["--text", str(image), "-q"]
+    if command == "train":  # the producer's option, as train spells it
+        args = ["--option", f"text={image}", "-q", "--out", str(tmp_path / "run"), "--steps", "2"]
+    assert main([command, *args]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert f"{image} is a binary file" in line and "pass text files" in line
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").rglob("*.safetensors"))
+
+
 RUN_JSON = {
     "extension x": {"config": {}, "steps": 10, "extensions": ["x"]},
     "extensions a string": {"config": {}, "extensions": "x"},
