@@ -118,3 +118,14 @@ def test_the_nav_sections_follow_their_folders(tmp_path):
         "methods/b.md",  # unlisted pages appended, by name
         "methods/c.md",
     ]
+
+
+def test_every_results_file_of_the_lab_is_on_a_findings_page():
+    """A finding lives in one results file, and the site shows every one of them."""
+    root = Path(__file__).resolve().parents[2]
+    included = set()
+    for page in (root / "docs" / "findings").glob("*.md"):
+        included |= set(re.findall(r'^--8<-- "([^"]+)"$', page.read_text(), flags=re.M))
+    files = {str(p.relative_to(root)) for p in (root / "lab").rglob("RESULTS*.md")}
+    assert files - included == set(), "add these to a page of docs/findings/"
+    assert included - files == set(), "these included files do not exist"
