@@ -79,6 +79,16 @@ def heldout_scores(checkpoint: Path, context: int, batch: int = 32) -> dict:
     }
 
 
+def script(pilot: str, seed: int, export: str) -> str:
+    """The command ``make reference`` runs to train and export a reference.
+
+    >>> script("d128-lr3e-3", 0, "reference/natural-docs").split(" -m ")[1]
+    'lab.studies natural --pilot d128-lr3e-3 --seed 0 --export reference/natural-docs'
+    """
+    study = f"lab.studies natural --pilot {pilot} --seed {seed} --export {export}"
+    return f"nice -n 10 .venv/bin/python -m {study}"
+
+
 def recipe_of(run: Path, pilot: str, summary: dict, out: Path) -> dict:
     """What ``recipe.json`` holds: how the run was made, from what, and what it measured."""
     meta, final = run_meta(run), Path(checkpoints(run)[-1].source)
@@ -87,10 +97,7 @@ def recipe_of(run: Path, pilot: str, summary: dict, out: Path) -> dict:
     vocab = meta["model"]["vocab_size"]
     with safe_open(final / "model.safetensors", "pt") as weights:
         parameters = sum(math.prod(weights.get_slice(k).get_shape()) for k in weights.keys())
-    command = (
-        "nice -n 10 .venv/bin/python -m lab.studies natural --pilot "
-        f"{pilot} --seed {meta['config']['seed']} --export {portable(str(out.resolve()))}"
-    )
+    command = script(pilot, meta["config"]["seed"], portable(str(out.resolve())))
     return {
         "name": out.name,
         "pilot": pilot,
@@ -252,6 +259,10 @@ def _recipe(recipe: dict) -> list[str]:
 
 def _making(recipe: dict) -> list[str]:
     steps = recipe["checkpoint_steps"]
+    # what the Makefile runs now; recipe.json keeps the command of its own export
+    today = script(
+        recipe["pilot"], recipe["config"]["seed"], recipe["script"].split("--export ")[-1]
+    )
     return [
         "## How it was made",
         "",
@@ -260,7 +271,7 @@ def _making(recipe: dict) -> list[str]:
         "make reference  # trains the run (or resumes or reuses it) and exports it here",
         "```",
         "",
-        f"`make reference` runs `{recipe['script']}`. The run it trains, `{recipe['run']}`, "
+        f"`make reference` runs `{today}`. The run it trains, `{recipe['run']}`, "
         f"holds the full series of {len(steps)} checkpoints (step 0 and every {steps[1]:,} "
         "updates); training is deterministic per seed on one machine, but not across machines: "
         "another CPU (or another torch build) can order floating-point sums differently, and "
