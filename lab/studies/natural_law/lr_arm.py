@@ -14,7 +14,8 @@ d_model 256 at lr 3e-3 and with d_model 128 at lr 3e-3:
 
 The lr 3e-3 arms were judged by the head check's superseded damage rule (their checkpoints are
 gone), so this arm's seeds are counted by that rule's verdict too (``has_head_by_damage``), the
-amended copying rule's count printed beside it.
+amended copying rule's count printed beside it; where that count gives another verdict, the
+same line says so.
 
 >>> import pandas as pd
 >>> def runs(arm, heads, n=5):
@@ -29,8 +30,12 @@ amended copying rule's count printed beside it.
 >>> lr_verdict(pd.DataFrame(runs(BASE, 4) + runs(D256, 0) + runs(ARM, 2, n=3)))[0]
 'pending'
 >>> mixed = frame.assign(has_head_by_damage=[None] * 10 + [False] * 5)  # damage rule: 0 of 5
->>> lr_verdict(mixed)  # doctest: +ELLIPSIS
-('size', 'by the damage rule, 0 of 5 seeds ... by the amended copying rule, 5 of 5 at lr 1e-3')
+>>> said, why = lr_verdict(mixed)
+>>> print(said, "|", why.split("; ")[1])  # doctest: +NORMALIZE_WHITESPACE
+size | by the amended copying rule, 5 of 5 at lr 1e-3, which gives **the learning rate**
+instead (p = 0.0079 and 1): this verdict turns on the head check's rule
+>>> lr_verdict(frame.assign(has_head_by_damage=[None] * 10 + [True] * 5))[1].split("; ")[1]
+'by the amended copying rule, 5 of 5 at lr 1e-3'
 """
 
 from __future__ import annotations
@@ -61,26 +66,40 @@ def _fisher(a: tuple[int, int], b: tuple[int, int]) -> float:
     return float(stats.fisher_exact(table)[1])
 
 
+def _judge(arm: tuple[int, int], d256: tuple[int, int], base: tuple[int, int]) -> str:
+    """The declared rule's verdict on three shares (seeds with a head, finished seeds)."""
+    p_d256, p_base = _fisher(arm, d256), _fisher(arm, base)
+    if p_d256 < ALPHA <= p_base:
+        return "the learning rate"
+    if p_base < ALPHA <= p_d256:
+        return "size"
+    return "inconclusive at this scale"
+
+
 def lr_verdict(runs: pd.DataFrame) -> tuple[str, str]:
-    """(verdict, the numbers behind it) over finished runs (``cell``, ``has_head``)."""
+    """(verdict, the numbers behind it) over finished runs (``cell``, ``has_head``). Where the
+    arm's seeds also carry the amended copying rule's verdict and its count gives another
+    verdict, the numbers say so: that reading moves the verdict."""
     arm, d256, base = (_share(runs, a) for a in (ARM, D256, BASE))
     if arm[1] < SEEDS or d256[1] < SEEDS or base[1] < SEEDS:
         return "pending", f"{arm[1]} of {SEEDS} seeds of the lr 1e-3 arm finished"
-    p_d256, p_base = _fisher(arm, d256), _fisher(arm, base)
+    said = _judge(arm, d256, base)
     why = (
         f"by the damage rule, {arm[0]} of {arm[1]} seeds with a head at lr 1e-3, against "
         f"{d256[0]} of {d256[1]} "
-        f"for d_model 256 at 3e-3 (Fisher p = {p_d256:.2g}) and {base[0]} of {base[1]} for "
-        f"d_model 128 at 3e-3 (p = {p_base:.2g})"
+        f"for d_model 256 at 3e-3 (Fisher p = {_fisher(arm, d256):.2g}) and {base[0]} of "
+        f"{base[1]} for d_model 128 at 3e-3 (p = {_fisher(arm, base):.2g})"
     )
     if "has_head_by_damage" in runs:
         copying = _share(runs, ARM, "copying")
         why += f"; by the amended copying rule, {copying[0]} of {copying[1]} at lr 1e-3"
-    if p_d256 < ALPHA <= p_base:
-        return "the learning rate", why
-    if p_base < ALPHA <= p_d256:
-        return "size", why
-    return "inconclusive at this scale", why
+        other = _judge(copying, d256, base)
+        if other != said:
+            why += (
+                f", which gives **{other}** instead (p = {_fisher(copying, d256):.2g} and "
+                f"{_fisher(copying, base):.2g}): this verdict turns on the head check's rule"
+            )
+    return said, why
 
 
 def lines(runs: pd.DataFrame) -> list[str]:
