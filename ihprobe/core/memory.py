@@ -355,17 +355,19 @@ def check_work(what: str, found: Estimate, *, shrink: str, device: str = "cpu") 
         log.warning(
             "%s: about %s of work by a rough estimate (%.2g floating-point operations)",
             what,
-            _duration(seconds),
+            duration(seconds),
             found.flops,
         )
 
 
-def _duration(seconds: float) -> str:
-    """``"3 min"``, ``"2.5 h"``, ``"40 days"``.
+def duration(seconds: float) -> str:
+    """``"40 s"``, ``"3 min"``, ``"2.5 h"``, ``"46 days"``: how every estimate of time is said.
 
-    >>> _duration(200), _duration(9000), _duration(4e6)
-    ('3 min', '2.5 h', '46 days')
+    >>> duration(40), duration(200), duration(9000), duration(4e6)
+    ('40 s', '3 min', '2.5 h', '46 days')
     """
+    if seconds < 120:
+        return f"{seconds:.0f} s"
     if seconds < 3600:
         return f"{seconds / 60:.0f} min"
     if seconds < 86400 * 2:

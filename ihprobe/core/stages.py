@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from ihprobe.core.memory import ANNOUNCE_SECONDS, FLOPS_PER_SECOND
+from ihprobe.core.memory import ANNOUNCE_SECONDS, FLOPS_PER_SECOND, duration
 
 STAGE = {"stage": True}  # ``log.info(..., extra=STAGE)`` marks a record as a stage
 _ANNOUNCED: ContextVar[bool] = ContextVar("announced", default=False)  # see announced_work
@@ -46,7 +46,7 @@ class Counter:
         text = f"{self.what} {index}/{self.total}: {label}"
         if index > 1:
             left = (time.monotonic() - self.started) / (index - 1) * (self.total - index + 1)
-            text += f", about {left:.0f} s left"
+            text += f", about {duration(left)} left"
         return text
 
     def start(self, index: int, label: str) -> None:
@@ -71,7 +71,7 @@ class Counter:
         if left <= ANNOUNCE_SECONDS:
             return None
         return (
-            f"{self.what}: about {left / 60:.0f} min more ({first:.0f} s for the first of "
+            f"{self.what}: about {duration(left)} more ({first:.0f} s for the first of "
             f"{self.total}; progress=True shows a bar)"
         )
 
@@ -100,10 +100,9 @@ def announce(log: logging.Logger, what: str, total: int, seconds_each: float | N
     """
     if seconds_each is None or total * seconds_each <= ANNOUNCE_SECONDS:
         return False
-    minutes = total * seconds_each / 60
-    length = f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
     log.warning(
-        f"{what}: about {length} of work for {total} checkpoint{'s' * (total != 1)} by a rough "
+        f"{what}: about {duration(total * seconds_each)} of work for {total} "
+        f"checkpoint{'s' * (total != 1)} by a rough "
         f"estimate ({seconds_each:.0f} s each, less for any already cached; progress=True "
         "shows a bar)"
     )
@@ -119,9 +118,7 @@ def announce_call(log: logging.Logger, what: str, seconds: float) -> bool:
     """
     if seconds <= ANNOUNCE_SECONDS:
         return False
-    minutes = seconds / 60
-    length = f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
-    log.warning(f"{what}: about {length} of work by a rough estimate")
+    log.warning(f"{what}: about {duration(seconds)} of work by a rough estimate")
     return True
 
 

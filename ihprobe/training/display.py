@@ -1,6 +1,7 @@
 """What the trainer shows: a progress bar with loss, speed, the last live probe and the forecast,
 all kept in memory (nothing re-read from disk per line), and a closing sentence on whether
-induction heads formed.
+induction heads formed. Off a terminal, each log line also says the time left at this
+session's measured pace (the rough estimate before the start is a cautious bound).
 
 >>> shown = Display(total=10, start=0, enabled=False)
 >>> shown.probed({"step": 10, "max_prefix_matching": 0.745, "top_head": [1, 3]}, None)
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from tqdm.auto import tqdm
 
+from ihprobe.core.memory import duration
 from ihprobe.core.stages import STAGE
 from ihprobe.dynamics.changepoint import THRESHOLDS
 from ihprobe.dynamics.forecast import Forecast, read_forecasts
@@ -30,7 +33,7 @@ class Display:
     probe and forecast. Each log line and probe is also a stage record
     (:mod:`ihprobe.core.stages`), which the command line shows in a log file instead of a bar."""
 
-    def __init__(self, *, total: int, start: int, enabled: bool):
+    def __init__(self, *, total: int, start: int, enabled: bool, clock=time.monotonic):
         self.bar = tqdm(
             total=total,
             initial=start,
@@ -39,6 +42,7 @@ class Display:
             dynamic_ncols=True,
         )
         self.done, self.total, self.enabled = start, total, enabled
+        self.start, self.clock, self.began = start, clock, clock()
         self.loss: float | None = None
         self.speed: float | None = None
         self.probe: dict | None = None
@@ -64,7 +68,25 @@ class Display:
                 f"update {self.done:,}/{self.total:,}",
                 *(f"{k} {v}" for k, v in shown.items()),
             ]
+            left = self.left()
+            if left is not None:
+                parts.append(f"about {duration(left)} left")
             log.info(", ".join(parts), extra=STAGE)
+
+    def left(self) -> float | None:
+        """Seconds to the last update at this session's pace so far (probes and saves
+        included); None before its first update.
+
+        >>> ticks = iter([0.0, 30.0])
+        >>> shown = Display(total=100, start=40, enabled=False, clock=lambda: next(ticks))
+        >>> for _ in range(10):
+        ...     shown.advance()
+        >>> shown.left()  # 10 updates in 30 s, 50 to go
+        150.0
+        """
+        if self.done <= self.start:
+            return None
+        return (self.clock() - self.began) / (self.done - self.start) * (self.total - self.done)
 
     def close(self) -> None:
         self.bar.set_postfix(self.postfix(), refresh=True)

@@ -112,9 +112,9 @@ def _train(config, plan: Plan, producer, run: RunDir, world: World, on_probe) ->
             schedule=config.schedule,
         )
         norm, info = _update(config, producer, world, learner, step, lr)
+        display.advance()  # before the log line, which counts this update
         if (step + 1) % config.log_every == 0 or step + 1 == plan.total:
             display.logged(*log_metrics(config, run, world, learner, step + 1, lr, norm, info))
-        display.advance()
     save(plan.total)
     display.close()
     if world.main:

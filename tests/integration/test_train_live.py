@@ -83,16 +83,17 @@ def test_the_bar_keeps_the_last_probe_and_forecast_in_memory():
 
 def test_off_a_terminal_the_bar_is_off_and_each_log_and_probe_is_a_stage_line(caplog):
     caplog.set_level(logging.INFO, logger="ihprobe")
-    shown = Display(total=100, start=40, enabled=True)  # pytest's stderr is not a terminal
-    assert shown.bar.disable
+    ticks = iter([0.0, 600.0, 600.0])  # the clock at the start and at each line
+    shown = Display(total=100, start=40, enabled=True, clock=lambda: next(ticks))
+    assert shown.bar.disable  # pytest's stderr is not a terminal
     for _ in range(10):
         shown.advance()
     shown.logged(2.5, 1000.0)
     shown.probed(probe(50, 0.31), None)
     stages = [r.getMessage() for r in caplog.records if is_stage(r)]
     assert stages == [
-        "update 50/100, loss 2.500, tok/s 1,000",
-        "update 50/100, loss 2.500, tok/s 1,000, max PS 0.31 (L1H3)",
+        "update 50/100, loss 2.500, tok/s 1,000, about 50 min left",  # 10 in 10 min, 50 to go
+        "update 50/100, loss 2.500, tok/s 1,000, max PS 0.31 (L1H3), about 50 min left",
     ]
     caplog.clear()
     quiet = Display(total=100, start=0, enabled=False)

@@ -72,7 +72,7 @@ def test_trajectory_warns_before_its_first_checkpoint(run, monkeypatch, caplog):
 
     call = lambda: ihprobe.trajectory(run, ["prefix_matching"], cache=False)  # noqa: E731
     (said,) = _said_before_work(monkeypatch, caplog, 30.0, call, stop)
-    assert said.startswith("trajectory: about 2 min of work for 3 checkpoints")
+    assert said.startswith("trajectory: about 90 s of work for 3 checkpoints")  # 30 s each
 
 
 def test_fv_scores_warns_before_its_first_task(run, monkeypatch, caplog, tokenizer, tmp_path):
