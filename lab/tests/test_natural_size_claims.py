@@ -268,11 +268,31 @@ def test_the_regime_line_says_lr_may_explain_fewer_heads_at_d256_only_when_it_ha
     assert "learning rate's doing" not in size.regime_line(frame)  # every arm has its heads
     assert "pilots at lr 1e-3" in size.regime_line(frame)  # beside it, the pilots' own rate
     frame.loc[frame.cell == D256, ["censored", "has_head", "updates"]] = [True, False, BUDGET]
-    assert "d_model 256's smaller share of seeds with a head" in size.regime_line(frame)
+    said = size.regime_line(frame)
+    assert "d_model 256's smaller share of seeds with a head" in said
+    assert said.endswith("the post hoc arm at lr 1e-3 (below) judges which: **the learning rate**.")
+    frame.loc[frame.cell == size.lr_arm.ARM, "has_head"] = False  # 0 of 5 at lr 1e-3 too
+    assert size.regime_line(frame).endswith("judges which: **size**.")
     none = tmp_path / "pilots.csv"
     pd.read_csv(size.PILOTS).query("d_model != 256").to_csv(none, index=False)
     alone = size.regime_line(frame, none)
     assert alone == "- Regime: every arm at the grid's AdamW lr 3e-3 (constant after a 1% warm-up)."
+
+
+def test_a_differs_that_holms_adjustment_undoes_says_so_in_its_line():
+    frame = planted({})
+    frame.loc[frame.cell == D256, ["censored", "has_head", "updates"]] = [True, False, BUDGET]
+    share = [line for line in size.arm_lines(frame, D256) if "seeds with a head:" in line][0]
+    assert share.endswith("**differs**.")  # 0 of 5 against 5 of 5: Holm's 0.024 holds
+    frame.loc[(frame.cell == sc.BASE) & (frame.seed == 0), "has_head"] = False  # 4 of 5
+    share = [line for line in size.arm_lines(frame, D256) if "seeds with a head:" in line][0]
+    adjusted = size.p_text(size.holm_adjusted(sc.runs_of(frame))[D256])
+    assert adjusted == "0.14" and share.endswith(
+        f"p = 0.048: **differs** (Holm's adjusted p over 3 arms, {adjusted}, finds no "
+        "difference: this 'differs' does not hold family-wise)."
+    )
+    d64 = [line for line in size.arm_lines(frame, D64) if "seeds with a head:" in line][0]
+    assert d64.endswith("**no difference found**.")
 
 
 def test_the_family_line_gives_holms_adjusted_p_beside_each_share():

@@ -113,7 +113,8 @@ def regime_line(frame: pd.DataFrame, pilots: Path = PILOTS) -> str:
     if len(wide) and share[f"{CELL}-d256"] < share[CELL]:  # NaN (no run) compares False
         line += (
             " So d_model 256's smaller share of seeds with a head here may be the learning "
-            "rate's doing rather than size's: this arm tests size at lr 3e-3 only."
+            "rate's doing rather than size's: this arm tests size at lr 3e-3 only; the post hoc "
+            f"arm at lr 1e-3 (below) judges which: **{lr_arm.lr_verdict(runs)[0]}**."
         )
     return line
 
@@ -175,7 +176,8 @@ def arm_lines(frame: pd.DataFrame, arm: str) -> list[str]:
         f"- {label} over d_model 128: {ratio.text('.2f')}: **{said}** ({why + '; ' if why else ''}"
         f"rule: {sc.CLAIM.says}).",
         f"  - seeds with a head: {share.text('.2f')} against {base.text('.2f')}; Fisher's "
-        f"exact p = {p_text(p)}: **{sc.formation_verdict(runs, arm, final)}**.",
+        f"exact p = {p_text(p)}: **{sc.formation_verdict(runs, arm, final)}**"
+        f"{_family_note(runs, arm, final)}.",
         f"  - onsets of the seeds with a head only: {heads.text('.2f')}.",
         f"  - a run without a head censored at its budget: {censored.text('.2f')}: "
         f"**{sc.verdict(censored, headless, arm, final)[0]}**.",
@@ -183,6 +185,18 @@ def arm_lines(frame: pd.DataFrame, arm: str) -> list[str]:
         f"**{sc.verdict(profile, runs, arm, final)[0]}**.",
         *_coverage_line(runs, arm),
     ]
+
+
+def _family_note(runs: pd.DataFrame, arm: str, final: bool) -> str:
+    """Where a share's "differs" does not hold under Holm's adjustment over the arms, the
+    words that say so beside it ("" otherwise: the adjustment only raises p)."""
+    adjusted = holm_adjusted(runs)
+    if sc.formation_verdict(runs, arm, final) != "differs" or adjusted[arm] < sc.ALPHA:
+        return ""
+    return (
+        f" (Holm's adjusted p over {len(adjusted)} arms, {p_text(adjusted[arm])}, finds no "
+        "difference: this 'differs' does not hold family-wise)"
+    )
 
 
 def _coverage_line(runs: pd.DataFrame, arm: str) -> list[str]:
