@@ -26,12 +26,12 @@ pytestmark = pytest.mark.slow
 def dist(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     # --no-isolation: the build backend comes from this venv (no network for an isolated one)
-    subprocess.run(
+    built = subprocess.run(
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
-        check=True,
         capture_output=True,
         text=True,
     )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]  # say why
     return out
 
 
