@@ -6,6 +6,7 @@ scan of a tiny checkpoint."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -19,15 +20,38 @@ import ihprobe
 from tests.helpers import valid_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+# both tests on one worker share one build; each build works in its own copy of the tree (two
+# builds in one tree raced on its sdist release folder: "No such file" from another's cleanup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
+
+
+def source_copy(to: Path) -> Path:
+    """The project's files as a fresh clone has them (tracked, or untracked and not ignored),
+    copied to ``to``: the build writes its egg-info and release folder there, not in the tree."""
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():  # a deleted but still tracked file is skipped
+            (to / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, to / name)
+    return to
 
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
+    source = source_copy(tmp_path_factory.mktemp("source"))
     # --no-isolation: the build backend comes from this venv (no network for an isolated one)
     built = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
         capture_output=True,
         text=True,
     )
