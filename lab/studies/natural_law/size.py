@@ -210,8 +210,17 @@ def _coverage_line(runs: pd.DataFrame, arm: str) -> list[str]:
     ]
 
 
+# how this study's runs are trained: one thread each, up to three at once (the lr arm's last three)
+RUNS = (
+    "one thread a process (`OMP_NUM_THREADS=1`), up to three processes at once on a 2-core "
+    "machine shared with other work (so `train_s` is a shared machine's wall time)"
+)
+
+
 def _report(frame: pd.DataFrame, provenance: list[str]) -> str:
-    provenance = [line.replace(report.SHARED, report.OURS) for line in provenance]
+    # a file rendered before RUNS recorded the grid's wording (one process at a time): said anew
+    said = (report.SHARED, report.OURS)
+    provenance = [line.replace(said[0], RUNS).replace(said[1], RUNS) for line in provenance]
     lines = [
         "# [A]'s size independence on natural text: one cell, four sizes",
         "",
