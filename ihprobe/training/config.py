@@ -319,17 +319,20 @@ def check_training_size(config: TrainConfig) -> None:
     """Refuse a model and batch that cannot fit in memory before any tensor is made (the
     estimate of :mod:`ihprobe.core.memory`, with the producer's vocabulary or 512), or whose
     checkpoints cannot fit on the disk of ``out``, and say so before more than a minute of
-    estimated training."""
+    estimated training (for a resumed run, of the updates it has left)."""
     vocab = config.producer_options.get("vocab_size")
     vocab = vocab if isinstance(vocab, int) and vocab > 0 else 512
     shape = Shape(
         config.layers, config.heads, config.d_model, config.mlp_width, vocab, config.context
     )
+    done = _saved_updates(config)
     found = estimate(
-        shape, train_batch=config.batch_size // config.grad_accum, steps=config.total_steps
+        shape, train_batch=config.batch_size // config.grad_accum, steps=config.total_steps - done
     )
+    resumed = f", updates {done:,} to {config.total_steps:,}" if done else ""
     check_work(
-        f"training {shape.parameters:.3g} parameters at B={config.batch_size}, C={config.context}",
+        f"training {shape.parameters:.3g} parameters at B={config.batch_size}, C={config.context}"
+        + resumed,
         found,
         shrink="pass a smaller --d-model, --d-mlp, --layers, -C or -B (or --grad-accum)",
         device=_estimated_on(config.device),
@@ -341,6 +344,22 @@ def check_training_size(config: TrainConfig) -> None:
         config.out,
         shrink="pass a smaller --n-checkpoints or model, or free disk space",
     )
+
+
+def _saved_updates(config: TrainConfig) -> int:
+    """Updates a run resumed from ``out`` has done already (its latest training state's, read
+    from the file's name): 0 for a new run, or one not resumed.
+
+    >>> _saved_updates(TrainConfig(out="no/such/run", resume=True))
+    0
+    """
+    from ihprobe.io.run_dir import RunDir
+
+    if not (config.resume or config.resume_or_start):
+        return 0
+    latest = RunDir(config.out).latest_state()
+    found = latest.stem.removeprefix("step-") if latest else ""
+    return min(int(found), config.total_steps) if found.isdigit() else 0
 
 
 def _new_checkpoints(config: TrainConfig) -> list[int]:

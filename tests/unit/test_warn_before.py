@@ -117,3 +117,26 @@ def test_an_announced_loop_does_not_warn_again(caplog):
         with stages.announced_work(log, "scan", 5, 1.0) as warned:
             assert not warned and not stages.Counter(log, "scan", 5).announced
     assert [r.getMessage()[:28] for r in caplog.records] == ["LLC: about 25 min of work fo"]
+
+
+def test_a_resumed_training_run_announces_only_the_updates_it_has_left(tmp_path, monkeypatch):
+    """``ihprobe train --resume`` at update 15,000 of 20,000 estimates the 5,000 left (the
+    saved state's update read from its file's name), and says which; a new run, a run not
+    resumed, and a state file whose name holds no update count estimate the whole budget."""
+    from ihprobe.training import config as training
+
+    said = []
+    monkeypatch.setattr(training, "check_work", lambda what, found, **_: said.append((what, found)))
+    out = tmp_path / "run"
+    base = {"out": str(out), "producer": "iid", "d_model": 128, "context": 128, "steps": 20_000}
+    training.check_training_size(training.TrainConfig(**base, resume_or_start=True))
+    (out / "state").mkdir(parents=True)
+    (out / "state" / "step-015000.pt").touch()
+    training.check_training_size(training.TrainConfig(**base, resume=True))
+    training.check_training_size(training.TrainConfig(**base))  # not resumed: the whole
+    (whole_what, whole), (what, left), (_, again) = said
+    assert left.flops == pytest.approx(whole.flops / 4) and again.flops == whole.flops
+    assert what == whole_what + ", updates 15,000 to 20,000" and "updates" not in whole_what
+    (out / "state" / "step-015000.pt").rename(out / "state" / "step-last.pt")
+    training.check_training_size(training.TrainConfig(**base, resume=True))
+    assert said[-1][1].flops == whole.flops  # no count in the name: the cautious whole
