@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from lab.studies.natural_law import RUNS, _measure, grid_study
-from lab.studies.natural_law.cells import CELLS, budget
+from lab.studies.natural_law.cells import CELLS, LAW_X, budget
 
 LATE_X = 4.0
 STALL = 0.5  # nats: a loss that fell less than this from its first log has not trained
@@ -77,6 +77,54 @@ def reading(row: dict) -> str:
     return f"not by {LATE_X:g}x (loss {first:.1f} to {final:.1f} nats): no head by then"
 
 
+def tally(frame: pd.DataFrame) -> list[str]:
+    """One line for each context size the cells share: how many of its finished runs placed an
+    onset by ``LATE_X`` x the law, and what the rest say (a count, no fit).
+
+    >>> rows = [{"cell": "B1-C64", "seed": s, "status": "done", "transition": False,
+    ...          "censored": True, "train_loss_first": 6.0, "train_loss_final": 3.0}
+    ...         for s in (0, 1)]
+    >>> print(tally(pd.DataFrame(rows))[0])  # doctest: +NORMALIZE_WHITESPACE
+    - C = 64 (B1-C64, B2-C64, B4-C64, B8-C64; 2 of 8 runs finished): none placed an onset by 4x
+    the law (2 flat with their training loss falling), so no head by 2x the grid's budget;
+    whether one comes later or never, these runs cannot say.
+    """
+    lines = []
+    for context in sorted({cells["context"] for cells in LATE_CELLS.values()}):
+        names = [c for c, cells in LATE_CELLS.items() if cells["context"] == context]
+        rows = frame[frame.cell.isin(names)].to_dict("records")
+        done = [r for r in rows if r.get("status") == "done"]
+        said = [reading(r) for r in done]
+        late = [r for r in done if reading(r).startswith("late")]
+        failed = sum("optimisation failure" in text for text in said)
+        flat = len(done) - len(late) - failed
+        runs = len(names) * len(SEEDS)
+        head = f"- C = {context} ({', '.join(names)}; {len(done)} of {runs} runs finished):"
+        if not done:
+            lines.append(f"{head} pending.")
+            continue
+        rest = [f"{flat} flat with their training loss falling"] if flat else []
+        rest += [f"{failed} an optimisation failure"] if failed else []
+        if late:
+            at = ", ".join(f"{r['updates'] / r['law_updates']:.1f}x" for r in late)
+            lines.append(
+                f"{head} {len(late)} placed an onset by {LATE_X:g}x the law (at {at}): late "
+                "heads, not never" + "".join(f"; {part}" for part in rest) + "."
+            )
+        else:
+            lines.append(
+                f"{head} none placed an onset by {LATE_X:g}x the law ({'; '.join(rest)})"
+                + (
+                    f", so no head by {LATE_X / LAW_X:g}x the grid's budget; whether one comes "
+                    "later or never, these runs cannot say"
+                    if flat
+                    else ""
+                )
+                + "."
+            )
+    return lines
+
+
 def report(frame: pd.DataFrame, provenance: list[str]) -> str:
     lines = ["# Late or never? Flat natural-grid cells run on to 4x the law", "", *provenance, ""]
     lines += [(__doc__ or "").split(">>>")[0].strip(), "", "| cell | seed | steps | reading |"]
@@ -84,6 +132,7 @@ def report(frame: pd.DataFrame, provenance: list[str]) -> str:
     for row in frame.to_dict("records"):
         steps = LATE_CELLS[row["cell"]]["steps"]
         lines.append(f"| {row['cell']} | {row['seed']} | {steps} | {reading(row)} |")
+    lines += ["", "By context size (a count of the readings above):", "", *tally(frame)]
     done = frame[frame.status == "done"] if "status" in frame else frame.iloc[:0]
     finished = {(r["cell"], int(r["seed"])) for r in done.to_dict("records")}
     order = [(c, s) for s in SEEDS for c in LATE_CELLS]  # seed 1 of every cell first
