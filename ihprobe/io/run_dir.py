@@ -115,6 +115,13 @@ class RunDir:
         found = sorted(self.state.glob("step-*.pt")) if self.state.is_dir() else []
         return found[-1] if found else None
 
+    def latest_state_step(self) -> int | None:
+        """The update of :meth:`latest_state`, read from its name (:meth:`state_file`'s); None
+        without one, or for a name that holds no update count."""
+        latest = self.latest_state()
+        digits = latest.stem.removeprefix("step-") if latest else ""
+        return int(digits) if digits.isdigit() else None
+
     def clear(self) -> None:
         """Remove what the trainer wrote here: the run's files, its checkpoints (each carries
         ``ihprobe.json``), its training states, its interrupted writes and its marker, then the

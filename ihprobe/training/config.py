@@ -347,8 +347,8 @@ def check_training_size(config: TrainConfig) -> None:
 
 
 def _saved_updates(config: TrainConfig) -> int:
-    """Updates a run resumed from ``out`` has done already (its latest training state's, read
-    from the file's name): 0 for a new run, or one not resumed.
+    """Updates a run resumed from ``out`` has done already (its latest training state's): 0 for
+    a new run, or one not resumed.
 
     >>> _saved_updates(TrainConfig(out="no/such/run", resume=True))
     0
@@ -357,9 +357,7 @@ def _saved_updates(config: TrainConfig) -> int:
 
     if not (config.resume or config.resume_or_start):
         return 0
-    latest = RunDir(config.out).latest_state()
-    found = latest.stem.removeprefix("step-") if latest else ""
-    return min(int(found), config.total_steps) if found.isdigit() else 0
+    return min(RunDir(config.out).latest_state_step() or 0, config.total_steps)
 
 
 def _new_checkpoints(config: TrainConfig) -> list[int]:

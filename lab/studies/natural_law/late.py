@@ -95,7 +95,7 @@ def tally(frame: pd.DataFrame) -> list[str]:
         rows = frame[frame.cell.isin(names)].to_dict("records")
         done = [r for r in rows if r.get("status") == "done"]
         said = [reading(r) for r in done]
-        late = [r for r in done if reading(r).startswith("late")]
+        late = [r for r, text in zip(done, said, strict=True) if text.startswith("late")]
         failed = sum("optimisation failure" in text for text in said)
         flat = len(done) - len(late) - failed
         runs = len(names) * len(SEEDS)

@@ -219,8 +219,8 @@ RUNS = (
 
 def _report(frame: pd.DataFrame, provenance: list[str]) -> str:
     # a file rendered before RUNS recorded the grid's wording (one process at a time): said anew
-    said = (report.SHARED, report.OURS)
-    provenance = [line.replace(said[0], RUNS).replace(said[1], RUNS) for line in provenance]
+    for said in (report.SHARED, report.OURS):
+        provenance = [line.replace(said, RUNS) for line in provenance]
     lines = [
         "# [A]'s size independence on natural text: one cell, four sizes",
         "",
